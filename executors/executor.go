@@ -1,0 +1,100 @@
+// Package executors runs one sandboxed action: a process in a root filesystem built from
+// an OCI image, with read-only input mounts, a writable /out and /tmp, resource limits and a
+// wall-clock deadline. Implementations live in sub-packages (containerd, runc, local).
+//
+// An executor reports only what it observed. It never decides whether an action "succeeded"
+// for caching or attestation purposes: the engine does that from the Result.
+package executors
+
+import (
+	"context"
+	"io"
+	"time"
+)
+
+// Isolation modes recorded in provenance.
+const (
+	IsolationContainer = "container" // namespaces + cgroups via an OCI runtime
+	IsolationNone      = "none"      // the local executor: a plain host process
+)
+
+// Image is the root filesystem an action runs in.
+type Image struct {
+	// Digest is the OCI manifest digest ("sha256:<hex>") of the image.
+	Digest string
+	// LayoutPath is an OCI image layout directory that contains the image (index.json
+	// references it by Digest). Executors that import images (containerd) read it.
+	LayoutPath string
+	// Rootfs is the image unpacked into a directory. Executors that run bundles (runc)
+	// use it as the read-only root.
+	Rootfs string
+	// Env, User and Workdir are the image configuration's defaults.
+	Env     []string
+	User    string
+	Workdir string
+}
+
+// Mount makes a host file or directory visible read-only inside the sandbox.
+type Mount struct {
+	Source string // host path, already materialized by the engine
+	Target string // absolute path inside the sandbox
+}
+
+// Limits bound one action. Zero means "the executor's default", never "unlimited".
+type Limits struct {
+	MemoryBytes int64
+	CPUs        float64
+	Pids        int64
+	Timeout     time.Duration
+}
+
+// Network policy of an action.
+const (
+	NetworkNone = "none" // a new network namespace with loopback only
+	NetworkHost = "host" // only with an operator grant
+)
+
+// Action is one process to run.
+type Action struct {
+	// ID names this attempt; it is unique per attempt and safe as a container name
+	// ([a-z0-9-], at most 64 bytes). Leftovers of a crashed run are found by its prefix.
+	ID      string
+	Image   Image
+	Argv    []string
+	Env     []string // KEY=VALUE, replaces the image env when non-nil
+	Workdir string
+	User    string // "uid:gid"; empty means the executor's non-root default
+	Mounts  []Mount
+	// OutDir is a host directory, created empty by the engine, mounted read-write at /out.
+	OutDir  string
+	Limits  Limits
+	Network string
+	// Stdout and Stderr receive the process output as it is produced. The engine bounds them.
+	Stdout io.Writer
+	Stderr io.Writer
+}
+
+// Result is what the executor observed.
+type Result struct {
+	ExitCode  int // the process exit status; -1 if killed by a signal
+	Signal    string
+	TimedOut  bool // killed at the deadline
+	OOMKilled bool // killed at the memory limit
+	Started   time.Time
+	Finished  time.Time
+}
+
+// Executor runs actions. Run returns an error only when the action could not be run at all
+// (bad image, runtime failure); a non-zero exit, timeout or OOM is a Result, not an error.
+type Executor interface {
+	// Name is the executor's short name: "containerd", "runc" or "local".
+	Name() string
+	// Isolation is IsolationContainer or IsolationNone.
+	Isolation() string
+	// Run executes the action and waits for it, its children and its cleanup.
+	Run(ctx context.Context, a *Action) (*Result, error)
+	// Cleanup removes leftovers (containers, snapshots, leases, bundles) of earlier crashed
+	// runs whose IDs start with prefix.
+	Cleanup(ctx context.Context, prefix string) error
+	Close() error
+}
