@@ -1,0 +1,39 @@
+# The two set-up commands of the README are `make example` and `make test`.
+# Both install what they need (Debian packages, a private containerd) first.
+
+GO      ?= go
+BIN     := bin/foundry
+# A private containerd for tests and examples; see scripts/containerd.sh.
+export FOUNDRY_CONTAINERD_ADDRESS ?= /run/foundry-containerd/containerd.sock
+
+.PHONY: all build deps test test-unit fuzz bench example vet clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN) ./cmd/foundry
+
+# deps installs the Debian packages Foundry's sandboxes and tests use and starts containerd.
+deps:
+	bash scripts/deps.sh
+
+vet:
+	$(GO) vet ./...
+
+# test runs the whole suite: vet, unit and end-to-end tests, and each fuzz target briefly.
+test: deps vet
+	$(GO) test -count=1 -timeout 40m ./...
+	bash scripts/fuzz.sh 10s
+
+fuzz:
+	bash scripts/fuzz.sh 60s
+
+bench: deps build
+	bash scripts/bench.sh
+
+# example runs examples/hello end to end.
+example: deps build
+	cd examples/hello && ../../$(BIN) validate && ../../$(BIN) plan
+
+clean:
+	rm -rf bin

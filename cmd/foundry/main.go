@@ -1,0 +1,169 @@
+// Command foundry is the CLI: thin wrappers over lang, engine, executors, provenance and
+// registry. Each subcommand lives in its own cmd_<name>.go file and registers itself in
+// commands (see register).
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+)
+
+// Exit codes, documented in spec/cli.md.
+const (
+	exitOK       = 0 // success
+	exitError    = 1 // the command ran and failed: bad configuration, failed step, failed check
+	exitUsage    = 2 // bad command line
+	exitDiffers  = 3 // a check found a difference: fmt -check, plan -detailed-exitcode with changes
+	exitInternal = 4 // an internal error (a bug): please report it
+)
+
+// command is one subcommand.
+type command struct {
+	name    string
+	summary string // one line for the command list
+	usage   string // "foundry plan [options] [DIR]"
+	help    string // paragraphs that teach: what it does, examples, exit codes
+	// flags declares the command's flags on fs and returns the function that runs it.
+	// run gets the remaining positional arguments and returns an exit code.
+	setup func(fs *flag.FlagSet) func(env *cliEnv, args []string) int
+}
+
+// cliEnv is what a command may touch: streams and the process environment, so that tests can
+// drive the CLI in-process.
+type cliEnv struct {
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+	getenv func(string) string
+}
+
+var commands = map[string]*command{}
+
+func register(c *command) {
+	if _, dup := commands[c.name]; dup {
+		panic("duplicate command " + c.name)
+	}
+	commands[c.name] = c
+}
+
+func main() {
+	env := &cliEnv{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv}
+	os.Exit(run(env, os.Args[1:]))
+}
+
+// run dispatches args to a subcommand and returns the process exit code.
+func run(env *cliEnv, args []string) int {
+	if len(args) == 0 {
+		printTopUsage(env.stderr)
+		return exitUsage
+	}
+	name := args[0]
+	switch name {
+	case "-h", "-help", "--help", "help":
+		if len(args) > 1 {
+			if c, ok := commands[args[1]]; ok {
+				printCommandHelp(env.stdout, c)
+				return exitOK
+			}
+		}
+		printTopUsage(env.stdout)
+		return exitOK
+	case "-version", "--version", "version":
+		fmt.Fprintln(env.stdout, "foundry", version)
+		return exitOK
+	}
+	c, ok := commands[name]
+	if !ok {
+		fmt.Fprintf(env.stderr, "foundry: unknown command %q%s\nRun 'foundry help' for the list of commands.\n", name, suggestCommand(name))
+		return exitUsage
+	}
+	fs := flag.NewFlagSet("foundry "+c.name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	runFn := c.setup(fs)
+	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			printCommandHelp(env.stdout, c)
+			return exitOK
+		}
+		fmt.Fprintf(env.stderr, "foundry %s: %v\nRun 'foundry %s -help' for usage.\n", c.name, err, c.name)
+		return exitUsage
+	}
+	return runFn(env, fs.Args())
+}
+
+var version = "dev"
+
+func printTopUsage(w io.Writer) {
+	fmt.Fprint(w, `Foundry builds software that must be proven: HCL recipes and capability contracts compile into
+a content-addressed graph; steps run in sandboxes; results carry signed provenance.
+
+Usage: foundry <command> [options] [args]
+
+Commands:
+`)
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-12s %s\n", n, commands[n].summary)
+	}
+	fmt.Fprint(w, `
+Run 'foundry <command> -help' for a command's options and examples.
+Exit codes: 0 success, 1 failure, 2 usage error, 3 differences found (fmt -check,
+plan -detailed-exitcode), 4 internal error.
+`)
+}
+
+func printCommandHelp(w io.Writer, c *command) {
+	fmt.Fprintf(w, "Usage: %s\n\n%s\n", c.usage, strings.TrimSpace(c.help))
+	fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
+	c.setup(fs)
+	has := false
+	fs.VisitAll(func(*flag.Flag) { has = true })
+	if has {
+		fmt.Fprint(w, "\nOptions:\n")
+		fs.SetOutput(w)
+		fs.PrintDefaults()
+	}
+}
+
+func suggestCommand(name string) string {
+	best, bestD := "", 3
+	for n := range commands {
+		if d := editDistance(name, n); d < bestD {
+			best, bestD = n, d
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (did you mean %q?)", best)
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs the system packages Foundry needs and starts a private containerd.
+# Idempotent: safe to run on every `make test` / `make example`.
+set -euo pipefail
+need=()
+for p in containerd runc busybox-static docker-registry; do
+  dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
+done
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" != 0 ]; then echo "deps: run as root to install: ${need[*]}" >&2; exit 1; fi
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+if [ -f "$(dirname "$0")/containerd.sh" ]; then
+  bash "$(dirname "$0")/containerd.sh" start
+fi
