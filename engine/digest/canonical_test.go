@@ -221,7 +221,7 @@ func TestCanonicalizeAccepts(t *testing.T) {
 		{" \t\r\n{ \"b\" : [ 1 , 2 ] , \"a\" : null } \n", `{"a":null,"b":[1,2]}`},
 		{`"\u0000\u001f\u007f"`, `"\u0000\u001f` + "\x7f" + `"`},
 		{`"\/\b\f\n\r\t\"\\"`, `"/\b\f\n\r\t\"\\"`},
-		{`"\uD83D\uDE00"`, `"😀"`}, // uppercase hex escapes
+		{`"\uD83D\uDE00"`, `"😀"`},                                                      // uppercase hex escapes
 		{`{"a":{"a":1},"b":[{"a":1},{"a":1}]}`, `{"a":{"a":1},"b":[{"a":1},{"a":1}]}`}, // same name in different objects
 		{`[-0, 0.0, -0.0e5, 1E2, 1.50]`, `[0,0,0,100,1.5]`},
 		{`{"\u00e9":1,"e\u0301":2}`, `{"e` + "\u0301" + `":2,"é":1}`}, // no Unicode normalization
