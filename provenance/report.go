@@ -1,0 +1,84 @@
+package provenance
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// WriteJSON writes the report as indented JSON (the -json output of foundry verify).
+func (r *Report) WriteJSON(w io.Writer) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encoding report: %w", err)
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
+}
+
+// WriteText writes the report for a person: the verdict first, then every artifact with
+// each check as PASS or FAIL and its reason, candidates and dependencies indented under it.
+func (r *Report) WriteText(w io.Writer) error {
+	var b strings.Builder
+	ok := 0
+	for _, a := range r.Artifacts {
+		if a.OK {
+			ok++
+		}
+	}
+	verdict := "VERIFIED"
+	if !r.OK {
+		verdict = "NOT VERIFIED"
+	}
+	fmt.Fprintf(&b, "%s: %d of %d artifact(s) verified\n", verdict, ok, len(r.Artifacts))
+	for _, k := range r.Keys {
+		fmt.Fprintf(&b, "  trusted key: %s (%s)\n", k.Name, k.KeyID)
+	}
+	for _, id := range r.Builders {
+		fmt.Fprintf(&b, "  allowed builder: %s\n", id)
+	}
+	for _, t := range r.Types {
+		fmt.Fprintf(&b, "  required type: %s\n", t)
+	}
+	for _, a := range r.Artifacts {
+		b.WriteString("\n")
+		writeArtifact(&b, a, "")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func mark(ok bool) string {
+	if ok {
+		return "PASS"
+	}
+	return "FAIL"
+}
+
+func writeChecks(b *strings.Builder, cs []Check, indent string) {
+	for _, c := range cs {
+		code := ""
+		if !c.OK && c.Code != "" {
+			code = " [" + c.Code + "]"
+		}
+		fmt.Fprintf(b, "%s%s %s%s: %s\n", indent, mark(c.OK), c.Name, code, c.Detail)
+	}
+}
+
+func writeArtifact(b *strings.Builder, a *ArtifactReport, indent string) {
+	fmt.Fprintf(b, "%s%s %s %s\n", indent, mark(a.OK), a.Name, a.Digest)
+	writeChecks(b, a.Checks, indent+"  ")
+	for _, at := range a.Attestations {
+		state := "accepted"
+		if !at.OK {
+			state = "refused"
+		}
+		fmt.Fprintf(b, "%s  envelope %s (%s): %s\n", indent, at.Source, at.Digest, state)
+		writeChecks(b, at.Checks, indent+"    ")
+		for _, d := range at.Dependencies {
+			fmt.Fprintf(b, "%s    dependency:\n", indent)
+			writeArtifact(b, d, indent+"      ")
+		}
+	}
+}

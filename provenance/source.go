@@ -1,0 +1,105 @@
+package provenance
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/foundry-build/foundry/provenance/dsse"
+)
+
+// DirSource is an AttestationSource over a directory of envelope files (any names, any
+// depth). It indexes the files by the subject digests their statements claim; the index is
+// built from unverified bytes, which is safe because Verify checks every candidate it is
+// given and a wrong candidate can only be refused.
+type DirSource struct {
+	dir      string
+	byDigest map[string][]string // subject digest → file paths
+	// Skipped lists files that are not envelopes Foundry could index, with the reason.
+	Skipped []SkippedFile
+}
+
+// SkippedFile is a file DirSource did not index.
+type SkippedFile struct {
+	Path   string `json:"path"`
+	Reason string `json:"reason"`
+}
+
+// NewDirSource scans dir. Symbolic links are not followed and files larger than
+// dsse.MaxEnvelopeSize are skipped.
+func NewDirSource(dir string) (*DirSource, error) {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return nil, fmt.Errorf("attestation directory: %w", err)
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("attestation directory %s: not a directory", dir)
+	}
+	s := &DirSource{dir: dir, byDigest: map[string][]string{}}
+	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			return nil
+		}
+		if !d.Type().IsRegular() {
+			s.Skipped = append(s.Skipped, SkippedFile{p, "not a regular file"})
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if info.Size() > dsse.MaxEnvelopeSize {
+			s.Skipped = append(s.Skipped, SkippedFile{p, fmt.Sprintf("larger than %d bytes", dsse.MaxEnvelopeSize)})
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		env, err := dsse.Parse(b)
+		if err != nil {
+			s.Skipped = append(s.Skipped, SkippedFile{p, err.Error()})
+			return nil
+		}
+		st, err := ParseStatement(env.Payload)
+		if err != nil {
+			s.Skipped = append(s.Skipped, SkippedFile{p, err.Error()})
+			return nil
+		}
+		seen := map[string]bool{}
+		for _, sub := range st.GetSubject() {
+			if h, ok := sub.GetDigest()["sha256"]; ok && !seen[h] {
+				seen[h] = true
+				s.byDigest["sha256:"+h] = append(s.byDigest["sha256:"+h], p)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("attestation directory %s: %w", dir, err)
+	}
+	for _, ps := range s.byDigest {
+		sort.Strings(ps)
+	}
+	return s, nil
+}
+
+// Lookup reads the files whose statements claim digest d. It reads them again rather than
+// returning what was scanned, so a file replaced since the scan is verified as it is now.
+func (s *DirSource) Lookup(_ context.Context, d string) ([]Attestation, error) {
+	var out []Attestation
+	for _, p := range s.byDigest[d] {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil, fmt.Errorf("reading attestation: %w", err)
+		}
+		out = append(out, Attestation{Source: p, Envelope: b})
+	}
+	return out, nil
+}

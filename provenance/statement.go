@@ -1,0 +1,429 @@
+package provenance
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	slsa "github.com/in-toto/attestation/go/predicates/provenance/v1"
+	intoto "github.com/in-toto/attestation/go/v1"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// URIs Foundry writes. spec/provenance.md documents each.
+const (
+	// PayloadType is the DSSE payloadType of every Foundry envelope (in-toto's).
+	PayloadType = "application/vnd.in-toto+json"
+	// PredicateSLSAProvenance is the predicateType of step provenance.
+	PredicateSLSAProvenance = "https://slsa.dev/provenance/v1"
+	// BuildTypeStep is the buildType of one sandboxed Foundry step: externalParameters is the
+	// step as written, internalParameters what Foundry set (spec/provenance.md).
+	BuildTypeStep = "https://foundry.dev/buildtypes/step/v1"
+	// BuilderIDPrefix starts every Foundry builder id:
+	// BuilderIDPrefix + "<executor>@v1?isolation=<isolation>".
+	BuilderIDPrefix = "https://foundry.dev/builder/"
+)
+
+// Isolation modes an executor reports.
+const (
+	IsolationContainer = "container" // OCI sandbox: own namespaces, read-only rootfs, limits
+	IsolationNone      = "none"      // the local executor: runs on the host, unsandboxed
+)
+
+// Annotation keys Foundry sets on resource descriptors. Vendor-prefixed, as SLSA asks of
+// extensions; verifiers that do not know them lose nothing (monotonic policy).
+const (
+	// AnnotationRole on a resolved dependency is "image" or "input".
+	AnnotationRole = "foundry_role"
+	// AnnotationProducer on a resolved dependency is the action digest of the Foundry step
+	// that produced it; Verify follows such dependencies and verifies them too.
+	AnnotationProducer = "foundry_producer"
+)
+
+var (
+	executorRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
+	digestRE   = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+)
+
+// BuilderID is the builder.id for an executor running with the given isolation, e.g.
+// "https://foundry.dev/builder/containerd@v1?isolation=container". Each (executor,
+// isolation) pair is a distinct id because SLSA makes builder.id "the sole determiner of
+// the build level": an unsandboxed run must never share an id with a sandboxed one.
+func BuilderID(executor, isolation string) (string, error) {
+	if !executorRE.MatchString(executor) {
+		return "", fmt.Errorf("executor %q: want a lowercase name like containerd, runc or local", executor)
+	}
+	switch isolation {
+	case IsolationContainer, IsolationNone:
+	default:
+		return "", fmt.Errorf("isolation %q: want %q or %q", isolation, IsolationContainer, IsolationNone)
+	}
+	// The known executors have one honest isolation each; refuse a mislabel here rather
+	// than let it reach a signature.
+	switch {
+	case executor == "local" && isolation != IsolationNone,
+		(executor == "containerd" || executor == "runc") && isolation != IsolationContainer:
+		return "", fmt.Errorf("executor %s cannot provide isolation %q", executor, isolation)
+	}
+	return BuilderIDPrefix + executor + "@v1?isolation=" + isolation, nil
+}
+
+// DefaultBuilders is the allowlist Verify uses when a Policy names no builders: Foundry's
+// sandboxed executors. The local executor (isolation=none) must be allowed explicitly.
+func DefaultBuilders() []string {
+	a, _ := BuilderID("containerd", IsolationContainer)
+	b, _ := BuilderID("runc", IsolationContainer)
+	return []string{a, b}
+}
+
+// Execution is what an executor observed while running one step. The engine fills it only
+// from the executor's observations and from the step definition; it deliberately has no
+// field for a result, verdict or success claim (see the package doc).
+type Execution struct {
+	// InvocationID identifies this attempt of the step (runDetails.metadata.invocationId).
+	InvocationID string
+	// Executor that ran the step ("containerd", "runc", "local") and the isolation it
+	// enforced (IsolationContainer or IsolationNone). Together they make builder.id.
+	Executor  string
+	Isolation string
+	// Versions are builder.version entries, e.g. {"foundry": "v0.3.0", "containerd": "1.6.20"}.
+	Versions map[string]string
+
+	// Step is the step definition as written in the recipe, as a JSON object
+	// (buildDefinition.externalParameters). Digests of what it references belong in Image
+	// and Inputs, not here.
+	Step json.RawMessage
+
+	// What Foundry set (buildDefinition.internalParameters).
+	ActionDigest string // "sha256:<hex>", the action digest that keys the cache
+	Platform     string // e.g. "linux/amd64"
+	Network      Network
+	Limits       Limits
+	User         string // the uid:gid the step ran as, e.g. "65534:65534"
+
+	// Image is the sandbox image the step ran in; Inputs every mounted input. Each must
+	// carry a digest; they become buildDefinition.resolvedDependencies, image first.
+	Image  Dependency
+	Inputs []Dependency
+
+	// Outputs are the declared outputs the executor collected (the statement's subjects).
+	// A directory output's digest is its canonical tree-manifest digest (engine/digest.Dir).
+	Outputs []Artifact
+	// Logs are the captured stdout/stderr blobs (runDetails.byproducts).
+	Logs []Artifact
+
+	StartedOn  time.Time
+	FinishedOn time.Time
+}
+
+// Network is the network policy the sandbox enforced.
+type Network struct {
+	// Mode is "none" (loopback only, the default) or "hosts" (only Hosts, by grant).
+	Mode  string   `json:"mode"`
+	Hosts []string `json:"hosts,omitempty"`
+}
+
+// Limits are the resource limits the sandbox enforced; zero means "not set".
+type Limits struct {
+	MemoryBytes   int64   `json:"memoryBytes,omitempty"`
+	CPUs          float64 `json:"cpus,omitempty"`
+	Pids          int64   `json:"pids,omitempty"`
+	TimeoutMillis int64   `json:"timeoutMillis,omitempty"`
+	OutputBytes   int64   `json:"outputBytes,omitempty"`
+}
+
+// Artifact is a named blob or tree, by digest.
+type Artifact struct {
+	Name      string // output path ("/out/int-sort") or log name ("stdout")
+	Digest    string // "sha256:<hex>"
+	MediaType string // optional
+}
+
+// Dependency is something the step consumed, by digest.
+type Dependency struct {
+	Name      string // how the step saw it: mount path, or "image"
+	URI       string // where it came from: "oci:...", "file:...", a registry reference
+	Digest    string // "sha256:<hex>"
+	MediaType string // optional
+	// Producer is the action digest of the Foundry step that produced this input, if any.
+	// Verify follows such dependencies to their own provenance.
+	Producer string
+}
+
+// Statement is an in-toto Statement minted by this package. It has no exported fields and
+// no constructor other than NewProvenance, so that Sign can only ever sign what an executor
+// observed.
+type Statement struct {
+	st *intoto.Statement
+}
+
+// InToto returns a copy of the underlying in-toto Statement, for reading.
+func (s *Statement) InToto() *intoto.Statement {
+	return proto.Clone(s.st).(*intoto.Statement)
+}
+
+// NewProvenance mints the SLSA Provenance v1 statement for one executed step. It refuses an
+// Execution that is incomplete or malformed rather than sign a partial record.
+func NewProvenance(e *Execution) (*Statement, error) {
+	if e == nil {
+		return nil, errors.New("provenance: nil execution")
+	}
+	builderID, err := BuilderID(e.Executor, e.Isolation)
+	if err != nil {
+		return nil, fmt.Errorf("provenance: %w", err)
+	}
+	if e.InvocationID == "" {
+		return nil, errors.New("provenance: no invocation id")
+	}
+	if !digestRE.MatchString(e.ActionDigest) {
+		return nil, fmt.Errorf("provenance: action digest %q is not sha256:<64 hex>", e.ActionDigest)
+	}
+	if e.StartedOn.IsZero() || e.FinishedOn.IsZero() {
+		return nil, errors.New("provenance: start and finish times are required")
+	}
+	if e.FinishedOn.Before(e.StartedOn) {
+		return nil, fmt.Errorf("provenance: finished %s before it started %s", e.FinishedOn.Format(time.RFC3339Nano), e.StartedOn.Format(time.RFC3339Nano))
+	}
+	switch e.Network.Mode {
+	case "none":
+		if len(e.Network.Hosts) != 0 {
+			return nil, errors.New("provenance: network mode none with hosts")
+		}
+	case "hosts":
+	default:
+		return nil, fmt.Errorf("provenance: network mode %q: want none or hosts", e.Network.Mode)
+	}
+
+	ext, err := stepStruct(e.Step)
+	if err != nil {
+		return nil, fmt.Errorf("provenance: step definition: %w", err)
+	}
+	internal, err := toStruct(map[string]any{
+		"executor":     e.Executor,
+		"isolation":    e.Isolation,
+		"actionDigest": e.ActionDigest,
+		"platform":     e.Platform,
+		"network":      e.Network,
+		"limits":       e.Limits,
+		"user":         e.User,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("provenance: internal parameters: %w", err)
+	}
+
+	if e.Image.Digest == "" {
+		return nil, errors.New("provenance: no image digest")
+	}
+	deps := make([]*intoto.ResourceDescriptor, 0, 1+len(e.Inputs))
+	img, err := dependencyRD(e.Image, "image")
+	if err != nil {
+		return nil, fmt.Errorf("provenance: image: %w", err)
+	}
+	deps = append(deps, img)
+	for i, in := range e.Inputs {
+		rd, err := dependencyRD(in, "input")
+		if err != nil {
+			return nil, fmt.Errorf("provenance: input %d (%s): %w", i, in.Name, err)
+		}
+		deps = append(deps, rd)
+	}
+
+	if len(e.Outputs) == 0 {
+		return nil, errors.New("provenance: no outputs: a statement needs at least one subject")
+	}
+	subjects, err := artifactRDs(e.Outputs, "output")
+	if err != nil {
+		return nil, fmt.Errorf("provenance: %w", err)
+	}
+	logs, err := artifactRDs(e.Logs, "log")
+	if err != nil {
+		return nil, fmt.Errorf("provenance: %w", err)
+	}
+
+	pred := &slsa.Provenance{
+		BuildDefinition: &slsa.BuildDefinition{
+			BuildType:            BuildTypeStep,
+			ExternalParameters:   ext,
+			InternalParameters:   internal,
+			ResolvedDependencies: deps,
+		},
+		RunDetails: &slsa.RunDetails{
+			Builder: &slsa.Builder{Id: builderID, Version: e.Versions},
+			Metadata: &slsa.BuildMetadata{
+				InvocationId: e.InvocationID,
+				StartedOn:    timestamppb.New(e.StartedOn.UTC()),
+				FinishedOn:   timestamppb.New(e.FinishedOn.UTC()),
+			},
+			Byproducts: logs,
+		},
+	}
+	if err := pred.Validate(); err != nil {
+		return nil, fmt.Errorf("provenance: %w", err)
+	}
+	predJSON, err := protojson.Marshal(pred)
+	if err != nil {
+		return nil, fmt.Errorf("provenance: encoding predicate: %w", err)
+	}
+	predStruct := &structpb.Struct{}
+	if err := protojson.Unmarshal(predJSON, predStruct); err != nil {
+		return nil, fmt.Errorf("provenance: encoding predicate: %w", err)
+	}
+	st := &intoto.Statement{
+		Type:          intoto.StatementTypeUri,
+		Subject:       subjects,
+		PredicateType: PredicateSLSAProvenance,
+		Predicate:     predStruct,
+	}
+	if err := st.Validate(); err != nil {
+		return nil, fmt.Errorf("provenance: %w", err)
+	}
+	return &Statement{st: st}, nil
+}
+
+// stepStruct turns the step definition into externalParameters. It must be a non-empty
+// JSON object (SLSA requires externalParameters). Numbers become JSON doubles, so integers
+// beyond 2^53 are refused rather than silently rounded.
+func stepStruct(raw json.RawMessage) (*structpb.Struct, error) {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return nil, errors.New("empty")
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	m, ok := v.(map[string]any)
+	if !ok || len(m) == 0 {
+		return nil, errors.New("not a non-empty JSON object")
+	}
+	if err := checkNumbers(v); err != nil {
+		return nil, err
+	}
+	s := &structpb.Struct{}
+	if err := protojson.Unmarshal(raw, s); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func checkNumbers(v any) error {
+	switch x := v.(type) {
+	case map[string]any:
+		for _, e := range x {
+			if err := checkNumbers(e); err != nil {
+				return err
+			}
+		}
+	case []any:
+		for _, e := range x {
+			if err := checkNumbers(e); err != nil {
+				return err
+			}
+		}
+	case json.Number:
+		if i, err := x.Int64(); err == nil && (i > 1<<53 || i < -(1<<53)) {
+			return fmt.Errorf("integer %s cannot be represented exactly in JSON; write it as a string", x)
+		}
+	}
+	return nil
+}
+
+func toStruct(v any) (*structpb.Struct, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	s := &structpb.Struct{}
+	if err := protojson.Unmarshal(b, s); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func digestSet(d string) (map[string]string, error) {
+	if !digestRE.MatchString(d) {
+		return nil, fmt.Errorf("digest %q is not sha256:<64 lowercase hex>", d)
+	}
+	return map[string]string{"sha256": strings.TrimPrefix(d, "sha256:")}, nil
+}
+
+func dependencyRD(d Dependency, role string) (*intoto.ResourceDescriptor, error) {
+	ds, err := digestSet(d.Digest)
+	if err != nil {
+		return nil, err
+	}
+	if d.Name == "" && d.URI == "" {
+		return nil, errors.New("needs a name or a uri")
+	}
+	ann := map[string]any{AnnotationRole: role}
+	if d.Producer != "" {
+		if !digestRE.MatchString(d.Producer) {
+			return nil, fmt.Errorf("producer %q is not an action digest", d.Producer)
+		}
+		ann[AnnotationProducer] = d.Producer
+	}
+	as, err := structpb.NewStruct(ann)
+	if err != nil {
+		return nil, err
+	}
+	return &intoto.ResourceDescriptor{Name: d.Name, Uri: d.URI, Digest: ds, MediaType: d.MediaType, Annotations: as}, nil
+}
+
+func artifactRDs(as []Artifact, what string) ([]*intoto.ResourceDescriptor, error) {
+	out := make([]*intoto.ResourceDescriptor, 0, len(as))
+	seen := map[string]bool{}
+	for i, a := range as {
+		if a.Name == "" {
+			return nil, fmt.Errorf("%s %d has no name", what, i)
+		}
+		// in-toto: subject names SHOULD be unique; for Foundry they are paths, so they must be.
+		if seen[a.Name] {
+			return nil, fmt.Errorf("%s %q listed twice", what, a.Name)
+		}
+		seen[a.Name] = true
+		ds, err := digestSet(a.Digest)
+		if err != nil {
+			return nil, fmt.Errorf("%s %q: %w", what, a.Name, err)
+		}
+		out = append(out, &intoto.ResourceDescriptor{Name: a.Name, Digest: ds, MediaType: a.MediaType})
+	}
+	// Sorted by name so that the same observation gives the same statement.
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// marshal is the payload encoding: protojson, compacted. protojson varies its whitespace
+// between runs on purpose; compacting makes the same statement give the same bytes, which
+// keeps Ed25519 envelopes reproducible. Identity still comes from the stored envelope bytes.
+func (s *Statement) marshal() ([]byte, error) {
+	b, err := protojson.Marshal(s.st)
+	if err != nil {
+		return nil, err
+	}
+	var out bytes.Buffer
+	if err := json.Compact(&out, b); err != nil {
+		return nil, err
+	}
+	return out.Bytes(), nil
+}
+
+// MarshalJSON returns the statement's JSON, the bytes Sign puts in the envelope payload.
+func (s *Statement) MarshalJSON() ([]byte, error) { return s.marshal() }
+
+// EnvelopeDigest is the identity of a stored attestation: "sha256:" + hex SHA-256 of the
+// exact envelope bytes.
+func EnvelopeDigest(envelope []byte) string {
+	sum := sha256.Sum256(envelope)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}

@@ -1,0 +1,494 @@
+package provenance
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+
+	slsa "github.com/in-toto/attestation/go/predicates/provenance/v1"
+	intoto "github.com/in-toto/attestation/go/v1"
+	"github.com/sigstore/sigstore/pkg/signature"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/foundry-build/foundry/provenance/dsse"
+)
+
+// Refusal codes in Check.Code. Each names one reason an attestation or artifact was
+// refused; the envelope-* codes come from package dsse.
+const (
+	CodeNoAttestation      = "no-attestation"        // no candidate envelope for the artifact
+	CodeSourceError        = "source-error"          // the AttestationSource failed
+	CodePayloadType        = "payload-type"          // payloadType is not in-toto's
+	CodeSignature          = "signature-invalid"     // no signature verifies with any trusted key
+	CodeStatement          = "statement-invalid"     // verified payload is not an in-toto Statement v1
+	CodeSubject            = "subject-mismatch"      // no subject has the artifact's digest
+	CodePredicate          = "predicate-invalid"     // SLSA predicate does not parse or validate
+	CodeBuildType          = "build-type"            // buildType is not Foundry's
+	CodeBuilder            = "builder-not-allowed"   // builder.id not in the allowlist
+	CodeDependency         = "dependency-unverified" // a Foundry-produced input did not verify
+	CodeDependencyCycle    = "dependency-cycle"      // a dependency is its own ancestor
+	CodeDependencyDepth    = "dependency-depth"      // dependencies nest deeper than MaxDepth
+	CodeTypeMissing        = "type-missing"          // no verified statement of a required type
+	defaultMaxDepth        = 32
+	maxSubjectsInMessages  = 4
+	maxPolicySize          = 1 << 20
+	maxReasonsInTypeDetail = 3
+)
+
+// Attestation is one candidate envelope and where it came from.
+type Attestation struct {
+	Source   string // a file path or registry reference, for reports
+	Envelope []byte // the exact stored bytes
+}
+
+// AttestationSource finds attestations by subject digest. Implementations: DirSource (a
+// directory of envelope files); an OCI registry's referrers are the next one.
+type AttestationSource interface {
+	// Lookup returns every stored attestation that may have the artifact with digest d
+	// ("sha256:<hex>") as a subject. Results are unverified candidates: Verify checks each,
+	// so a source may return too much, never needs to be trusted, and must not filter by
+	// signature itself.
+	Lookup(ctx context.Context, d string) ([]Attestation, error)
+}
+
+// Policy says what Verify requires beyond a valid signature and a matching subject.
+// As a file (LoadPolicy) it is a JSON object with these keys; unknown keys are refused, so
+// that a misspelt requirement is an error instead of a silently weaker check.
+type Policy struct {
+	// Builders is the builder.id allowlist for SLSA provenance. Empty means
+	// DefaultBuilders(): Foundry's sandboxed executors only.
+	Builders []string `json:"builders,omitempty"`
+	// PredicateTypes must each be met by at least one verified statement about the
+	// artifact. Empty means PredicateSLSAProvenance.
+	PredicateTypes []string `json:"predicateTypes,omitempty"`
+	// SkipDependencies turns off verifying Foundry-produced inputs.
+	SkipDependencies bool `json:"skipDependencies,omitempty"`
+	// MaxDepth bounds how deep dependencies are followed (default 32).
+	MaxDepth int `json:"maxDepth,omitempty"`
+}
+
+// LoadPolicy reads a Policy from a JSON file.
+func LoadPolicy(path string) (*Policy, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("policy: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxPolicySize+1))
+	if err != nil {
+		return nil, fmt.Errorf("policy %s: %w", path, err)
+	}
+	if len(b) > maxPolicySize {
+		return nil, fmt.Errorf("policy %s: larger than %d bytes", path, maxPolicySize)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var p Policy
+	if err := dec.Decode(&p); err != nil {
+		return nil, fmt.Errorf("policy %s: %w", path, err)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("policy %s: data after the policy object", path)
+	}
+	if p.MaxDepth < 0 {
+		return nil, fmt.Errorf("policy %s: maxDepth %d is negative", path, p.MaxDepth)
+	}
+	for _, b := range p.Builders {
+		if b == "" {
+			return nil, fmt.Errorf("policy %s: empty builder id", path)
+		}
+	}
+	for _, t := range p.PredicateTypes {
+		if t == "" {
+			return nil, fmt.Errorf("policy %s: empty predicate type", path)
+		}
+	}
+	return &p, nil
+}
+
+// Options are the inputs of Verify.
+type Options struct {
+	Keys   []*Verifier // trusted public keys; at least one
+	Policy Policy
+	// Source is searched by subject digest for the artifacts and their dependencies.
+	Source AttestationSource
+	// Attestations are explicitly given candidates, checked for every artifact.
+	Attestations []Attestation
+}
+
+// Subject is an artifact to verify: a label for reports and its digest.
+type Subject struct {
+	Name   string `json:"name"`
+	Digest string `json:"digest"`
+}
+
+// Report is the result of Verify: OK only if every artifact verified.
+type Report struct {
+	OK        bool              `json:"ok"`
+	Keys      []KeyInfo         `json:"keys"`
+	Builders  []string          `json:"builders"`
+	Types     []string          `json:"predicateTypes"`
+	Artifacts []*ArtifactReport `json:"artifacts"`
+}
+
+// KeyInfo names a trusted key in a report.
+type KeyInfo struct {
+	Name  string `json:"name"`
+	KeyID string `json:"keyId"`
+}
+
+// ArtifactReport is what was checked for one artifact (or dependency).
+type ArtifactReport struct {
+	Name         string               `json:"name"`
+	Digest       string               `json:"digest"`
+	OK           bool                 `json:"ok"`
+	Checks       []Check              `json:"checks"`
+	Attestations []*AttestationReport `json:"attestations,omitempty"`
+}
+
+// AttestationReport is what was checked for one candidate envelope.
+type AttestationReport struct {
+	Source        string   `json:"source"`
+	Digest        string   `json:"digest"` // EnvelopeDigest of the exact bytes
+	OK            bool     `json:"ok"`     // accepted as evidence about the artifact
+	PredicateType string   `json:"predicateType,omitempty"`
+	BuilderID     string   `json:"builderId,omitempty"`
+	SignedBy      []string `json:"signedBy,omitempty"` // names of the keys that verified
+	Checks        []Check  `json:"checks"`
+	// Dependencies are the verification of Foundry-produced inputs, when followed.
+	Dependencies []*ArtifactReport `json:"dependencies,omitempty"`
+}
+
+// Check is one verification step: its name, whether it held, and why.
+type Check struct {
+	Name   string `json:"check"`
+	OK     bool   `json:"ok"`
+	Code   string `json:"code,omitempty"` // a Code* constant when !OK
+	Detail string `json:"detail"`
+}
+
+type verifier struct {
+	ctx       context.Context
+	opts      Options
+	keys      []signature.Verifier
+	builders  []string
+	maxDepth  int
+	explicit  []Attestation
+	done      map[string]*ArtifactReport // dependency digest → its report, once verified
+	inProcess map[string]bool
+}
+
+// Verify checks the artifacts against the attestations found for them. It returns an error
+// only for unusable options (no keys, a malformed digest); every verification failure is in
+// the Report, with a reason.
+func Verify(ctx context.Context, opts Options, artifacts ...Subject) (*Report, error) {
+	if len(opts.Keys) == 0 {
+		return nil, errors.New("verify: no public keys: nothing could be trusted")
+	}
+	if len(artifacts) == 0 {
+		return nil, errors.New("verify: no artifacts")
+	}
+	for _, a := range artifacts {
+		if !digestRE.MatchString(a.Digest) {
+			return nil, fmt.Errorf("verify: artifact %s: digest %q is not sha256:<64 lowercase hex>", a.Name, a.Digest)
+		}
+	}
+	v := &verifier{
+		ctx:       ctx,
+		opts:      opts,
+		builders:  opts.Policy.Builders,
+		maxDepth:  opts.Policy.MaxDepth,
+		explicit:  opts.Attestations,
+		done:      map[string]*ArtifactReport{},
+		inProcess: map[string]bool{},
+	}
+	if len(v.builders) == 0 {
+		v.builders = DefaultBuilders()
+	}
+	if v.maxDepth == 0 {
+		v.maxDepth = defaultMaxDepth
+	}
+	types := opts.Policy.PredicateTypes
+	if len(types) == 0 {
+		types = []string{PredicateSLSAProvenance}
+	}
+	rep := &Report{OK: true, Builders: v.builders, Types: types}
+	for _, k := range opts.Keys {
+		if k == nil || k.v == nil {
+			return nil, errors.New("verify: nil key")
+		}
+		v.keys = append(v.keys, k.v)
+		rep.Keys = append(rep.Keys, KeyInfo{Name: k.Name, KeyID: k.KeyID})
+	}
+	for _, a := range artifacts {
+		ar := v.artifact(a, types, 0)
+		rep.Artifacts = append(rep.Artifacts, ar)
+		rep.OK = rep.OK && ar.OK
+	}
+	return rep, nil
+}
+
+// artifact verifies one artifact: it needs, for each required type, one accepted envelope.
+func (v *verifier) artifact(a Subject, types []string, depth int) *ArtifactReport {
+	ar := &ArtifactReport{Name: a.Name, Digest: a.Digest}
+	fail := func(code, format string, args ...any) *ArtifactReport {
+		ar.Checks = append(ar.Checks, Check{Name: "attestations", Code: code, Detail: fmt.Sprintf(format, args...)})
+		return ar
+	}
+	cands := slices.Clone(v.explicit)
+	if v.opts.Source != nil {
+		found, err := v.opts.Source.Lookup(v.ctx, a.Digest)
+		if err != nil {
+			return fail(CodeSourceError, "looking up attestations for %s: %v", a.Digest, err)
+		}
+		cands = append(cands, found...)
+	}
+	seen := map[string]bool{}
+	for _, c := range cands {
+		d := EnvelopeDigest(c.Envelope)
+		if seen[d] {
+			continue // the same bytes from two places are one piece of evidence
+		}
+		seen[d] = true
+		ar.Attestations = append(ar.Attestations, v.envelope(c, d, a.Digest, depth))
+	}
+	if len(ar.Attestations) == 0 {
+		return fail(CodeNoAttestation, "no attestation found for %s", a.Digest)
+	}
+	ar.Checks = append(ar.Checks, Check{Name: "attestations", OK: true,
+		Detail: fmt.Sprintf("%d candidate envelope(s) examined", len(ar.Attestations))})
+	ar.OK = true
+	for _, t := range types {
+		c := Check{Name: "type " + t}
+		var reasons []string
+		for _, at := range ar.Attestations {
+			if at.OK && at.PredicateType == t {
+				c.OK = true
+				c.Detail = "met by verified envelope " + at.Digest + " (" + at.Source + ")"
+				break
+			}
+			if len(reasons) < maxReasonsInTypeDetail {
+				reasons = append(reasons, at.Source+": "+at.refusal(t))
+			}
+		}
+		if !c.OK {
+			c.Code = CodeTypeMissing
+			c.Detail = fmt.Sprintf("no verified statement of type %s about %s; %d candidate(s) refused: %s",
+				t, a.Digest, len(ar.Attestations), strings.Join(reasons, "; "))
+			ar.OK = false
+		}
+		ar.Checks = append(ar.Checks, c)
+	}
+	return ar
+}
+
+// refusal says in one line why an attestation does not meet type t.
+func (at *AttestationReport) refusal(t string) string {
+	for _, c := range at.Checks {
+		if !c.OK {
+			return c.Code + ": " + c.Detail
+		}
+	}
+	return "verified, but of type " + at.PredicateType + ", not " + t
+}
+
+// envelope checks one candidate for the artifact with digest want, in the order DSSE and
+// in-toto prescribe, stopping at the first failure.
+func (v *verifier) envelope(att Attestation, envDigest, want string, depth int) *AttestationReport {
+	r := &AttestationReport{Source: att.Source, Digest: envDigest}
+	pass := func(name, format string, args ...any) {
+		r.Checks = append(r.Checks, Check{Name: name, OK: true, Detail: fmt.Sprintf(format, args...)})
+	}
+	fail := func(name, code, format string, args ...any) *AttestationReport {
+		r.Checks = append(r.Checks, Check{Name: name, Code: code, Detail: fmt.Sprintf(format, args...)})
+		return r
+	}
+
+	env, err := dsse.Parse(att.Envelope)
+	if err != nil {
+		var de *dsse.Error
+		if errors.As(err, &de) {
+			return fail("envelope", de.Code, "%s", de.Msg)
+		}
+		return fail("envelope", dsse.CodeMalformed, "%v", err)
+	}
+	pass("envelope", "DSSE envelope with %d signature(s), %d-byte payload", len(env.Signatures), len(env.Payload))
+
+	// Checked before the signature so that the reason is exact; the signature covers the
+	// payloadType too, so the order cannot let a changed type through.
+	if env.PayloadType != PayloadType {
+		return fail("payload-type", CodePayloadType, "payloadType %q, want %q", env.PayloadType, PayloadType)
+	}
+	pass("payload-type", "%s", env.PayloadType)
+
+	for _, i := range env.Verify(v.keys) {
+		r.SignedBy = append(r.SignedBy, v.opts.Keys[i].Name)
+	}
+	if len(r.SignedBy) == 0 {
+		return fail("signature", CodeSignature, "none of the %d signature(s) verifies with any of the %d trusted key(s)", len(env.Signatures), len(v.keys))
+	}
+	pass("signature", "verified with %s", strings.Join(r.SignedBy, ", "))
+
+	// From here on, only env.Payload — the bytes the signature covers — is read.
+	st, err := ParseStatement(env.Payload)
+	if err != nil {
+		return fail("statement", CodeStatement, "%v", err)
+	}
+	r.PredicateType = st.GetPredicateType()
+	pass("statement", "in-toto Statement v1, predicateType %s", r.PredicateType)
+
+	if name, ok := matchSubject(st, want); ok {
+		pass("subject", "subject %q has digest %s", name, want)
+	} else {
+		return fail("subject", CodeSubject, "no subject has digest %s (subjects: %s)", want, describeSubjects(st))
+	}
+
+	if r.PredicateType != PredicateSLSAProvenance {
+		// Evidence of another kind: accepted for what it is; only a required type can
+		// make it count (see artifact).
+		r.OK = true
+		return r
+	}
+	prov, err := ParseProvenance(st)
+	if err != nil {
+		return fail("predicate", CodePredicate, "%v", err)
+	}
+	pass("predicate", "SLSA Provenance v1")
+	if bt := prov.GetBuildDefinition().GetBuildType(); bt != BuildTypeStep {
+		return fail("build-type", CodeBuildType, "buildType %q, want %q", bt, BuildTypeStep)
+	}
+	pass("build-type", "%s", BuildTypeStep)
+	r.BuilderID = prov.GetRunDetails().GetBuilder().GetId()
+	if !slices.Contains(v.builders, r.BuilderID) {
+		return fail("builder", CodeBuilder, "builder.id %q is not in the allowlist (%s)", r.BuilderID, strings.Join(v.builders, ", "))
+	}
+	pass("builder", "%s is allowed", r.BuilderID)
+
+	if !v.opts.Policy.SkipDependencies {
+		if !v.dependencies(r, prov, depth) {
+			return r
+		}
+	}
+	r.OK = true
+	return r
+}
+
+// dependencies verifies every resolved dependency that names a Foundry producer, as an
+// artifact that needs its own SLSA provenance. It reports false if any did not verify.
+func (v *verifier) dependencies(r *AttestationReport, prov *slsa.Provenance, depth int) bool {
+	n, bad := 0, 0
+	for _, rd := range prov.GetBuildDefinition().GetResolvedDependencies() {
+		producer := rd.GetAnnotations().GetFields()[AnnotationProducer].GetStringValue()
+		if producer == "" {
+			continue
+		}
+		n++
+		name := rd.GetName()
+		if name == "" {
+			name = rd.GetUri()
+		}
+		hex := rd.GetDigest()["sha256"]
+		d := "sha256:" + hex
+		var dr *ArtifactReport
+		switch {
+		case !digestRE.MatchString(d):
+			dr = &ArtifactReport{Name: name, Digest: d, Checks: []Check{{Name: "dependency", Code: CodeDependency,
+				Detail: "Foundry-produced dependency has no sha256 digest"}}}
+		case v.inProcess[d]:
+			dr = &ArtifactReport{Name: name, Digest: d, Checks: []Check{{Name: "dependency", Code: CodeDependencyCycle,
+				Detail: d + " depends on itself"}}}
+		case v.done[d] != nil:
+			prev := v.done[d]
+			c := Check{Name: "dependency", OK: prev.OK, Detail: "verified above"}
+			if !prev.OK {
+				c.Code, c.Detail = CodeDependency, "refused above"
+			}
+			dr = &ArtifactReport{Name: name, Digest: d, OK: prev.OK, Checks: []Check{c}}
+		case depth+1 > v.maxDepth:
+			dr = &ArtifactReport{Name: name, Digest: d, Checks: []Check{{Name: "dependency", Code: CodeDependencyDepth,
+				Detail: fmt.Sprintf("dependencies nest deeper than %d", v.maxDepth)}}}
+		default:
+			v.inProcess[d] = true
+			dr = v.artifact(Subject{Name: name, Digest: d}, []string{PredicateSLSAProvenance}, depth+1)
+			delete(v.inProcess, d)
+			v.done[d] = dr
+		}
+		r.Dependencies = append(r.Dependencies, dr)
+		if !dr.OK {
+			bad++
+		}
+	}
+	if bad > 0 {
+		r.Checks = append(r.Checks, Check{Name: "dependencies", Code: CodeDependency,
+			Detail: fmt.Sprintf("%d of %d Foundry-produced input(s) did not verify", bad, n)})
+		return false
+	}
+	r.Checks = append(r.Checks, Check{Name: "dependencies", OK: true,
+		Detail: fmt.Sprintf("%d Foundry-produced input(s) verified", n)})
+	return true
+}
+
+// ParseStatement parses an in-toto Statement v1 from payload bytes. Call it only on bytes
+// whose signature has been verified. Unknown fields are ignored, as the in-toto spec
+// requires of consumers; the v0.1 statement type is refused.
+func ParseStatement(payload []byte) (*intoto.Statement, error) {
+	st := &intoto.Statement{}
+	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(payload, st); err != nil {
+		return nil, fmt.Errorf("payload is not an in-toto statement: %w", err)
+	}
+	if st.GetType() != intoto.StatementTypeUri {
+		return nil, fmt.Errorf("statement _type %q, want %q", st.GetType(), intoto.StatementTypeUri)
+	}
+	if err := st.Validate(); err != nil {
+		return nil, fmt.Errorf("invalid statement: %w", err)
+	}
+	return st, nil
+}
+
+// ParseProvenance decodes a statement's predicate as SLSA Provenance v1 and validates it.
+func ParseProvenance(st *intoto.Statement) (*slsa.Provenance, error) {
+	b, err := protojson.Marshal(st.GetPredicate())
+	if err != nil {
+		return nil, fmt.Errorf("predicate: %w", err)
+	}
+	p := &slsa.Provenance{}
+	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(b, p); err != nil {
+		return nil, fmt.Errorf("predicate is not SLSA Provenance v1: %w", err)
+	}
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("invalid SLSA Provenance v1: %w", err)
+	}
+	return p, nil
+}
+
+func matchSubject(st *intoto.Statement, want string) (string, bool) {
+	hex := strings.TrimPrefix(want, "sha256:")
+	for _, s := range st.GetSubject() {
+		if s.GetDigest()["sha256"] == hex {
+			return s.GetName(), true
+		}
+	}
+	return "", false
+}
+
+func describeSubjects(st *intoto.Statement) string {
+	var parts []string
+	for i, s := range st.GetSubject() {
+		if i == maxSubjectsInMessages {
+			parts = append(parts, fmt.Sprintf("and %d more", len(st.GetSubject())-i))
+			break
+		}
+		d := "no sha256"
+		if h, ok := s.GetDigest()["sha256"]; ok {
+			d = "sha256:" + h
+		}
+		parts = append(parts, fmt.Sprintf("%q %s", s.GetName(), d))
+	}
+	return strings.Join(parts, ", ")
+}
