@@ -1,0 +1,56 @@
+package state
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/foundry-build/foundry/engine/digest"
+)
+
+// Definition is the canonical action definition (RFC 8785 JSON) a node address last ran
+// or was satisfied with, kept so `foundry explain` can say which field changed.
+type Definition struct {
+	Address string
+	Action  digest.Digest // the action digest the node had with this definition
+	JSON    []byte
+	Updated time.Time
+}
+
+// RecordDefinition stores the definition a node address completed with (done or cached),
+// replacing the previous one. canonical must be a JSON object (the engine passes the exact
+// canonical bytes it hashed; this package does not re-serialise them).
+func (d *DB) RecordDefinition(ctx context.Context, address string, action digest.Digest, canonical []byte) error {
+	if !json.Valid(canonical) || !bytes.HasPrefix(bytes.TrimSpace(canonical), []byte("{")) {
+		return fmt.Errorf("state: definition of %s (%s) is not a JSON object", address, action)
+	}
+	return d.tx(ctx, "record definition of "+address, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `
+INSERT INTO definitions (address, action_digest, definition, updated) VALUES (?, ?, ?, ?)
+ON CONFLICT (address) DO UPDATE SET action_digest = excluded.action_digest, definition = excluded.definition, updated = excluded.updated
+WHERE definitions.action_digest <> excluded.action_digest`,
+			address, string(action), canonical, nanos(time.Now()))
+		return err
+	})
+}
+
+// LastDefinition returns the definition recorded for a node address.
+func (d *DB) LastDefinition(ctx context.Context, address string) (def Definition, found bool, err error) {
+	var (
+		action  string
+		updated sql.NullInt64
+	)
+	err = d.db.QueryRowContext(ctx, `SELECT action_digest, definition, updated FROM definitions WHERE address = ?`, address).Scan(&action, &def.JSON, &updated)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Definition{}, false, nil
+	}
+	if err != nil {
+		return Definition{}, false, fmt.Errorf("state: definition of %s: %w", address, err)
+	}
+	def.Address, def.Action, def.Updated = address, digest.Digest(action), fromNanos(updated)
+	return def, true, nil
+}

@@ -1,0 +1,125 @@
+package state
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+)
+
+// migrations[i] moves the schema from version i to version i+1. Append only: a released
+// migration is never edited, because databases in the field already ran it.
+var migrations = []string{
+	// 1: the initial schema.
+	`
+CREATE TABLE runs (
+	id          TEXT PRIMARY KEY,
+	started     INTEGER NOT NULL,
+	finished    INTEGER,
+	status      TEXT NOT NULL CHECK (status IN ('running','succeeded','failed','interrupted')),
+	plan_digest TEXT NOT NULL,
+	args        TEXT NOT NULL DEFAULT '[]',
+	host        TEXT NOT NULL DEFAULT '',
+	pid         INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX runs_by_started ON runs (started);
+
+CREATE TABLE nodes (
+	run_id        TEXT NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+	address       TEXT NOT NULL,
+	action_digest TEXT NOT NULL,
+	status        TEXT NOT NULL CHECK (status IN ('pending','running','done','cached','failed','skipped')),
+	exit_code     INTEGER,
+	error         TEXT NOT NULL DEFAULT '',
+	started       INTEGER,
+	finished      INTEGER,
+	PRIMARY KEY (run_id, address)
+);
+CREATE INDEX nodes_by_address ON nodes (address);
+
+CREATE TABLE attempts (
+	run_id       TEXT NOT NULL,
+	address      TEXT NOT NULL,
+	n            INTEGER NOT NULL CHECK (n >= 1),
+	executor     TEXT NOT NULL,
+	container_id TEXT NOT NULL,
+	started      INTEGER NOT NULL,
+	finished     INTEGER,
+	outcome      TEXT NOT NULL CHECK (outcome IN ('running','succeeded','failed','timed_out','error','interrupted')),
+	detail       TEXT NOT NULL DEFAULT '',
+	PRIMARY KEY (run_id, address, n),
+	FOREIGN KEY (run_id, address) REFERENCES nodes (run_id, address) ON DELETE CASCADE
+);
+CREATE INDEX attempts_running ON attempts (run_id) WHERE outcome = 'running';
+
+CREATE TABLE quarantine (
+	digest TEXT PRIMARY KEY,
+	reason TEXT NOT NULL,
+	added  INTEGER NOT NULL
+);
+
+CREATE TABLE definitions (
+	address       TEXT PRIMARY KEY,
+	action_digest TEXT NOT NULL,
+	definition    BLOB NOT NULL,
+	updated       INTEGER NOT NULL
+);
+
+CREATE TABLE action_cache (
+	action_digest TEXT PRIMARY KEY,
+	record        BLOB NOT NULL,
+	stored        INTEGER NOT NULL
+) WITHOUT ROWID;
+`,
+}
+
+// Version is the schema version this binary writes.
+var Version = len(migrations)
+
+func (d *DB) migrate(ctx context.Context) error {
+	// One connection for the whole migration, so that BEGIN IMMEDIATE serialises two
+	// processes opening a fresh database at the same moment.
+	conn, err := d.db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("state: migrate %s: %w", d.path, err)
+	}
+	defer conn.Close()
+	for {
+		done, err := d.migrateOne(ctx, conn)
+		if err != nil {
+			return err
+		}
+		if done {
+			return nil
+		}
+	}
+}
+
+// migrateOne applies the next pending migration in its own transaction together with the
+// version bump, so a crash leaves the schema at either the old or the new version.
+func (d *DB) migrateOne(ctx context.Context, conn *sql.Conn) (done bool, err error) {
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		return false, fmt.Errorf("state: migrate %s: begin: %w", d.path, err)
+	}
+	defer tx.Rollback()
+	var v int
+	if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+		return false, fmt.Errorf("state: migrate %s: read version: %w", d.path, err)
+	}
+	switch {
+	case v > len(migrations):
+		return false, fmt.Errorf("state: %s has schema version %d, newer than this foundry knows (%d); upgrade foundry", d.path, v, len(migrations))
+	case v == len(migrations):
+		return true, nil
+	}
+	if _, err := tx.ExecContext(ctx, migrations[v]); err != nil {
+		return false, fmt.Errorf("state: migrate %s from version %d to %d: %w", d.path, v, v+1, err)
+	}
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", v+1)); err != nil {
+		return false, fmt.Errorf("state: migrate %s: set version %d: %w", d.path, v+1, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return false, fmt.Errorf("state: migrate %s to version %d: commit: %w", d.path, v+1, err)
+	}
+	return false, nil
+}

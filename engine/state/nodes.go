@@ -1,0 +1,192 @@
+package state
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/foundry-build/foundry/engine/digest"
+)
+
+// NodeStatus is the state of one node within one run.
+type NodeStatus string
+
+const (
+	NodePending NodeStatus = "pending" // planned, not started
+	NodeRunning NodeStatus = "running" // an attempt is (or was, if the run died) executing
+	NodeDone    NodeStatus = "done"    // executed and succeeded in this run
+	NodeCached  NodeStatus = "cached"  // satisfied from the action cache, nothing executed
+	NodeFailed  NodeStatus = "failed"
+	NodeSkipped NodeStatus = "skipped" // not run because a dependency failed
+)
+
+func (s NodeStatus) valid() bool {
+	switch s {
+	case NodePending, NodeRunning, NodeDone, NodeCached, NodeFailed, NodeSkipped:
+		return true
+	}
+	return false
+}
+
+// Node is one node of one run.
+type Node struct {
+	RunID    string
+	Address  string // the node's address in the graph, e.g. recipe.int-sort-go.step.build
+	Action   digest.Digest
+	Status   NodeStatus
+	ExitCode *int   // nil when no process exit was observed
+	Error    string // why it failed or was skipped
+	Started  time.Time
+	Finished time.Time
+}
+
+// NodeRef names a node and the action digest it has in a run.
+type NodeRef struct {
+	Address string
+	Action  digest.Digest
+}
+
+// AddNodes records the planned nodes of a run as pending, in one transaction. A node that
+// is already recorded for the run keeps its state.
+func (d *DB) AddNodes(ctx context.Context, runID string, nodes []NodeRef) error {
+	return d.tx(ctx, fmt.Sprintf("add %d nodes to run %s", len(nodes), runID), func(tx *sql.Tx) error {
+		st, err := tx.PrepareContext(ctx, `INSERT INTO nodes (run_id, address, action_digest, status) VALUES (?, ?, ?, 'pending') ON CONFLICT (run_id, address) DO NOTHING`)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		for _, n := range nodes {
+			if _, err := st.ExecContext(ctx, runID, n.Address, string(n.Action)); err != nil {
+				return fmt.Errorf("node %s: %w", n.Address, err)
+			}
+		}
+		return nil
+	})
+}
+
+// NodeStarted marks a node running (creating its row if AddNodes did not).
+func (d *DB) NodeStarted(ctx context.Context, runID, address string, action digest.Digest) error {
+	return d.tx(ctx, "start node "+address, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `
+INSERT INTO nodes (run_id, address, action_digest, status, started) VALUES (?, ?, ?, 'running', ?)
+ON CONFLICT (run_id, address) DO UPDATE SET action_digest = excluded.action_digest, status = 'running',
+	started = excluded.started, finished = NULL, exit_code = NULL, error = ''`,
+			runID, address, string(action), nanos(time.Now()))
+		return err
+	})
+}
+
+// NodeResult is how a node ended.
+type NodeResult struct {
+	Status   NodeStatus // done, cached, failed or skipped
+	ExitCode *int
+	Error    string
+}
+
+// NodeFinished records how a node ended. For NodeDone the engine must already have stored
+// the outputs and the action cache entry: a crash right after that and before this call is
+// then resumed as a cache hit, not a re-execution.
+func (d *DB) NodeFinished(ctx context.Context, runID, address string, res NodeResult) error {
+	switch res.Status {
+	case NodeDone, NodeCached, NodeFailed, NodeSkipped:
+	default:
+		return fmt.Errorf("state: finish node %s: %q is not a final status", address, res.Status)
+	}
+	return d.tx(ctx, "finish node "+address, func(tx *sql.Tx) error {
+		var code sql.NullInt64
+		if res.ExitCode != nil {
+			code = sql.NullInt64{Int64: int64(*res.ExitCode), Valid: true}
+		}
+		r, err := tx.ExecContext(ctx, `UPDATE nodes SET status = ?, exit_code = ?, error = ?, finished = ? WHERE run_id = ? AND address = ?`,
+			string(res.Status), code, res.Error, nanos(time.Now()), runID, address)
+		if err != nil {
+			return err
+		}
+		if n, _ := r.RowsAffected(); n == 0 {
+			return fmt.Errorf("node %s in run %s: %w", address, runID, ErrNotFound)
+		}
+		return nil
+	})
+}
+
+// NodesCached marks many nodes as satisfied from the action cache in one transaction (one
+// fsync), creating their rows as needed. A no-op apply records its whole graph this way.
+func (d *DB) NodesCached(ctx context.Context, runID string, nodes []NodeRef) error {
+	now := nanos(time.Now())
+	return d.tx(ctx, fmt.Sprintf("mark %d nodes cached in run %s", len(nodes), runID), func(tx *sql.Tx) error {
+		st, err := tx.PrepareContext(ctx, `
+INSERT INTO nodes (run_id, address, action_digest, status, started, finished) VALUES (?, ?, ?, 'cached', ?, ?)
+ON CONFLICT (run_id, address) DO UPDATE SET action_digest = excluded.action_digest, status = 'cached',
+	started = excluded.started, finished = excluded.finished, exit_code = NULL, error = ''`)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		for _, n := range nodes {
+			if _, err := st.ExecContext(ctx, runID, n.Address, string(n.Action), now, now); err != nil {
+				return fmt.Errorf("node %s: %w", n.Address, err)
+			}
+		}
+		return nil
+	})
+}
+
+const nodeColumns = `n.run_id, n.address, n.action_digest, n.status, n.exit_code, n.error, n.started, n.finished`
+
+func scanNode(s interface{ Scan(...any) error }) (Node, error) {
+	var (
+		n                 Node
+		action, status    string
+		code              sql.NullInt64
+		started, finished sql.NullInt64
+	)
+	if err := s.Scan(&n.RunID, &n.Address, &action, &status, &code, &n.Error, &started, &finished); err != nil {
+		return Node{}, err
+	}
+	n.Action, n.Status = digest.Digest(action), NodeStatus(status)
+	if code.Valid {
+		c := int(code.Int64)
+		n.ExitCode = &c
+	}
+	n.Started, n.Finished = fromNanos(started), fromNanos(finished)
+	return n, nil
+}
+
+// Nodes lists the nodes of a run, ordered by address.
+func (d *DB) Nodes(ctx context.Context, runID string) ([]Node, error) {
+	rows, err := d.db.QueryContext(ctx, `SELECT `+nodeColumns+` FROM nodes n WHERE n.run_id = ? ORDER BY n.address`, runID)
+	if err != nil {
+		return nil, fmt.Errorf("state: nodes of run %s: %w", runID, err)
+	}
+	defer rows.Close()
+	var out []Node
+	for rows.Next() {
+		n, err := scanNode(rows)
+		if err != nil {
+			return nil, fmt.Errorf("state: nodes of run %s: %w", runID, err)
+		}
+		out = append(out, n)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("state: nodes of run %s: %w", runID, err)
+	}
+	return out, nil
+}
+
+// LastNodeResult returns the most recent outcome (done, cached or failed) recorded for a
+// node address in any run, for `foundry explain`; found is false when it never ran.
+func (d *DB) LastNodeResult(ctx context.Context, address string) (n Node, found bool, err error) {
+	n, err = scanNode(d.db.QueryRowContext(ctx, `
+SELECT `+nodeColumns+` FROM nodes n JOIN runs r ON r.id = n.run_id
+WHERE n.address = ? AND n.status IN ('done','cached','failed')
+ORDER BY r.started DESC, n.finished DESC LIMIT 1`, address))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Node{}, false, nil
+	}
+	if err != nil {
+		return Node{}, false, fmt.Errorf("state: last result of %s: %w", address, err)
+	}
+	return n, true, nil
+}

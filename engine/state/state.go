@@ -1,0 +1,176 @@
+// Package state is Foundry's durable run journal: a SQLite database (normally
+// .foundry/state.db) that records runs, the nodes of each run, every execution attempt
+// with the container ID it used, quarantined digests, the last action definition of each
+// node address (for `foundry explain`), and the raw records of the action cache.
+//
+// What it guarantees: every write is one SQLite transaction in WAL mode with
+// synchronous=FULL, so a process killed at any point (kill -9) leaves either the old or the
+// new row, never a torn one; the schema is versioned (PRAGMA user_version) and migrated in
+// order; foreign keys are enforced.
+//
+// How a killed apply is resumed (invariant 6): the engine writes AttemptStarted — with the
+// container ID prefix — before it creates a container; it records a node's outputs in the
+// content store and the action cache before NodeFinished. On the next apply,
+// InterruptedAttempts lists attempts whose run is no longer alive (its run lock is free),
+// the engine asks the executor to clean up their container prefixes and closes them with
+// AttemptFinished(OutcomeInterrupted); RecoverRuns marks the dead runs interrupted; finished
+// nodes are found in the action cache and are not re-executed.
+//
+// What it must never do: decide whether an action succeeded (the engine does, from what
+// the executor observed), hold blobs (those live in engine/store), or interpret cache
+// records (engine/cache does; this package stores their bytes).
+package state
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver (pure Go)
+)
+
+// busyTimeout is how long a writer waits for another writer (another goroutine or
+// another foundry process on the same project) before SQLITE_BUSY.
+const busyTimeout = 30 * time.Second
+
+// DB is an open state database. It is safe for concurrent use by many goroutines, and
+// several processes may open the same file.
+type DB struct {
+	db   *sql.DB
+	path string
+	// lockDir holds one lock file per run started by this or another process; a run
+	// whose lock can be taken is not alive any more.
+	lockDir string
+
+	mu    sync.Mutex
+	locks map[string]*os.File // runs begun by this DB, by ID
+}
+
+// OpenState opens (creating if needed) the state database at path and migrates its schema
+// to the newest version this binary knows. It refuses a database written by a newer
+// foundry (a higher schema version).
+func OpenState(path string) (*DB, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("state: resolve %s: %w", path, err)
+	}
+	if strings.ContainsAny(abs, "?#") {
+		return nil, fmt.Errorf("state: database path %q must not contain '?' or '#'", abs)
+	}
+	if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
+		return nil, fmt.Errorf("state: create directory for %s: %w", abs, err)
+	}
+	q := url.Values{}
+	q.Set("_busy_timeout", fmt.Sprint(busyTimeout.Milliseconds()))
+	q.Set("_journal_mode", "WAL")
+	q.Set("_synchronous", "FULL")
+	q.Set("_foreign_keys", "1")
+	// Write transactions start with BEGIN IMMEDIATE: they take the write lock up front and
+	// wait for it (busy timeout) instead of failing when a read lock cannot be upgraded.
+	q.Set("_txlock", "immediate")
+	sdb, err := sql.Open("sqlite", abs+"?"+q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("state: open %s: %w", abs, err)
+	}
+	// WAL lets readers run beside one writer; more connections than that only add memory.
+	sdb.SetMaxOpenConns(8)
+	sdb.SetMaxIdleConns(8)
+	d := &DB{
+		db:      sdb,
+		path:    abs,
+		lockDir: abs + ".runs",
+		locks:   map[string]*os.File{},
+	}
+	if err := d.migrate(context.Background()); err != nil {
+		sdb.Close()
+		return nil, err
+	}
+	if err := os.MkdirAll(d.lockDir, 0o755); err != nil {
+		sdb.Close()
+		return nil, fmt.Errorf("state: create run lock directory %s: %w", d.lockDir, err)
+	}
+	return d, nil
+}
+
+// Path returns the absolute path of the database file.
+func (d *DB) Path() string { return d.path }
+
+// SQL returns the underlying handle, for tests and read-only diagnostics. Writers must use
+// the typed methods so that the invariants above hold.
+func (d *DB) SQL() *sql.DB { return d.db }
+
+// Close releases the run locks this DB holds (their runs then look interrupted unless
+// FinishRun was called) and closes the database.
+func (d *DB) Close() error {
+	d.mu.Lock()
+	for id, f := range d.locks {
+		f.Close()
+		delete(d.locks, id)
+	}
+	d.mu.Unlock()
+	if err := d.db.Close(); err != nil {
+		return fmt.Errorf("state: close %s: %w", d.path, err)
+	}
+	return nil
+}
+
+// SchemaVersion reports the schema version of the open database.
+func (d *DB) SchemaVersion(ctx context.Context) (int, error) {
+	var v int
+	if err := d.db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+		return 0, fmt.Errorf("state: read schema version: %w", err)
+	}
+	return v, nil
+}
+
+// tx runs fn in one write transaction (BEGIN IMMEDIATE) and commits it.
+func (d *DB) tx(ctx context.Context, what string, fn func(*sql.Tx) error) error {
+	t, err := d.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("state: %s: begin: %w", what, err)
+	}
+	if err := fn(t); err != nil {
+		t.Rollback()
+		return fmt.Errorf("state: %s: %w", what, err)
+	}
+	if err := t.Commit(); err != nil {
+		return fmt.Errorf("state: %s: commit: %w", what, err)
+	}
+	return nil
+}
+
+// ErrNotFound is returned (wrapped) when a named run, node or attempt does not exist.
+var ErrNotFound = errors.New("not found")
+
+// Times are stored as Unix nanoseconds (UTC); the zero time is stored as NULL.
+func nanos(t time.Time) sql.NullInt64 {
+	if t.IsZero() {
+		return sql.NullInt64{}
+	}
+	return sql.NullInt64{Int64: t.UnixNano(), Valid: true}
+}
+
+func fromNanos(n sql.NullInt64) time.Time {
+	if !n.Valid {
+		return time.Time{}
+	}
+	return time.Unix(0, n.Int64).UTC()
+}
+
+func newRunID(now time.Time) (string, error) {
+	var b [4]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("state: run id: %w", err)
+	}
+	// Lower-case letters, digits and '-' only: the ID becomes part of container names.
+	return "r" + strings.ToLower(now.UTC().Format("20060102t150405")) + "-" + hex.EncodeToString(b[:]), nil
+}

@@ -1,0 +1,500 @@
+package state
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/foundry-build/foundry/engine/digest"
+)
+
+func openTest(t *testing.T) *DB {
+	t.Helper()
+	db, err := OpenState(filepath.Join(t.TempDir(), ".foundry", "state.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func dg(s string) digest.Digest { return digest.FromBytes([]byte(s)) }
+
+func TestMigrateFromEmpty(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "state.db")
+	db, err := OpenState(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := db.SchemaVersion(ctx)
+	if err != nil || v != Version || v < 1 {
+		t.Fatalf("schema version = %d, %v; want %d", v, err, Version)
+	}
+	var mode string
+	var fk, sync int
+	db.SQL().QueryRow("PRAGMA journal_mode").Scan(&mode)
+	db.SQL().QueryRow("PRAGMA foreign_keys").Scan(&fk)
+	db.SQL().QueryRow("PRAGMA synchronous").Scan(&sync)
+	if mode != "wal" || fk != 1 || sync != 2 {
+		t.Fatalf("journal_mode=%q foreign_keys=%d synchronous=%d; want wal, 1, 2 (FULL)", mode, fk, sync)
+	}
+	for _, table := range []string{"runs", "nodes", "attempts", "quarantine", "definitions", "action_cache"} {
+		var n int
+		if err := db.SQL().QueryRow(`SELECT count(*) FROM sqlite_master WHERE type='table' AND name=?`, table).Scan(&n); err != nil || n != 1 {
+			t.Errorf("table %s: count %d, %v", table, n, err)
+		}
+	}
+	db.Close()
+
+	// Reopening runs no migration twice.
+	db, err = OpenState(path)
+	if err != nil {
+		t.Fatalf("reopen: %v", err)
+	}
+	if v, _ := db.SchemaVersion(ctx); v != Version {
+		t.Fatalf("after reopen version %d", v)
+	}
+	// A database from a newer foundry is refused, not downgraded or clobbered.
+	if _, err := db.SQL().Exec(fmt.Sprintf("PRAGMA user_version = %d", Version+1)); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if _, err := OpenState(path); err == nil || !strings.Contains(err.Error(), "newer") {
+		t.Fatalf("opening a newer schema: err = %v, want a refusal", err)
+	}
+}
+
+func TestMigrationsApplyInOrder(t *testing.T) {
+	// A failing later migration must leave the earlier ones applied and the version at the
+	// last good one, so a fixed binary can continue.
+	saved := migrations
+	t.Cleanup(func() { migrations = saved })
+	migrations = append(append([]string{}, saved...), `CREATE TABLE extra (x INTEGER);`, `THIS IS NOT SQL;`)
+	path := filepath.Join(t.TempDir(), "state.db")
+	if _, err := OpenState(path); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("from version %d to %d", len(saved)+1, len(saved)+2)) {
+		t.Fatalf("err = %v, want a failure of the last migration", err)
+	}
+	migrations = saved[:len(saved):len(saved)]
+	migrations = append(migrations, `CREATE TABLE extra (x INTEGER);`)
+	db, err := OpenState(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if v, _ := db.SchemaVersion(context.Background()); v != len(saved)+1 {
+		t.Fatalf("version %d, want %d", v, len(saved)+1)
+	}
+}
+
+func TestRunNodeAttemptLifecycle(t *testing.T) {
+	ctx := context.Background()
+	db := openTest(t)
+	run, err := db.BeginRun(ctx, dg("plan"), []string{"apply", "-x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.AddNodes(ctx, run.ID, []NodeRef{{"a", dg("A")}, {"b", dg("B")}, {"c", dg("C")}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.NodeStarted(ctx, run.ID, "a", dg("A")); err != nil {
+		t.Fatal(err)
+	}
+	n, err := db.AttemptStarted(ctx, run.ID, "a", "runc", "foundry-"+run.ID+"-a-1")
+	if err != nil || n != 1 {
+		t.Fatalf("attempt = %d, %v", n, err)
+	}
+	if err := db.AttemptFinished(ctx, run.ID, "a", n, OutcomeFailed, "exit 1"); err != nil {
+		t.Fatal(err)
+	}
+	if n, err = db.AttemptStarted(ctx, run.ID, "a", "runc", "foundry-"+run.ID+"-a-2"); err != nil || n != 2 {
+		t.Fatalf("second attempt = %d, %v", n, err)
+	}
+	if err := db.AttemptFinished(ctx, run.ID, "a", n, OutcomeSucceeded, ""); err != nil {
+		t.Fatal(err)
+	}
+	zero, one := 0, 1
+	if err := db.NodeFinished(ctx, run.ID, "a", NodeResult{Status: NodeDone, ExitCode: &zero}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.NodesCached(ctx, run.ID, []NodeRef{{"b", dg("B")}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.NodeFinished(ctx, run.ID, "c", NodeResult{Status: NodeFailed, ExitCode: &one, Error: "boom"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.NodeFinished(ctx, run.ID, "c", NodeResult{Status: NodeRunning}); err == nil {
+		t.Fatal("NodeFinished accepted a non-final status")
+	}
+	if err := db.NodeFinished(ctx, run.ID, "nope", NodeResult{Status: NodeDone}); err == nil {
+		t.Fatal("NodeFinished accepted an unknown node")
+	}
+	// Foreign keys: an attempt of a node the run never recorded is refused.
+	if _, err := db.AttemptStarted(ctx, run.ID, "ghost", "runc", "x"); err == nil {
+		t.Fatal("AttemptStarted accepted a node that is not in the run")
+	}
+	if err := db.FinishRun(ctx, run.ID, RunFailed); err != nil {
+		t.Fatal(err)
+	}
+
+	nodes, err := db.Nodes(ctx, run.ID)
+	if err != nil || len(nodes) != 3 {
+		t.Fatalf("nodes = %v, %v", nodes, err)
+	}
+	want := map[string]NodeStatus{"a": NodeDone, "b": NodeCached, "c": NodeFailed}
+	for _, n := range nodes {
+		if n.Status != want[n.Address] {
+			t.Errorf("node %s status %s, want %s", n.Address, n.Status, want[n.Address])
+		}
+	}
+	if nodes[2].ExitCode == nil || *nodes[2].ExitCode != 1 || nodes[2].Error != "boom" {
+		t.Errorf("node c = %+v", nodes[2])
+	}
+	atts, err := db.Attempts(ctx, run.ID, "a")
+	if err != nil || len(atts) != 2 || atts[0].Outcome != OutcomeFailed || atts[1].Outcome != OutcomeSucceeded || atts[1].Finished.IsZero() {
+		t.Fatalf("attempts = %+v, %v", atts, err)
+	}
+	runs, err := db.Runs(ctx, 0)
+	if err != nil || len(runs) != 1 || runs[0].Status != RunFailed || runs[0].Plan != dg("plan") || runs[0].Args[1] != "-x" || runs[0].Finished.IsZero() {
+		t.Fatalf("runs = %+v, %v", runs, err)
+	}
+
+	// A later run: LastNodeResult reports the newest outcome per address.
+	time.Sleep(2 * time.Millisecond)
+	run2, err := db.BeginRun(ctx, dg("plan2"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.NodesCached(ctx, run2.ID, []NodeRef{{"a", dg("A")}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.AddNodes(ctx, run2.ID, []NodeRef{{"c", dg("C")}}); err != nil {
+		t.Fatal(err)
+	}
+	last, found, err := db.LastNodeResult(ctx, "a")
+	if err != nil || !found || last.RunID != run2.ID || last.Status != NodeCached {
+		t.Fatalf("last result of a = %+v, %v, %v", last, found, err)
+	}
+	// c is only pending in run2: its last result is still run1's failure.
+	last, found, err = db.LastNodeResult(ctx, "c")
+	if err != nil || !found || last.RunID != run.ID || last.Status != NodeFailed {
+		t.Fatalf("last result of c = %+v, %v, %v", last, found, err)
+	}
+	if _, found, _ := db.LastNodeResult(ctx, "never"); found {
+		t.Fatal("found a result for a node that never ran")
+	}
+}
+
+func TestConcurrentWriters(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "state.db")
+	// Two handles on one file stand for two processes; each runs goroutines that record
+	// nodes and attempts at the same time.
+	dbs := make([]*DB, 2)
+	for i := range dbs {
+		db, err := OpenState(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		dbs[i] = db
+	}
+	const workers, perWorker = 4, 25
+	runs := make([]*Run, len(dbs))
+	for i, db := range dbs {
+		r, err := db.BeginRun(ctx, dg("plan"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs[i] = r
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, len(dbs)*workers)
+	for i, db := range dbs {
+		for w := 0; w < workers; w++ {
+			wg.Add(1)
+			go func(db *DB, run string, w int) {
+				defer wg.Done()
+				for k := 0; k < perWorker; k++ {
+					addr := fmt.Sprintf("w%d.n%d", w, k)
+					act := dg(addr)
+					if err := db.NodeStarted(ctx, run, addr, act); err != nil {
+						errs <- err
+						return
+					}
+					n, err := db.AttemptStarted(ctx, run, addr, "local", run+"-"+addr)
+					if err != nil {
+						errs <- err
+						return
+					}
+					if err := db.AttemptFinished(ctx, run, addr, n, OutcomeSucceeded, ""); err != nil {
+						errs <- err
+						return
+					}
+					zero := 0
+					if err := db.NodeFinished(ctx, run, addr, NodeResult{Status: NodeDone, ExitCode: &zero}); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}(db, runs[i].ID, w)
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	for i, db := range dbs {
+		nodes, err := db.Nodes(ctx, runs[i].ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(nodes) != workers*perWorker {
+			t.Fatalf("run %d: %d nodes, want %d", i, len(nodes), workers*perWorker)
+		}
+		for _, n := range nodes {
+			if n.Status != NodeDone {
+				t.Fatalf("node %s: %s", n.Address, n.Status)
+			}
+		}
+	}
+	// Both runs are alive: nothing is reported as interrupted.
+	if atts, err := dbs[0].InterruptedAttempts(ctx); err != nil || len(atts) != 0 {
+		t.Fatalf("interrupted = %v, %v", atts, err)
+	}
+}
+
+// TestMain doubles as the helper process of TestKilledRunIsRecovered.
+func TestMain(m *testing.M) {
+	if path := os.Getenv("FOUNDRY_STATE_TEST_CRASH_DB"); path != "" {
+		crashHelper(path)
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// crashHelper starts a run with one running attempt, says so, and waits to be killed.
+func crashHelper(path string) {
+	ctx := context.Background()
+	db, err := OpenState(path)
+	if err != nil {
+		fmt.Println("error:", err)
+		os.Exit(1)
+	}
+	run, err := db.BeginRun(ctx, dg("plan"), []string{"apply"})
+	if err == nil {
+		err = db.NodesCached(ctx, run.ID, []NodeRef{{"done.node", dg("D")}})
+	}
+	if err == nil {
+		err = db.NodeStarted(ctx, run.ID, "busy.node", dg("B"))
+	}
+	if err == nil {
+		_, err = db.AttemptStarted(ctx, run.ID, "busy.node", "containerd", "foundry-"+run.ID+"-busy")
+	}
+	if err != nil {
+		fmt.Println("error:", err)
+		os.Exit(1)
+	}
+	fmt.Println("ready", run.ID)
+	time.Sleep(time.Minute)
+	os.Exit(2)
+}
+
+func TestKilledRunIsRecovered(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "state.db")
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "FOUNDRY_STATE_TEST_CRASH_DB="+path)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	buf := make([]byte, 256)
+	n, _ := out.Read(buf)
+	line := strings.TrimSpace(string(buf[:n]))
+	if !strings.HasPrefix(line, "ready ") {
+		t.Fatalf("helper said %q", line)
+	}
+	runID := strings.TrimPrefix(line, "ready ")
+
+	db, err := OpenState(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	// While the helper lives, its run is alive and its attempt is not touched.
+	if atts, err := db.InterruptedAttempts(ctx); err != nil || len(atts) != 0 {
+		t.Fatalf("live run: interrupted = %+v, %v", atts, err)
+	}
+	if dead, err := db.RecoverRuns(ctx); err != nil || len(dead) != 0 {
+		t.Fatalf("live run: recovered = %+v, %v", dead, err)
+	}
+
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+
+	atts, err := db.InterruptedAttempts(ctx)
+	if err != nil || len(atts) != 1 {
+		t.Fatalf("after kill -9: interrupted = %+v, %v", atts, err)
+	}
+	a := atts[0]
+	if a.RunID != runID || a.Address != "busy.node" || a.ContainerID != "foundry-"+runID+"-busy" || a.Executor != "containerd" {
+		t.Fatalf("interrupted attempt = %+v", a)
+	}
+	dead, err := db.RecoverRuns(ctx)
+	if err != nil || len(dead) != 1 || dead[0].ID != runID {
+		t.Fatalf("recovered = %+v, %v", dead, err)
+	}
+	r, err := db.GetRun(ctx, runID)
+	if err != nil || r.Status != RunInterrupted {
+		t.Fatalf("run after recovery = %+v, %v", r, err)
+	}
+	nodes, _ := db.Nodes(ctx, runID)
+	for _, n := range nodes {
+		want := map[string]NodeStatus{"done.node": NodeCached, "busy.node": NodeFailed}[n.Address]
+		if n.Status != want {
+			t.Errorf("node %s: %s, want %s", n.Address, n.Status, want)
+		}
+	}
+	// The engine cleans the container prefix up, then closes the attempt; it is not listed again.
+	if err := db.AttemptFinished(ctx, a.RunID, a.Address, a.N, OutcomeInterrupted, "cleaned up"); err != nil {
+		t.Fatal(err)
+	}
+	if atts, err := db.InterruptedAttempts(ctx); err != nil || len(atts) != 0 {
+		t.Fatalf("after cleanup: interrupted = %+v, %v", atts, err)
+	}
+	if dead, err := db.RecoverRuns(ctx); err != nil || len(dead) != 0 {
+		t.Fatalf("second recovery = %+v, %v", dead, err)
+	}
+}
+
+func TestQuarantine(t *testing.T) {
+	ctx := context.Background()
+	db := openTest(t)
+	a, b := dg("a"), dg("b")
+	if err := db.QuarantineAdd(ctx, a, "CVE-2026-0001"); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.QuarantineAdd(ctx, "sha256:nothex", "x"); err == nil {
+		t.Fatal("quarantined a malformed digest")
+	}
+	if err := db.QuarantineAdd(ctx, b, " "); err == nil {
+		t.Fatal("quarantined without a reason")
+	}
+	if q, why, err := db.IsQuarantined(ctx, a); err != nil || !q || why != "CVE-2026-0001" {
+		t.Fatalf("IsQuarantined(a) = %v %q %v", q, why, err)
+	}
+	if q, _, _ := db.IsQuarantined(ctx, b); q {
+		t.Fatal("b is quarantined")
+	}
+	among, err := db.QuarantinedAmong(ctx, []digest.Digest{a, b})
+	if err != nil || len(among) != 1 || among[a] == "" {
+		t.Fatalf("among = %v, %v", among, err)
+	}
+	list, err := db.QuarantineList(ctx)
+	if err != nil || len(list) != 1 || list[0].Digest != a || list[0].Added.IsZero() {
+		t.Fatalf("list = %+v, %v", list, err)
+	}
+	if ok, err := db.QuarantineRemove(ctx, a); err != nil || !ok {
+		t.Fatalf("remove = %v, %v", ok, err)
+	}
+	if ok, _ := db.QuarantineRemove(ctx, a); ok {
+		t.Fatal("removed twice")
+	}
+	if q, _, _ := db.IsQuarantined(ctx, a); q {
+		t.Fatal("still quarantined after removal")
+	}
+}
+
+func TestDefinitionsAndExplainDiff(t *testing.T) {
+	ctx := context.Background()
+	db := openTest(t)
+	old := []byte(`{"argv":["go","build","-o","/out/x"],"inputs":{"/src":{"digest":"sha256:aa"}},"limits":{"memory":1024}}`)
+	cur := []byte(`{"argv":["go","build","-trimpath","/out/x"],"inputs":{"/src":{"digest":"sha256:bb"}},"limits":{"memory":2048}}`)
+	if err := db.RecordDefinition(ctx, "recipe.x.step.build", digest.FromBytes(old), old); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.RecordDefinition(ctx, "recipe.x.step.build", dg("bad"), []byte(`[1]`)); err == nil {
+		t.Fatal("recorded a definition that is not an object")
+	}
+	def, found, err := db.LastDefinition(ctx, "recipe.x.step.build")
+	if err != nil || !found || string(def.JSON) != string(old) || def.Action != digest.FromBytes(old) {
+		t.Fatalf("last definition = %+v, %v, %v", def, found, err)
+	}
+	changes, err := DiffJSON(def.JSON, cur)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(ChangedPaths(changes), " ")
+	if want := `argv[2] inputs["/src"].digest limits.memory`; got != want {
+		t.Fatalf("changed paths %q, want %q", got, want)
+	}
+	if err := db.RecordDefinition(ctx, "recipe.x.step.build", digest.FromBytes(cur), cur); err != nil {
+		t.Fatal(err)
+	}
+	if def, _, _ := db.LastDefinition(ctx, "recipe.x.step.build"); string(def.JSON) != string(cur) {
+		t.Fatalf("definition not replaced: %s", def.JSON)
+	}
+}
+
+func TestDiffJSONNested(t *testing.T) {
+	cases := []struct {
+		name     string
+		old, new string
+		want     []string // "kind path"
+	}{
+		{"equal", `{"a":[1,{"b":null}]}`, `{"a":[1,{"b":null}]}`, nil},
+		{"number text", `{"n":1}`, `{"n":1.0}`, []string{"changed n"}},
+		{"nested object in array", `{"mounts":[{"at":"/src","digest":"sha256:1"},{"at":"/lib","ro":true}]}`,
+			`{"mounts":[{"at":"/src","digest":"sha256:2"},{"at":"/lib","ro":false}]}`,
+			[]string{"changed mounts[0].digest", "changed mounts[1].ro"}},
+		{"array grows and shrinks", `{"argv":["a","b","c"],"env":["X=1"]}`, `{"argv":["a","b"],"env":["X=1","Y=2"]}`,
+			[]string{"removed argv[2]", "added env[1]"}},
+		{"members added and removed", `{"limits":{"memory":"1GiB","time":"5m"}}`, `{"limits":{"memory":"1GiB","pids":64}}`,
+			[]string{"added limits.pids", "removed limits.time"}},
+		{"type change", `{"network":"none"}`, `{"network":{"hosts":["x"]}}`, []string{"changed network"}},
+		{"odd names", `{"env":{"A B":"1","":"2","x\"y":"3"}}`, `{"env":{"A B":"9","":"8","x\"y":"7"}}`,
+			[]string{`changed env[""]`, `changed env["A B"]`, `changed env["x\"y"]`}},
+		{"root", `1`, `[1]`, []string{"changed $"}},
+		{"deep", `{"a":{"b":[[{"c":1}]]}}`, `{"a":{"b":[[{"c":2}]]}}`, []string{"changed a.b[0][0].c"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ch, err := DiffJSON([]byte(c.old), []byte(c.new))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, x := range ch {
+				got = append(got, string(x.Kind)+" "+x.Path)
+			}
+			if strings.Join(got, "|") != strings.Join(c.want, "|") {
+				t.Fatalf("got %q, want %q", got, c.want)
+			}
+		})
+	}
+	ch, _ := DiffJSON([]byte(`{"argv":["a","<b>"]}`), []byte(`{"argv":["a","c"]}`))
+	if len(ch) != 1 || string(ch[0].Old) != `"<b>"` || string(ch[0].New) != `"c"` {
+		t.Fatalf("values = %+v", ch)
+	}
+	if _, err := DiffJSON([]byte(`{`), []byte(`{}`)); err == nil {
+		t.Fatal("accepted malformed JSON")
+	}
+	if _, err := DiffJSON([]byte(`{} {}`), []byte(`{}`)); err == nil {
+		t.Fatal("accepted trailing data")
+	}
+}
