@@ -1,0 +1,80 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+
+	"github.com/foundry-build/foundry/engine"
+)
+
+func init() {
+	register(&command{
+		name:    "plan",
+		summary: "Show what apply would do: what runs, what is cached, what is missing and why",
+		usage:   "foundry plan [options] [DIR]",
+		help: `
+Plan compiles the project in DIR (default: the current directory) into a content-addressed
+graph and says, for every node, what apply would do with it:
+
+  +  run       a step that will execute in a sandbox
+  =  cached    a step whose exact action digest already has a result
+  +  build     a seed image, package or recipe that will be assembled
+  @  registry  a capability pinned to an admitted version by digest
+  !  missing   cannot be produced; the reason says why
+  ?  alternative  a recipe kept as a fallback for its capability
+
+Nothing is executed and nothing is written, except the plan file with -out.
+
+Examples:
+  foundry plan
+  foundry plan -var greeting=hi examples/hello
+  foundry plan -json > plan.json          # machine-readable, see spec/plan-json.md
+  foundry plan -out hello.plan            # apply hello.plan later; it refuses if inputs changed
+
+Exit codes: 0 success, 1 configuration errors, 2 usage error,
+3 with -detailed-exitcode when there is work to do (0 then means nothing to do).`,
+		setup: func(fs *flag.FlagSet) func(*cliEnv, []string) int {
+			var v varFlags
+			v.register(fs)
+			jsonOut := fs.Bool("json", false, "print the plan as JSON (spec/plan-json.md) instead of text")
+			out := fs.String("out", "", "also save the plan to `FILE` for a later 'foundry apply FILE'")
+			detailed := fs.Bool("detailed-exitcode", false, "exit 3 when the plan has work to do, 0 when it has none")
+			return func(env *cliEnv, args []string) int {
+				dir, ok := projectDir(env, "plan", args)
+				if !ok {
+					return exitUsage
+				}
+				g, diags := loadGraph(env, dir, &v, *jsonOut)
+				if g == nil {
+					if *jsonOut {
+						writeJSON(env.stdout, map[string]any{"format_version": engine.PlanFormatVersion, "valid": false, "diagnostics": toJSONDiagnostics(diags)})
+					}
+					return exitError
+				}
+				p, err := engine.MakePlan(g, nil)
+				if err != nil {
+					fmt.Fprintf(env.stderr, "foundry plan: %v\n", err)
+					return exitInternal
+				}
+				if *out != "" {
+					if err := engine.SavePlan(p, *out); err != nil {
+						fmt.Fprintf(env.stderr, "foundry plan: %v\n", err)
+						return exitError
+					}
+				}
+				if *jsonOut {
+					_ = p.WriteJSON(env.stdout)
+				} else {
+					p.WriteText(env.stdout)
+					if *out != "" {
+						fmt.Fprintf(env.stdout, "Saved the plan to %s; run 'foundry apply %s' to carry it out.\n", *out, *out)
+					}
+				}
+				if *detailed && p.Summary.Run+p.Summary.Build > 0 {
+					return exitDiffers
+				}
+				return exitOK
+			}
+		},
+	})
+}

@@ -1,0 +1,152 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+
+	"github.com/foundry-build/foundry/engine"
+	"github.com/foundry-build/foundry/lang"
+)
+
+// varFlags are the -var and -var-file flags shared by every command that loads a project.
+type varFlags struct {
+	vars     map[string]string
+	varFiles stringList
+}
+
+type stringList []string
+
+func (s *stringList) String() string     { return strings.Join(*s, ",") }
+func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
+
+type varMap map[string]string
+
+func (m varMap) String() string { return "" }
+func (m varMap) Set(v string) error {
+	name, val, ok := strings.Cut(v, "=")
+	if !ok || name == "" {
+		return fmt.Errorf("-var wants NAME=VALUE, got %q", v)
+	}
+	m[name] = val
+	return nil
+}
+
+func (v *varFlags) register(fs *flag.FlagSet) {
+	v.vars = map[string]string{}
+	fs.Var(varMap(v.vars), "var", "set a variable: `NAME=VALUE` (repeatable; wins over -var-file)")
+	fs.Var(&v.varFiles, "var-file", "read variables from an HCL `FILE` of NAME = VALUE lines (repeatable)")
+}
+
+// projectDir returns the project directory from the positional arguments (default ".").
+func projectDir(env *cliEnv, cmd string, args []string) (string, bool) {
+	switch len(args) {
+	case 0:
+		return ".", true
+	case 1:
+		return args[0], true
+	}
+	fmt.Fprintf(env.stderr, "foundry %s: too many arguments: %s\nRun 'foundry %s -help' for usage.\n", cmd, strings.Join(args, " "), cmd)
+	return "", false
+}
+
+// loadGraph loads and compiles the project in dir, printing diagnostics. It returns nil when
+// there were errors.
+func loadGraph(env *cliEnv, dir string, v *varFlags, jsonOut bool) (*engine.Graph, hcl.Diagnostics) {
+	cfg, diags := lang.Load(dir, lang.Options{Vars: v.vars, VarFiles: v.varFiles})
+	var g *engine.Graph
+	if !diags.HasErrors() {
+		var cdiags hcl.Diagnostics
+		g, cdiags = engine.Compile(cfg)
+		diags = append(diags, cdiags...)
+	}
+	if len(diags) > 0 && !jsonOut {
+		var files map[string]*hcl.File
+		if cfg != nil {
+			files = cfg.Files
+		}
+		writeDiagnostics(env.stderr, files, diags)
+	}
+	if diags.HasErrors() {
+		return nil, diags
+	}
+	return g, diags
+}
+
+// writeDiagnostics renders diagnostics with file:line:column and a source snippet.
+func writeDiagnostics(w io.Writer, files map[string]*hcl.File, diags hcl.Diagnostics) {
+	dw := hcl.NewDiagnosticTextWriter(w, files, 100, false)
+	for _, d := range diags {
+		dw.WriteDiagnostic(d)
+	}
+	errs := 0
+	for _, d := range diags {
+		if d.Severity == hcl.DiagError {
+			errs++
+		}
+	}
+	if errs > 0 {
+		fmt.Fprintf(w, "%d error(s).\n", errs)
+	}
+}
+
+// jsonDiagnostic is the JSON form of a diagnostic (spec/cli.md).
+type jsonDiagnostic struct {
+	Severity string     `json:"severity"`
+	Summary  string     `json:"summary"`
+	Detail   string     `json:"detail,omitempty"`
+	Range    *jsonRange `json:"range,omitempty"`
+}
+
+type jsonRange struct {
+	File  string  `json:"file"`
+	Start jsonPos `json:"start"`
+	End   jsonPos `json:"end"`
+}
+
+type jsonPos struct {
+	Line   int `json:"line"`
+	Column int `json:"column"`
+	Byte   int `json:"byte"`
+}
+
+func toJSONDiagnostics(diags hcl.Diagnostics) []jsonDiagnostic {
+	out := make([]jsonDiagnostic, 0, len(diags))
+	for _, d := range diags {
+		jd := jsonDiagnostic{Severity: "error", Summary: d.Summary, Detail: d.Detail}
+		if d.Severity == hcl.DiagWarning {
+			jd.Severity = "warning"
+		}
+		if d.Subject != nil {
+			r := d.Subject
+			jd.Range = &jsonRange{File: r.Filename,
+				Start: jsonPos{r.Start.Line, r.Start.Column, r.Start.Byte},
+				End:   jsonPos{r.End.Line, r.End.Column, r.End.Byte}}
+		}
+		out = append(out, jd)
+	}
+	return out
+}
+
+func writeJSON(w io.Writer, v any) {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+func sortedNames[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }

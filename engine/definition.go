@@ -1,0 +1,249 @@
+package engine
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/foundry-build/foundry/engine/digest"
+	"github.com/foundry-build/foundry/lang"
+)
+
+// DefinitionVersion is part of every node definition: bump it when a definition's meaning
+// changes, so that old cache entries stop matching.
+const DefinitionVersion = 1
+
+// Default limits, applied before hashing so that the digest covers the limits a step really
+// runs with (and a change of defaults re-runs what it affects).
+const (
+	DefaultMemoryBytes = 2 << 30
+	DefaultCPUs        = 2.0
+	DefaultPids        = 1024
+	DefaultTime        = time.Hour
+	DefaultOutputBytes = 16 << 20
+)
+
+// EffectiveLimits fills a step's unset limits with the defaults.
+func EffectiveLimits(l lang.Limits) lang.Limits {
+	if l.MemoryBytes == 0 {
+		l.MemoryBytes = DefaultMemoryBytes
+	}
+	if l.CPUs == 0 {
+		l.CPUs = DefaultCPUs
+	}
+	if l.Pids == 0 {
+		l.Pids = DefaultPids
+	}
+	if l.Time == 0 {
+		l.Time = DefaultTime
+	}
+	if l.OutputBytes == 0 {
+		l.OutputBytes = DefaultOutputBytes
+	}
+	return l
+}
+
+// digest computes every node's definition and digest, in dependency order.
+func (g *Graph) digest() error {
+	for _, a := range g.Order {
+		n := g.Nodes[a]
+		def, err := g.definition(n)
+		if err != nil {
+			return fmt.Errorf("%s: %w", a, err)
+		}
+		d, canon, err := digest.Of(def)
+		if err != nil {
+			return fmt.Errorf("%s: %w", a, err)
+		}
+		n.Digest, n.Definition = d, canon
+	}
+	return nil
+}
+
+// inputRef is how a definition names content: by digest when the content is known at
+// compile time, or by the producing node's digest and output path when it is not yet built.
+type inputRef struct {
+	Digest digest.Digest `json:"digest,omitempty"`
+	Mode   uint32        `json:"mode,omitempty"`
+	Dir    bool          `json:"dir,omitempty"`
+	From   digest.Digest `json:"from,omitempty"`
+	Path   string        `json:"path,omitempty"`
+	Kind   string        `json:"kind"`
+}
+
+func (g *Graph) ref(a *lang.Artifact) inputRef {
+	switch a.Kind {
+	case lang.ArtifactSeed, lang.ArtifactCapability:
+		return inputRef{Kind: string(a.Kind), From: g.Nodes[a.Node].Digest}
+	case lang.ArtifactStepOutput:
+		return inputRef{Kind: string(a.Kind), From: g.Nodes[a.Node].Digest, Path: a.Path}
+	default:
+		// Files and trees by content only: where they came from does not change them.
+		kind := "file"
+		if a.IsDir {
+			kind = "tree"
+		}
+		return inputRef{Kind: kind, Digest: a.Digest, Mode: a.Mode, Dir: a.IsDir}
+	}
+}
+
+func (g *Graph) refMap(m map[string]*lang.Artifact) map[string]inputRef {
+	out := make(map[string]inputRef, len(m))
+	for k, a := range m {
+		out[k] = g.ref(a)
+	}
+	return out
+}
+
+func (g *Graph) definition(n *Node) (any, error) {
+	switch n.Kind {
+	case KindSeed:
+		return g.seedDefinition(n.Seed), nil
+	case KindCapability:
+		return contractDefinition(n.Capability)
+	case KindStep, KindCheck:
+		return g.stepDefinition(n), nil
+	case KindPackage:
+		p := n.Package
+		def := map[string]any{"kind": "package", "v": DefinitionVersion, "files": g.refMap(p.Files)}
+		if p.Base != nil {
+			def["base"] = g.ref(p.Base)
+		}
+		return def, nil
+	case KindRecipe:
+		r := n.Recipe
+		steps := map[string]digest.Digest{}
+		for name := range r.Steps {
+			steps[name] = g.Nodes[n.Address+".step."+name].Digest
+		}
+		def := map[string]any{"kind": "recipe", "v": DefinitionVersion, "cost": r.Cost, "steps": steps}
+		if r.Provides != nil {
+			def["provides"] = g.ref(r.Provides)
+		}
+		if r.Package != nil {
+			def["package"] = g.Nodes[n.Address+".package"].Digest
+		}
+		return def, nil
+	case KindProduct:
+		p := n.Product
+		var reqs []inputRef
+		for _, r := range p.Requires {
+			reqs = append(reqs, g.ref(r))
+		}
+		steps, checks := map[string]digest.Digest{}, map[string]digest.Digest{}
+		for name := range p.Steps {
+			steps[name] = g.Nodes[n.Address+".step."+name].Digest
+		}
+		for name := range p.Checks {
+			checks[name] = g.Nodes[n.Address+".check."+name].Digest
+		}
+		def := map[string]any{"kind": "product", "v": DefinitionVersion, "requires": reqs, "steps": steps, "checks": checks}
+		if p.Deliver != nil {
+			def["deliver"] = map[string]any{"to": p.Deliver.To, "files": g.refMap(p.Deliver.Files)}
+		}
+		return def, nil
+	}
+	return nil, fmt.Errorf("unknown node kind %q", n.Kind)
+}
+
+func (g *Graph) seedDefinition(s *lang.Seed) any {
+	def := map[string]any{"kind": "seed", "v": DefinitionVersion, "platform": s.Platform,
+		"env": s.Env, "user": s.User, "workdir": s.Workdir}
+	switch {
+	case s.Image != "":
+		def["image"] = s.Image
+	case s.OCILayout != nil:
+		def["oci_layout"] = g.ref(s.OCILayout)
+	case s.Tarball != nil:
+		def["tarball"] = g.ref(s.Tarball)
+	default:
+		layers := make([]map[string]any, 0, len(s.Layers))
+		for _, l := range s.Layers {
+			switch {
+			case l.From != nil:
+				layers = append(layers, map[string]any{"from": g.ref(l.From)})
+			case l.Files != nil:
+				layers = append(layers, map[string]any{"files": g.refMap(l.Files), "symlinks": l.Symlinks})
+			case l.Dir != nil:
+				layers = append(layers, map[string]any{"dir": g.ref(l.Dir), "at": l.At})
+			}
+		}
+		def["layers"] = layers
+	}
+	return def
+}
+
+// StepDefinition is the canonical, hashed form of a step: the action definition.
+type StepDefinition struct {
+	Kind     string              `json:"kind"`
+	V        int                 `json:"v"`
+	Image    inputRef            `json:"image"`
+	Argv     []string            `json:"argv"`
+	Env      map[string]string   `json:"env"`
+	Workdir  string              `json:"workdir"`
+	User     string              `json:"user"`
+	Platform string              `json:"platform"`
+	Inputs   map[string]inputRef `json:"inputs"`
+	Outputs  []string            `json:"outputs"`
+	Limits   limitsDefinition    `json:"limits"`
+	Network  string              `json:"network"`
+}
+
+type limitsDefinition struct {
+	MemoryBytes int64  `json:"memory_bytes"`
+	CPUs        string `json:"cpus"` // decimal text: float formatting must not vary the digest
+	Pids        int64  `json:"pids"`
+	TimeMillis  int64  `json:"time_ms"`
+	OutputBytes int64  `json:"output_bytes"`
+}
+
+func (g *Graph) stepDefinition(n *Node) StepDefinition {
+	s := n.Step
+	lim := EffectiveLimits(s.Limits)
+	def := StepDefinition{
+		Kind: string(n.Kind), V: DefinitionVersion, Argv: s.Run, Env: s.Env, Workdir: s.Workdir,
+		User: s.User, Platform: s.Platform, Inputs: g.refMap(s.Mounts), Outputs: s.Outputs,
+		Network: s.Network,
+		Limits: limitsDefinition{MemoryBytes: lim.MemoryBytes, CPUs: strconv.FormatFloat(lim.CPUs, 'f', -1, 64),
+			Pids: lim.Pids, TimeMillis: lim.Time.Milliseconds(), OutputBytes: lim.OutputBytes},
+	}
+	if s.Image != nil {
+		def.Image = g.ref(s.Image)
+	}
+	if def.Outputs == nil {
+		def.Outputs = []string{}
+	}
+	if def.Argv == nil {
+		def.Argv = []string{}
+	}
+	return def
+}
+
+// contractDefinition is a capability's canonical contract; its digest is the capability's
+// identity. It covers the name, interface, schemas, target, effects and equivalence, and
+// deliberately not the summary (documentation) or the suites: cases are evidence about the
+// contract, and retiring a disclosed sealed case must not change what is being proven.
+func contractDefinition(c *lang.Capability) (any, error) {
+	def := map[string]any{"kind": "capability", "v": DefinitionVersion, "name": c.Name, "target": c.Target,
+		"effects": c.Effects, "equivalence": c.Equivalence}
+	if c.Tolerance != nil {
+		def["tolerance"] = map[string]any{"absolute": c.Tolerance.Absolute, "relative": c.Tolerance.Relative, "nan_equal": c.Tolerance.NaNEqual}
+	}
+	if it := c.Interface; it != nil {
+		idef := map[string]any{"kind": it.Kind, "entrypoint": it.Entrypoint}
+		if it.InputSchema != "" {
+			idef["input"] = json.RawMessage(it.InputSchema)
+		}
+		if it.OutputSchema != "" {
+			idef["output"] = json.RawMessage(it.OutputSchema)
+		}
+		if it.Kind == "cli" {
+			idef["errors"] = it.Errors
+		} else {
+			idef["port"] = it.Port
+		}
+		def["interface"] = idef
+	}
+	return def, nil
+}

@@ -1,0 +1,302 @@
+// Package engine compiles a configuration into a content-addressed graph, plans it, and (in
+// later stages) runs it. Compile, plan and apply are separate stages that can be named and
+// tested on their own; plan and apply build their graph with the same Compile.
+package engine
+
+import (
+	"container/heap"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+
+	"github.com/foundry-build/foundry/engine/digest"
+	"github.com/foundry-build/foundry/lang"
+)
+
+// NodeKind is what a graph node stands for.
+type NodeKind string
+
+const (
+	KindSeed       NodeKind = "seed"
+	KindCapability NodeKind = "capability"
+	KindRecipe     NodeKind = "recipe"
+	KindPackage    NodeKind = "package"
+	KindStep       NodeKind = "step"
+	KindCheck      NodeKind = "check"
+	KindProduct    NodeKind = "product"
+)
+
+// Node is one vertex of the graph.
+//
+// Digest covers Definition and nothing else; Definition holds every field that determines
+// the node's result, with each dependency by its own digest. Deliberately excluded, because
+// they do not change what a node produces: block names, descriptions, summaries, source
+// positions and the order of blocks and files.
+type Node struct {
+	Address    string
+	Kind       NodeKind
+	Deps       []string // addresses of nodes this node needs (AND), sorted
+	Providers  []string // capability nodes only: recipes that can provide it (OR), sorted
+	Digest     digest.Digest
+	Definition json.RawMessage // the RFC 8785 canonical JSON that Digest is the SHA-256 of
+	Range      hcl.Range
+
+	Seed       *lang.Seed
+	Capability *lang.Capability
+	Recipe     *lang.Recipe
+	Package    *lang.Package
+	Step       *lang.Step
+	Product    *lang.Product
+}
+
+// Graph is a compiled configuration.
+type Graph struct {
+	Config *lang.Config
+	Nodes  map[string]*Node
+	// Order lists every address so that each node comes after all its Deps; ties are broken
+	// by address, so the order is deterministic.
+	Order []string
+}
+
+// Compile builds the graph of cfg. It runs, in order: add nodes (every block becomes a node),
+// add edges (every reference becomes an edge), reject cycles (a cycle has no order, so it must
+// be found before ordering), order, then digest in that order (a digest needs the digests of
+// its dependencies).
+func Compile(cfg *lang.Config) (*Graph, hcl.Diagnostics) {
+	g := &Graph{Config: cfg, Nodes: map[string]*Node{}}
+	g.addNodes()
+	diags := g.addEdges()
+	if diags.HasErrors() {
+		return g, diags
+	}
+	if d := g.checkCycles(); d != nil {
+		return g, hcl.Diagnostics{d}
+	}
+	g.order()
+	if err := g.digest(); err != nil {
+		return g, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Cannot compute digests", Detail: err.Error()}}
+	}
+	return g, nil
+}
+
+func (g *Graph) add(n *Node) { g.Nodes[n.Address] = n }
+
+func (g *Graph) addNodes() {
+	c := g.Config
+	for name, s := range c.Seeds {
+		g.add(&Node{Address: "seed." + name, Kind: KindSeed, Seed: s, Range: s.DeclRange})
+	}
+	for name, cp := range c.Capabilities {
+		g.add(&Node{Address: "capability." + name, Kind: KindCapability, Capability: cp, Range: cp.DeclRange})
+	}
+	for name, r := range c.Recipes {
+		g.add(&Node{Address: "recipe." + name, Kind: KindRecipe, Recipe: r, Range: r.DeclRange})
+		if r.Package != nil {
+			g.add(&Node{Address: "recipe." + name + ".package", Kind: KindPackage, Package: r.Package, Recipe: r, Range: r.Package.Range})
+		}
+	}
+	for name, p := range c.Products {
+		g.add(&Node{Address: "product." + name, Kind: KindProduct, Product: p, Range: p.DeclRange})
+	}
+	for _, st := range c.AllSteps() {
+		kind := KindStep
+		if st.Kind == "check" {
+			kind = KindCheck
+		}
+		g.add(&Node{Address: st.Address(), Kind: kind, Step: st, Range: st.DeclRange})
+	}
+}
+
+// artifacts lists the artifacts a node refers to, in a deterministic order.
+func (n *Node) artifacts() []*lang.Artifact {
+	var out []*lang.Artifact
+	addMap := func(m map[string]*lang.Artifact) {
+		for _, k := range sortedKeys(m) {
+			out = append(out, m[k])
+		}
+	}
+	switch n.Kind {
+	case KindSeed:
+		for _, l := range n.Seed.Layers {
+			if l.From != nil {
+				out = append(out, l.From)
+			}
+		}
+	case KindStep, KindCheck:
+		if n.Step.Image != nil {
+			out = append(out, n.Step.Image)
+		}
+		addMap(n.Step.Mounts)
+	case KindPackage:
+		if n.Package.Base != nil {
+			out = append(out, n.Package.Base)
+		}
+		addMap(n.Package.Files)
+	case KindProduct:
+		out = append(out, n.Product.Requires...)
+		if n.Product.Deliver != nil {
+			addMap(n.Product.Deliver.Files)
+		}
+	}
+	return out
+}
+
+func (g *Graph) addEdges() hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	for _, addr := range sortedKeys(g.Nodes) {
+		n := g.Nodes[addr]
+		deps := map[string]bool{}
+		for _, a := range n.artifacts() {
+			if a.Node == "" {
+				continue // content read at evaluation time: no producing node
+			}
+			if _, ok := g.Nodes[a.Node]; !ok {
+				rng := a.Range
+				diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Reference to unknown node",
+					Detail: fmt.Sprintf("%s refers to %s, which does not exist.", addr, a.Node), Subject: &rng})
+				continue
+			}
+			deps[a.Node] = true
+		}
+		switch n.Kind {
+		case KindRecipe:
+			// A recipe is built when its package is assembled, which needs its steps.
+			if n.Recipe.Package != nil {
+				deps[addr+".package"] = true
+			}
+		case KindProduct:
+			for name := range n.Product.Steps {
+				deps[addr+".step."+name] = true
+			}
+			for name := range n.Product.Checks {
+				deps[addr+".check."+name] = true
+			}
+		case KindCapability:
+			// Providers are alternatives (OR), not requirements: a cycle through one recipe
+			// may be avoided by another, which only resolution can tell.
+			for _, rn := range sortedKeys(g.Config.Recipes) {
+				r := g.Config.Recipes[rn]
+				if r.Provides != nil && r.Provides.Node == addr {
+					n.Providers = append(n.Providers, "recipe."+rn)
+				}
+			}
+		}
+		for d := range deps {
+			n.Deps = append(n.Deps, d)
+		}
+		sort.Strings(n.Deps)
+	}
+	return diags
+}
+
+// checkCycles reports the first cycle found, naming every node on it.
+func (g *Graph) checkCycles() *hcl.Diagnostic {
+	const (
+		unseen = iota
+		onStack
+		done
+	)
+	state := make(map[string]int, len(g.Nodes))
+	var stack []string
+	var cycle []string
+	var visit func(string) bool
+	visit = func(a string) bool {
+		state[a] = onStack
+		stack = append(stack, a)
+		for _, d := range g.Nodes[a].Deps {
+			switch state[d] {
+			case onStack:
+				for i := range stack {
+					if stack[i] == d {
+						cycle = append(append([]string{}, stack[i:]...), d)
+						return true
+					}
+				}
+			case unseen:
+				if visit(d) {
+					return true
+				}
+			}
+		}
+		stack = stack[:len(stack)-1]
+		state[a] = done
+		return false
+	}
+	for _, a := range sortedKeys(g.Nodes) {
+		if state[a] == unseen && visit(a) {
+			break
+		}
+	}
+	if cycle == nil {
+		return nil
+	}
+	// The cycle was found following "needs" edges; print it in the direction of data flow.
+	var lines []string
+	for i := len(cycle) - 1; i > 0; i-- {
+		n := g.Nodes[cycle[i]]
+		lines = append(lines, fmt.Sprintf("  %s (%s:%d) is needed by %s", cycle[i], n.Range.Filename, n.Range.Start.Line, cycle[i-1]))
+	}
+	first := g.Nodes[cycle[0]]
+	return &hcl.Diagnostic{
+		Severity: hcl.DiagError,
+		Summary:  "Dependency cycle",
+		Detail:   fmt.Sprintf("These blocks need each other, so none can run first:\n%s", strings.Join(lines, "\n")),
+		Subject:  first.Range.Ptr(),
+	}
+}
+
+// order sets g.Order with Kahn's algorithm, taking ready nodes in address order.
+func (g *Graph) order() {
+	indeg := make(map[string]int, len(g.Nodes))
+	users := make(map[string][]string, len(g.Nodes))
+	for a, n := range g.Nodes {
+		indeg[a] = len(n.Deps)
+		for _, d := range n.Deps {
+			users[d] = append(users[d], a)
+		}
+	}
+	ready := &addrHeap{}
+	for a, k := range indeg {
+		if k == 0 {
+			*ready = append(*ready, a)
+		}
+	}
+	heap.Init(ready)
+	g.Order = make([]string, 0, len(g.Nodes))
+	for ready.Len() > 0 {
+		a := heap.Pop(ready).(string)
+		g.Order = append(g.Order, a)
+		for _, u := range users[a] {
+			indeg[u]--
+			if indeg[u] == 0 {
+				heap.Push(ready, u)
+			}
+		}
+	}
+}
+
+// addrHeap is a min-heap of addresses.
+type addrHeap []string
+
+func (h addrHeap) Len() int           { return len(h) }
+func (h addrHeap) Less(i, j int) bool { return h[i] < h[j] }
+func (h addrHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *addrHeap) Push(x any)        { *h = append(*h, x.(string)) }
+func (h *addrHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,364 @@
+package engine
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/foundry-build/foundry/engine/digest"
+	"github.com/foundry-build/foundry/lang"
+)
+
+// PlanFormatVersion is the version of the JSON plan format (spec/plan-json.md). It changes
+// only when a field changes meaning or is removed; new fields keep the version.
+const PlanFormatVersion = "1"
+
+// Node statuses in a plan.
+const (
+	StatusRun         = "run"         // a step that will execute
+	StatusCached      = "cached"      // a step whose result is in the action cache
+	StatusBuild       = "build"       // a seed image, package or recipe that will be assembled
+	StatusRegistry    = "registry"    // a capability pinned to an admitted version in the registry
+	StatusMissing     = "missing"     // cannot be produced: see Reason
+	StatusAlternative = "alternative" // a recipe that is not chosen, kept as a fallback
+)
+
+// Plan says, before anything runs, what each node of the graph will do and why.
+type Plan struct {
+	FormatVersion string             `json:"format_version"`
+	Project       PlanProject        `json:"project"`
+	Digest        digest.Digest      `json:"plan_digest"`
+	Inputs        []lang.InputRecord `json:"inputs"`
+	Nodes         []*PlanNode        `json:"nodes"`
+	Capabilities  []*CapabilityPlan  `json:"capabilities"`
+	Summary       Summary            `json:"summary"`
+}
+
+// PlanProject identifies the project a plan was made for.
+type PlanProject struct {
+	Name     string `json:"name"`
+	Dir      string `json:"dir"`
+	Platform string `json:"platform"`
+	Registry string `json:"registry,omitempty"`
+}
+
+// PlanNode is one node of the plan.
+type PlanNode struct {
+	Address string        `json:"address"`
+	Kind    NodeKind      `json:"kind"`
+	Digest  digest.Digest `json:"digest"`
+	Deps    []string      `json:"deps"`
+	Status  string        `json:"status"`
+	Reason  string        `json:"reason,omitempty"`
+	Source  SourcePos     `json:"source"`
+	Step    *StepView     `json:"step,omitempty"`
+}
+
+// SourcePos is where a node was declared.
+type SourcePos struct {
+	File   string `json:"file"`
+	Line   int    `json:"line"`
+	Column int    `json:"column"`
+}
+
+// StepView is what a step will run, for people and tools reading a plan.
+type StepView struct {
+	Image   string            `json:"image"`
+	Argv    []string          `json:"argv"`
+	Env     map[string]string `json:"env"`
+	Workdir string            `json:"workdir"`
+	Mounts  map[string]string `json:"mounts"`
+	Outputs []string          `json:"outputs"`
+	Limits  limitsDefinition  `json:"limits"`
+	Network string            `json:"network"`
+}
+
+// CapabilityPlan is how a required capability will be resolved.
+type CapabilityPlan struct {
+	Address        string          `json:"address"`
+	ContractDigest digest.Digest   `json:"contract_digest"`
+	Status         string          `json:"status"`
+	Recipe         string          `json:"recipe,omitempty"`
+	Reason         string          `json:"reason,omitempty"`
+	Recipes        []*RecipeOption `json:"recipes"`
+}
+
+// RecipeOption is one recipe examined for a capability, in resolution order (cost, name).
+type RecipeOption struct {
+	Address string `json:"address"`
+	Cost    int64  `json:"cost"`
+	Status  string `json:"status"`
+	Steps   int    `json:"steps"`
+}
+
+// Summary counts the plan's work.
+type Summary struct {
+	Run      int `json:"run"`
+	Cached   int `json:"cached"`
+	Build    int `json:"build"`
+	Registry int `json:"registry"`
+	Missing  int `json:"missing"`
+}
+
+// MakePlan decides each node's status. cached reports whether a step's action digest has a
+// result in the action cache; it may be nil (nothing is cached).
+func MakePlan(g *Graph, cached func(*Node) bool) (*Plan, error) {
+	cfg := g.Config
+	p := &Plan{
+		FormatVersion: PlanFormatVersion,
+		Project:       PlanProject{Name: cfg.Project.Name, Dir: cfg.Dir, Platform: cfg.Project.Platform, Registry: cfg.Project.Registry},
+		Inputs:        cfg.Inputs,
+		Nodes:         make([]*PlanNode, 0, len(g.Order)),
+	}
+	if p.Inputs == nil {
+		p.Inputs = []lang.InputRecord{}
+	}
+	status := map[string]*PlanNode{}
+	for _, a := range g.Order {
+		n := g.Nodes[a]
+		pn := &PlanNode{Address: a, Kind: n.Kind, Digest: n.Digest, Deps: n.Deps,
+			Source: SourcePos{File: n.Range.Filename, Line: n.Range.Start.Line, Column: n.Range.Start.Column}}
+		if pn.Deps == nil {
+			pn.Deps = []string{}
+		}
+		switch n.Kind {
+		case KindStep, KindCheck:
+			pn.Status = StatusRun
+			if cached != nil && cached(n) {
+				pn.Status = StatusCached
+			}
+			pn.Step = g.stepView(n)
+		case KindCapability:
+			pn.Status = StatusMissing // settled by resolution below
+		default:
+			pn.Status = StatusBuild
+		}
+		p.Nodes = append(p.Nodes, pn)
+		status[a] = pn
+	}
+	g.resolveCapabilities(p, status)
+	// A node that needs a missing node is missing too; say which one.
+	for _, pn := range p.Nodes {
+		if pn.Status == StatusAlternative || pn.Kind == KindCapability {
+			continue
+		}
+		for _, d := range pn.Deps {
+			if dn := status[d]; dn.Status == StatusMissing {
+				pn.Status = StatusMissing
+				pn.Reason = "needs " + d + ", which is missing"
+				break
+			}
+		}
+	}
+	for _, pn := range p.Nodes {
+		switch pn.Status {
+		case StatusRun:
+			p.Summary.Run++
+		case StatusCached:
+			p.Summary.Cached++
+		case StatusBuild:
+			if pn.Kind == KindSeed || pn.Kind == KindRecipe {
+				p.Summary.Build++
+			}
+		case StatusRegistry:
+			p.Summary.Registry++
+		case StatusMissing:
+			if pn.Kind == KindCapability || pn.Kind == KindStep || pn.Kind == KindProduct {
+				p.Summary.Missing++
+			}
+		}
+	}
+	d, _, err := digest.Of(p.identity())
+	if err != nil {
+		return nil, err
+	}
+	p.Digest = d
+	return p, nil
+}
+
+// identity is what a saved plan commits to: every node's digest and every input read.
+// Statuses are excluded: they depend on the cache, not on the configuration.
+func (p *Plan) identity() any {
+	nodes := make(map[string]digest.Digest, len(p.Nodes))
+	for _, n := range p.Nodes {
+		nodes[n.Address] = n.Digest
+	}
+	return map[string]any{"format": PlanFormatVersion, "nodes": nodes, "inputs": p.Inputs}
+}
+
+// resolveCapabilities picks, for each capability, the first provider in (cost, name) order.
+// Registry lookups and evaluation come with admission; until then a capability is built by
+// its cheapest recipe, and the others stay as alternatives.
+func (g *Graph) resolveCapabilities(p *Plan, status map[string]*PlanNode) {
+	for _, a := range g.Order {
+		n := g.Nodes[a]
+		if n.Kind != KindCapability {
+			continue
+		}
+		cp := &CapabilityPlan{Address: a, ContractDigest: n.Digest, Status: StatusMissing, Recipes: []*RecipeOption{}}
+		var opts []*RecipeOption
+		for _, r := range n.Providers {
+			rn := g.Nodes[r]
+			opts = append(opts, &RecipeOption{Address: r, Cost: rn.Recipe.Cost, Steps: len(rn.Recipe.Steps)})
+		}
+		sort.Slice(opts, func(i, j int) bool {
+			if opts[i].Cost != opts[j].Cost {
+				return opts[i].Cost < opts[j].Cost
+			}
+			return opts[i].Address < opts[j].Address
+		})
+		for i, o := range opts {
+			if i == 0 {
+				o.Status = StatusBuild
+				cp.Status, cp.Recipe = StatusBuild, o.Address
+			} else {
+				o.Status = StatusAlternative
+				markAlternative(g, status, o.Address)
+			}
+		}
+		cp.Recipes = append(cp.Recipes, opts...)
+		if len(opts) == 0 {
+			cp.Reason = "no recipe provides it and no admitted version is in the registry"
+		}
+		status[a].Status, status[a].Reason = cp.Status, cp.Reason
+		if cp.Recipe != "" {
+			status[a].Reason = "built by " + cp.Recipe
+		}
+		p.Capabilities = append(p.Capabilities, cp)
+	}
+	if p.Capabilities == nil {
+		p.Capabilities = []*CapabilityPlan{}
+	}
+}
+
+// markAlternative marks a recipe that is not chosen, and its package and steps, as fallbacks.
+func markAlternative(g *Graph, status map[string]*PlanNode, recipe string) {
+	for a, pn := range status {
+		if a == recipe || strings.HasPrefix(a, recipe+".") {
+			pn.Status, pn.Reason = StatusAlternative, "fallback if the chosen recipe fails"
+		}
+	}
+}
+
+func (g *Graph) stepView(n *Node) *StepView {
+	s := n.Step
+	def := g.stepDefinition(n)
+	v := &StepView{Argv: def.Argv, Env: def.Env, Workdir: s.Workdir, Mounts: map[string]string{},
+		Outputs: def.Outputs, Limits: def.Limits, Network: s.Network}
+	if s.Image != nil {
+		v.Image = s.Image.Node
+	}
+	for t, a := range s.Mounts {
+		v.Mounts[t] = a.String()
+	}
+	return v
+}
+
+// WriteJSON writes the plan as indented JSON.
+func (p *Plan) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(p)
+}
+
+// SavePlan writes the plan to path atomically.
+func SavePlan(p *Plan, path string) error {
+	tmp, err := os.CreateTemp(dirOf(path), ".plan-*")
+	if err != nil {
+		return fmt.Errorf("saving plan: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if err := p.WriteJSON(tmp); err != nil {
+		tmp.Close()
+		return fmt.Errorf("saving plan: %w", err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("saving plan: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("saving plan: %w", err)
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+func dirOf(path string) string {
+	if i := strings.LastIndexByte(path, '/'); i >= 0 {
+		return path[:i+1]
+	}
+	return "."
+}
+
+// LoadPlan reads a plan file written by SavePlan.
+func LoadPlan(path string) (*Plan, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var p Plan
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	if err := dec.Decode(&p); err != nil {
+		return nil, fmt.Errorf("%s is not a Foundry plan file: %v", path, err)
+	}
+	if p.FormatVersion != PlanFormatVersion {
+		return nil, fmt.Errorf("%s has plan format %q; this Foundry reads format %q", path, p.FormatVersion, PlanFormatVersion)
+	}
+	return &p, nil
+}
+
+// StaleReasons compares a saved plan against a fresh one and lists what changed since it was
+// made: every node whose digest changed, appeared or disappeared, and every input that changed.
+// An empty result means the saved plan still describes the configuration exactly.
+func StaleReasons(saved, fresh *Plan) []string {
+	if saved.Digest == fresh.Digest {
+		return nil
+	}
+	var out []string
+	old := map[string]digest.Digest{}
+	for _, n := range saved.Nodes {
+		old[n.Address] = n.Digest
+	}
+	oldIn := map[string]digest.Digest{}
+	for _, in := range saved.Inputs {
+		oldIn[in.Kind+" "+in.Path] = in.Digest
+	}
+	for _, in := range fresh.Inputs {
+		k := in.Kind + " " + in.Path
+		if d, ok := oldIn[k]; !ok {
+			out = append(out, fmt.Sprintf("input %s is new", k))
+		} else if d != in.Digest {
+			out = append(out, fmt.Sprintf("input %s changed (%s → %s)", k, short(d), short(in.Digest)))
+		}
+		delete(oldIn, k)
+	}
+	for _, k := range sortedKeys(oldIn) {
+		out = append(out, fmt.Sprintf("input %s is no longer read", k))
+	}
+	for _, n := range fresh.Nodes {
+		if d, ok := old[n.Address]; !ok {
+			out = append(out, n.Address+" is new")
+		} else if d != n.Digest {
+			out = append(out, fmt.Sprintf("%s changed (%s → %s)", n.Address, short(d), short(n.Digest)))
+		}
+		delete(old, n.Address)
+	}
+	for _, a := range sortedKeys(old) {
+		out = append(out, a+" was removed")
+	}
+	if len(out) == 0 {
+		out = append(out, "the plan digest differs")
+	}
+	return out
+}
+
+// short abbreviates a digest for people: "sha256:" and the first 12 hex digits.
+func short(d digest.Digest) string {
+	s := string(d)
+	if len(s) > 19 {
+		return s[:19]
+	}
+	return s
+}

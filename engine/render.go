@@ -1,0 +1,185 @@
+package engine
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+)
+
+var statusMark = map[string]string{
+	StatusRun: "+", StatusCached: "=", StatusBuild: "+", StatusRegistry: "@", StatusMissing: "!", StatusAlternative: "?",
+}
+
+// WriteText renders the plan for people, grouped by capability, recipe and step.
+func (p *Plan) WriteText(w io.Writer) {
+	byAddr := map[string]*PlanNode{}
+	for _, n := range p.Nodes {
+		byAddr[n.Address] = n
+	}
+	shown := map[string]bool{}
+	fmt.Fprintf(w, "Project %q · plan %s\n", p.Project.Name, short(p.Digest))
+
+	line := func(indent string, n *PlanNode, extra string) {
+		shown[n.Address] = true
+		fmt.Fprintf(w, "%s%s %-*s %-11s %s%s\n", indent, statusMark[n.Status], 40-len(indent), n.Address, n.Status, short(n.Digest), extra)
+		if n.Reason != "" && n.Status != StatusAlternative {
+			fmt.Fprintf(w, "%s    %s\n", indent, n.Reason)
+		}
+	}
+	stepLine := func(indent string, n *PlanNode) {
+		extra := ""
+		if n.Step != nil {
+			extra = "  " + describeArgv(n.Step.Argv)
+		}
+		line(indent, n, extra)
+	}
+
+	var seeds, steps, products []*PlanNode
+	for _, n := range p.Nodes {
+		switch {
+		case n.Kind == KindSeed:
+			seeds = append(seeds, n)
+		case (n.Kind == KindStep) && !strings.Contains(n.Address, "."+string(KindStep)+"."):
+			steps = append(steps, n)
+		case n.Kind == KindProduct:
+			products = append(products, n)
+		}
+	}
+	if len(seeds) > 0 {
+		fmt.Fprintln(w, "\nSeeds")
+		for _, n := range seeds {
+			line("  ", n, "")
+		}
+	}
+	if len(p.Capabilities) > 0 {
+		fmt.Fprintln(w, "\nCapabilities")
+		for _, c := range p.Capabilities {
+			n := byAddr[c.Address]
+			shown[c.Address] = true
+			fmt.Fprintf(w, "  %s %-38s %-11s contract %s\n", statusMark[c.Status], c.Address, c.Status, short(c.ContractDigest))
+			if c.Reason != "" {
+				fmt.Fprintf(w, "      %s\n", c.Reason)
+			}
+			_ = n
+			for _, r := range c.Recipes {
+				rn := byAddr[r.Address]
+				line("    ", rn, fmt.Sprintf("  cost %d", r.Cost))
+				var children []string
+				for a := range byAddr {
+					if strings.HasPrefix(a, r.Address+".") {
+						children = append(children, a)
+					}
+				}
+				sort.Strings(children)
+				for _, a := range children {
+					stepLine("      ", byAddr[a])
+				}
+			}
+		}
+	}
+	if len(steps) > 0 {
+		fmt.Fprintln(w, "\nSteps")
+		for _, n := range steps {
+			stepLine("  ", n)
+		}
+	}
+	if len(products) > 0 {
+		fmt.Fprintln(w, "\nProducts")
+		for _, n := range products {
+			line("  ", n, "")
+			for _, a := range n.Deps {
+				if strings.HasPrefix(a, n.Address+".") {
+					stepLine("    ", byAddr[a])
+				}
+			}
+		}
+	}
+	// Recipes that provide nothing known, or anything else not yet shown.
+	var rest []*PlanNode
+	for _, n := range p.Nodes {
+		if !shown[n.Address] {
+			rest = append(rest, n)
+		}
+	}
+	if len(rest) > 0 {
+		fmt.Fprintln(w, "\nOther")
+		for _, n := range rest {
+			stepLine("  ", n)
+		}
+	}
+	var host []string
+	for _, in := range p.Inputs {
+		if strings.HasPrefix(in.Kind, "host_") {
+			host = append(host, fmt.Sprintf("  %-9s %s  %s", in.Kind, short(in.Digest), in.Path))
+		}
+	}
+	if len(host) > 0 {
+		fmt.Fprintln(w, "\nHost inputs (read from this machine, outside the project)")
+		for _, h := range host {
+			fmt.Fprintln(w, h)
+		}
+	}
+	s := p.Summary
+	fmt.Fprintf(w, "\nPlan: %d to run, %d cached, %d to build, %d from registry, %d missing.\n", s.Run, s.Cached, s.Build, s.Registry, s.Missing)
+}
+
+// describeArgv abbreviates a command line for one line of output.
+func describeArgv(argv []string) string {
+	s := strings.Join(argv, " ")
+	s = strings.ReplaceAll(s, "\n", "⏎")
+	if len(s) > 60 {
+		s = s[:57] + "..."
+	}
+	return s
+}
+
+// WriteDOT renders the graph in Graphviz DOT: an edge points from a dependency to its user.
+func (g *Graph) WriteDOT(w io.Writer) {
+	fmt.Fprintln(w, "digraph foundry {")
+	fmt.Fprintln(w, "  rankdir=LR;")
+	fmt.Fprintln(w, "  node [shape=box, fontname=\"monospace\"];")
+	shapes := map[NodeKind]string{KindSeed: "cylinder", KindCapability: "hexagon", KindRecipe: "folder", KindPackage: "box3d", KindStep: "box", KindCheck: "diamond", KindProduct: "doubleoctagon"}
+	for _, a := range g.Order {
+		n := g.Nodes[a]
+		fmt.Fprintf(w, "  %q [shape=%s, label=%q];\n", a, shapes[n.Kind], a+"\n"+short(n.Digest))
+	}
+	for _, a := range g.Order {
+		n := g.Nodes[a]
+		for _, d := range n.Deps {
+			fmt.Fprintf(w, "  %q -> %q;\n", d, a)
+		}
+		for _, r := range n.Providers {
+			fmt.Fprintf(w, "  %q -> %q [style=dashed, label=\"provides\"];\n", r, a)
+		}
+	}
+	fmt.Fprintln(w, "}")
+}
+
+// WriteMermaid renders the graph as a Mermaid flowchart.
+func (g *Graph) WriteMermaid(w io.Writer) {
+	fmt.Fprintln(w, "flowchart LR")
+	id := map[string]string{}
+	for i, a := range g.Order {
+		id[a] = fmt.Sprintf("n%d", i)
+		open, close := "[", "]"
+		switch g.Nodes[a].Kind {
+		case KindSeed:
+			open, close = "[(", ")]"
+		case KindCapability:
+			open, close = "{{", "}}"
+		case KindCheck:
+			open, close = "{", "}"
+		}
+		fmt.Fprintf(w, "  %s%s\"%s\"%s\n", id[a], open, a, close)
+	}
+	for _, a := range g.Order {
+		n := g.Nodes[a]
+		for _, d := range n.Deps {
+			fmt.Fprintf(w, "  %s --> %s\n", id[d], id[a])
+		}
+		for _, r := range n.Providers {
+			fmt.Fprintf(w, "  %s -. provides .-> %s\n", id[r], id[a])
+		}
+	}
+}

@@ -1,0 +1,204 @@
+// Package lang turns a directory of Foundry HCL files into a typed, validated configuration.
+//
+// It parses every *.hcl file of one directory, evaluates expressions (variables, locals,
+// functions) and resolves references between blocks. References (seed.x, capability.x,
+// step.y.output["/out/z"]) evaluate to Artifact values: opaque handles that the engine turns
+// into graph edges and content digests. lang reads files only inside the project directory,
+// except through host_file/host_dir, whose every use is recorded in Config.HostInputs. lang
+// never executes anything and never writes.
+//
+// Diagnostics are hcl.Diagnostics from parsing to planning; each carries a source range.
+package lang
+
+import (
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/foundry-build/foundry/engine/digest"
+)
+
+// Config is a whole project, decoded and validated.
+type Config struct {
+	Dir     string               // absolute project directory
+	Files   map[string]*hcl.File // parsed sources by file name, for rendering diagnostics
+	Project *Project
+
+	Variables    map[string]*Variable
+	Locals       map[string]cty.Value
+	Seeds        map[string]*Seed
+	Capabilities map[string]*Capability
+	Recipes      map[string]*Recipe
+	Steps        map[string]*Step // top-level steps
+	Products     map[string]*Product
+
+	// Inputs lists every file or directory that evaluation read, project and host alike,
+	// with its digest: a saved plan is stale when any of them changes.
+	Inputs []InputRecord
+}
+
+// InputRecord is one file or directory read while evaluating the configuration.
+type InputRecord struct {
+	Kind   string        `json:"kind"` // project_file | project_dir | host_file | host_dir
+	Path   string        `json:"path"` // project-relative (slash) or absolute host path
+	Digest digest.Digest `json:"digest"`
+}
+
+// Project is the optional project block.
+type Project struct {
+	Name      string
+	Brief     string
+	Registry  string
+	Platform  string // default target platform of steps, "linux/amd64" unless set
+	DeclRange hcl.Range
+}
+
+// Variable is a variable block and the value it resolved to.
+type Variable struct {
+	Name        string
+	Description string
+	Type        cty.Type
+	Default     cty.Value
+	Value       cty.Value
+	DeclRange   hcl.Range
+}
+
+// Seed is a provisioned input: an image built from host files or imported, never built by steps.
+type Seed struct {
+	Name      string
+	Layers    []*SeedLayer
+	Image     string    // registry reference pinned by digest, for imported seeds
+	OCILayout *Artifact // an OCI image layout directory
+	Tarball   *Artifact // an OCI or docker-save image tarball
+	Env       map[string]string
+	User      string
+	Workdir   string
+	Platform  string
+	DeclRange hcl.Range
+}
+
+// SeedLayer is one layer of a seed: all layers of another seed, files, or a directory tree.
+type SeedLayer struct {
+	From  *Artifact            // kind ArtifactSeed
+	Files map[string]*Artifact // image path → host_file or project file
+	Dir   *Artifact            // a directory copied under At
+	At    string
+	// Symlinks are image path → link target, added to a files layer (busybox applets, say).
+	Symlinks map[string]string
+	Range    hcl.Range
+}
+
+// Capability is a contract: what a built tool must do, not how it is built.
+type Capability struct {
+	Name        string
+	Summary     string
+	Target      string
+	Effects     []string
+	Interface   *Interface
+	Equivalence string // bytes | json | lines | numeric
+	Tolerance   *Tolerance
+	Suites      map[string]*Suite
+	DeclRange   hcl.Range
+}
+
+// Interface says how a capability is invoked.
+type Interface struct {
+	Kind         string // cli | service
+	Entrypoint   []string
+	InputSchema  string         // canonical JSON of a Draft 2020-12 schema, or empty
+	OutputSchema string         // likewise
+	Errors       map[string]int // error name → exit code (cli)
+	Port         int            // service
+	Range        hcl.Range
+}
+
+// Tolerance qualifies the numeric equivalence.
+type Tolerance struct {
+	Absolute float64
+	Relative float64
+	NaNEqual bool // NaN equals NaN when true
+}
+
+// Suite is a set of case files for a capability.
+type Suite struct {
+	Name    string   // dev | repair | sealed
+	Pattern string   // project-relative glob as written
+	Files   []string // matched project-relative paths, sorted
+	Sealed  bool
+	Range   hcl.Range
+}
+
+// Recipe is one way to provide a capability.
+type Recipe struct {
+	Name      string
+	Provides  *Artifact // kind ArtifactCapability
+	Cost      int64
+	Steps     map[string]*Step
+	Package   *Package
+	DeclRange hcl.Range
+}
+
+// Package assembles a recipe's outputs into the capability artifact.
+type Package struct {
+	Base  *Artifact // a seed, or nil for a files-only artifact
+	Files map[string]*Artifact
+	Range hcl.Range
+}
+
+// Step is one sandboxed action.
+type Step struct {
+	Name        string
+	Kind        string // "step", or "check" for a product's acceptance check
+	Scope       string // "" for top level, "recipe.x" or "product.x" when nested
+	Description string // excluded from the digest
+	Image       *Artifact
+	Run         []string
+	Env         map[string]string
+	Workdir     string
+	User        string
+	Platform    string
+	Mounts      map[string]*Artifact // sandbox path → content
+	Outputs     []string             // absolute paths under /out, sorted
+	Limits      Limits
+	Network     string
+	DeclRange   hcl.Range
+	// Ranges of attributes, for diagnostics raised after decoding.
+	AttrRanges map[string]hcl.Range
+}
+
+// Address is the step's node address: step.x, recipe.r.step.x, product.p.step.x or
+// product.p.check.x.
+func (s *Step) Address() string {
+	if s.Scope == "" {
+		return s.Kind + "." + s.Name
+	}
+	return s.Scope + "." + s.Kind + "." + s.Name
+}
+
+// Limits bound a step. Zero values mean Foundry's defaults (see spec/language.md).
+type Limits struct {
+	MemoryBytes int64
+	CPUs        float64
+	Pids        int64
+	Time        time.Duration
+	OutputBytes int64
+}
+
+// Product is a deliverable: steps that assemble it, acceptance checks, and where it goes.
+type Product struct {
+	Name      string
+	Summary   string
+	Requires  []*Artifact // capabilities it needs
+	Steps     map[string]*Step
+	Checks    map[string]*Step // acceptance checks: steps that must exit 0
+	Deliver   *Delivery
+	DeclRange hcl.Range
+}
+
+// Delivery is where a product's artifact goes once its checks pass.
+type Delivery struct {
+	To    string
+	Files map[string]*Artifact
+	Range hcl.Range
+}

@@ -1,0 +1,780 @@
+package lang
+
+import (
+	"fmt"
+	"math"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/foundry-build/foundry/engine/digest"
+)
+
+func digestBytes(b []byte) digest.Digest { return digest.FromBytes(b) }
+
+var seedSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "image"}, {Name: "oci_layout"}, {Name: "tarball"},
+		{Name: "env"}, {Name: "user"}, {Name: "workdir"}, {Name: "platform"},
+	},
+	Blocks: []hcl.BlockHeaderSchema{{Type: "layer"}},
+}
+
+var layerSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
+	{Name: "from"}, {Name: "files"}, {Name: "symlinks"}, {Name: "dir"}, {Name: "at"},
+}}
+
+func (l *loader) decodeSeed(b *hcl.Block) {
+	s := &Seed{Name: b.Labels[0], DeclRange: b.DefRange, Platform: l.cfg.Project.Platform, Env: map[string]string{}}
+	content, diags := b.Body.Content(seedSchema)
+	l.diags = append(l.diags, diags...)
+	ctx := l.baseContext()
+	l.optString(content, "image", ctx, &s.Image)
+	l.optString(content, "user", ctx, &s.User)
+	l.optString(content, "workdir", ctx, &s.Workdir)
+	l.optString(content, "platform", ctx, &s.Platform)
+	if a := content.Attributes["platform"]; a != nil {
+		l.checkPlatform(s.Platform, a.Expr.Range())
+	}
+	if a := content.Attributes["env"]; a != nil {
+		if v, d := l.eval(a.Expr, ctx, nil); !d.HasErrors() {
+			s.Env = l.stringMap(v, a.Expr.Range(), "env")
+		}
+	}
+	if a := content.Attributes["oci_layout"]; a != nil {
+		if v, d := l.eval(a.Expr, ctx, nil); !d.HasErrors() {
+			s.OCILayout = l.artifact(v, a.Expr.Range(), "oci_layout", false, ArtifactProjectDir, ArtifactHostDir)
+		}
+	}
+	if a := content.Attributes["tarball"]; a != nil {
+		if v, d := l.eval(a.Expr, ctx, nil); !d.HasErrors() {
+			s.Tarball = l.artifact(v, a.Expr.Range(), "tarball", false, ArtifactHostFile)
+		}
+	}
+	for _, lb := range content.Blocks {
+		s.Layers = append(s.Layers, l.decodeLayer(lb, ctx))
+	}
+	sources := 0
+	for _, set := range []bool{s.Image != "", s.OCILayout != nil, s.Tarball != nil, len(s.Layers) > 0} {
+		if set {
+			sources++
+		}
+	}
+	if sources != 1 {
+		l.diags = append(l.diags, errorf(b.DefRange.Ptr(), "Invalid seed",
+			"seed %q must have exactly one source: layer blocks, image (a registry reference pinned by digest), oci_layout, or tarball.", s.Name))
+	}
+	if s.Image != "" {
+		if _, dgst, ok := strings.Cut(s.Image, "@"); !ok || !strings.HasPrefix(dgst, "sha256:") || digest.Digest(dgst).Validate() != nil {
+			rng := content.Attributes["image"].Expr.Range()
+			l.diags = append(l.diags, errorf(&rng, "Unpinned image reference",
+				"%q is not pinned by digest. Seeds are hashed, never resolved at run time: write host/repo@sha256:<64 hex digits>.", s.Image))
+		}
+	}
+	l.cfg.Seeds[s.Name] = s
+}
+
+func (l *loader) decodeLayer(b *hcl.Block, ctx *hcl.EvalContext) *SeedLayer {
+	ly := &SeedLayer{Range: b.DefRange}
+	content, diags := b.Body.Content(layerSchema)
+	l.diags = append(l.diags, diags...)
+	if a := content.Attributes["from"]; a != nil {
+		if v, d := l.eval(a.Expr, ctx, nil); !d.HasErrors() {
+			ly.From = l.artifact(v, a.Expr.Range(), "from", false, ArtifactSeed)
+		}
+	}
+	if a := content.Attributes["files"]; a != nil {
+		if v, d := l.eval(a.Expr, ctx, nil); !d.HasErrors() {
+			ly.Files = l.artifactMap(v, a.Expr.Range(), "files", true, ArtifactHostFile)
+			for p := range ly.Files {
+				if !cleanAbs(p) {
+					l.diags = append(l.diags, errorf(a.Expr.Range().Ptr(), "Invalid image path", "%q must be an absolute, clean path such as \"/bin/tool\".", p))
+				}
+			}
+		}
+	}
+	if a := content.Attributes["symlinks"]; a != nil {
+		if v, d := l.eval(a.Expr, ctx, nil); !d.HasErrors() {
+			ly.Symlinks = l.stringMap(v, a.Expr.Range(), "symlinks")
+			for p, target := range ly.Symlinks {
+				if !cleanAbs(p) || target == "" {
+					l.diags = append(l.diags, errorf(a.Expr.Range().Ptr(), "Invalid symlink", "%q = %q: the link is an absolute, clean image path and the target is not empty.", p, target))
+				}
+				if _, clash := ly.Files[p]; clash {
+					l.diags = append(l.diags, errorf(a.Expr.Range().Ptr(), "Symlink clashes with a file", "%q is both a file and a symlink in this layer.", p))
+				}
+			}
+			if ly.Files == nil {
+				ly.Files = map[string]*Artifact{}
+			}
+		}
+	}
+	if a := content.Attributes["dir"]; a != nil {
+		if v, d := l.eval(a.Expr, ctx, nil); !d.HasErrors() {
+			ly.Dir = l.artifact(v, a.Expr.Range(), "dir", false, ArtifactHostDir, ArtifactProjectDir)
+		}
+		ly.At = "/"
+		l.optString(content, "at", ctx, &ly.At)
+		if !cleanAbs(ly.At) {
+			rng := a.Expr.Range()
+			if at := content.Attributes["at"]; at != nil {
+				rng = at.Expr.Range()
+			}
+			l.diags = append(l.diags, errorf(&rng, "Invalid image path", "at = %q must be an absolute, clean path.", ly.At))
+		}
+	} else if a := content.Attributes["at"]; a != nil {
+		l.diags = append(l.diags, errorf(a.NameRange.Ptr(), "Unexpected attribute", "at is only meaningful together with dir."))
+	}
+	n := 0
+	for _, set := range []bool{ly.From != nil, ly.Files != nil, ly.Dir != nil} {
+		if set {
+			n++
+		}
+	}
+	if n != 1 && !l.diags.HasErrors() {
+		l.diags = append(l.diags, errorf(b.DefRange.Ptr(), "Invalid layer", "A layer has exactly one of: from = seed.NAME, files = { PATH = host_file(...) } (with optional symlinks = { PATH = TARGET }), or dir = host_dir(...) with at = PATH."))
+	}
+	return ly
+}
+
+func cleanAbs(p string) bool {
+	return strings.HasPrefix(p, "/") && path.Clean(p) == p
+}
+
+var capabilitySchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "summary"}, {Name: "target"}, {Name: "effects"}, {Name: "equivalence"},
+	},
+	Blocks: []hcl.BlockHeaderSchema{
+		{Type: "interface", LabelNames: []string{"kind"}},
+		{Type: "tolerance"},
+		{Type: "suite", LabelNames: []string{"name"}},
+	},
+}
+
+var equivalences = []string{"bytes", "json", "lines", "numeric"}
+var suiteNames = []string{"dev", "repair", "sealed"}
+
+func (l *loader) decodeCapability(b *hcl.Block) {
+	c := &Capability{Name: b.Labels[0], DeclRange: b.DefRange, Target: l.cfg.Project.Platform, Equivalence: "bytes", Effects: []string{}, Suites: map[string]*Suite{}}
+	content, diags := b.Body.Content(capabilitySchema)
+	l.diags = append(l.diags, diags...)
+	ctx := l.baseContext()
+	l.optString(content, "summary", ctx, &c.Summary)
+	l.optString(content, "target", ctx, &c.Target)
+	if a := content.Attributes["target"]; a != nil {
+		l.checkPlatform(c.Target, a.Expr.Range())
+	}
+	if a := content.Attributes["effects"]; a != nil {
+		if v, d := l.eval(a.Expr, ctx, nil); !d.HasErrors() {
+			c.Effects = l.stringList(v, a.Expr.Range(), "effects")
+			sort.Strings(c.Effects)
+		}
+	}
+	l.optString(content, "equivalence", ctx, &c.Equivalence)
+	if a := content.Attributes["equivalence"]; a != nil && !contains(equivalences, c.Equivalence) {
+		l.diags = append(l.diags, errorf(a.Expr.Range().Ptr(), "Invalid equivalence",
+			"%q is not an equivalence relation; use one of %s.%s", c.Equivalence, quoteList(equivalences), didYouMean(c.Equivalence, equivalences)))
+	}
+	for _, blk := range content.Blocks {
+		switch blk.Type {
+		case "interface":
+			if c.Interface != nil {
+				l.diags = append(l.diags, errorf(blk.DefRange.Ptr(), "Duplicate interface", "A capability has one interface block; the first is at %s.", c.Interface.Range))
+				continue
+			}
+			c.Interface = l.decodeInterface(blk, ctx)
+		case "tolerance":
+			c.Tolerance = l.decodeTolerance(blk, ctx)
+		case "suite":
+			s := l.decodeSuite(blk, ctx, c.Name)
+			if prev := c.Suites[s.Name]; prev != nil {
+				l.diags = append(l.diags, errorf(blk.DefRange.Ptr(), "Duplicate suite", "suite %q was already declared at %s.", s.Name, prev.Range))
+				continue
+			}
+			c.Suites[s.Name] = s
+		}
+	}
+	if c.Interface == nil {
+		l.diags = append(l.diags, errorf(b.DefRange.Ptr(), "Missing interface", "capability %q needs an interface \"cli\" { ... } or interface \"service\" { ... } block.", c.Name))
+	}
+	if c.Tolerance != nil && c.Equivalence != "numeric" {
+		l.diags = append(l.diags, errorf(b.DefRange.Ptr(), "Unexpected tolerance", "A tolerance block applies only to equivalence = \"numeric\"."))
+	}
+	if c.Equivalence == "numeric" && c.Tolerance == nil {
+		c.Tolerance = &Tolerance{}
+	}
+	l.cfg.Capabilities[c.Name] = c
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if x == y {
+			return true
+		}
+	}
+	return false
+}
+
+func (l *loader) decodeInterface(b *hcl.Block, ctx *hcl.EvalContext) *Interface {
+	it := &Interface{Kind: b.Labels[0], Range: b.DefRange, Errors: map[string]int{}}
+	if it.Kind != "cli" && it.Kind != "service" {
+		l.diags = append(l.diags, errorf(b.LabelRanges[0].Ptr(), "Invalid interface kind", "%q is not an interface kind; use \"cli\" or \"service\".%s", it.Kind, didYouMean(it.Kind, []string{"cli", "service"})))
+	}
+	attrs := []hcl.AttributeSchema{{Name: "entrypoint", Required: true}, {Name: "input"}, {Name: "output"}}
+	if it.Kind == "service" {
+		attrs = append(attrs, hcl.AttributeSchema{Name: "port", Required: true})
+	} else {
+		attrs = append(attrs, hcl.AttributeSchema{Name: "errors"})
+	}
+	content, diags := b.Body.Content(&hcl.BodySchema{Attributes: attrs})
+	l.diags = append(l.diags, diags...)
+	if a := content.Attributes["entrypoint"]; a != nil {
+		if v, d := l.eval(a.Expr, ctx, nil); !d.HasErrors() {
+			it.Entrypoint = l.stringList(v, a.Expr.Range(), "entrypoint")
+			if len(it.Entrypoint) == 0 {
+				l.diags = append(l.diags, errorf(a.Expr.Range().Ptr(), "Empty entrypoint", "entrypoint needs at least the program path."))
+			}
+		}
+	}
+	for _, name := range []string{"input", "output"} {
+		a := content.Attributes[name]
+		if a == nil {
+			continue
+		}
+		v, d := l.eval(a.Expr, ctx, nil)
+		if d.HasErrors() {
+			continue
+		}
+		s, ok := l.str(v, a.Expr.Range(), name)
+		if !ok {
+			continue
+		}
+		canon, err := CompileSchema(name+" schema", []byte(s))
+		if err != nil {
+			l.diags = append(l.diags, errorf(a.Expr.Range().Ptr(), "Invalid JSON Schema", "%v", err))
+			continue
+		}
+		if name == "input" {
+			it.InputSchema = string(canon)
+		} else {
+			it.OutputSchema = string(canon)
+		}
+	}
+	if a := content.Attributes["errors"]; a != nil {
+		if v, d := l.eval(a.Expr, ctx, nil); !d.HasErrors() && v.IsKnown() {
+			if v.IsNull() || !(v.Type().IsObjectType() || v.Type().IsMapType()) {
+				l.typeErr(a.Expr.Range(), "errors", "a map of error names to exit codes", v)
+			} else {
+				for iter := v.ElementIterator(); iter.Next(); {
+					k, e := iter.Element()
+					n, ok := l.number(e, a.Expr.Range(), fmt.Sprintf("errors[%q]", k.AsString()))
+					if ok && (n != math.Trunc(n) || n < 1 || n > 255) {
+						l.diags = append(l.diags, errorf(a.Expr.Range().Ptr(), "Invalid exit code", "errors[%q] = %v: error exit codes are integers from 1 to 255 (0 means success).", k.AsString(), n))
+						continue
+					}
+					if ok {
+						it.Errors[k.AsString()] = int(n)
+					}
+				}
+			}
+		}
+	}
+	if a := content.Attributes["port"]; a != nil {
+		if v, d := l.eval(a.Expr, ctx, nil); !d.HasErrors() {
+			if n, ok := l.number(v, a.Expr.Range(), "port"); ok {
+				if n != math.Trunc(n) || n < 1 || n > 65535 {
+					l.diags = append(l.diags, errorf(a.Expr.Range().Ptr(), "Invalid port", "port = %v is not a TCP port (1-65535).", n))
+				}
+				it.Port = int(n)
+			}
+		}
+	}
+	return it
+}
+
+func (l *loader) decodeTolerance(b *hcl.Block, ctx *hcl.EvalContext) *Tolerance {
+	t := &Tolerance{}
+	content, diags := b.Body.Content(&hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "absolute"}, {Name: "relative"}, {Name: "nan_equal"}}})
+	l.diags = append(l.diags, diags...)
+	for name, dst := range map[string]*float64{"absolute": &t.Absolute, "relative": &t.Relative} {
+		if a := content.Attributes[name]; a != nil {
+			if v, d := l.eval(a.Expr, ctx, nil); !d.HasErrors() {
+				if n, ok := l.number(v, a.Expr.Range(), name); ok {
+					if n < 0 {
+						l.diags = append(l.diags, errorf(a.Expr.Range().Ptr(), "Invalid tolerance", "%s tolerance must not be negative.", name))
+					}
+					*dst = n
+				}
+			}
+		}
+	}
+	if a := content.Attributes["nan_equal"]; a != nil {
+		if v, d := l.eval(a.Expr, ctx, nil); !d.HasErrors() && v.IsKnown() {
+			if v.Type() != cty.Bool || v.IsNull() {
+				l.typeErr(a.Expr.Range(), "nan_equal", "a bool", v)
+			} else {
+				t.NaNEqual = v.True()
+			}
+		}
+	}
+	return t
+}
+
+func (l *loader) decodeSuite(b *hcl.Block, ctx *hcl.EvalContext, capName string) *Suite {
+	s := &Suite{Name: b.Labels[0], Range: b.DefRange}
+	if !contains(suiteNames, s.Name) {
+		l.diags = append(l.diags, errorf(b.LabelRanges[0].Ptr(), "Invalid suite name", "%q is not a suite; use \"dev\", \"repair\" or \"sealed\".%s", s.Name, didYouMean(s.Name, suiteNames)))
+	}
+	s.Sealed = s.Name == "sealed"
+	content, diags := b.Body.Content(&hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "cases", Required: true}}})
+	l.diags = append(l.diags, diags...)
+	a := content.Attributes["cases"]
+	if a == nil {
+		return s
+	}
+	v, d := l.eval(a.Expr, ctx, nil)
+	if d.HasErrors() {
+		return s
+	}
+	pat, ok := l.str(v, a.Expr.Range(), "cases")
+	if !ok {
+		return s
+	}
+	s.Pattern = pat
+	files, err := l.in.glob(".", pat)
+	if err != nil {
+		l.diags = append(l.diags, errorf(a.Expr.Range().Ptr(), "Invalid cases pattern", "%v", err))
+		return s
+	}
+	if len(files) == 0 {
+		l.diags = append(l.diags, errorf(a.Expr.Range().Ptr(), "No case files", "The pattern %q matches no files in the project directory.", pat))
+	}
+	s.Files = files
+	for _, f := range files {
+		data, _, err := l.in.readProjectFile(f)
+		if err != nil {
+			l.diags = append(l.diags, errorf(a.Expr.Range().Ptr(), "Cannot read case file", "%v", err))
+			continue
+		}
+		_ = data
+		if s.Sealed {
+			l.sealed = append(l.sealed, sealedFile{path: f, capability: capName})
+		}
+	}
+	return s
+}
+
+var stepSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "description"}, {Name: "image", Required: true}, {Name: "run", Required: true},
+		{Name: "env"}, {Name: "workdir"}, {Name: "user"}, {Name: "platform"},
+		{Name: "mounts"}, {Name: "outputs"}, {Name: "network"},
+	},
+	Blocks: []hcl.BlockHeaderSchema{{Type: "limits"}},
+}
+
+var limitsSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
+	{Name: "memory"}, {Name: "cpus"}, {Name: "pids"}, {Name: "time"}, {Name: "output"},
+}}
+
+// reservedTargets are sandbox paths a mount may not cover.
+var reservedTargets = []string{"/", "/out", "/tmp", "/proc", "/dev", "/sys"}
+
+// decodeSteps decodes every step of a scope into dst.
+func (l *loader) decodeSteps(s *stepScope, dst map[string]*Step) {
+	s.finish()
+	ctx := l.stepContext(s)
+	for _, name := range s.order {
+		dst[name] = l.decodeStep(s.blocks[name], ctx, s)
+	}
+}
+
+func (l *loader) decodeStep(b *hcl.Block, ctx *hcl.EvalContext, scope *stepScope) *Step {
+	st := &Step{
+		Name: b.Labels[0], Kind: "step", Scope: scope.prefix, DeclRange: b.DefRange, Workdir: "/",
+		Platform: l.cfg.Project.Platform, Network: "none", Env: map[string]string{},
+		Mounts: map[string]*Artifact{}, Outputs: scope.outputs[b.Labels[0]], AttrRanges: map[string]hcl.Range{},
+	}
+	content, diags := b.Body.Content(stepSchema)
+	l.diags = append(l.diags, diags...)
+	for n, a := range content.Attributes {
+		st.AttrRanges[n] = a.Expr.Range()
+	}
+	evalAttr := func(name string) (cty.Value, hcl.Range, bool) {
+		a := content.Attributes[name]
+		if a == nil {
+			return cty.NilVal, hcl.Range{}, false
+		}
+		v, d := l.eval(a.Expr, ctx, scope)
+		return v, a.Expr.Range(), !d.HasErrors()
+	}
+	if v, rng, ok := evalAttr("description"); ok {
+		st.Description, _ = l.str(v, rng, "description")
+	}
+	if v, rng, ok := evalAttr("image"); ok {
+		st.Image = l.artifact(v, rng, "image", false, ArtifactSeed)
+	}
+	if v, rng, ok := evalAttr("run"); ok {
+		st.Run = l.stringList(v, rng, "run")
+		if len(st.Run) == 0 && v.IsKnown() {
+			l.diags = append(l.diags, errorf(&rng, "Empty command", "run needs at least the program to execute, for example [\"sh\", \"-c\", \"echo hi > /out/hi\"]."))
+		}
+	}
+	if v, rng, ok := evalAttr("env"); ok {
+		st.Env = l.stringMap(v, rng, "env")
+		for k := range st.Env {
+			if k == "" || strings.ContainsAny(k, "=\x00") {
+				l.diags = append(l.diags, errorf(&rng, "Invalid environment variable name", "%q cannot be an environment variable name.", k))
+			}
+		}
+	}
+	if v, rng, ok := evalAttr("workdir"); ok {
+		if s, ok := l.str(v, rng, "workdir"); ok {
+			st.Workdir = s
+			if !cleanAbs(s) {
+				l.diags = append(l.diags, errorf(&rng, "Invalid workdir", "workdir = %q must be an absolute, clean path.", s))
+			}
+		}
+	}
+	if v, rng, ok := evalAttr("user"); ok {
+		if s, ok := l.str(v, rng, "user"); ok {
+			st.User = s
+			if !validUser(s) {
+				l.diags = append(l.diags, errorf(&rng, "Invalid user", "user = %q must be numeric \"UID:GID\", for example \"1000:1000\".", s))
+			}
+		}
+	}
+	if v, rng, ok := evalAttr("platform"); ok {
+		if s, ok := l.str(v, rng, "platform"); ok {
+			st.Platform = s
+			l.checkPlatform(s, rng)
+		}
+	}
+	if v, rng, ok := evalAttr("network"); ok {
+		if s, ok := l.str(v, rng, "network"); ok {
+			st.Network = s
+			if s != "none" {
+				l.diags = append(l.diags, errorf(&rng, "Network not granted",
+					"network = %q: steps run with loopback only. Network access needs an operator grant, which this version of Foundry does not support yet; use \"none\".", s))
+			}
+		}
+	}
+	if v, rng, ok := evalAttr("mounts"); ok {
+		st.Mounts = l.artifactMap(v, rng, "mounts", true, ArtifactProjectDir, ArtifactStepOutput, ArtifactCapability)
+		for target, a := range st.Mounts {
+			if !cleanAbs(target) {
+				l.diags = append(l.diags, errorf(&rng, "Invalid mount path", "%q must be an absolute, clean sandbox path such as \"/src\".", target))
+				continue
+			}
+			for _, r := range reservedTargets {
+				if target == r || (r != "/" && strings.HasPrefix(target, r+"/")) {
+					l.diags = append(l.diags, errorf(&rng, "Reserved mount path", "%q is reserved: / is the image, /out and /tmp are the step's writable directories, /proc, /dev and /sys belong to the runtime.", target))
+				}
+			}
+			if a.Kind == ArtifactStepOutput && a.Node == scope.address(st.Name) {
+				l.diags = append(l.diags, errorf(&rng, "Step mounts its own output", "step %q cannot mount %s: it does not exist until the step has run.", st.Name, a))
+			}
+		}
+	}
+	for _, lb := range content.Blocks {
+		st.Limits = l.decodeLimits(lb, ctx)
+	}
+	if len(content.Blocks) > 1 {
+		l.diags = append(l.diags, errorf(content.Blocks[1].DefRange.Ptr(), "Duplicate limits block", "A step has at most one limits block."))
+	}
+	return st
+}
+
+func validUser(s string) bool {
+	u, g, ok := strings.Cut(s, ":")
+	if !ok {
+		return false
+	}
+	_, e1 := strconv.ParseUint(u, 10, 32)
+	_, e2 := strconv.ParseUint(g, 10, 32)
+	return e1 == nil && e2 == nil
+}
+
+func (l *loader) decodeLimits(b *hcl.Block, ctx *hcl.EvalContext) Limits {
+	var lim Limits
+	content, diags := b.Body.Content(limitsSchema)
+	l.diags = append(l.diags, diags...)
+	get := func(name string) (cty.Value, hcl.Range, bool) {
+		a := content.Attributes[name]
+		if a == nil {
+			return cty.NilVal, hcl.Range{}, false
+		}
+		v, d := l.eval(a.Expr, ctx, nil)
+		return v, a.Expr.Range(), !d.HasErrors()
+	}
+	for name, dst := range map[string]*int64{"memory": &lim.MemoryBytes, "output": &lim.OutputBytes} {
+		if v, rng, ok := get(name); ok {
+			if s, ok := l.str(v, rng, name); ok {
+				n, err := ParseSize(s)
+				if err != nil {
+					l.diags = append(l.diags, errorf(&rng, "Invalid size", "%s = %q: %v", name, s, err))
+				}
+				*dst = n
+			}
+		}
+	}
+	if v, rng, ok := get("cpus"); ok {
+		if n, ok := l.number(v, rng, "cpus"); ok {
+			if n <= 0 || n > 1024 {
+				l.diags = append(l.diags, errorf(&rng, "Invalid cpus", "cpus = %v must be a positive number of CPUs, for example 0.5 or 2.", n))
+			}
+			lim.CPUs = n
+		}
+	}
+	if v, rng, ok := get("pids"); ok {
+		if n, ok := l.number(v, rng, "pids"); ok {
+			if n < 1 || n != math.Trunc(n) || n > 1<<22 {
+				l.diags = append(l.diags, errorf(&rng, "Invalid pids", "pids = %v must be a positive integer.", n))
+			}
+			lim.Pids = int64(n)
+		}
+	}
+	if v, rng, ok := get("time"); ok {
+		if s, ok := l.str(v, rng, "time"); ok {
+			d, err := time.ParseDuration(s)
+			if err != nil || d <= 0 {
+				l.diags = append(l.diags, errorf(&rng, "Invalid duration", "time = %q must be a positive duration such as \"90s\" or \"5m\".", s))
+			}
+			lim.Time = d
+		}
+	}
+	return lim
+}
+
+// ParseSize parses a byte size: an integer with an optional unit B, KiB, MiB, GiB, TiB
+// (powers of 1024) or KB, MB, GB, TB (powers of 1000).
+func ParseSize(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	i := 0
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
+	}
+	if i == 0 {
+		return 0, fmt.Errorf("a size is a number with an optional unit, for example \"512MiB\"")
+	}
+	n, err := strconv.ParseInt(s[:i], 10, 64)
+	if err != nil {
+		return 0, err
+	}
+	units := map[string]int64{"": 1, "B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40,
+		"KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12}
+	unit := strings.TrimSpace(s[i:])
+	m, ok := units[unit]
+	if !ok {
+		return 0, fmt.Errorf("unknown unit %q; use B, KiB, MiB, GiB, TiB, KB, MB, GB or TB", unit)
+	}
+	if n > math.MaxInt64/m {
+		return 0, fmt.Errorf("size overflows")
+	}
+	if n == 0 {
+		return 0, fmt.Errorf("size must be positive")
+	}
+	return n * m, nil
+}
+
+var recipeSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{{Name: "provides", Required: true}, {Name: "cost"}},
+	Blocks:     []hcl.BlockHeaderSchema{{Type: "step", LabelNames: []string{"name"}}, {Type: "package"}},
+}
+
+func (l *loader) decodeRecipe(b *hcl.Block) {
+	r := &Recipe{Name: b.Labels[0], DeclRange: b.DefRange, Steps: map[string]*Step{}}
+	content, diags := b.Body.Content(recipeSchema)
+	l.diags = append(l.diags, diags...)
+	ctx := l.baseContext()
+	if a := content.Attributes["provides"]; a != nil {
+		if v, d := l.eval(a.Expr, ctx, nil); !d.HasErrors() {
+			r.Provides = l.artifact(v, a.Expr.Range(), "provides", false, ArtifactCapability)
+		}
+	}
+	if a := content.Attributes["cost"]; a != nil {
+		if v, d := l.eval(a.Expr, ctx, nil); !d.HasErrors() {
+			if n, ok := l.number(v, a.Expr.Range(), "cost"); ok {
+				if n < 0 || n != math.Trunc(n) {
+					l.diags = append(l.diags, errorf(a.Expr.Range().Ptr(), "Invalid cost", "cost = %v must be a non-negative integer.", n))
+				}
+				r.Cost = int64(n)
+			}
+		}
+	}
+	scope := newStepScope("recipe."+r.Name, nil)
+	var pkgs []*hcl.Block
+	for _, blk := range content.Blocks {
+		if blk.Type == "step" {
+			scope.add(l, blk)
+		} else {
+			pkgs = append(pkgs, blk)
+		}
+	}
+	l.decodeSteps(scope, r.Steps)
+	if len(pkgs) == 0 {
+		l.diags = append(l.diags, errorf(b.DefRange.Ptr(), "Missing package", "recipe %q needs a package { files = { ... } } block saying which outputs form the capability.", r.Name))
+	}
+	for i, pb := range pkgs {
+		if i > 0 {
+			l.diags = append(l.diags, errorf(pb.DefRange.Ptr(), "Duplicate package block", "A recipe has one package block."))
+			continue
+		}
+		r.Package = l.decodePackage(pb, l.stepContext(scope), scope)
+	}
+	l.cfg.Recipes[r.Name] = r
+}
+
+func (l *loader) decodePackage(b *hcl.Block, ctx *hcl.EvalContext, scope *stepScope) *Package {
+	p := &Package{Range: b.DefRange, Files: map[string]*Artifact{}}
+	content, diags := b.Body.Content(&hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "base"}, {Name: "files", Required: true}}})
+	l.diags = append(l.diags, diags...)
+	if a := content.Attributes["base"]; a != nil {
+		if v, d := l.eval(a.Expr, ctx, scope); !d.HasErrors() {
+			p.Base = l.artifact(v, a.Expr.Range(), "base", false, ArtifactSeed)
+		}
+	}
+	if a := content.Attributes["files"]; a != nil {
+		if v, d := l.eval(a.Expr, ctx, scope); !d.HasErrors() {
+			p.Files = l.artifactMap(v, a.Expr.Range(), "files", true, ArtifactStepOutput, ArtifactProjectDir)
+			for path := range p.Files {
+				if !cleanAbs(path) {
+					l.diags = append(l.diags, errorf(a.Expr.Range().Ptr(), "Invalid artifact path", "%q must be an absolute, clean path such as \"/bin/tool\".", path))
+				}
+			}
+		}
+	}
+	return p
+}
+
+var productSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{{Name: "summary"}, {Name: "requires"}},
+	Blocks: []hcl.BlockHeaderSchema{
+		{Type: "step", LabelNames: []string{"name"}},
+		{Type: "check", LabelNames: []string{"name"}},
+		{Type: "deliver"},
+	},
+}
+
+func (l *loader) decodeProduct(b *hcl.Block) {
+	p := &Product{Name: b.Labels[0], DeclRange: b.DefRange, Steps: map[string]*Step{}, Checks: map[string]*Step{}}
+	content, diags := b.Body.Content(productSchema)
+	l.diags = append(l.diags, diags...)
+	ctx := l.baseContext()
+	l.optString(content, "summary", ctx, &p.Summary)
+	if a := content.Attributes["requires"]; a != nil {
+		if v, d := l.eval(a.Expr, ctx, nil); !d.HasErrors() && v.IsKnown() {
+			if v.IsNull() || !(v.Type().IsListType() || v.Type().IsTupleType()) {
+				l.typeErr(a.Expr.Range(), "requires", "a list of capabilities", v)
+			} else {
+				for it := v.ElementIterator(); it.Next(); {
+					_, e := it.Element()
+					if art := l.artifact(e, a.Expr.Range(), "requires elements", false, ArtifactCapability); art != nil {
+						p.Requires = append(p.Requires, art)
+					}
+				}
+			}
+		}
+	}
+	scope := newStepScope("product."+p.Name, nil)
+	var checks, delivers []*hcl.Block
+	for _, blk := range content.Blocks {
+		switch blk.Type {
+		case "step":
+			scope.add(l, blk)
+		case "check":
+			if l.declare("product."+p.Name+".check."+blk.Labels[0], blk) {
+				checks = append(checks, blk)
+			}
+		case "deliver":
+			delivers = append(delivers, blk)
+		}
+	}
+	l.decodeSteps(scope, p.Steps)
+	sctx := l.stepContext(scope)
+	for _, cb := range checks {
+		chk := l.decodeStep(cb, sctx, scope)
+		chk.Kind = "check"
+		if len(chk.Outputs) > 0 {
+			l.diags = append(l.diags, errorf(cb.DefRange.Ptr(), "Check with outputs", "A check passes or fails by its exit code; it declares no outputs."))
+		}
+		p.Checks[chk.Name] = chk
+	}
+	for i, db := range delivers {
+		if i > 0 {
+			l.diags = append(l.diags, errorf(db.DefRange.Ptr(), "Duplicate deliver block", "A product has one deliver block."))
+			continue
+		}
+		d := &Delivery{Range: db.DefRange}
+		dc, diags := db.Body.Content(&hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "to", Required: true}, {Name: "files", Required: true}}})
+		l.diags = append(l.diags, diags...)
+		l.optString(dc, "to", sctx, &d.To)
+		if a := dc.Attributes["files"]; a != nil {
+			if v, dd := l.eval(a.Expr, sctx, scope); !dd.HasErrors() {
+				d.Files = l.artifactMap(v, a.Expr.Range(), "files", true, ArtifactStepOutput, ArtifactCapability, ArtifactProjectDir)
+			}
+		}
+		p.Deliver = d
+	}
+	l.cfg.Products[p.Name] = p
+}
+
+// checkSealedMounts refuses any step that would mount a sealed case file: sealed cases are
+// for the evaluator only, and a builder that saw them could overfit to them.
+func (l *loader) checkSealedMounts() {
+	if len(l.sealed) == 0 {
+		return
+	}
+	check := func(st *Step) {
+		for target, a := range st.Mounts {
+			if a.Kind != ArtifactProjectDir {
+				continue
+			}
+			for _, sf := range l.sealed {
+				if a.Path == "." || sf.path == a.Path || strings.HasPrefix(sf.path, a.Path+"/") {
+					rng := a.Range
+					l.diags = append(l.diags, errorf(&rng, "Step mounts sealed cases",
+						"%s mounts %q at %s, which contains %s, a sealed case of capability %q. Sealed cases are for the evaluator only; mount a directory without them.",
+						st.Address(), a.Path, target, sf.path, sf.capability))
+					break
+				}
+			}
+		}
+	}
+	for _, st := range l.cfg.allSteps() {
+		check(st)
+	}
+}
+
+// allSteps returns every step of the configuration (top-level, recipes, products, checks),
+// ordered by address.
+func (c *Config) allSteps() []*Step {
+	var out []*Step
+	for _, s := range c.Steps {
+		out = append(out, s)
+	}
+	for _, r := range c.Recipes {
+		for _, s := range r.Steps {
+			out = append(out, s)
+		}
+	}
+	for _, p := range c.Products {
+		for _, s := range p.Steps {
+			out = append(out, s)
+		}
+		for _, s := range p.Checks {
+			out = append(out, s)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Address() < out[j].Address() })
+	return out
+}
+
+// AllSteps returns every step of the configuration ordered by address.
+func (c *Config) AllSteps() []*Step { return c.allSteps() }

@@ -1,0 +1,460 @@
+package lang
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/function"
+	"github.com/zclconf/go-cty/cty/function/stdlib"
+
+	"github.com/foundry-build/foundry/engine/digest"
+)
+
+// maxFileBytes bounds file() and jsonschema(): configuration is not a place for large data.
+const maxFileBytes = 16 << 20
+
+// inputs confines project reads to the project directory and records every file or directory
+// that evaluation reads, so that a saved plan can tell when any of them changed.
+type inputs struct {
+	dir     string // absolute project directory with symlinks resolved
+	records map[string]InputRecord
+}
+
+func newInputs(dir string) (*inputs, error) {
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return nil, err
+	}
+	return &inputs{dir: real, records: map[string]InputRecord{}}, nil
+}
+
+func (in *inputs) record(r InputRecord) {
+	in.records[r.Kind+"\x00"+r.Path] = r
+}
+
+// sorted returns the records ordered by kind then path.
+func (in *inputs) sorted() []InputRecord {
+	out := make([]InputRecord, 0, len(in.records))
+	for _, r := range in.records {
+		out = append(out, r)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Kind != out[j].Kind {
+			return out[i].Kind < out[j].Kind
+		}
+		return out[i].Path < out[j].Path
+	})
+	return out
+}
+
+// projectPath resolves p, a path written in the configuration, inside the project directory.
+// It refuses absolute paths, ".." elements and symlinks that lead outside the project: recipe
+// files may come from authors the operator does not fully trust, and host paths must enter
+// through host_file/host_dir, where the plan lists them.
+func (in *inputs) projectPath(p string) (abs, rel string, err error) {
+	if p == "" {
+		return "", "", errors.New("path is empty")
+	}
+	if filepath.IsAbs(p) || strings.HasPrefix(p, "/") {
+		return "", "", fmt.Errorf("%q is absolute: project paths are relative to the project directory (use host_file or host_dir in a seed for host paths)", p)
+	}
+	for _, el := range strings.Split(filepath.ToSlash(p), "/") {
+		if el == ".." {
+			return "", "", fmt.Errorf("%q contains \"..\": project paths may not leave the project directory", p)
+		}
+	}
+	rel = path.Clean(filepath.ToSlash(p))
+	joined := filepath.Join(in.dir, filepath.FromSlash(rel))
+	real, err := filepath.EvalSymlinks(joined)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return "", "", fmt.Errorf("%q does not exist in the project directory", p)
+		}
+		return "", "", err
+	}
+	if real != in.dir && !strings.HasPrefix(real, in.dir+string(filepath.Separator)) {
+		return "", "", fmt.Errorf("%q resolves through a symlink to %s, outside the project directory", p, real)
+	}
+	if rel == ".foundry" || strings.HasPrefix(rel, ".foundry/") {
+		return "", "", fmt.Errorf("%q is inside Foundry's state directory .foundry", p)
+	}
+	return real, rel, nil
+}
+
+func exists(p string) bool { _, err := os.Lstat(p); return err == nil }
+
+func (in *inputs) readProjectFile(p string) ([]byte, string, error) {
+	abs, rel, err := in.projectPath(p)
+	if err != nil {
+		return nil, "", err
+	}
+	st, err := os.Stat(abs)
+	if err != nil {
+		return nil, "", err
+	}
+	if st.IsDir() {
+		return nil, "", fmt.Errorf("%q is a directory; use dir() for directories", p)
+	}
+	if st.Size() > maxFileBytes {
+		return nil, "", fmt.Errorf("%q is %d bytes; files read into the configuration are limited to %d", p, st.Size(), maxFileBytes)
+	}
+	b, err := os.ReadFile(abs)
+	if err != nil {
+		return nil, "", err
+	}
+	in.record(InputRecord{Kind: string(ArtifactProjectFile), Path: rel, Digest: digest.FromBytes(b)})
+	return b, rel, nil
+}
+
+func fileMode(st os.FileInfo) uint32 {
+	if st.Mode()&0o111 != 0 {
+		return 0o755
+	}
+	return 0o644
+}
+
+// functions returns the function table of the language. See spec/language.md.
+func (in *inputs) functions() map[string]function.Function {
+	fns := map[string]function.Function{
+		"file":       in.fileFunc(),
+		"dir":        in.dirFunc(),
+		"fileset":    in.filesetFunc(),
+		"host_file":  in.hostFileFunc(),
+		"host_dir":   in.hostDirFunc(),
+		"jsonschema": in.jsonschemaFunc(),
+		"filesha256": in.filesha256Func(),
+		"sha256":     sha256Func,
+		"jsonencode": stdlib.JSONEncodeFunc,
+		"jsondecode": stdlib.JSONDecodeFunc,
+		"abs":        stdlib.AbsoluteFunc,
+		"ceil":       stdlib.CeilFunc,
+		"chomp":      stdlib.ChompFunc,
+		"coalesce":   stdlib.CoalesceFunc,
+		"compact":    stdlib.CompactFunc,
+		"concat":     stdlib.ConcatFunc,
+		"contains":   stdlib.ContainsFunc,
+		"distinct":   stdlib.DistinctFunc,
+		"element":    stdlib.ElementFunc,
+		"flatten":    stdlib.FlattenFunc,
+		"floor":      stdlib.FloorFunc,
+		"format":     stdlib.FormatFunc,
+		"formatlist": stdlib.FormatListFunc,
+		"indent":     stdlib.IndentFunc,
+		"join":       stdlib.JoinFunc,
+		"keys":       stdlib.KeysFunc,
+		"length":     stdlib.LengthFunc,
+		"lookup":     stdlib.LookupFunc,
+		"lower":      stdlib.LowerFunc,
+		"max":        stdlib.MaxFunc,
+		"merge":      stdlib.MergeFunc,
+		"min":        stdlib.MinFunc,
+		"parseint":   stdlib.ParseIntFunc,
+		"range":      stdlib.RangeFunc,
+		"regex":      stdlib.RegexFunc,
+		"regexall":   stdlib.RegexAllFunc,
+		"replace":    stdlib.ReplaceFunc,
+		"reverse":    stdlib.ReverseListFunc,
+		"setunion":   stdlib.SetUnionFunc,
+		"slice":      stdlib.SliceFunc,
+		"sort":       stdlib.SortFunc,
+		"split":      stdlib.SplitFunc,
+		"strlen":     stdlib.StrlenFunc,
+		"substr":     stdlib.SubstrFunc,
+		"title":      stdlib.TitleFunc,
+		"tolist":     stdlib.MakeToFunc(cty.List(cty.DynamicPseudoType)),
+		"tomap":      stdlib.MakeToFunc(cty.Map(cty.DynamicPseudoType)),
+		"tonumber":   stdlib.MakeToFunc(cty.Number),
+		"toset":      stdlib.MakeToFunc(cty.Set(cty.DynamicPseudoType)),
+		"tostring":   stdlib.MakeToFunc(cty.String),
+		"trim":       stdlib.TrimFunc,
+		"trimprefix": stdlib.TrimPrefixFunc,
+		"trimspace":  stdlib.TrimSpaceFunc,
+		"trimsuffix": stdlib.TrimSuffixFunc,
+		"upper":      stdlib.UpperFunc,
+		"values":     stdlib.ValuesFunc,
+		"zipmap":     stdlib.ZipmapFunc,
+	}
+	return fns
+}
+
+var pathParam = []function.Parameter{{Name: "path", Type: cty.String}}
+
+// file(path) returns the UTF-8 text of a project file.
+func (in *inputs) fileFunc() function.Function {
+	return function.New(&function.Spec{
+		Params: pathParam,
+		Type:   function.StaticReturnType(cty.String),
+		Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
+			b, _, err := in.readProjectFile(args[0].AsString())
+			if err != nil {
+				return cty.NilVal, function.NewArgError(0, err)
+			}
+			if !utf8.Valid(b) {
+				return cty.NilVal, function.NewArgErrorf(0, "%q is not valid UTF-8 text; mount binary files with dir() instead", args[0].AsString())
+			}
+			return cty.StringVal(string(b)), nil
+		},
+	})
+}
+
+// dir(path) returns a project directory as an Artifact addressed by its tree digest.
+func (in *inputs) dirFunc() function.Function {
+	return function.New(&function.Spec{
+		Params: pathParam,
+		Type:   function.StaticReturnType(ArtifactType),
+		Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
+			p := args[0].AsString()
+			abs, rel, err := in.projectPath(p)
+			if err != nil {
+				return cty.NilVal, function.NewArgError(0, err)
+			}
+			st, err := os.Stat(abs)
+			if err != nil {
+				return cty.NilVal, function.NewArgError(0, err)
+			}
+			if !st.IsDir() {
+				return cty.NilVal, function.NewArgErrorf(0, "%q is a file, not a directory; use file() for a file's text", p)
+			}
+			if exists(filepath.Join(abs, ".foundry")) {
+				return cty.NilVal, function.NewArgErrorf(0, "%q contains Foundry's state directory .foundry; mount a subdirectory instead", p)
+			}
+			_, d, err := digest.Dir(abs)
+			if err != nil {
+				return cty.NilVal, function.NewArgErrorf(0, "hashing %q: %v", p, err)
+			}
+			in.record(InputRecord{Kind: string(ArtifactProjectDir), Path: rel, Digest: d})
+			return artifactVal(&Artifact{Kind: ArtifactProjectDir, Path: rel, IsDir: true, Digest: d}), nil
+		},
+	})
+}
+
+// fileset(path, pattern) returns the set of files under a project directory that match a
+// glob ("*" within a path element, "**" across elements), as paths relative to path.
+func (in *inputs) filesetFunc() function.Function {
+	return function.New(&function.Spec{
+		Params: []function.Parameter{{Name: "path", Type: cty.String}, {Name: "pattern", Type: cty.String}},
+		Type:   function.StaticReturnType(cty.Set(cty.String)),
+		Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
+			matches, err := in.glob(args[0].AsString(), args[1].AsString())
+			if err != nil {
+				return cty.NilVal, function.NewArgError(1, err)
+			}
+			if len(matches) == 0 {
+				return cty.SetValEmpty(cty.String), nil
+			}
+			vals := make([]cty.Value, len(matches))
+			for i, m := range matches {
+				vals[i] = cty.StringVal(m)
+			}
+			return cty.SetVal(vals), nil
+		},
+	})
+}
+
+// glob lists regular files under the project directory base that match pattern, relative to
+// base, sorted. Symlinks are not followed.
+func (in *inputs) glob(base, pattern string) ([]string, error) {
+	abs, _, err := in.projectPath(base)
+	if err != nil {
+		return nil, err
+	}
+	if strings.HasPrefix(pattern, "/") || strings.Contains("/"+pattern+"/", "/../") {
+		return nil, fmt.Errorf("pattern %q must be relative and may not contain \"..\"", pattern)
+	}
+	if _, err := path.Match(strings.ReplaceAll(pattern, "**", "*"), ""); err != nil {
+		return nil, fmt.Errorf("pattern %q: %v", pattern, err)
+	}
+	var out []string
+	err = filepath.WalkDir(abs, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && d.Name() == ".foundry" {
+			return filepath.SkipDir
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		rel, _ := filepath.Rel(abs, p)
+		rel = filepath.ToSlash(rel)
+		if globMatch(strings.Split(pattern, "/"), strings.Split(rel, "/")) {
+			out = append(out, rel)
+		}
+		return nil
+	})
+	sort.Strings(out)
+	return out, err
+}
+
+// globMatch matches path elements against pattern elements; "**" matches zero or more elements.
+func globMatch(pat, elems []string) bool {
+	for len(pat) > 0 {
+		if pat[0] == "**" {
+			for i := 0; i <= len(elems); i++ {
+				if globMatch(pat[1:], elems[i:]) {
+					return true
+				}
+			}
+			return false
+		}
+		if len(elems) == 0 {
+			return false
+		}
+		if ok, _ := path.Match(pat[0], elems[0]); !ok {
+			return false
+		}
+		pat, elems = pat[1:], elems[1:]
+	}
+	return len(elems) == 0
+}
+
+func hostPath(p string) (string, error) {
+	if !filepath.IsAbs(p) {
+		return "", fmt.Errorf("%q is not absolute: host paths must be absolute", p)
+	}
+	return filepath.Clean(p), nil
+}
+
+// host_file(path) returns a host file as an Artifact. Symlinks are followed: the content is
+// what is hashed and packed.
+func (in *inputs) hostFileFunc() function.Function {
+	return function.New(&function.Spec{
+		Params: pathParam,
+		Type:   function.StaticReturnType(ArtifactType),
+		Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
+			p, err := hostPath(args[0].AsString())
+			if err != nil {
+				return cty.NilVal, function.NewArgError(0, err)
+			}
+			st, err := os.Stat(p)
+			if err != nil {
+				return cty.NilVal, function.NewArgError(0, err)
+			}
+			if !st.Mode().IsRegular() {
+				return cty.NilVal, function.NewArgErrorf(0, "%q is not a regular file (use host_dir for directories)", p)
+			}
+			d, _, err := digest.File(p)
+			if err != nil {
+				return cty.NilVal, function.NewArgError(0, err)
+			}
+			in.record(InputRecord{Kind: string(ArtifactHostFile), Path: p, Digest: d})
+			return artifactVal(&Artifact{Kind: ArtifactHostFile, Path: p, Digest: d, Mode: fileMode(st)}), nil
+		},
+	})
+}
+
+// host_dir(path) returns a host directory tree as an Artifact addressed by its tree digest.
+func (in *inputs) hostDirFunc() function.Function {
+	return function.New(&function.Spec{
+		Params: pathParam,
+		Type:   function.StaticReturnType(ArtifactType),
+		Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
+			p, err := hostPath(args[0].AsString())
+			if err != nil {
+				return cty.NilVal, function.NewArgError(0, err)
+			}
+			st, err := os.Stat(p)
+			if err != nil {
+				return cty.NilVal, function.NewArgError(0, err)
+			}
+			if !st.IsDir() {
+				return cty.NilVal, function.NewArgErrorf(0, "%q is not a directory (use host_file for files)", p)
+			}
+			_, d, err := digest.Dir(p)
+			if err != nil {
+				return cty.NilVal, function.NewArgErrorf(0, "hashing %q: %v", p, err)
+			}
+			in.record(InputRecord{Kind: string(ArtifactHostDir), Path: p, Digest: d})
+			return artifactVal(&Artifact{Kind: ArtifactHostDir, Path: p, IsDir: true, Digest: d}), nil
+		},
+	})
+}
+
+// noLoader refuses every external $ref: schemas are self-contained so that a schema's meaning
+// is fixed by the bytes the contract digest covers.
+type noLoader struct{}
+
+func (noLoader) Load(url string) (any, error) {
+	return nil, fmt.Errorf("external $ref %q: schemas must be self-contained", url)
+}
+
+// jsonschema(path) reads a project file holding a JSON Schema (Draft 2020-12 unless the
+// schema says otherwise), checks that it compiles, and returns its RFC 8785 canonical JSON.
+func (in *inputs) jsonschemaFunc() function.Function {
+	return function.New(&function.Spec{
+		Params: pathParam,
+		Type:   function.StaticReturnType(cty.String),
+		Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
+			b, rel, err := in.readProjectFile(args[0].AsString())
+			if err != nil {
+				return cty.NilVal, function.NewArgError(0, err)
+			}
+			canon, err := CompileSchema(rel, b)
+			if err != nil {
+				return cty.NilVal, function.NewArgError(0, err)
+			}
+			return cty.StringVal(string(canon)), nil
+		},
+	})
+}
+
+// CompileSchema checks that b is a valid, self-contained JSON Schema and returns its canonical JSON.
+func CompileSchema(name string, b []byte) ([]byte, error) {
+	canon, err := digest.Canonicalize(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s is not valid JSON: %v", name, err)
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(canon))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", name, err)
+	}
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	c.UseLoader(noLoader{})
+	loc := "foundry:///" + name
+	if err := c.AddResource(loc, doc); err != nil {
+		return nil, fmt.Errorf("%s: %v", name, err)
+	}
+	if _, err := c.Compile(loc); err != nil {
+		return nil, fmt.Errorf("%s is not a valid JSON Schema: %v", name, err)
+	}
+	return canon, nil
+}
+
+// filesha256(path) returns the hex SHA-256 of a project file.
+func (in *inputs) filesha256Func() function.Function {
+	return function.New(&function.Spec{
+		Params: pathParam,
+		Type:   function.StaticReturnType(cty.String),
+		Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
+			b, _, err := in.readProjectFile(args[0].AsString())
+			if err != nil {
+				return cty.NilVal, function.NewArgError(0, err)
+			}
+			sum := sha256.Sum256(b)
+			return cty.StringVal(hex.EncodeToString(sum[:])), nil
+		},
+	})
+}
+
+// sha256(string) returns the hex SHA-256 of a string's UTF-8 bytes.
+var sha256Func = function.New(&function.Spec{
+	Params: []function.Parameter{{Name: "str", Type: cty.String}},
+	Type:   function.StaticReturnType(cty.String),
+	Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
+		sum := sha256.Sum256([]byte(args[0].AsString()))
+		return cty.StringVal(hex.EncodeToString(sum[:])), nil
+	},
+})

@@ -1,0 +1,449 @@
+package lang
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/ext/typeexpr"
+	"github.com/hashicorp/hcl/v2/hclparse"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/convert"
+)
+
+// Options are the inputs of a load that do not come from the project's files.
+type Options struct {
+	// Vars are -var NAME=VALUE assignments, VALUE as written on the command line. They win
+	// over VarFiles, which win over defaults.
+	Vars map[string]string
+	// VarFiles are -var-file paths: HCL files of NAME = VALUE attributes, applied in order.
+	VarFiles []string
+}
+
+var rootSchema = &hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{
+	{Type: "project", LabelNames: []string{"name"}},
+	{Type: "variable", LabelNames: []string{"name"}},
+	{Type: "locals"},
+	{Type: "seed", LabelNames: []string{"name"}},
+	{Type: "capability", LabelNames: []string{"name"}},
+	{Type: "recipe", LabelNames: []string{"name"}},
+	{Type: "step", LabelNames: []string{"name"}},
+	{Type: "product", LabelNames: []string{"name"}},
+}}
+
+// loader holds the state of one Load.
+type loader struct {
+	cfg    *Config
+	in     *inputs
+	parser *hclparse.Parser
+	diags  hcl.Diagnostics
+	// declared block ranges by address, for duplicate detection
+	declared map[string]hcl.Range
+	// sealed lists every sealed case file (project-relative), for the mount check
+	sealed []sealedFile
+	// ctx caches the base evaluation context once locals are final (localsDone).
+	ctx        *hcl.EvalContext
+	localsDone bool
+}
+
+type sealedFile struct {
+	path       string
+	capability string
+}
+
+// Load parses and decodes every *.hcl file in dir.
+func Load(dir string, opts Options) (*Config, hcl.Diagnostics) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, hcl.Diagnostics{errorf(nil, "Invalid project directory", "%v", err)}
+	}
+	in, err := newInputs(abs)
+	if err != nil {
+		return nil, hcl.Diagnostics{errorf(nil, "Invalid project directory", "%v", err)}
+	}
+	l := &loader{
+		cfg: &Config{
+			Dir: in.dir, Files: map[string]*hcl.File{},
+			Variables: map[string]*Variable{}, Locals: map[string]cty.Value{},
+			Seeds: map[string]*Seed{}, Capabilities: map[string]*Capability{},
+			Recipes: map[string]*Recipe{}, Steps: map[string]*Step{}, Products: map[string]*Product{},
+		},
+		in:       in,
+		parser:   hclparse.NewParser(),
+		declared: map[string]hcl.Range{},
+	}
+	l.load(opts)
+	l.cfg.Inputs = in.sorted()
+	// The parser owns every file read, including var files: expose them all for rendering.
+	for name, f := range l.parser.Files() {
+		l.cfg.Files[name] = f
+	}
+	return l.cfg, l.diags
+}
+
+func (l *loader) load(opts Options) {
+	names, err := filepath.Glob(filepath.Join(l.cfg.Dir, "*.hcl"))
+	if err != nil || len(names) == 0 {
+		l.diags = append(l.diags, errorf(nil, "No configuration files",
+			"The directory %s has no *.hcl files. Run 'foundry init' to create a starter project.", l.cfg.Dir))
+		return
+	}
+	sort.Strings(names)
+	var blocks []*hcl.Block
+	for _, name := range names {
+		src, err := os.ReadFile(name)
+		if err != nil {
+			l.diags = append(l.diags, errorf(nil, "Cannot read configuration file", "%v", err))
+			continue
+		}
+		rel, _ := filepath.Rel(l.cfg.Dir, name)
+		f, diags := l.parser.ParseHCL(src, rel)
+		l.diags = append(l.diags, diags...)
+		if f == nil {
+			continue
+		}
+		content, diags := f.Body.Content(rootSchema)
+		l.diags = append(l.diags, diags...)
+		blocks = append(blocks, content.Blocks...)
+	}
+	if l.diags.HasErrors() {
+		return
+	}
+	byType := map[string][]*hcl.Block{}
+	for _, b := range blocks {
+		if len(b.Labels) == 1 && !l.declare(b.Type+"."+b.Labels[0], b) {
+			continue
+		}
+		byType[b.Type] = append(byType[b.Type], b)
+	}
+	// Order matters: variables feed locals; locals, seeds and capabilities are visible to all
+	// blocks; every step's declared outputs must be known before any step expression is
+	// evaluated, because step.x.output[...] refers to them.
+	l.decodeVariables(byType["variable"], opts)
+	if l.diags.HasErrors() {
+		return
+	}
+	l.decodeLocals(byType["locals"])
+	l.localsDone = true
+	l.decodeProject(byType["project"])
+	for _, b := range byType["seed"] {
+		l.decodeSeed(b)
+	}
+	for _, b := range byType["capability"] {
+		l.decodeCapability(b)
+	}
+	top := newStepScope("", nil)
+	for _, b := range byType["step"] {
+		top.add(l, b)
+	}
+	l.decodeSteps(top, l.cfg.Steps)
+	for _, b := range byType["recipe"] {
+		l.decodeRecipe(b)
+	}
+	for _, b := range byType["product"] {
+		l.decodeProduct(b)
+	}
+	l.checkSealedMounts()
+}
+
+// declare records a named block and reports a duplicate.
+func (l *loader) declare(addr string, b *hcl.Block) bool {
+	if prev, dup := l.declared[addr]; dup {
+		l.diags = append(l.diags, &hcl.Diagnostic{
+			Severity: hcl.DiagError,
+			Summary:  "Duplicate " + b.Type,
+			Detail:   fmt.Sprintf("%s was already declared at %s. Names must be unique within their block type.", addr, prev),
+			Subject:  b.DefRange.Ptr(),
+		})
+		return false
+	}
+	l.declared[addr] = b.DefRange
+	return true
+}
+
+func (l *loader) decodeProject(blocks []*hcl.Block) {
+	p := &Project{Platform: "linux/amd64"}
+	l.cfg.Project = p
+	if len(blocks) == 0 {
+		p.Name = filepath.Base(l.cfg.Dir)
+		return
+	}
+	if len(blocks) > 1 {
+		l.diags = append(l.diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Duplicate project block",
+			Detail: fmt.Sprintf("A project has one project block; the first is at %s.", blocks[0].DefRange), Subject: blocks[1].DefRange.Ptr()})
+	}
+	b := blocks[0]
+	p.Name, p.DeclRange = b.Labels[0], b.DefRange
+	content, diags := b.Body.Content(&hcl.BodySchema{Attributes: []hcl.AttributeSchema{
+		{Name: "brief"}, {Name: "registry"}, {Name: "platform"},
+	}})
+	l.diags = append(l.diags, diags...)
+	ctx := l.baseContext()
+	l.optString(content, "brief", ctx, &p.Brief)
+	l.optString(content, "registry", ctx, &p.Registry)
+	l.optString(content, "platform", ctx, &p.Platform)
+	if a := content.Attributes["platform"]; a != nil {
+		l.checkPlatform(p.Platform, a.Expr.Range())
+	}
+}
+
+func (l *loader) checkPlatform(p string, rng hcl.Range) {
+	parts := strings.Split(p, "/")
+	if len(parts) < 2 || len(parts) > 3 || parts[0] == "" || parts[1] == "" {
+		l.diags = append(l.diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid platform",
+			Detail: fmt.Sprintf("%q is not an OCI platform; write os/arch[/variant], for example \"linux/amd64\".", p), Subject: rng.Ptr()})
+	}
+}
+
+func (l *loader) decodeVariables(blocks []*hcl.Block, opts Options) {
+	for _, b := range blocks {
+		v := &Variable{Name: b.Labels[0], Type: cty.DynamicPseudoType, DeclRange: b.DefRange}
+		content, diags := b.Body.Content(&hcl.BodySchema{Attributes: []hcl.AttributeSchema{
+			{Name: "type"}, {Name: "default"}, {Name: "description"},
+		}})
+		l.diags = append(l.diags, diags...)
+		if a := content.Attributes["type"]; a != nil {
+			ty, diags := typeexpr.TypeConstraint(a.Expr)
+			l.diags = append(l.diags, diags...)
+			v.Type = ty
+		}
+		if a := content.Attributes["description"]; a != nil {
+			l.optString(content, "description", nil, &v.Description)
+		}
+		v.Default = cty.NilVal
+		if a := content.Attributes["default"]; a != nil {
+			val, diags := a.Expr.Value(nil)
+			l.diags = append(l.diags, diags...)
+			if !diags.HasErrors() {
+				v.Default = l.convertVar(v, val, a.Expr.Range())
+			}
+		}
+		v.Value = v.Default
+		l.cfg.Variables[v.Name] = v
+	}
+	// -var-file values, then -var values.
+	for _, path := range opts.VarFiles {
+		src, err := os.ReadFile(path)
+		if err != nil {
+			l.diags = append(l.diags, errorf(nil, "Cannot read variable file", "%v", err))
+			continue
+		}
+		f, diags := l.parser.ParseHCL(src, path)
+		l.diags = append(l.diags, diags...)
+		if f == nil {
+			continue
+		}
+		attrs, diags := f.Body.JustAttributes()
+		l.diags = append(l.diags, diags...)
+		names := make([]string, 0, len(attrs))
+		for n := range attrs {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			a := attrs[n]
+			v := l.cfg.Variables[n]
+			if v == nil {
+				l.diags = append(l.diags, l.undeclaredVar(n, a.NameRange))
+				continue
+			}
+			val, diags := a.Expr.Value(nil)
+			l.diags = append(l.diags, diags...)
+			if !diags.HasErrors() {
+				v.Value = l.convertVar(v, val, a.Expr.Range())
+			}
+		}
+	}
+	names := make([]string, 0, len(opts.Vars))
+	for n := range opts.Vars {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		raw := opts.Vars[n]
+		v := l.cfg.Variables[n]
+		if v == nil {
+			l.diags = append(l.diags, l.undeclaredVar(n, hcl.Range{Filename: "-var " + n}))
+			continue
+		}
+		// A string variable takes the text literally; other types are parsed as HCL values.
+		if v.Type == cty.String || v.Type == cty.DynamicPseudoType {
+			v.Value = cty.StringVal(raw)
+			if v.Type == cty.String {
+				continue
+			}
+		}
+		expr, diags := hclsyntax.ParseExpression([]byte(raw), "-var "+n, hcl.InitialPos)
+		if diags.HasErrors() {
+			if v.Type == cty.DynamicPseudoType {
+				continue // not an HCL value: keep the literal string
+			}
+			l.diags = append(l.diags, diags...)
+			continue
+		}
+		val, diags := expr.Value(nil)
+		if diags.HasErrors() {
+			if v.Type == cty.DynamicPseudoType {
+				continue
+			}
+			l.diags = append(l.diags, diags...)
+			continue
+		}
+		if v.Type != cty.DynamicPseudoType {
+			v.Value = l.convertVar(v, val, expr.Range())
+		}
+	}
+	for _, v := range l.cfg.Variables {
+		if v.Value == cty.NilVal {
+			l.diags = append(l.diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "No value for required variable",
+				Detail:  fmt.Sprintf("variable %q has no default; set it with -var %s=VALUE or in a -var-file.", v.Name, v.Name),
+				Subject: v.DeclRange.Ptr()})
+		}
+	}
+}
+
+func (l *loader) undeclaredVar(name string, rng hcl.Range) *hcl.Diagnostic {
+	var names []string
+	for n := range l.cfg.Variables {
+		names = append(names, n)
+	}
+	return &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Value for undeclared variable",
+		Detail: fmt.Sprintf("No variable %q is declared in the project.%s", name, didYouMean(name, names)), Subject: rng.Ptr()}
+}
+
+func (l *loader) convertVar(v *Variable, val cty.Value, rng hcl.Range) cty.Value {
+	out, err := convert.Convert(val, v.Type)
+	if err != nil {
+		l.diags = append(l.diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid value for variable",
+			Detail: fmt.Sprintf("variable %q: %v", v.Name, err), Subject: rng.Ptr()})
+		return cty.NilVal
+	}
+	return out
+}
+
+// decodeLocals evaluates locals in dependency order; a cycle among them is reported whole.
+func (l *loader) decodeLocals(blocks []*hcl.Block) {
+	attrs := map[string]*hcl.Attribute{}
+	for _, b := range blocks {
+		as, diags := b.Body.JustAttributes()
+		l.diags = append(l.diags, diags...)
+		for n, a := range as {
+			if prev, dup := attrs[n]; dup {
+				l.diags = append(l.diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Duplicate local value",
+					Detail: fmt.Sprintf("local.%s was already defined at %s.", n, prev.NameRange), Subject: a.NameRange.Ptr()})
+				continue
+			}
+			attrs[n] = a
+		}
+	}
+	deps := map[string][]string{}
+	for n, a := range attrs {
+		for _, t := range a.Expr.Variables() {
+			if t.RootName() == "local" && len(t) > 1 {
+				if at, ok := t[1].(hcl.TraverseAttr); ok {
+					deps[n] = append(deps[n], at.Name)
+				}
+			}
+			if t.RootName() == "step" {
+				l.diags = append(l.diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid reference in local value",
+					Detail: "Local values cannot refer to steps; refer to the step where its output is used.", Subject: t.SourceRange().Ptr()})
+			}
+		}
+	}
+	done := map[string]bool{}
+	for len(done) < len(attrs) {
+		progress := false
+		for _, n := range sortedKeys(attrs) {
+			if done[n] {
+				continue
+			}
+			ready := true
+			for _, d := range deps[n] {
+				if _, declared := attrs[d]; declared && !done[d] {
+					ready = false
+				}
+			}
+			if !ready {
+				continue
+			}
+			a := attrs[n]
+			val, diags := l.eval(a.Expr, l.baseContext(), nil)
+			if diags.HasErrors() {
+				val = cty.DynamicVal
+			}
+			l.cfg.Locals[n] = val
+			done[n] = true
+			progress = true
+		}
+		if !progress {
+			var rest []string
+			for _, n := range sortedKeys(attrs) {
+				if !done[n] {
+					rest = append(rest, n)
+				}
+			}
+			cycle := findCycle(rest, func(n string) []string { return deps[n] })
+			var parts []string
+			for _, n := range cycle {
+				parts = append(parts, "local."+n)
+			}
+			l.diags = append(l.diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Cycle in local values",
+				Detail: "These local values refer to each other: " + strings.Join(parts, " → ") + ".", Subject: attrs[cycle[0]].NameRange.Ptr()})
+			return
+		}
+	}
+}
+
+// findCycle returns a cycle among nodes (first node repeated at the end), following edges.
+func findCycle(nodes []string, edges func(string) []string) []string {
+	in := map[string]bool{}
+	for _, n := range nodes {
+		in[n] = true
+	}
+	state := map[string]int{} // 0 new, 1 on stack, 2 done
+	var stack []string
+	var found []string
+	var visit func(n string) bool
+	visit = func(n string) bool {
+		state[n] = 1
+		stack = append(stack, n)
+		for _, m := range edges(n) {
+			if !in[m] {
+				continue
+			}
+			if state[m] == 1 {
+				for i, s := range stack {
+					if s == m {
+						found = append(append([]string{}, stack[i:]...), m)
+						return true
+					}
+				}
+			}
+			if state[m] == 0 && visit(m) {
+				return true
+			}
+		}
+		stack = stack[:len(stack)-1]
+		state[n] = 2
+		return false
+	}
+	for _, n := range nodes {
+		if state[n] == 0 && visit(n) {
+			return found
+		}
+	}
+	return nodes
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
