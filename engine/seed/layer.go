@@ -237,7 +237,7 @@ func dirEntries(dir, at string) ([]entry, error) {
 			}
 			out = append(out, entry{name: name, typ: tar.TypeSymlink, mode: 0o777, link: target})
 		default:
-			return fmt.Errorf("refusing %s: %s is not a file, directory or symlink", p, t)
+			return fmt.Errorf("refusing %s: a %s is not a file, directory or symlink", p, kindOf(t))
 		}
 		return nil
 	})
@@ -371,4 +371,18 @@ func mountPointLayer(st *store) (layerRef, error) {
 		desc:   descriptor{MediaType: string(types.OCIUncompressedLayer), Digest: h.String(), Size: size},
 		diffID: h.String(),
 	}, nil
+}
+
+func kindOf(t fs.FileMode) string {
+	switch {
+	case t&fs.ModeSocket != 0:
+		return "socket"
+	case t&fs.ModeNamedPipe != 0:
+		return "FIFO"
+	case t&fs.ModeCharDevice != 0:
+		return "character device"
+	case t&fs.ModeDevice != 0:
+		return "block device"
+	}
+	return "special file (" + t.String() + ")"
 }
