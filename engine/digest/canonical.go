@@ -108,7 +108,9 @@ func checkStrings(v reflect.Value, path string) error {
 	if t.Implements(jsonMarshalerType) {
 		return nil
 	}
-	if t.Implements(textMarshalerType) {
+	// Values read through unexported embedded fields cannot be passed to
+	// MarshalText (encoding/json cannot call it either); walk them instead.
+	if t.Implements(textMarshalerType) && v.CanInterface() {
 		if (t.Kind() == reflect.Pointer || t.Kind() == reflect.Interface) && v.IsNil() {
 			return nil
 		}

@@ -242,6 +242,14 @@ type textKey struct{ s string }
 
 func (k textKey) MarshalText() ([]byte, error) { return []byte(k.s), nil }
 
+type textKeyA struct{ s string }
+
+func (k *textKeyA) MarshalText() ([]byte, error) { return []byte(k.s), nil }
+
+type textKeyB struct{ s string }
+
+func (k *textKeyB) MarshalText() ([]byte, error) { return []byte(k.s), nil }
+
 func TestCanonicalRejectsInvalidUTF8(t *testing.T) {
 	type inner struct {
 		Name string `json:"name"`
@@ -271,6 +279,31 @@ func TestCanonicalRejectsInvalidUTF8(t *testing.T) {
 		if b, err := Canonical(v); err == nil {
 			t.Errorf("Canonical(%#v) = %q, want error for invalid UTF-8", v, b)
 		}
+	}
+	// A promoted MarshalText makes the outer struct a TextMarshaler, as it
+	// does for encoding/json, so its other fields are not what is encoded.
+	type promoted struct {
+		textKey
+		Name string
+	}
+	if _, err := Canonical(promoted{textKey{bad}, "x"}); err == nil {
+		t.Error("Canonical(promoted MarshalText with invalid UTF-8) succeeded")
+	}
+	if b, err := Canonical(promoted{textKey{"ok"}, bad}); err != nil || string(b) != `"ok"` {
+		t.Errorf("Canonical(promoted) = %q, %v", b, err)
+	}
+	// Two embedded TextMarshalers cancel out; the walk reaches them through
+	// unexported fields, where it cannot call MarshalText, and must not panic.
+	type ambiguous struct {
+		*textKeyA
+		*textKeyB
+		Name string
+	}
+	if _, err := Canonical(ambiguous{&textKeyA{bad}, &textKeyB{bad}, "x"}); err != nil {
+		t.Errorf("Canonical(ambiguous) = %v", err)
+	}
+	if _, err := Canonical(ambiguous{Name: bad}); err == nil {
+		t.Error("Canonical(ambiguous with invalid Name) succeeded")
 	}
 	// Fields encoding/json ignores, and []byte (base64), are not checked.
 	ok := outer{Skip: bad, skip: bad, Raw: []byte(bad), Items: []inner{{"é"}}}

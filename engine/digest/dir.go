@@ -91,7 +91,7 @@ func Dir(root string) (*Manifest, Digest, error) {
 		return nil, "", fmt.Errorf("digest: dir %s: %w", root, err)
 	}
 	slices.SortFunc(m.Entries, func(a, b Entry) int { return cmp.Compare(a.Path, b.Path) })
-	dg, err := m.Digest()
+	dg, err := m.digest()
 	if err != nil {
 		return nil, "", fmt.Errorf("digest: dir %s: %w", root, err)
 	}
@@ -171,6 +171,14 @@ func describeType(t fs.FileMode) string {
 // absolute, unclean or repeated, an unknown type, a mode that is not the
 // normalized one, or fields set that do not belong to the entry's type.
 func (m *Manifest) Digest() (Digest, error) {
+	d, err := m.digest()
+	if err != nil {
+		return "", fmt.Errorf("digest: %w", err)
+	}
+	return d, nil
+}
+
+func (m *Manifest) digest() (Digest, error) {
 	entries := slices.Clone(m.Entries)
 	if entries == nil {
 		entries = []Entry{} // an empty tree is {"entries":[]}, never null
@@ -193,6 +201,9 @@ func (m *Manifest) Digest() (Digest, error) {
 
 func (e Entry) validate() error {
 	p := e.Path
+	if !utf8.ValidString(p) || !utf8.ValidString(e.Target) {
+		return fmt.Errorf("entry %s: path and target must be valid UTF-8", quoteShort(p))
+	}
 	if p == "" || p == "." || path.IsAbs(p) || path.Clean(p) != p || p == ".." || len(p) > 2 && p[:3] == "../" {
 		return fmt.Errorf("entry %s: path must be clean, relative and inside the tree", quoteShort(p))
 	}
