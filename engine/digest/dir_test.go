@@ -184,7 +184,11 @@ func hasChildren(s spec, p string) bool {
 
 func TestDirStableAndSensitive(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	for iter := 0; iter < 15; iter++ {
+	iters := 15
+	if testing.Short() {
+		iters = 3
+	}
+	for iter := 0; iter < iters; iter++ {
 		s := randomSpec(rng)
 		m1, d1 := mustDir(t, s.create(t, rng))
 		// A second copy, created in a different order with different
