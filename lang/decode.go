@@ -31,7 +31,7 @@ var layerSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
 
 func (l *loader) decodeSeed(b *hcl.Block) {
 	s := &Seed{Name: b.Labels[0], DeclRange: b.DefRange, Platform: l.cfg.Project.Platform, Env: map[string]string{}}
-	content, diags := b.Body.Content(seedSchema)
+	content, diags := l.content(b.Body, seedSchema)
 	l.diags = append(l.diags, diags...)
 	ctx := l.baseContext()
 	l.optString(content, "image", ctx, &s.Image)
@@ -81,7 +81,7 @@ func (l *loader) decodeSeed(b *hcl.Block) {
 
 func (l *loader) decodeLayer(b *hcl.Block, ctx *hcl.EvalContext) *SeedLayer {
 	ly := &SeedLayer{Range: b.DefRange}
-	content, diags := b.Body.Content(layerSchema)
+	content, diags := l.content(b.Body, layerSchema)
 	l.diags = append(l.diags, diags...)
 	if a := content.Attributes["from"]; a != nil {
 		if v, d := l.eval(a.Expr, ctx, nil); !d.HasErrors() {
@@ -162,7 +162,7 @@ var suiteNames = []string{"dev", "repair", "sealed"}
 
 func (l *loader) decodeCapability(b *hcl.Block) {
 	c := &Capability{Name: b.Labels[0], DeclRange: b.DefRange, Target: l.cfg.Project.Platform, Equivalence: "bytes", Effects: []string{}, Suites: map[string]*Suite{}}
-	content, diags := b.Body.Content(capabilitySchema)
+	content, diags := l.content(b.Body, capabilitySchema)
 	l.diags = append(l.diags, diags...)
 	ctx := l.baseContext()
 	l.optString(content, "summary", ctx, &c.Summary)
@@ -232,7 +232,7 @@ func (l *loader) decodeInterface(b *hcl.Block, ctx *hcl.EvalContext) *Interface 
 	} else {
 		attrs = append(attrs, hcl.AttributeSchema{Name: "errors"})
 	}
-	content, diags := b.Body.Content(&hcl.BodySchema{Attributes: attrs})
+	content, diags := l.content(b.Body, &hcl.BodySchema{Attributes: attrs})
 	l.diags = append(l.diags, diags...)
 	if a := content.Attributes["entrypoint"]; a != nil {
 		if v, d := l.eval(a.Expr, ctx, nil); !d.HasErrors() {
@@ -300,7 +300,7 @@ func (l *loader) decodeInterface(b *hcl.Block, ctx *hcl.EvalContext) *Interface 
 
 func (l *loader) decodeTolerance(b *hcl.Block, ctx *hcl.EvalContext) *Tolerance {
 	t := &Tolerance{}
-	content, diags := b.Body.Content(&hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "absolute"}, {Name: "relative"}, {Name: "nan_equal"}}})
+	content, diags := l.content(b.Body, &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "absolute"}, {Name: "relative"}, {Name: "nan_equal"}}})
 	l.diags = append(l.diags, diags...)
 	for name, dst := range map[string]*float64{"absolute": &t.Absolute, "relative": &t.Relative} {
 		if a := content.Attributes[name]; a != nil {
@@ -332,7 +332,7 @@ func (l *loader) decodeSuite(b *hcl.Block, ctx *hcl.EvalContext, capName string)
 		l.diags = append(l.diags, errorf(b.LabelRanges[0].Ptr(), "Invalid suite name", "%q is not a suite; use \"dev\", \"repair\" or \"sealed\".%s", s.Name, didYouMean(s.Name, suiteNames)))
 	}
 	s.Sealed = s.Name == "sealed"
-	content, diags := b.Body.Content(&hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "cases", Required: true}}})
+	content, diags := l.content(b.Body, &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "cases", Required: true}}})
 	l.diags = append(l.diags, diags...)
 	a := content.Attributes["cases"]
 	if a == nil {
@@ -401,7 +401,7 @@ func (l *loader) decodeStep(b *hcl.Block, ctx *hcl.EvalContext, scope *stepScope
 		Platform: l.cfg.Project.Platform, Network: "none", Env: map[string]string{},
 		Mounts: map[string]*Artifact{}, Outputs: scope.outputs[b.Labels[0]], AttrRanges: map[string]hcl.Range{},
 	}
-	content, diags := b.Body.Content(stepSchema)
+	content, diags := l.content(b.Body, stepSchema)
 	l.diags = append(l.diags, diags...)
 	for n, a := range content.Attributes {
 		st.AttrRanges[n] = a.Expr.Range()
@@ -422,7 +422,7 @@ func (l *loader) decodeStep(b *hcl.Block, ctx *hcl.EvalContext, scope *stepScope
 	}
 	if v, rng, ok := evalAttr("run"); ok {
 		st.Run = l.stringList(v, rng, "run")
-		if len(st.Run) == 0 && v.IsKnown() {
+		if len(st.Run) == 0 && v.IsKnown() && !v.IsNull() && v.CanIterateElements() && v.LengthInt() == 0 {
 			l.diags = append(l.diags, errorf(&rng, "Empty command", "run needs at least the program to execute, for example [\"sh\", \"-c\", \"echo hi > /out/hi\"]."))
 		}
 	}
@@ -503,7 +503,7 @@ func validUser(s string) bool {
 
 func (l *loader) decodeLimits(b *hcl.Block, ctx *hcl.EvalContext) Limits {
 	var lim Limits
-	content, diags := b.Body.Content(limitsSchema)
+	content, diags := l.content(b.Body, limitsSchema)
 	l.diags = append(l.diags, diags...)
 	get := func(name string) (cty.Value, hcl.Range, bool) {
 		a := content.Attributes[name]
@@ -590,7 +590,7 @@ var recipeSchema = &hcl.BodySchema{
 
 func (l *loader) decodeRecipe(b *hcl.Block) {
 	r := &Recipe{Name: b.Labels[0], DeclRange: b.DefRange, Steps: map[string]*Step{}}
-	content, diags := b.Body.Content(recipeSchema)
+	content, diags := l.content(b.Body, recipeSchema)
 	l.diags = append(l.diags, diags...)
 	ctx := l.baseContext()
 	if a := content.Attributes["provides"]; a != nil {
@@ -633,7 +633,7 @@ func (l *loader) decodeRecipe(b *hcl.Block) {
 
 func (l *loader) decodePackage(b *hcl.Block, ctx *hcl.EvalContext, scope *stepScope) *Package {
 	p := &Package{Range: b.DefRange, Files: map[string]*Artifact{}}
-	content, diags := b.Body.Content(&hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "base"}, {Name: "files", Required: true}}})
+	content, diags := l.content(b.Body, &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "base"}, {Name: "files", Required: true}}})
 	l.diags = append(l.diags, diags...)
 	if a := content.Attributes["base"]; a != nil {
 		if v, d := l.eval(a.Expr, ctx, scope); !d.HasErrors() {
@@ -664,7 +664,7 @@ var productSchema = &hcl.BodySchema{
 
 func (l *loader) decodeProduct(b *hcl.Block) {
 	p := &Product{Name: b.Labels[0], DeclRange: b.DefRange, Steps: map[string]*Step{}, Checks: map[string]*Step{}}
-	content, diags := b.Body.Content(productSchema)
+	content, diags := l.content(b.Body, productSchema)
 	l.diags = append(l.diags, diags...)
 	ctx := l.baseContext()
 	l.optString(content, "summary", ctx, &p.Summary)
@@ -712,7 +712,7 @@ func (l *loader) decodeProduct(b *hcl.Block) {
 			continue
 		}
 		d := &Delivery{Range: db.DefRange}
-		dc, diags := db.Body.Content(&hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "to", Required: true}, {Name: "files", Required: true}}})
+		dc, diags := l.content(db.Body, &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "to", Required: true}, {Name: "files", Required: true}}})
 		l.diags = append(l.diags, diags...)
 		l.optString(dc, "to", sctx, &d.To)
 		if a := dc.Attributes["files"]; a != nil {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -107,6 +108,7 @@ func (l *loader) load(opts Options) {
 			continue
 		}
 		content, diags := f.Body.Content(rootSchema)
+		suggest(diags, rootSchema)
 		l.diags = append(l.diags, diags...)
 		blocks = append(blocks, content.Blocks...)
 	}
@@ -178,7 +180,7 @@ func (l *loader) decodeProject(blocks []*hcl.Block) {
 	}
 	b := blocks[0]
 	p.Name, p.DeclRange = b.Labels[0], b.DefRange
-	content, diags := b.Body.Content(&hcl.BodySchema{Attributes: []hcl.AttributeSchema{
+	content, diags := l.content(b.Body, &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
 		{Name: "brief"}, {Name: "registry"}, {Name: "platform"},
 	}})
 	l.diags = append(l.diags, diags...)
@@ -202,7 +204,7 @@ func (l *loader) checkPlatform(p string, rng hcl.Range) {
 func (l *loader) decodeVariables(blocks []*hcl.Block, opts Options) {
 	for _, b := range blocks {
 		v := &Variable{Name: b.Labels[0], Type: cty.DynamicPseudoType, DeclRange: b.DefRange}
-		content, diags := b.Body.Content(&hcl.BodySchema{Attributes: []hcl.AttributeSchema{
+		content, diags := l.content(b.Body, &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
 			{Name: "type"}, {Name: "default"}, {Name: "description"},
 		}})
 		l.diags = append(l.diags, diags...)
@@ -278,19 +280,18 @@ func (l *loader) decodeVariables(blocks []*hcl.Block, opts Options) {
 			}
 		}
 		expr, diags := hclsyntax.ParseExpression([]byte(raw), "-var "+n, hcl.InitialPos)
+		var val cty.Value
+		if !diags.HasErrors() {
+			val, diags = expr.Value(nil)
+		}
 		if diags.HasErrors() {
 			if v.Type == cty.DynamicPseudoType {
 				continue // not an HCL value: keep the literal string
 			}
-			l.diags = append(l.diags, diags...)
-			continue
-		}
-		val, diags := expr.Value(nil)
-		if diags.HasErrors() {
-			if v.Type == cty.DynamicPseudoType {
-				continue
-			}
-			l.diags = append(l.diags, diags...)
+			l.diags = append(l.diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid value for variable",
+				Detail: fmt.Sprintf("-var %s=%s: variable %q is of type %s; write its value in HCL syntax, for example 3, [\"a\", \"b\"] or {k = \"v\"}.",
+					n, raw, n, v.Type.FriendlyName()),
+				Subject: &hcl.Range{Filename: "-var " + n}})
 			continue
 		}
 		if v.Type != cty.DynamicPseudoType {
@@ -446,4 +447,42 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+var unsupportedName = regexp.MustCompile(`(?:argument named|[Bb]locks of type) "([^"]+)"`)
+
+// content decodes body against schema and adds a "Did you mean" to each unsupported
+// argument or block that is close to one the schema has.
+func (l *loader) content(body hcl.Body, schema *hcl.BodySchema) (*hcl.BodyContent, hcl.Diagnostics) {
+	content, diags := body.Content(schema)
+	suggest(diags, schema)
+	return content, diags
+}
+
+func suggest(diags hcl.Diagnostics, schema *hcl.BodySchema) {
+	for _, d := range diags {
+		var names []string
+		switch d.Summary {
+		case "Unsupported argument":
+			for _, a := range schema.Attributes {
+				names = append(names, a.Name)
+			}
+		case "Unsupported block type":
+			for _, b := range schema.Blocks {
+				names = append(names, b.Type)
+			}
+		default:
+			continue
+		}
+		if strings.Contains(d.Detail, "Did you mean") {
+			continue
+		}
+		if m := unsupportedName.FindStringSubmatch(d.Detail); m != nil {
+			if s := didYouMean(m[1], names); s != "" {
+				d.Detail += s
+			} else if len(names) > 0 {
+				d.Detail += " Expected one of: " + strings.Join(names, ", ") + "."
+			}
+		}
+	}
 }

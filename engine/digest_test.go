@@ -1,0 +1,229 @@
+package engine
+
+import (
+	"fmt"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/foundry-build/foundry/engine/digest"
+	"github.com/foundry-build/foundry/lang"
+)
+
+// genProject describes a random DAG of steps on one seed; render writes it as HCL.
+type genProject struct {
+	steps []genStep
+	srcs  int // project directories src0..srcN-1
+}
+
+type genStep struct {
+	argv   string
+	env    string
+	memory string
+	deps   []int // earlier steps whose output this step mounts
+	src    int   // -1 or a src directory it mounts
+}
+
+func randomProject(r *rand.Rand, n int) *genProject {
+	p := &genProject{srcs: 3}
+	for i := 0; i < n; i++ {
+		s := genStep{argv: fmt.Sprintf("echo %d", i), env: "a", memory: "64MiB", src: -1}
+		for j := 0; j < i; j++ {
+			if r.Intn(4) == 0 {
+				s.deps = append(s.deps, j)
+			}
+		}
+		if r.Intn(2) == 0 {
+			s.src = r.Intn(p.srcs)
+		}
+		p.steps = append(p.steps, s)
+	}
+	return p
+}
+
+// blocks renders each top-level block separately so tests can reorder and re-space them.
+func (p *genProject) blocks(seedFile string, spaces string) []string {
+	var out []string
+	out = append(out, fmt.Sprintf("seed \"base\" {\n%slayer {\n files = { \"/bin/tool\" = host_file(%q) }\n }\n}\n", spaces, seedFile))
+	for i, s := range p.steps {
+		var b strings.Builder
+		fmt.Fprintf(&b, "step \"s%d\" {\n%simage = seed.base\n", i, spaces)
+		fmt.Fprintf(&b, "  run = [\"sh\", \"-c\", %q]\n", s.argv)
+		fmt.Fprintf(&b, "  env = { MODE = %q }\n", s.env)
+		mounts := []string{}
+		for _, d := range s.deps {
+			mounts = append(mounts, fmt.Sprintf("%q = step.s%d.output[\"/out/o\"]", fmt.Sprintf("/in/%d", d), d))
+		}
+		if s.src >= 0 {
+			mounts = append(mounts, fmt.Sprintf("\"/src\" = dir(\"src%d\")", s.src))
+		}
+		fmt.Fprintf(&b, "  mounts = {%s%s}\n", spaces, strings.Join(mounts, ",\n"))
+		fmt.Fprintf(&b, "  outputs = [\"/out/o\"]\n  limits {\n memory = %q\n }\n}\n", s.memory)
+		out = append(out, b.String())
+	}
+	return out
+}
+
+// write lays the project out in dir: blocks spread over files in the given order.
+func (p *genProject) write(t *testing.T, dir string, blocks []string, files int) {
+	t.Helper()
+	for i := 0; i < p.srcs; i++ {
+		d := filepath.Join(dir, fmt.Sprintf("src%d", i))
+		must(t, os.MkdirAll(d, 0o755))
+		must(t, os.WriteFile(filepath.Join(d, "main.c"), []byte(fmt.Sprintf("int main(){return %d;}\n", i)), 0o644))
+	}
+	per := make([][]string, files)
+	for i, b := range blocks {
+		per[i%files] = append(per[i%files], b)
+	}
+	for i, bs := range per {
+		must(t, os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%d.hcl", i)), []byte(strings.Join(bs, "\n")), 0o644))
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func compileDir(t *testing.T, dir string) map[string]digest.Digest {
+	t.Helper()
+	cfg, diags := lang.Load(dir, lang.Options{})
+	if diags.HasErrors() {
+		t.Fatalf("load: %s", diags.Error())
+	}
+	g, diags := Compile(cfg)
+	if diags.HasErrors() {
+		t.Fatalf("compile: %s", diags.Error())
+	}
+	out := map[string]digest.Digest{}
+	for a, n := range g.Nodes {
+		out[a] = n.Digest
+	}
+	return out
+}
+
+func seedFile(t *testing.T, content string) string {
+	p := filepath.Join(t.TempDir(), "tool")
+	must(t, os.WriteFile(p, []byte(content), 0o755))
+	return p
+}
+
+// Same inputs in any file order, block order or whitespace give the same digests.
+func TestDigestStability(t *testing.T) {
+	tool := seedFile(t, "#!/bin/sh\n")
+	for seed := int64(1); seed <= 8; seed++ {
+		r := rand.New(rand.NewSource(seed))
+		p := randomProject(r, 12)
+		a := t.TempDir()
+		p.write(t, a, p.blocks(tool, "  "), 1)
+		want := compileDir(t, a)
+
+		blocks := p.blocks(tool, "\n\n    ")
+		r.Shuffle(len(blocks), func(i, j int) { blocks[i], blocks[j] = blocks[j], blocks[i] })
+		b := t.TempDir()
+		p.write(t, b, blocks, 1+r.Intn(4))
+		got := compileDir(t, b)
+		if len(got) != len(want) {
+			t.Fatalf("seed %d: %d nodes, want %d", seed, len(got), len(want))
+		}
+		for addr, d := range want {
+			if got[addr] != d {
+				t.Errorf("seed %d: %s digest %s after reordering, want %s", seed, addr, got[addr], d)
+			}
+		}
+	}
+}
+
+// descendants returns step k and every step that depends on it, transitively.
+func (p *genProject) descendants(k int) map[string]bool {
+	out := map[string]bool{fmt.Sprintf("step.s%d", k): true}
+	for i := k + 1; i < len(p.steps); i++ {
+		for _, d := range p.steps[i].deps {
+			if out[fmt.Sprintf("step.s%d", d)] {
+				out[fmt.Sprintf("step.s%d", i)] = true
+			}
+		}
+	}
+	return out
+}
+
+// Changing one input of one step changes exactly that step's digest and its dependents'.
+func TestDigestSensitivity(t *testing.T) {
+	tool := seedFile(t, "#!/bin/sh\n")
+	mutations := []struct {
+		name  string
+		apply func(p *genProject, k int, dir string)
+	}{
+		{"argv", func(p *genProject, k int, _ string) { p.steps[k].argv += " changed" }},
+		{"env", func(p *genProject, k int, _ string) { p.steps[k].env = "b" }},
+		{"limit", func(p *genProject, k int, _ string) { p.steps[k].memory = "65MiB" }},
+		{"input byte", func(p *genProject, k int, dir string) {
+			// Point the step at a source directory of its own, then flip one byte in it.
+			p.steps[k].src = p.srcs
+			p.srcs++
+		}},
+	}
+	for seed := int64(1); seed <= 6; seed++ {
+		for _, m := range mutations {
+			r := rand.New(rand.NewSource(seed))
+			p := randomProject(r, 10)
+			k := r.Intn(len(p.steps))
+			if m.name == "input byte" {
+				m.apply(p, k, "")
+			}
+			a := t.TempDir()
+			p.write(t, a, p.blocks(tool, "  "), 1)
+			before := compileDir(t, a)
+			if m.name == "input byte" {
+				f := filepath.Join(a, fmt.Sprintf("src%d", p.srcs-1), "main.c")
+				b, _ := os.ReadFile(f)
+				b[0] ^= 1
+				must(t, os.WriteFile(f, b, 0o644))
+			} else {
+				m.apply(p, k, a)
+				p.write(t, a, p.blocks(tool, "  "), 1)
+			}
+			after := compileDir(t, a)
+			want := p.descendants(k)
+			var changed []string
+			for addr := range before {
+				if before[addr] != after[addr] {
+					changed = append(changed, addr)
+				}
+			}
+			sort.Strings(changed)
+			for _, addr := range changed {
+				if !want[addr] {
+					t.Errorf("seed %d, %s of s%d: %s changed but does not depend on it", seed, m.name, k, addr)
+				}
+			}
+			for addr := range want {
+				if before[addr] == after[addr] {
+					t.Errorf("seed %d, %s of s%d: %s did not change", seed, m.name, k, addr)
+				}
+			}
+		}
+	}
+}
+
+// Changing the seed's host file changes the seed and every step.
+func TestDigestSeedChangePropagates(t *testing.T) {
+	tool := seedFile(t, "v1")
+	p := randomProject(rand.New(rand.NewSource(3)), 5)
+	a := t.TempDir()
+	p.write(t, a, p.blocks(tool, "  "), 1)
+	before := compileDir(t, a)
+	must(t, os.WriteFile(tool, []byte("v2"), 0o755))
+	after := compileDir(t, a)
+	for addr := range before {
+		if before[addr] == after[addr] {
+			t.Errorf("%s unchanged after the seed's host file changed", addr)
+		}
+	}
+}

@@ -1,0 +1,189 @@
+package lang
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/hcl/v2"
+)
+
+const busyboxSeed = `
+seed "bb" {
+  layer { files = { "/bin/busybox" = host_file("/bin/sh") } }
+}
+`
+
+func writeProject(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, content := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// Each class of error yields one diagnostic with its summary, a source line, and (where one
+// is obvious) a suggestion.
+func TestDiagnostics(t *testing.T) {
+	cases := []struct {
+		name    string
+		hcl     string
+		extra   map[string]string
+		summary string
+		line    int
+		detail  string
+	}{
+		{"syntax", "step \"a\" {\n  run = [\n}", nil, "Invalid expression", 3, ""},
+		{"unknown block", "sed \"x\" {}\n", nil, "Unsupported block type", 1, `Did you mean "seed"?`},
+		{"unknown attribute", busyboxSeed + "step \"a\" {\n  image = seed.bb\n  run = [\"true\"]\n  imge = 1\n}\n", nil, "Unsupported argument", 8, `Did you mean "image"?`},
+		{"wrong type", busyboxSeed + "step \"a\" {\n  image = seed.bb\n  run = \"true\"\n}\n", nil, "Incorrect attribute value type", 7, "list of strings"},
+		{"undeclared seed", "step \"a\" {\n  image = seed.bx\n  run = [\"true\"]\n}\n" + busyboxSeed, nil, "Reference to undeclared seed", 2, `Did you mean "bb"?`},
+		{"undeclared variable", busyboxSeed + "step \"a\" {\n  image = seed.bb\n  run = [var.x]\n}\n", nil, "Reference to undeclared variable", 7, ""},
+		{"unknown root", busyboxSeed + "step \"a\" {\n  image = sed.bb\n  run = [\"x\"]\n}\n", nil, "Unknown reference", 6, `Did you mean "seed"?`},
+		{"undeclared output", busyboxSeed + "step \"a\" {\n  image = seed.bb\n  run = [\"x\"]\n  outputs = [\"/out/a\"]\n}\nstep \"b\" {\n  image = seed.bb\n  run = [\"x\"]\n  mounts = { \"/a\" = step.a.output[\"/out/b\"] }\n}\n", nil, "Reference to undeclared output", 13, `Did you mean "/out/a"?`},
+		{"step out of scope", busyboxSeed + "step \"top\" {\n  image = seed.bb\n  run = [\"x\"]\n  outputs = [\"/out/a\"]\n}\ncapability \"c\" {\n  interface \"cli\" { entrypoint = [\"/x\"] }\n}\nrecipe \"r\" {\n  provides = capability.c\n  step \"s\" {\n    image = seed.bb\n    run = [\"x\"]\n    mounts = { \"/a\" = step.top.output[\"/out/a\"] }\n  }\n  package { files = {} }\n}\n", nil, "Reference to undeclared step", 18, "own recipe"},
+		{"duplicate block", busyboxSeed + busyboxSeed, nil, "Duplicate seed", 6, "already declared"},
+		{"project escape", busyboxSeed + "step \"a\" {\n  image = seed.bb\n  run = [\"x\"]\n  mounts = { \"/s\" = dir(\"../x\") }\n}\n", nil, "Invalid function argument", 8, `contains ".."`},
+		{"absolute project path", "project \"p\" {\n  brief = file(\"/etc/hostname\")\n}\n", nil, "Invalid function argument", 2, "is absolute"},
+		{"output outside /out", busyboxSeed + "step \"a\" {\n  image = seed.bb\n  run = [\"x\"]\n  outputs = [\"/tmp/a\"]\n}\n", nil, "Invalid output path", 8, "under /out"},
+		{"reserved mount", busyboxSeed + "step \"a\" {\n  image = seed.bb\n  run = [\"x\"]\n  mounts = { \"/out/x\" = \"text\" }\n}\n", nil, "Reserved mount path", 8, ""},
+		{"network", busyboxSeed + "step \"a\" {\n  image = seed.bb\n  run = [\"x\"]\n  network = \"host\"\n}\n", nil, "Network not granted", 8, "grant"},
+		{"bad size", busyboxSeed + "step \"a\" {\n  image = seed.bb\n  run = [\"x\"]\n  limits { memory = \"1 parsec\" }\n}\n", nil, "Invalid size", 8, "unknown unit"},
+		{"unpinned image", "seed \"x\" {\n  image = \"docker.io/library/busybox:latest\"\n}\n", nil, "Unpinned image reference", 2, "pinned by digest"},
+		{"seed without source", "seed \"x\" {\n  env = {}\n}\n", nil, "Invalid seed", 1, "exactly one source"},
+		{"image not a seed", busyboxSeed + "step \"a\" {\n  image = \"busybox\"\n  run = [\"x\"]\n}\n", nil, "Invalid value", 6, "seed"},
+		{"required variable", "variable \"v\" {\n  type = string\n}\n", nil, "No value for required variable", 1, "-var v="},
+		{"local cycle", "locals {\n  a = local.b\n  b = local.a\n}\n", nil, "Cycle in local values", 2, "local.a → local.b → local.a"},
+		{"bad equivalence", "capability \"c\" {\n  equivalence = \"jsn\"\n  interface \"cli\" { entrypoint = [\"/x\"] }\n}\n", nil, "Invalid equivalence", 2, `Did you mean "json"?`},
+		{"bad schema", "capability \"c\" {\n  interface \"cli\" {\n    entrypoint = [\"/x\"]\n    input = jsonschema(\"s.json\")\n  }\n}\n", map[string]string{"s.json": `{"type": 12}`}, "Invalid function argument", 4, "not a valid JSON Schema"},
+		{"duplicate key schema", "capability \"c\" {\n  interface \"cli\" {\n    entrypoint = [\"/x\"]\n    input = jsonschema(\"s.json\")\n  }\n}\n", map[string]string{"s.json": `{"type": "array", "type": "object"}`}, "Invalid function argument", 4, "not valid JSON"},
+		{"sealed mount", busyboxSeed + "capability \"c\" {\n  interface \"cli\" { entrypoint = [\"/x\"] }\n  suite \"sealed\" { cases = \"cases/sealed/*.json\" }\n}\nstep \"a\" {\n  image = seed.bb\n  run = [\"x\"]\n  mounts = { \"/cases\" = dir(\"cases\") }\n}\n", map[string]string{"cases/sealed/1.json": "{}", "cases/dev/1.json": "{}"}, "Step mounts sealed cases", 12, "cases/sealed/1.json"},
+		{"no case files", "capability \"c\" {\n  interface \"cli\" { entrypoint = [\"/x\"] }\n  suite \"dev\" { cases = \"nothing/*.json\" }\n}\n", nil, "No case files", 3, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			files := map[string]string{"main.hcl": c.hcl}
+			for k, v := range c.extra {
+				files[k] = v
+			}
+			dir := writeProject(t, files)
+			_, diags := Load(dir, Options{})
+			if !diags.HasErrors() {
+				t.Fatalf("no error; want %q", c.summary)
+			}
+			var found *hcl.Diagnostic
+			for _, d := range diags {
+				if d.Summary == c.summary {
+					found = d
+					break
+				}
+			}
+			if found == nil {
+				t.Fatalf("want summary %q, got: %s", c.summary, diags.Error())
+			}
+			if found.Subject == nil || found.Subject.Start.Line != c.line || found.Subject.Filename != "main.hcl" {
+				t.Errorf("want main.hcl line %d, got %v", c.line, found.Subject)
+			}
+			if !strings.Contains(found.Detail, c.detail) {
+				t.Errorf("detail %q does not contain %q", found.Detail, c.detail)
+			}
+		})
+	}
+}
+
+func TestVariablesPrecedence(t *testing.T) {
+	dir := writeProject(t, map[string]string{
+		"main.hcl":   "variable \"a\" { default = \"d\" }\nvariable \"b\" {\n  type = number\n  default = 1\n}\nvariable \"c\" { type = list(string) }\n",
+		"vars.hcl.x": "a = \"file\"\nb = 2\nc = [\"x\"]\n",
+	})
+	cfg, diags := Load(dir, Options{VarFiles: []string{filepath.Join(dir, "vars.hcl.x")}, Vars: map[string]string{"b": "3"}})
+	if diags.HasErrors() {
+		t.Fatal(diags.Error())
+	}
+	if got := cfg.Variables["a"].Value.AsString(); got != "file" {
+		t.Errorf("a = %q, want the -var-file value", got)
+	}
+	if got, _ := cfg.Variables["b"].Value.AsBigFloat().Int64(); got != 3 {
+		t.Errorf("b = %d, want the -var value 3", got)
+	}
+	if cfg.Variables["c"].Value.LengthInt() != 1 {
+		t.Errorf("c = %#v", cfg.Variables["c"].Value)
+	}
+	_, diags = Load(dir, Options{Vars: map[string]string{"b": "three", "c": "[]"}})
+	if !diags.HasErrors() || !strings.Contains(diags.Error(), "Invalid value for variable") {
+		t.Errorf("want a type error for b=three, got %v", diags)
+	}
+	_, diags = Load(dir, Options{Vars: map[string]string{"bb": "1", "c": "[]"}})
+	if !diags.HasErrors() || !strings.Contains(diags.Error(), `Did you mean "b"?`) {
+		t.Errorf("want an undeclared variable error with a suggestion, got %v", diags)
+	}
+}
+
+func TestFunctions(t *testing.T) {
+	dir := writeProject(t, map[string]string{
+		"main.hcl": `
+locals {
+  brief  = file("BRIEF.md")
+  files  = fileset("src", "**/*.go")
+  sum    = sha256("abc")
+  fsum   = filesha256("BRIEF.md")
+  doc    = jsondecode(jsonencode({ a = [1, 2] }))
+  upper  = upper("x")
+}
+`,
+		"BRIEF.md":        "make it work\n",
+		"src/a.go":        "package a",
+		"src/sub/b.go":    "package b",
+		"src/sub/c.txt":   "no",
+		".foundry/x.go":   "state",
+		"src/deep/x/y.go": "package y",
+	})
+	cfg, diags := Load(dir, Options{})
+	if diags.HasErrors() {
+		t.Fatal(diags.Error())
+	}
+	if got := cfg.Locals["brief"].AsString(); got != "make it work\n" {
+		t.Errorf("file() = %q", got)
+	}
+	var files []string
+	for it := cfg.Locals["files"].ElementIterator(); it.Next(); {
+		_, v := it.Element()
+		files = append(files, v.AsString())
+	}
+	if strings.Join(files, ",") != "a.go,deep/x/y.go,sub/b.go" {
+		t.Errorf("fileset = %v", files)
+	}
+	if got := cfg.Locals["sum"].AsString(); got != "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad" {
+		t.Errorf("sha256 = %s", got)
+	}
+	if cfg.Locals["upper"].AsString() != "X" {
+		t.Errorf("upper")
+	}
+	// The brief is an input: a saved plan must notice when it changes.
+	found := false
+	for _, in := range cfg.Inputs {
+		found = found || (in.Kind == "project_file" && in.Path == "BRIEF.md")
+	}
+	if !found {
+		t.Errorf("BRIEF.md not recorded as an input: %v", cfg.Inputs)
+	}
+}
+
+func TestSymlinkEscapeRefused(t *testing.T) {
+	dir := writeProject(t, map[string]string{"main.hcl": `locals { x = file("link/hostname") }`})
+	if err := os.Symlink("/etc", filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	_, diags := Load(dir, Options{})
+	if !diags.HasErrors() || !strings.Contains(diags.Error(), "outside the project directory") {
+		t.Fatalf("want a symlink escape error, got %v", diags)
+	}
+}
