@@ -29,7 +29,8 @@ fuzz:
 	bash scripts/fuzz.sh 60s
 
 bench: deps build
-	bash scripts/bench.sh
+	$(GO) run ./bench/plan
+	[ ! -f scripts/bench.sh ] || bash scripts/bench.sh
 
 # example runs examples/hello end to end.
 example: deps build

@@ -30,6 +30,29 @@ const maxFileBytes = 16 << 20
 type inputs struct {
 	dir     string // absolute project directory with symlinks resolved
 	records map[string]InputRecord
+	// hashed memoizes tree and file digests by kind and path for one load: a directory
+	// mounted by a thousand steps is hashed once.
+	hashed map[string]digest.Digest
+}
+
+// hash returns the digest of a file or tree, computing it once per load.
+func (in *inputs) hash(kind ArtifactKind, path string, dir bool) (digest.Digest, error) {
+	key := string(kind) + "\x00" + path
+	if d, ok := in.hashed[key]; ok {
+		return d, nil
+	}
+	var d digest.Digest
+	var err error
+	if dir {
+		_, d, err = digest.Dir(path)
+	} else {
+		d, _, err = digest.File(path)
+	}
+	if err != nil {
+		return "", err
+	}
+	in.hashed[key] = d
+	return d, nil
 }
 
 func newInputs(dir string) (*inputs, error) {
@@ -37,7 +60,7 @@ func newInputs(dir string) (*inputs, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &inputs{dir: real, records: map[string]InputRecord{}}, nil
+	return &inputs{dir: real, records: map[string]InputRecord{}, hashed: map[string]digest.Digest{}}, nil
 }
 
 func (in *inputs) record(r InputRecord) {
@@ -230,7 +253,7 @@ func (in *inputs) dirFunc() function.Function {
 			if exists(filepath.Join(abs, ".foundry")) {
 				return cty.NilVal, function.NewArgErrorf(0, "%q contains Foundry's state directory .foundry; mount a subdirectory instead", p)
 			}
-			_, d, err := digest.Dir(abs)
+			d, err := in.hash(ArtifactProjectDir, abs, true)
 			if err != nil {
 				return cty.NilVal, function.NewArgErrorf(0, "hashing %q: %v", p, err)
 			}
@@ -345,7 +368,7 @@ func (in *inputs) hostFileFunc() function.Function {
 			if !st.Mode().IsRegular() {
 				return cty.NilVal, function.NewArgErrorf(0, "%q is not a regular file (use host_dir for directories)", p)
 			}
-			d, _, err := digest.File(p)
+			d, err := in.hash(ArtifactHostFile, p, false)
 			if err != nil {
 				return cty.NilVal, function.NewArgError(0, err)
 			}
@@ -372,7 +395,7 @@ func (in *inputs) hostDirFunc() function.Function {
 			if !st.IsDir() {
 				return cty.NilVal, function.NewArgErrorf(0, "%q is not a directory (use host_file for files)", p)
 			}
-			_, d, err := digest.Dir(p)
+			d, err := in.hash(ArtifactHostDir, p, true)
 			if err != nil {
 				return cty.NilVal, function.NewArgErrorf(0, "hashing %q: %v", p, err)
 			}

@@ -1,0 +1,132 @@
+// Command plan benchmarks planning: it generates synthetic projects of 1k, 10k and 100k step
+// nodes, plans each in a fresh child process (so that peak memory is that size's alone), and
+// prints load+compile+plan time and peak RSS per size, with the scaling ratio between sizes.
+//
+// Run with `make bench`. Targets (issue 2): 10k nodes under 0.5 s and 200 MiB; 100k under 10×
+// the 10k time.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"math/rand"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/foundry-build/foundry/engine"
+	"github.com/foundry-build/foundry/lang"
+)
+
+func main() {
+	child := flag.String("child", "", "internal: plan the project in this directory and print the elapsed nanoseconds")
+	sizes := flag.String("sizes", "1000,10000,100000", "comma-separated node counts")
+	flag.Parse()
+	if *child != "" {
+		os.Exit(runChild(*child))
+	}
+	fmt.Printf("%-8s %12s %12s %14s %12s\n", "nodes", "plan time", "per node", "peak RSS", "vs previous")
+	var prev time.Duration
+	var prevN int
+	for _, s := range strings.Split(*sizes, ",") {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		dir, err := os.MkdirTemp("", "foundry-planbench-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		if err := generate(dir, n); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		elapsed, rss, err := measure(dir)
+		os.RemoveAll(dir)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		ratio := ""
+		if prev > 0 {
+			ratio = fmt.Sprintf("%.1f× time for %.0f× nodes", float64(elapsed)/float64(prev), float64(n)/float64(prevN))
+		}
+		fmt.Printf("%-8d %12s %12s %10.1f MiB %s\n", n, elapsed.Round(time.Millisecond), (elapsed / time.Duration(n)).Round(time.Microsecond/10), float64(rss)/1024, ratio)
+		prev, prevN = elapsed, n
+	}
+}
+
+// generate writes a project of n steps on one seed: each step mounts the outputs of up to
+// three random earlier steps, and every tenth mounts a project directory.
+func generate(dir string, n int) error {
+	tool := filepath.Join(dir, "tool")
+	if err := os.WriteFile(tool, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "src"), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "src", "a.txt"), []byte("a\n"), 0o644); err != nil {
+		return err
+	}
+	r := rand.New(rand.NewSource(1))
+	var b strings.Builder
+	fmt.Fprintf(&b, "seed \"base\" {\n  layer { files = { \"/bin/sh\" = host_file(%q) } }\n}\n", tool)
+	for i := 0; i < n-1; i++ {
+		var mounts []string
+		for k := 0; k < 3 && i > 0; k++ {
+			j := r.Intn(i)
+			mounts = append(mounts, fmt.Sprintf("\"/in/%d\" = step.s%d.output[\"/out/o\"]", j, j))
+		}
+		if i%10 == 0 {
+			mounts = append(mounts, "\"/src\" = dir(\"src\")")
+		}
+		fmt.Fprintf(&b, "step \"s%d\" {\n  image   = seed.base\n  run     = [\"sh\", \"-c\", \"echo %d > /out/o\"]\n  mounts  = { %s }\n  outputs = [\"/out/o\"]\n}\n", i, i, strings.Join(mounts, ", "))
+	}
+	return os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(b.String()), 0o644)
+}
+
+func measure(dir string) (time.Duration, int64, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return 0, 0, err
+	}
+	cmd := exec.Command(self, "-child", dir)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return 0, 0, fmt.Errorf("child: %v", err)
+	}
+	ns, err := strconv.ParseInt(strings.TrimSpace(string(out)), 10, 64)
+	if err != nil {
+		return 0, 0, err
+	}
+	ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	return time.Duration(ns), ru.Maxrss, nil // Maxrss is in KiB on Linux
+}
+
+func runChild(dir string) int {
+	start := time.Now()
+	cfg, diags := lang.Load(dir, lang.Options{})
+	if diags.HasErrors() {
+		fmt.Fprintln(os.Stderr, diags.Error())
+		return 1
+	}
+	g, diags := engine.Compile(cfg)
+	if diags.HasErrors() {
+		fmt.Fprintln(os.Stderr, diags.Error())
+		return 1
+	}
+	if _, err := engine.MakePlan(g, nil); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Println(time.Since(start).Nanoseconds())
+	return 0
+}
