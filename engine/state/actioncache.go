@@ -27,6 +27,53 @@ ON CONFLICT (action_digest) DO UPDATE SET record = excluded.record, stored = exc
 	})
 }
 
+// ActionRecordEntry is one record for PutActionRecords.
+type ActionRecordEntry struct {
+	Action digest.Digest
+	Record []byte
+}
+
+// PutActionRecords stores many records in one transaction (one fsync).
+func (d *DB) PutActionRecords(ctx context.Context, recs []ActionRecordEntry) error {
+	now := nanos(time.Now())
+	return d.tx(ctx, fmt.Sprintf("store %d action records", len(recs)), func(tx *sql.Tx) error {
+		st, err := tx.PrepareContext(ctx, `INSERT INTO action_cache (action_digest, record, stored) VALUES (?, ?, ?)
+ON CONFLICT (action_digest) DO UPDATE SET record = excluded.record, stored = excluded.stored`)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		for _, r := range recs {
+			if _, err := st.ExecContext(ctx, string(r.Action), r.Record, now); err != nil {
+				return fmt.Errorf("action %s: %w", r.Action, err)
+			}
+		}
+		return nil
+	})
+}
+
+// UpdateActionRecord replaces an action's record with fn(old) inside one write
+// transaction, so concurrent updates (attestations added by several signers) are not
+// lost. It returns an error wrapping ErrNotFound if the action has no record.
+func (d *DB) UpdateActionRecord(ctx context.Context, action digest.Digest, fn func(old []byte) ([]byte, error)) error {
+	return d.tx(ctx, "update action record "+string(action), func(tx *sql.Tx) error {
+		var old []byte
+		err := tx.QueryRowContext(ctx, `SELECT record FROM action_cache WHERE action_digest = ?`, string(action)).Scan(&old)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("action %s: %w", action, ErrNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		rec, err := fn(old)
+		if err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE action_cache SET record = ?, stored = ? WHERE action_digest = ?`, rec, nanos(time.Now()), string(action))
+		return err
+	})
+}
+
 // ActionRecord returns the record stored for one action.
 func (d *DB) ActionRecord(ctx context.Context, action digest.Digest) ([]byte, bool, error) {
 	var rec []byte

@@ -70,13 +70,13 @@ func (s *Store) ReadManifest(md digest.Digest) (*digest.Manifest, error) {
 	if err != nil {
 		return nil, err
 	}
-	m, err := ParseManifest(b)
+	m, d, err := parseManifest(b)
 	if err != nil {
 		return nil, fmt.Errorf("store: tree %s: %w", md, err)
 	}
 	// Only the canonical form is a tree: then materializing md gives a tree whose
 	// digest.Dir is md again.
-	if d, err := m.Digest(); err != nil || d != md {
+	if d != md {
 		return nil, fmt.Errorf("store: tree %s: manifest is not in canonical form (it describes %s)", md, d)
 	}
 	return m, nil
@@ -85,19 +85,25 @@ func (s *Store) ReadManifest(md digest.Digest) (*digest.Manifest, error) {
 // ParseManifest decodes and checks a tree manifest (see ReadManifest). It refuses unknown
 // fields, malformed entries, duplicate paths, path traversal and entries under symlinks.
 func ParseManifest(b []byte) (*digest.Manifest, error) {
+	m, _, err := parseManifest(b)
+	return m, err
+}
+
+func parseManifest(b []byte) (*digest.Manifest, digest.Digest, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	var m digest.Manifest
 	if err := dec.Decode(&m); err != nil {
-		return nil, fmt.Errorf("manifest: %w", err)
+		return nil, "", fmt.Errorf("manifest: %w", err)
 	}
 	if dec.More() {
-		return nil, fmt.Errorf("manifest: trailing data")
+		return nil, "", fmt.Errorf("manifest: trailing data")
 	}
 	// Digest validates every entry: clean relative paths without "..", known types,
 	// normalized modes, no duplicates.
-	if _, err := m.Digest(); err != nil {
-		return nil, err
+	d, err := m.Digest()
+	if err != nil {
+		return nil, "", err
 	}
 	dirs := map[string]bool{".": true}
 	for _, e := range m.Entries {
@@ -109,13 +115,46 @@ func ParseManifest(b []byte) (*digest.Manifest, error) {
 		// validate() already refused "..", but check again here: this is the line
 		// between a hostile manifest and the host's filesystem.
 		if !filepath.IsLocal(filepath.FromSlash(e.Path)) {
-			return nil, fmt.Errorf("manifest: entry %q escapes the tree", e.Path)
+			return nil, "", fmt.Errorf("manifest: entry %q escapes the tree", e.Path)
 		}
 		if parent := path.Dir(e.Path); !dirs[parent] {
-			return nil, fmt.Errorf("manifest: entry %q: its parent %q is not a directory of the tree", e.Path, parent)
+			return nil, "", fmt.Errorf("manifest: entry %q: its parent %q is not a directory of the tree", e.Path, parent)
 		}
 	}
-	return &m, nil
+	return &m, d, nil
+}
+
+// TreeFiles returns the digests of the file blobs that the tree manifest md lists, in
+// manifest order, possibly repeated. It is the cheap read for presence checks (the action
+// cache calls it on every lookup): it decodes the manifest but neither re-hashes it nor
+// checks that it is safe to materialize; Materialize and ReadManifest do both. An error
+// wraps ErrNotFound if md is absent.
+func (s *Store) TreeFiles(md digest.Digest) ([]digest.Digest, error) {
+	f, err := s.Open(md)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var m struct {
+		Entries []struct {
+			Type   string        `json:"type"`
+			Digest digest.Digest `json:"digest"`
+		} `json:"entries"`
+	}
+	if err := json.NewDecoder(f).Decode(&m); err != nil {
+		return nil, fmt.Errorf("store: tree %s: manifest: %w", md, err)
+	}
+	out := make([]digest.Digest, 0, len(m.Entries))
+	for _, e := range m.Entries {
+		if e.Type != digest.TypeFile {
+			continue
+		}
+		if err := e.Digest.Validate(); err != nil {
+			return nil, fmt.Errorf("store: tree %s: manifest: %w", md, err)
+		}
+		out = append(out, e.Digest)
+	}
+	return out, nil
 }
 
 // Materialize recreates the tree md at dest, which must not exist yet. The tree is built
