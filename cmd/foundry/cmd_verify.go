@@ -1,0 +1,220 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/foundry-build/foundry/engine/digest"
+	"github.com/foundry-build/foundry/provenance"
+)
+
+func init() {
+	register(&command{
+		name:    "verify",
+		summary: "Check signed provenance for built files and directories",
+		usage:   "foundry verify -key PUB [-key PUB]... [-attestations DIR] [-attestation FILE]... [-type T]... [-builder ID]... [-policy FILE] [-json] ARTIFACT...",
+		help: `
+Verify checks that each ARTIFACT was built by Foundry as its signed provenance says, using
+only public keys. An ARTIFACT is a file (its digest is the SHA-256 of its bytes), a
+directory (the digest of its canonical tree manifest, as Foundry names directory outputs),
+or a digest written as sha256:<hex>.
+
+For every candidate attestation (DSSE envelopes from -attestation files, and those in
+-attestations DIR whose statements name the artifact's digest) it checks, in this order:
+  envelope      strict DSSE JSON, at most 8 MiB; garbage, empty and truncated input refused
+  payload-type  application/vnd.in-toto+json, nothing else
+  signature     a signature verifies with one of the -key public keys (keyid is ignored)
+  statement     the signed payload — and only it — is an in-toto Statement v1
+  subject       a subject's sha256 digest equals the artifact's
+  build-type    https://foundry.dev/buildtypes/step/v1 (for SLSA provenance)
+  builder       builder.id is allowed (-builder, the policy, or by default Foundry's
+                sandboxed executors: containerd and runc with isolation=container)
+  dependencies  inputs that Foundry itself produced have verified provenance too,
+                looked up by digest in -attestations DIR
+The artifact is verified when, for each required predicate type (-type, the policy, or by
+default https://slsa.dev/provenance/v1), at least one candidate passed every check. A
+refused candidate never counts, and never spoils a good one.
+
+A policy file is JSON: {"builders": [...], "predicateTypes": [...],
+"skipDependencies": false, "maxDepth": 32}. Unknown keys are errors. -builder and -type
+add to what the policy lists.
+
+Examples:
+  foundry verify -key foundry.pub -attestations .foundry/attestations out/int-sort
+  foundry verify -key foundry.pub -attestation int-sort.intoto.json out/int-sort
+  foundry verify -key ci.pub -key release.pub -policy audit.json -json out/ sha256:4f2a...
+  foundry verify -key foundry.pub -builder https://foundry.dev/builder/local@v1?isolation=none \
+      -attestations .foundry/attestations build/tool
+
+The same envelope verifies with cosign:
+  cosign verify-blob-attestation --key foundry.pub --signature int-sort.intoto.json \
+      --type https://slsa.dev/provenance/v1 --insecure-ignore-tlog out/int-sort
+
+Exit codes: 0 every artifact verified, 1 something did not verify (the report says which
+check failed and why) or a key, policy or artifact could not be read, 2 usage error.`,
+		setup: func(fs *flag.FlagSet) func(*cliEnv, []string) int {
+			var keys, types, builders, envelopes stringList
+			fs.Var(&keys, "key", "trusted public key `PEM` file (repeatable; at least one)")
+			fs.Var(&types, "type", "required predicate `TYPE`, e.g. https://slsa.dev/provenance/v1 (repeatable)")
+			fs.Var(&builders, "builder", "allowed builder `ID` (repeatable)")
+			fs.Var(&envelopes, "attestation", "a DSSE envelope `FILE` to check for every artifact (repeatable)")
+			dir := fs.String("attestations", "", "`DIR` of DSSE envelopes, searched by subject digest")
+			policyPath := fs.String("policy", "", "JSON policy `FILE`")
+			jsonOut := fs.Bool("json", false, "print the report as JSON")
+			return func(env *cliEnv, args []string) int {
+				usage := func(format string, a ...any) int {
+					fmt.Fprintf(env.stderr, "foundry verify: "+format+"\nRun 'foundry verify -help' for usage.\n", a...)
+					return exitUsage
+				}
+				failed := func(format string, a ...any) int {
+					fmt.Fprintf(env.stderr, "foundry verify: "+format+"\n", a...)
+					return exitError
+				}
+				if len(keys) == 0 {
+					return usage("no -key: verification needs at least one trusted public key")
+				}
+				if len(args) == 0 {
+					return usage("no ARTIFACT to verify")
+				}
+				if *dir == "" && len(envelopes) == 0 {
+					return usage("no attestations: give -attestations DIR or -attestation FILE")
+				}
+				verifiers, err := provenance.LoadVerifiers(keys...)
+				if err != nil {
+					return failed("%v", err)
+				}
+				var pol provenance.Policy
+				if *policyPath != "" {
+					p, err := provenance.LoadPolicy(*policyPath)
+					if err != nil {
+						return failed("%v", err)
+					}
+					pol = *p
+				}
+				pol.Builders = appendNew(pol.Builders, builders...)
+				pol.PredicateTypes = appendNew(pol.PredicateTypes, types...)
+				for _, b := range builders {
+					if b == "" {
+						return usage("empty -builder")
+					}
+				}
+				for _, t := range types {
+					if t == "" {
+						return usage("empty -type")
+					}
+				}
+
+				opts := provenance.Options{Keys: verifiers, Policy: pol}
+				for _, p := range envelopes {
+					b, err := os.ReadFile(p)
+					if err != nil {
+						return failed("attestation: %v", err)
+					}
+					opts.Attestations = append(opts.Attestations, provenance.Attestation{Source: p, Envelope: b})
+				}
+				if *dir != "" {
+					src, err := provenance.NewDirSource(*dir)
+					if err != nil {
+						return failed("%v", err)
+					}
+					if !*jsonOut {
+						for i, s := range src.Skipped {
+							if i == 5 {
+								fmt.Fprintf(env.stderr, "note: and %d more\n", len(src.Skipped)-i)
+								break
+							}
+							fmt.Fprintf(env.stderr, "note: skipped %s: %s\n", s.Path, s.Reason)
+						}
+					}
+					opts.Source = src
+				}
+
+				subjects := make([]provenance.Subject, 0, len(args))
+				for _, a := range args {
+					d, err := artifactDigest(a)
+					if err != nil {
+						return failed("%v", err)
+					}
+					subjects = append(subjects, provenance.Subject{Name: a, Digest: d})
+				}
+				rep, err := provenance.Verify(context.Background(), opts, subjects...)
+				if err != nil {
+					return failed("%v", err)
+				}
+				if *jsonOut {
+					err = rep.WriteJSON(env.stdout)
+				} else {
+					err = rep.WriteText(env.stdout)
+				}
+				if err != nil {
+					return failed("%v", err)
+				}
+				if !rep.OK {
+					return exitError
+				}
+				return exitOK
+			}
+		},
+	})
+}
+
+// artifactDigest names an artifact the way the engine names outputs: a file by the SHA-256
+// of its bytes, a directory by its canonical tree-manifest digest (digest.Dir), and a
+// literal sha256:<hex> as itself. A symbolic link given on the command line is followed;
+// links inside a directory are part of its manifest, as digest.Dir records them.
+func artifactDigest(arg string) (string, error) {
+	if strings.HasPrefix(arg, "sha256:") {
+		if _, err := os.Lstat(arg); err != nil {
+			d, err := digest.Parse(arg)
+			if err != nil {
+				return "", fmt.Errorf("artifact %s: %w", arg, err)
+			}
+			return string(d), nil
+		}
+	}
+	p, err := filepath.EvalSymlinks(arg)
+	if err != nil {
+		return "", fmt.Errorf("artifact: %w", err)
+	}
+	fi, err := os.Stat(p)
+	if err != nil {
+		return "", fmt.Errorf("artifact: %w", err)
+	}
+	switch {
+	case fi.IsDir():
+		_, d, err := digest.Dir(p)
+		if err != nil {
+			return "", fmt.Errorf("artifact %s: %w", arg, err)
+		}
+		return string(d), nil
+	case fi.Mode().IsRegular():
+		d, _, err := digest.File(p)
+		if err != nil {
+			return "", fmt.Errorf("artifact %s: %w", arg, err)
+		}
+		return string(d), nil
+	default:
+		return "", fmt.Errorf("artifact %s: not a file or directory (%s)", arg, fi.Mode().Type())
+	}
+}
+
+// appendNew appends the values of add that list does not already hold.
+func appendNew(list []string, add ...string) []string {
+	for _, a := range add {
+		found := false
+		for _, l := range list {
+			if l == a {
+				found = true
+				break
+			}
+		}
+		if !found {
+			list = append(list, a)
+		}
+	}
+	return list
+}
