@@ -70,6 +70,22 @@ CREATE TABLE action_cache (
 	stored        INTEGER NOT NULL
 ) WITHOUT ROWID;
 `,
+	// 2: the outbox of external effects (publish, deliver), so a killed apply never
+	// repeats one blindly.
+	`
+CREATE TABLE effects (
+	id          TEXT PRIMARY KEY,
+	run_id      TEXT NOT NULL REFERENCES runs (id),
+	address     TEXT NOT NULL,
+	kind        TEXT NOT NULL,
+	destination TEXT NOT NULL,
+	status      TEXT NOT NULL CHECK (status IN ('intended','dispatched','succeeded','failed','unknown')),
+	result      TEXT NOT NULL DEFAULT '',
+	created     INTEGER NOT NULL,
+	updated     INTEGER NOT NULL
+);
+CREATE INDEX effects_open ON effects (status) WHERE status IN ('dispatched','unknown');
+`,
 }
 
 // Version is the schema version this binary writes.

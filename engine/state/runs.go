@@ -161,7 +161,8 @@ func (d *DB) GetRun(ctx context.Context, runID string) (Run, error) {
 }
 
 // RecoverRuns marks every run that is recorded as running but whose process is gone as
-// interrupted, and its running nodes as failed with the error "interrupted". It returns
+// interrupted, its running nodes as failed with the error "interrupted", and the effects it
+// had dispatched without a recorded outcome as unknown (see EffectDispatching). It returns
 // the runs it marked. Attempts are left alone: they stay listed by InterruptedAttempts until
 // their containers are cleaned up and AttemptFinished closes them.
 func (d *DB) RecoverRuns(ctx context.Context) ([]Run, error) {
@@ -197,7 +198,11 @@ func (d *DB) RecoverRuns(ctx context.Context) ([]Run, error) {
 			if _, err := tx.ExecContext(ctx, `UPDATE runs SET status = 'interrupted', finished = ? WHERE id = ? AND status = 'running'`, now, r.ID); err != nil {
 				return err
 			}
-			_, err := tx.ExecContext(ctx, `UPDATE nodes SET status = 'failed', error = 'interrupted: the run''s process died', finished = ? WHERE run_id = ? AND status = 'running'`, now, r.ID)
+			if _, err := tx.ExecContext(ctx, `UPDATE nodes SET status = 'failed', error = 'interrupted: the run''s process died', finished = ? WHERE run_id = ? AND status = 'running'`, now, r.ID); err != nil {
+				return err
+			}
+			// An effect the dead run had dispatched may or may not have happened: park it.
+			_, err := tx.ExecContext(ctx, `UPDATE effects SET status = 'unknown', result = 'the run''s process died after dispatch', updated = ? WHERE run_id = ? AND status = 'dispatched'`, now, r.ID)
 			return err
 		})
 		if err != nil {

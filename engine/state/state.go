@@ -1,7 +1,8 @@
 // Package state is Foundry's durable run journal: a SQLite database (normally
 // .foundry/state.db) that records runs, the nodes of each run, every execution attempt
-// with the container ID it used, quarantined digests, the last action definition of each
-// node address (for `foundry explain`), and the raw records of the action cache.
+// with the container ID it used, the outbox of external effects, quarantined digests, the
+// last action definition of each node address (for `foundry explain`), and the raw records
+// of the action cache.
 //
 // What it guarantees: every write is one SQLite transaction in WAL mode with
 // synchronous=FULL, so a process killed at any point (kill -9) leaves either the old or the
@@ -13,8 +14,11 @@
 // content store and the action cache before NodeFinished. On the next apply,
 // InterruptedAttempts lists attempts whose run is no longer alive (its run lock is free),
 // the engine asks the executor to clean up their container prefixes and closes them with
-// AttemptFinished(OutcomeInterrupted); RecoverRuns marks the dead runs interrupted; finished
-// nodes are found in the action cache and are not re-executed.
+// AttemptFinished(OutcomeInterrupted); RecoverRuns marks the dead runs interrupted and
+// parks the effects they had dispatched as unknown; finished nodes are found in the action
+// cache and are not re-executed. An external effect is recorded (EffectIntent) and claimed
+// (EffectDispatching) before it is performed, under a deterministic ID, so a rerun skips
+// what succeeded and never blindly repeats what may have happened.
 //
 // What it must never do: decide whether an action succeeded (the engine does, from what
 // the executor observed), hold blobs (those live in engine/store), or interpret cache

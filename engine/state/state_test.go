@@ -299,6 +299,12 @@ func crashHelper(path string) {
 	if err == nil {
 		_, err = db.AttemptStarted(ctx, run.ID, "busy.node", "containerd", "foundry-"+run.ID+"-busy")
 	}
+	if err == nil {
+		_, _, err = db.EffectIntent(ctx, Effect{ID: "eff-publish", RunID: run.ID, Address: "busy.node", Kind: "publish", Destination: "oci-layout:reg"})
+	}
+	if err == nil {
+		err = db.EffectDispatching(ctx, "eff-publish", run.ID)
+	}
 	if err != nil {
 		fmt.Println("error:", err)
 		os.Exit(1)
@@ -369,6 +375,13 @@ func TestKilledRunIsRecovered(t *testing.T) {
 		if n.Status != want {
 			t.Errorf("node %s: %s, want %s", n.Address, n.Status, want)
 		}
+	}
+	// The effect it dispatched may have happened: it is parked, not retried.
+	if e, err := db.GetEffect(ctx, "eff-publish"); err != nil || e.Status != EffectUnknown {
+		t.Fatalf("effect after kill -9 = %+v, %v", e, err)
+	}
+	if err := db.EffectDispatching(ctx, "eff-publish", "r-new"); err == nil {
+		t.Fatal("an unknown effect was dispatched again")
 	}
 	// The engine cleans the container prefix up, then closes the attempt; it is not listed again.
 	if err := db.AttemptFinished(ctx, a.RunID, a.Address, a.N, OutcomeInterrupted, "cleaned up"); err != nil {
@@ -496,5 +509,101 @@ func TestDiffJSONNested(t *testing.T) {
 	}
 	if _, err := DiffJSON([]byte(`{} {}`), []byte(`{}`)); err == nil {
 		t.Fatal("accepted trailing data")
+	}
+}
+
+func TestEffectsOutbox(t *testing.T) {
+	ctx := context.Background()
+	db := openTest(t)
+	run, err := db.BeginRun(ctx, dg("plan"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := EffectID("scores", "rev1", "capability.int-sort", "publish", "localhost:5000/scores")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id2, _ := EffectID("scores", "rev1", "capability.int-sort", "publish", "localhost:5000/other")
+	if again, _ := EffectID("scores", "rev1", "capability.int-sort", "publish", "localhost:5000/scores"); again != id || id == id2 {
+		t.Fatalf("effect IDs are not deterministic and distinct: %s %s %s", id, again, id2)
+	}
+	e := Effect{ID: id, RunID: run.ID, Address: "capability.int-sort", Kind: "publish", Destination: "localhost:5000/scores"}
+	got, created, err := db.EffectIntent(ctx, e)
+	if err != nil || !created || got.Status != EffectIntended {
+		t.Fatalf("intent = %+v, %v, %v", got, created, err)
+	}
+	if err := db.EffectFinished(ctx, id, EffectSucceeded, "x"); err == nil {
+		t.Fatal("finished an effect that was never dispatched")
+	}
+	if err := db.EffectDispatching(ctx, id, run.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.EffectDispatching(ctx, id, run.ID); err == nil {
+		t.Fatal("dispatched twice")
+	}
+	if err := db.EffectFinished(ctx, id, EffectFailed, "registry said 503"); err != nil {
+		t.Fatal(err)
+	}
+	// A known failure may be retried.
+	if err := db.EffectDispatching(ctx, id, run.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.EffectFinished(ctx, id, EffectSucceeded, "sha256:abc"); err != nil {
+		t.Fatal(err)
+	}
+	// A rerun records the same intent and learns it already happened.
+	got, created, err = db.EffectIntent(ctx, e)
+	if err != nil || created || got.Status != EffectSucceeded || got.Result != "sha256:abc" {
+		t.Fatalf("second intent = %+v, %v, %v", got, created, err)
+	}
+	if err := db.EffectDispatching(ctx, id, run.ID); err == nil {
+		t.Fatal("a succeeded effect was dispatched again")
+	}
+	if list, err := db.Effects(ctx, EffectSucceeded); err != nil || len(list) != 1 {
+		t.Fatalf("effects = %+v, %v", list, err)
+	}
+	if err := db.ResolveEffect(ctx, id, EffectFailed, ""); err == nil {
+		t.Fatal("resolved an effect that is not unknown")
+	}
+}
+
+func TestMigrationKeepsData(t *testing.T) {
+	ctx := context.Background()
+	saved := migrations
+	t.Cleanup(func() { migrations = saved })
+	path := filepath.Join(t.TempDir(), "state.db")
+	// A database written by a foundry that knew only the first schema version…
+	migrations = saved[:1]
+	db, err := OpenState(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := db.BeginRun(ctx, dg("plan"), []string{"apply"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.QuarantineAdd(ctx, dg("bad"), "recalled"); err != nil {
+		t.Fatal(err)
+	}
+	db.FinishRun(ctx, run.ID, RunSucceeded)
+	db.Close()
+	// …is migrated in order by this one, keeping its rows.
+	migrations = saved
+	db, err = OpenState(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if v, _ := db.SchemaVersion(ctx); v != len(saved) {
+		t.Fatalf("version %d, want %d", v, len(saved))
+	}
+	if r, err := db.GetRun(ctx, run.ID); err != nil || r.Status != RunSucceeded {
+		t.Fatalf("run after migration = %+v, %v", r, err)
+	}
+	if q, _, _ := db.IsQuarantined(ctx, dg("bad")); !q {
+		t.Fatal("quarantine lost in migration")
+	}
+	if _, err := db.Effects(ctx, ""); err != nil {
+		t.Fatalf("effects table missing after migration: %v", err)
 	}
 }
