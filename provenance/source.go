@@ -31,7 +31,13 @@ type SkippedFile struct {
 // NewDirSource scans dir. Symbolic links are not followed and files larger than
 // dsse.MaxEnvelopeSize are skipped.
 func NewDirSource(dir string) (*DirSource, error) {
-	fi, err := os.Stat(dir)
+	// The directory itself may be a link (e.g. to a shared store); links inside it are not
+	// followed.
+	root, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return nil, fmt.Errorf("attestation directory: %w", err)
+	}
+	fi, err := os.Stat(root)
 	if err != nil {
 		return nil, fmt.Errorf("attestation directory: %w", err)
 	}
@@ -39,15 +45,20 @@ func NewDirSource(dir string) (*DirSource, error) {
 		return nil, fmt.Errorf("attestation directory %s: not a directory", dir)
 	}
 	s := &DirSource{dir: dir, byDigest: map[string][]string{}}
-	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
 		if d.IsDir() {
 			return nil
 		}
+		// Name files under dir as the caller gave it, not under the resolved root.
+		shown := p
+		if rel, err := filepath.Rel(root, p); err == nil {
+			shown = filepath.Join(dir, rel)
+		}
 		if !d.Type().IsRegular() {
-			s.Skipped = append(s.Skipped, SkippedFile{p, "not a regular file"})
+			s.Skipped = append(s.Skipped, SkippedFile{shown, "not a regular file"})
 			return nil
 		}
 		info, err := d.Info()
@@ -55,7 +66,7 @@ func NewDirSource(dir string) (*DirSource, error) {
 			return err
 		}
 		if info.Size() > dsse.MaxEnvelopeSize {
-			s.Skipped = append(s.Skipped, SkippedFile{p, fmt.Sprintf("larger than %d bytes", dsse.MaxEnvelopeSize)})
+			s.Skipped = append(s.Skipped, SkippedFile{shown, fmt.Sprintf("larger than %d bytes", dsse.MaxEnvelopeSize)})
 			return nil
 		}
 		b, err := os.ReadFile(p)
@@ -64,19 +75,19 @@ func NewDirSource(dir string) (*DirSource, error) {
 		}
 		env, err := dsse.Parse(b)
 		if err != nil {
-			s.Skipped = append(s.Skipped, SkippedFile{p, err.Error()})
+			s.Skipped = append(s.Skipped, SkippedFile{shown, err.Error()})
 			return nil
 		}
 		st, err := ParseStatement(env.Payload)
 		if err != nil {
-			s.Skipped = append(s.Skipped, SkippedFile{p, err.Error()})
+			s.Skipped = append(s.Skipped, SkippedFile{shown, err.Error()})
 			return nil
 		}
 		seen := map[string]bool{}
 		for _, sub := range st.GetSubject() {
 			if h, ok := sub.GetDigest()["sha256"]; ok && !seen[h] {
 				seen[h] = true
-				s.byDigest["sha256:"+h] = append(s.byDigest["sha256:"+h], p)
+				s.byDigest["sha256:"+h] = append(s.byDigest["sha256:"+h], shown)
 			}
 		}
 		return nil
