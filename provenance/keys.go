@@ -25,6 +25,20 @@ import (
 // could get mounted into a step.
 const SigningKeyEnv = "FOUNDRY_SIGNING_KEY"
 
+// SigningKeyPath picks the private key's path: the command-line flag's value if given, else
+// $FOUNDRY_SIGNING_KEY. getenv is os.Getenv, or a stand-in in tests. Pass the result to
+// LoadSigner, which explains what to do when it is empty. There is deliberately no variant
+// that takes a value from configuration files.
+func SigningKeyPath(flagValue string, getenv func(string) string) string {
+	if flagValue != "" {
+		return flagValue
+	}
+	if getenv == nil {
+		return ""
+	}
+	return getenv(SigningKeyEnv)
+}
+
 // Key types accepted by GenerateKey.
 const (
 	KeyECDSAP256 = "ecdsa-p256" // the default: what cosign generates and verifies everywhere

@@ -302,6 +302,24 @@ func TestKeys(t *testing.T) {
 	}
 }
 
+func TestSigningKeyPath(t *testing.T) {
+	env := func(k string) string {
+		if k == SigningKeyEnv {
+			return "/keys/env.key"
+		}
+		return ""
+	}
+	if got := SigningKeyPath("/keys/flag.key", env); got != "/keys/flag.key" {
+		t.Errorf("flag does not win: %q", got)
+	}
+	if got := SigningKeyPath("", env); got != "/keys/env.key" {
+		t.Errorf("env not used: %q", got)
+	}
+	if got := SigningKeyPath("", nil); got != "" {
+		t.Errorf("nil getenv: %q", got)
+	}
+}
+
 func TestBuilderID(t *testing.T) {
 	id, err := BuilderID("local", IsolationNone)
 	if err != nil || id != "https://foundry.dev/builder/local@v1?isolation=none" {

@@ -1,6 +1,7 @@
 package provenance
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io/fs"
@@ -113,4 +114,44 @@ func (s *DirSource) Lookup(_ context.Context, d string) ([]Attestation, error) {
 		out = append(out, Attestation{Source: p, Envelope: b})
 	}
 	return out, nil
+}
+
+// WriteEnvelope stores envelope bytes, unchanged, in dir as sha256-<hex>.intoto.json, named
+// by EnvelopeDigest, so that a DirSource over dir finds them. The write is atomic (temporary
+// file, fsync, rename); storing the same bytes twice is a no-op. Bytes that are not a DSSE
+// envelope are refused, so the directory never holds garbage Foundry wrote itself.
+func WriteEnvelope(dir string, envelope []byte) (string, error) {
+	if _, err := dsse.Parse(envelope); err != nil {
+		return "", fmt.Errorf("storing attestation: %w", err)
+	}
+	d := EnvelopeDigest(envelope)
+	p := filepath.Join(dir, "sha256-"+d[len("sha256:"):]+".intoto.json")
+	if old, err := os.ReadFile(p); err == nil && bytes.Equal(old, envelope) {
+		return p, nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("storing attestation: %w", err)
+	}
+	f, err := os.CreateTemp(dir, ".tmp-*")
+	if err != nil {
+		return "", fmt.Errorf("storing attestation: %w", err)
+	}
+	_, werr := f.Write(envelope)
+	if werr == nil {
+		werr = f.Sync()
+	}
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = os.Chmod(f.Name(), 0o644)
+	}
+	if werr == nil {
+		werr = os.Rename(f.Name(), p)
+	}
+	if werr != nil {
+		os.Remove(f.Name())
+		return "", fmt.Errorf("storing attestation %s: %w", p, werr)
+	}
+	return p, nil
 }

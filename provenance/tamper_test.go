@@ -363,6 +363,40 @@ func TestDependencies(t *testing.T) {
 	})
 }
 
+func TestWriteEnvelope(t *testing.T) {
+	kp := newKeyPair(t, KeyEd25519)
+	digest := sha("artifact")
+	env := mint(t, kp, testExecution(digest))
+	dir := filepath.Join(t.TempDir(), "attestations")
+	p, err := WriteEnvelope(dir, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "sha256-" + strings.TrimPrefix(EnvelopeDigest(env), "sha256:") + ".intoto.json"; filepath.Base(p) != want {
+		t.Errorf("stored as %s, want %s", filepath.Base(p), want)
+	}
+	if b, _ := os.ReadFile(p); string(b) != string(env) {
+		t.Fatal("stored bytes differ from the signed envelope")
+	}
+	if p2, err := WriteEnvelope(dir, env); err != nil || p2 != p {
+		t.Fatalf("second write: %s, %v", p2, err)
+	}
+	if _, err := WriteEnvelope(dir, []byte("garbage")); err == nil {
+		t.Fatal("stored garbage")
+	}
+	src, err := NewDirSource(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Verify(context.Background(), Options{Keys: kp.keys, Source: src}, Subject{Name: "a", Digest: digest})
+	if err != nil || !rep.OK {
+		t.Fatalf("stored envelope does not verify through DirSource: %v", err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("%d files in the directory, want 1 (no temporaries left)", len(entries))
+	}
+}
+
 func TestLoadPolicy(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "policy.json")
