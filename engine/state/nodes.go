@@ -22,14 +22,6 @@ const (
 	NodeSkipped NodeStatus = "skipped" // not run because a dependency failed
 )
 
-func (s NodeStatus) valid() bool {
-	switch s {
-	case NodePending, NodeRunning, NodeDone, NodeCached, NodeFailed, NodeSkipped:
-		return true
-	}
-	return false
-}
-
 // Node is one node of one run.
 type Node struct {
 	RunID    string

@@ -456,6 +456,12 @@ func TestDefinitionsAndExplainDiff(t *testing.T) {
 	if want := `argv[2] inputs["/src"].digest limits.memory`; got != want {
 		t.Fatalf("changed paths %q, want %q", got, want)
 	}
+	if ch, found, err := db.ExplainChange(ctx, "recipe.x.step.build", cur); err != nil || !found || len(ch) != 3 || ch[1].Kind != Changed || string(ch[1].New) != `"sha256:bb"` {
+		t.Fatalf("ExplainChange = %+v, %v, %v", ch, found, err)
+	}
+	if _, found, err := db.ExplainChange(ctx, "recipe.never.ran", cur); found || err != nil {
+		t.Fatalf("ExplainChange(never ran) found=%v err=%v", found, err)
+	}
 	if err := db.RecordDefinition(ctx, "recipe.x.step.build", digest.FromBytes(cur), cur); err != nil {
 		t.Fatal(err)
 	}

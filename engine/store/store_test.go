@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -234,5 +235,44 @@ func TestCrashMidWrite(t *testing.T) {
 	}
 	if ok, _ := s.Has(half); !ok {
 		t.Fatal("the blob is missing after a clean put")
+	}
+}
+
+func TestConcurrentPuts(t *testing.T) {
+	s := newStore(t)
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 20 {
+				// Every goroutine writes the same shared blobs and some of its own.
+				for _, c := range []string{fmt.Sprintf("shared %d", i), fmt.Sprintf("own %d %d", g, i)} {
+					d, _, err := s.Put(strings.NewReader(c))
+					if err != nil {
+						errs <- err
+						return
+					}
+					if got, err := s.Get(d); err != nil || string(got) != c {
+						errs <- fmt.Errorf("read back %s: %q, %v", d, got, err)
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	n := 0
+	s.Walk(func(digest.Digest, int64, time.Time) error { n++; return nil })
+	if n != 20+8*20 {
+		t.Fatalf("%d blobs, want %d", n, 20+8*20)
+	}
+	if tf := tempFiles(t, s); len(tf) != 0 {
+		t.Fatalf("temporary files left: %v", tf)
 	}
 }
