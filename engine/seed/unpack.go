@@ -42,7 +42,10 @@ const maxEntries = 4 << 20
 
 type unpacker struct {
 	root      *os.Root
-	remaining int64 // bytes of uncompressed tar still allowed
+	remaining int64 // bytes of uncompressed tar stream still allowed
+	// written bounds the bytes written to files separately: a sparse entry's logical size
+	// can exceed the stream bytes it occupies by any factor.
+	written int64
 	entries   int
 	dirModes  map[string]fs.FileMode
 	chown     bool
@@ -53,6 +56,7 @@ func newUnpacker(root *os.Root, maxBytes int64, whiteouts bool) *unpacker {
 	return &unpacker{
 		root:      root,
 		remaining: maxBytes,
+		written:   maxBytes,
 		dirModes:  map[string]fs.FileMode{},
 		chown:     os.Geteuid() == 0,
 		whiteouts: whiteouts,
@@ -177,6 +181,10 @@ func (u *unpacker) entry(hdr *tar.Header, r io.Reader, seen map[string]bool) err
 		// Applied at the end, so a read-only directory does not block its own contents.
 		u.dirModes[name] = perm
 	case tar.TypeReg, tar.TypeRegA:
+		if hdr.Size > u.written {
+			return fmt.Errorf("file of %d bytes: %w", hdr.Size, errTooLarge)
+		}
+		u.written -= hdr.Size
 		f, err := u.root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 		if err != nil {
 			return err
