@@ -227,3 +227,42 @@ func TestDigestSeedChangePropagates(t *testing.T) {
 		}
 	}
 }
+
+// A recipe's digest covers every one of its steps, including one its package does not use.
+func TestRecipeDigestCoversAllSteps(t *testing.T) {
+	tool := seedFile(t, "x")
+	src := func(arg string) string {
+		return fmt.Sprintf(`
+seed "b" {
+  layer { files = { "/bin/sh" = host_file(%q) } }
+}
+capability "c" {
+  interface "cli" { entrypoint = ["/bin/c"] }
+}
+recipe "r" {
+  provides = capability.c
+  step "used" {
+    image   = seed.b
+    run     = ["sh"]
+    outputs = ["/out/c"]
+  }
+  step "unused" {
+    image = seed.b
+    run   = ["sh", %q]
+  }
+  package { files = { "/bin/c" = step.used.output["/out/c"] } }
+}
+`, tool, arg)
+	}
+	dir := t.TempDir()
+	must(t, os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(src("a")), 0o644))
+	before := compileDir(t, dir)
+	must(t, os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(src("b")), 0o644))
+	after := compileDir(t, dir)
+	if before["recipe.r"] == after["recipe.r"] {
+		t.Error("changing a recipe step did not change the recipe's digest")
+	}
+	if before["recipe.r.package"] != after["recipe.r.package"] {
+		t.Error("changing a step the package does not use changed the package's digest")
+	}
+}

@@ -163,9 +163,13 @@ func (g *Graph) addEdges() hcl.Diagnostics {
 		}
 		switch n.Kind {
 		case KindRecipe:
-			// A recipe is built when its package is assembled, which needs its steps.
+			// A recipe is built when its package is assembled and all its steps have run
+			// (a step the package does not use is still part of the recipe and its digest).
 			if n.Recipe.Package != nil {
 				deps[addr+".package"] = true
+			}
+			for name := range n.Recipe.Steps {
+				deps[addr+".step."+name] = true
 			}
 		case KindProduct:
 			for name := range n.Product.Steps {

@@ -112,6 +112,9 @@ func (l *loader) decodeLayer(b *hcl.Block, ctx *hcl.EvalContext) *SeedLayer {
 			if ly.Files == nil {
 				ly.Files = map[string]*Artifact{}
 			}
+			if len(ly.Symlinks) == 0 {
+				ly.Symlinks = nil // symlinks = {} and no symlinks mean the same layer
+			}
 		}
 	}
 	if a := content.Attributes["dir"]; a != nil {
@@ -173,6 +176,9 @@ func (l *loader) decodeCapability(b *hcl.Block) {
 	if a := content.Attributes["effects"]; a != nil {
 		if v, d := l.eval(a.Expr, ctx, nil); !d.HasErrors() {
 			c.Effects = l.stringList(v, a.Expr.Range(), "effects")
+			if c.Effects == nil {
+				c.Effects = []string{} // effects = [] and no effects mean the same contract
+			}
 			sort.Strings(c.Effects)
 		}
 	}
@@ -701,8 +707,11 @@ func (l *loader) decodeProduct(b *hcl.Block) {
 	for _, cb := range checks {
 		chk := l.decodeStep(cb, sctx, scope)
 		chk.Kind = "check"
-		if len(chk.Outputs) > 0 {
-			l.diags = append(l.diags, errorf(cb.DefRange.Ptr(), "Check with outputs", "A check passes or fails by its exit code; it declares no outputs."))
+		// decodeStep takes outputs from the scope, where a same-named step may have put
+		// its own: a check has none.
+		chk.Outputs = nil
+		if attrs, _ := cb.Body.JustAttributes(); attrs["outputs"] != nil {
+			l.diags = append(l.diags, errorf(attrs["outputs"].NameRange.Ptr(), "Check with outputs", "A check passes or fails by its exit code; it declares no outputs."))
 		}
 		p.Checks[chk.Name] = chk
 	}

@@ -294,11 +294,16 @@ func (l *loader) decodeVariables(blocks []*hcl.Block, opts Options) {
 				Subject: &hcl.Range{Filename: "-var " + n}})
 			continue
 		}
-		if v.Type != cty.DynamicPseudoType {
+		if v.Type == cty.DynamicPseudoType {
+			v.Value = val // an untyped variable takes the HCL value: -var x=[1,2] is a list
+		} else {
 			v.Value = l.convertVar(v, val, expr.Range())
 		}
 	}
 	for _, v := range l.cfg.Variables {
+		if _, given := opts.Vars[v.Name]; given {
+			continue // its -var was invalid and has been reported
+		}
 		if v.Value == cty.NilVal {
 			l.diags = append(l.diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "No value for required variable",
 				Detail:  fmt.Sprintf("variable %q has no default; set it with -var %s=VALUE or in a -var-file.", v.Name, v.Name),

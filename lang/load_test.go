@@ -187,3 +187,17 @@ func TestSymlinkEscapeRefused(t *testing.T) {
 		t.Fatalf("want a symlink escape error, got %v", diags)
 	}
 }
+
+func TestUntypedVariableTakesHCLValues(t *testing.T) {
+	dir := writeProject(t, map[string]string{"main.hcl": "variable \"x\" {}\nvariable \"s\" {}\n"})
+	cfg, diags := Load(dir, Options{Vars: map[string]string{"x": "[1, 2]", "s": "hello world"}})
+	if diags.HasErrors() {
+		t.Fatal(diags.Error())
+	}
+	if v := cfg.Variables["x"].Value; !v.Type().IsTupleType() || v.LengthInt() != 2 {
+		t.Errorf("-var x=[1, 2] gave %#v, want a two-element list", v)
+	}
+	if v := cfg.Variables["s"].Value; v.AsString() != "hello world" {
+		t.Errorf("-var s=hello world gave %#v", v)
+	}
+}
