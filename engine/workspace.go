@@ -1,0 +1,109 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"github.com/foundry-build/foundry/engine/cache"
+	"github.com/foundry-build/foundry/engine/digest"
+	"github.com/foundry-build/foundry/engine/seed"
+	"github.com/foundry-build/foundry/engine/state"
+	"github.com/foundry-build/foundry/engine/store"
+)
+
+// StateDir is the name of a project's state directory.
+const StateDir = ".foundry"
+
+// Workspace is a project's local state: the content store, the state database, the action
+// cache over both, and the seed image builder. Layout under StateDir:
+//
+//	blobs/      content store (engine/store)
+//	state.db    runs, nodes, attempts, action cache records (engine/state)
+//	images/     seed images: one OCI layout and unpacked root filesystems (engine/seed)
+//	inputs/     step inputs materialized from the store, by digest, shared between steps
+//	runs/       per-attempt scratch (/out directories, logs in progress); removed when done
+type Workspace struct {
+	Dir   string // the StateDir itself
+	Store *store.Store
+	State *state.DB
+	Cache *cache.Cache
+	Seeds *seed.Builder
+}
+
+// OpenWorkspace opens (creating if needed) the state directory of the project in dir.
+func OpenWorkspace(dir string) (*Workspace, error) {
+	root := filepath.Join(dir, StateDir)
+	for _, sub := range []string{"", "inputs", "runs"} {
+		if err := os.MkdirAll(filepath.Join(root, sub), 0o755); err != nil {
+			return nil, fmt.Errorf("opening %s: %w", root, err)
+		}
+	}
+	st, err := store.Open(filepath.Join(root, "blobs"))
+	if err != nil {
+		return nil, err
+	}
+	db, err := state.OpenState(filepath.Join(root, "state.db"))
+	if err != nil {
+		return nil, err
+	}
+	return &Workspace{
+		Dir:   root,
+		Store: st,
+		State: db,
+		Cache: cache.New(db, st),
+		Seeds: &seed.Builder{Root: filepath.Join(root, "images")},
+	}, nil
+}
+
+// Lock takes the project's apply lock, so that two applies never write one workspace at
+// once; it fails at once, naming the lock file, when another apply holds it. The kernel
+// releases the lock if the process dies.
+func (w *Workspace) Lock() (unlock func(), err error) {
+	path := filepath.Join(w.Dir, "apply.lock")
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("another foundry apply is running in this project (it holds %s)", path)
+	}
+	return func() { f.Close() }, nil
+}
+
+// Close closes the state database.
+func (w *Workspace) Close() error { return w.State.Close() }
+
+// CachedSteps reports which step and check nodes of g have a usable action cache entry,
+// with one database query for all of them.
+func (w *Workspace) CachedSteps(ctx context.Context, g *Graph) (map[string]bool, error) {
+	var actions []digest.Digest
+	for _, a := range g.Order {
+		if n := g.Nodes[a]; n.Kind == KindStep || n.Kind == KindCheck {
+			actions = append(actions, n.Digest)
+		}
+	}
+	entries, err := w.Cache.LookupMany(ctx, actions)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	for _, a := range g.Order {
+		if n := g.Nodes[a]; n.Kind == KindStep || n.Kind == KindCheck {
+			out[a] = entries[n.Digest].Hit
+		}
+	}
+	return out, nil
+}
+
+// Plan plans g against this workspace's action cache.
+func (w *Workspace) Plan(ctx context.Context, g *Graph) (*Plan, error) {
+	cached, err := w.CachedSteps(ctx, g)
+	if err != nil {
+		return nil, err
+	}
+	return MakePlan(g, func(n *Node) bool { return cached[n.Address] })
+}
