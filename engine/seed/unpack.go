@@ -45,7 +45,7 @@ type unpacker struct {
 	remaining int64 // bytes of uncompressed tar stream still allowed
 	// written bounds the bytes written to files separately: a sparse entry's logical size
 	// can exceed the stream bytes it occupies by any factor.
-	written int64
+	written   int64
 	entries   int
 	dirModes  map[string]fs.FileMode
 	chown     bool
