@@ -91,7 +91,14 @@ func (b *Builder) importRef(ctx context.Context, st *store, ref string, want *v1
 		}
 		opts = append(opts, remote.WithPlatform(*p))
 	}
-	img, err := remote.Image(d, opts...)
+	desc, err := remote.Get(d, opts...)
+	if err != nil {
+		return v1.Hash{}, fmt.Errorf("fetch %s: %w", ref, err)
+	}
+	if desc.MediaType.IsIndex() && plat == "" {
+		return v1.Hash{}, fmt.Errorf("import ref %q names a multi-platform index; set Spec.Platform", ref)
+	}
+	img, err := desc.Image() // for an index: the manifest for the platform in opts
 	if err != nil {
 		return v1.Hash{}, fmt.Errorf("fetch %s: %w", ref, err)
 	}

@@ -266,6 +266,30 @@ func TestImportRegistry(t *testing.T) {
 	if img.Digest != digestOf(t, src) || readRootfsFile(t, img.Rootfs, "r") != "remote" {
 		t.Fatalf("registry import: %s", img.Digest)
 	}
+	// A multi-platform index is resolved with Spec.Platform, which is then required.
+	arm := ggcrImage(t, nil, tarOf(t, tarEnt{name: "arch", body: "arm64"}))
+	idx := mutate.AppendManifests(empty.Index,
+		mutate.IndexAddendum{Add: src, Descriptor: v1.Descriptor{Platform: &v1.Platform{OS: "linux", Architecture: "amd64"}}},
+		mutate.IndexAddendum{Add: arm, Descriptor: v1.Descriptor{Platform: &v1.Platform{OS: "linux", Architecture: "arm64"}}})
+	itag, err := name.NewTag(host + "/seeds/multi:v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.WriteIndex(itag, idx); err != nil {
+		t.Fatal(err)
+	}
+	ih, _ := idx.Digest()
+	iref := host + "/seeds/multi@" + ih.String()
+	if _, err := b.Build(ctx, &Spec{Import: &Import{Ref: iref}}); err == nil || !strings.Contains(err.Error(), "Platform") {
+		t.Errorf("index without platform: %v", err)
+	}
+	aimg, err := b.Build(ctx, &Spec{Platform: "linux/arm64", Import: &Import{Ref: iref}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if aimg.Digest != digestOf(t, arm) || readRootfsFile(t, aimg.Rootfs, "arch") != "arm64" {
+		t.Errorf("index resolved to %s", aimg.Digest)
+	}
 	// Cached: works with the registry gone.
 	srv.Close()
 	if _, err := b.Build(ctx, &Spec{Import: &Import{Ref: ref}}); err != nil {

@@ -77,7 +77,8 @@ type Layer struct {
 	Files map[string]string
 	// Dir is a host directory whose tree is copied under image path At ("/" if empty).
 	// Symlinks inside it are kept as symlinks and never followed; sockets, devices and
-	// FIFOs are refused. Dir itself may be a symlink to a directory.
+	// FIFOs are refused. Dir itself may be a symlink to a directory. Hard links are
+	// copied as independent files. Names starting with ".wh." are refused (OCI whiteouts).
 	Dir string
 	At  string
 }
@@ -94,7 +95,8 @@ type Import struct {
 	// uncompressed layers, so the digest is reproducible from the tarball's content.
 	Tarball string
 	// Ref is a registry reference pinned by digest: "host/repo@sha256:<hex>". Tags are
-	// refused. An index digest is resolved with Spec.Platform.
+	// refused, also next to a digest. An index digest is resolved with Spec.Platform, which
+	// is then required. Fetched bytes are verified against their digests.
 	Ref string
 	// Digest, when set, is the expected manifest (or index) digest; a mismatch is an error.
 	Digest string

@@ -479,3 +479,30 @@ func TestRefusals(t *testing.T) {
 		}
 	}
 }
+
+func TestStaleTempSwept(t *testing.T) {
+	b := newBuilder(t)
+	st, err := openStore(b.Root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, fresh := filepath.Join(st.tmp, "rootfs-crashed"), filepath.Join(st.tmp, "blob-inflight")
+	for _, p := range []string{old, fresh} {
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	long := time.Now().Add(-2 * staleTemp)
+	if err := os.Chtimes(old, long, long); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := openStore(b.Root); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(old); err == nil {
+		t.Error("stale temp entry kept")
+	}
+	if _, err := os.Stat(fresh); err != nil {
+		t.Error("fresh temp entry removed")
+	}
+}

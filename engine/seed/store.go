@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/types"
@@ -49,6 +50,7 @@ func openStore(root string) (*store, error) {
 			return nil, fmt.Errorf("create %s: %w", d, err)
 		}
 	}
+	st.sweepTemp()
 	if _, err := os.Stat(filepath.Join(st.layout, "index.json")); err == nil {
 		return st, nil
 	}
@@ -65,6 +67,23 @@ func openStore(root string) (*store, error) {
 		return nil, err
 	}
 	return st, nil
+}
+
+// staleTemp is the age after which an entry of Root/tmp is taken to be a leftover of a
+// crashed build. Nothing under tmp is ever part of a complete image or rootfs.
+const staleTemp = 24 * time.Hour
+
+// sweepTemp removes leftovers of crashed builds from Root/tmp, best effort.
+func (st *store) sweepTemp() {
+	ents, err := os.ReadDir(st.tmp)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if fi, err := e.Info(); err == nil && time.Since(fi.ModTime()) > staleTemp {
+			removeTemp(filepath.Join(st.tmp, e.Name()))
+		}
+	}
 }
 
 // lock takes the store-wide flock. flock locks belong to an open file description, so two
