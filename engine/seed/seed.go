@@ -43,13 +43,14 @@ import (
 // Platform. It deliberately excludes Name and Key, which only label and find the result.
 type Spec struct {
 	// Name labels the image in the layout's index.json (annotation AnnotationSeedName) and
-	// in errors. It is not part of the digest.
+	// in errors. It is not part of the digest; when seeds of several names have one digest,
+	// index.json keeps the name of the first build.
 	Name string
 	// Layers, in order, for a seed built from host files. The Builder appends one final
 	// layer holding the empty mount-point directories (see MountPoints).
 	Layers []Layer
 	// Env, User and Workdir become the image configuration. Env is written sorted by key as
-	// KEY=VALUE. They are ignored for imported images, whose configuration is kept.
+	// KEY=VALUE. They must be empty for imported images, whose configuration is kept.
 	Env     map[string]string
 	User    string
 	Workdir string
@@ -200,9 +201,14 @@ func validateSpec(s *Spec) error {
 		if _, err := envList(s.Env); err != nil {
 			return err
 		}
-	} else if s.Platform != "" {
-		if _, err := parsePlatform(s.Platform); err != nil {
-			return err
+	} else {
+		if len(s.Env) > 0 || s.User != "" || s.Workdir != "" {
+			return errors.New("env, user and workdir apply to built seeds; an imported image keeps its own configuration")
+		}
+		if s.Platform != "" {
+			if _, err := parsePlatform(s.Platform); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

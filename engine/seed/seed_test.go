@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -469,6 +470,7 @@ func TestRefusals(t *testing.T) {
 		"bad env":           {Platform: "linux/amd64", Env: map[string]string{"A=B": "c"}, Layers: []Layer{{Files: map[string]string{"/f": f}}}},
 		"both":              {Platform: "linux/amd64", Import: &Import{Ref: "x"}, Layers: []Layer{{Files: map[string]string{"/f": f}}}},
 		"neither":           {Platform: "linux/amd64"},
+		"import with env":   {Env: map[string]string{"A": "1"}, Import: &Import{Ref: "x"}},
 	}
 	b := &Builder{Root: filepath.Join(t.TempDir(), "images")}
 	for name, s := range cases {
@@ -504,5 +506,49 @@ func TestStaleTempSwept(t *testing.T) {
 	}
 	if _, err := os.Stat(fresh); err != nil {
 		t.Error("fresh temp entry removed")
+	}
+}
+
+// TestLargeHostDirStreams packs /usr/local/go (about 270 MB) and checks that the heap stays
+// far below the data size, i.e. that file contents stream instead of being buffered. It
+// writes about twice the tree to disk, so it runs only with FOUNDRY_SEED_BIG=1.
+func TestLargeHostDirStreams(t *testing.T) {
+	const dir = "/usr/local/go"
+	if os.Getenv("FOUNDRY_SEED_BIG") == "" {
+		t.Skip("set FOUNDRY_SEED_BIG=1 to pack " + dir)
+	}
+	if _, err := os.Stat(dir); err != nil {
+		t.Skip(err)
+	}
+	var peak uint64
+	done := make(chan struct{})
+	go func() {
+		var ms runtime.MemStats
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(20 * time.Millisecond):
+				runtime.ReadMemStats(&ms)
+				if ms.HeapInuse > peak {
+					peak = ms.HeapInuse
+				}
+			}
+		}
+	}()
+	start := time.Now()
+	img, err := newBuilder(t).Build(context.Background(), &Spec{Platform: "linux/amd64",
+		Layers: []Layer{{Dir: dir, At: dir}}})
+	close(done)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := readManifestAt(t, img)
+	t.Logf("packed+unpacked %s: layer %d bytes in %v, peak heap %d MiB", dir, m.Layers[0].Size, time.Since(start), peak>>20)
+	if peak > 256<<20 || int64(peak) > m.Layers[0].Size/2 {
+		t.Errorf("peak heap %d MiB for a %d MiB layer: contents are buffered", peak>>20, m.Layers[0].Size>>20)
+	}
+	if _, err := os.Stat(filepath.Join(img.Rootfs, dir, "bin/go")); err != nil {
+		t.Error(err)
 	}
 }
