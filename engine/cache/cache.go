@@ -24,9 +24,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/foundry-build/foundry/engine/digest"
@@ -278,16 +281,69 @@ func (c *Cache) Lookup(ctx context.Context, action digest.Digest) (*Result, bool
 	return e.Result, e.Hit, nil
 }
 
-// LookupMany looks many actions up with one database query and one lstat per distinct
-// output blob (plus one read per distinct tree manifest). Every requested action has an
-// entry in the result.
+// LookupMany looks many actions up: one database query per chunk of actions and one lstat
+// per distinct output blob (plus one read per distinct tree manifest). Chunks are checked
+// in parallel, up to GOMAXPROCS. Every requested action has an entry in the result.
 func (c *Cache) LookupMany(ctx context.Context, actions []digest.Digest) (map[digest.Digest]Entry, error) {
-	raw, err := c.b.ActionRecords(ctx, actions)
+	const chunk = 2048
+	workers := min(runtime.GOMAXPROCS(0), (len(actions)+chunk-1)/chunk)
+	if workers <= 1 {
+		out := make(map[digest.Digest]Entry, len(actions))
+		return out, c.lookupChunk(ctx, actions, out, newBlobCheck())
+	}
+	bc := newBlobCheck() // shared by all chunks
+	parts := make([]map[digest.Digest]Entry, 0, (len(actions)+chunk-1)/chunk)
+	next := make(chan int)
+	errs := make(chan error, workers)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				part := make(map[digest.Digest]Entry, chunk)
+				if err := c.lookupChunk(ctx, actions[i:min(i+chunk, len(actions))], part, bc); err != nil {
+					errs <- err
+					return
+				}
+				mu.Lock()
+				parts = append(parts, part)
+				mu.Unlock()
+			}
+		}()
+	}
+	var err error
+feed:
+	for i := 0; i < len(actions); i += chunk {
+		select {
+		case next <- i:
+		case err = <-errs:
+			break feed
+		}
+	}
+	close(next)
+	wg.Wait()
+	close(errs)
+	if err == nil {
+		err = <-errs // nil when the channel is empty
+	}
 	if err != nil {
-		return nil, fmt.Errorf("cache: lookup: %w", err)
+		return nil, err
 	}
 	out := make(map[digest.Digest]Entry, len(actions))
-	bc := newBlobCheck() // shared across entries
+	for _, p := range parts {
+		maps.Copy(out, p)
+	}
+	return out, nil
+}
+
+// lookupChunk looks actions up with one query and fills out.
+func (c *Cache) lookupChunk(ctx context.Context, actions []digest.Digest, out map[digest.Digest]Entry, bc *blobCheck) error {
+	raw, err := c.b.ActionRecords(ctx, actions)
+	if err != nil {
+		return fmt.Errorf("cache: lookup: %w", err)
+	}
 	for _, a := range actions {
 		b, ok := raw[a]
 		if !ok {
@@ -312,7 +368,7 @@ func (c *Cache) LookupMany(ctx context.Context, actions []digest.Digest) (map[di
 		for _, o := range r.Outputs {
 			m, err := c.missingBlobs(o, bc)
 			if err != nil {
-				return nil, fmt.Errorf("cache: lookup %s: %w", a, err)
+				return fmt.Errorf("cache: lookup %s: %w", a, err)
 			}
 			missing = append(missing, m...)
 		}
@@ -322,37 +378,66 @@ func (c *Cache) LookupMany(ctx context.Context, actions []digest.Digest) (map[di
 		}
 		out[a] = Entry{Result: &r, Hit: true}
 	}
-	return out, nil
+	return nil
 }
 
 // blobCheck memoizes, within one Put or LookupMany, which blobs are present and which
-// file blobs each tree lists, so a blob shared by many records is checked once.
+// blobs each tree lacks, so a blob shared by many records is checked once. It is safe for
+// the concurrent chunks of LookupMany; the lock is never held across I/O (two chunks may
+// check the same blob at once, which is harmless).
 type blobCheck struct {
+	mu      sync.Mutex
 	present map[digest.Digest]bool
 	trees   map[digest.Digest][]digest.Digest // tree → its missing blobs
-	valid   map[digest.Digest]bool            // trees fully checked by ReadManifest
+	valid   map[digest.Digest]bool            // trees fully checked by ReadManifest (Put only)
 }
 
 func newBlobCheck() *blobCheck {
 	return &blobCheck{present: map[digest.Digest]bool{}, trees: map[digest.Digest][]digest.Digest{}, valid: map[digest.Digest]bool{}}
 }
 
+func (bc *blobCheck) known(d digest.Digest) (present, ok bool) {
+	bc.mu.Lock()
+	defer bc.mu.Unlock()
+	present, ok = bc.present[d]
+	return present, ok
+}
+
+func (bc *blobCheck) setPresent(d digest.Digest, p bool) {
+	bc.mu.Lock()
+	bc.present[d] = p
+	bc.mu.Unlock()
+}
+
+func (bc *blobCheck) tree(d digest.Digest) ([]digest.Digest, bool) {
+	bc.mu.Lock()
+	defer bc.mu.Unlock()
+	m, ok := bc.trees[d]
+	return m, ok
+}
+
+func (bc *blobCheck) setTree(d digest.Digest, missing []digest.Digest) {
+	bc.mu.Lock()
+	bc.trees[d] = missing
+	bc.mu.Unlock()
+}
+
 // missingBlobs returns the blobs of one output that are not in the store: the file's blob,
 // or a tree's manifest and the file blobs it lists.
 func (c *Cache) missingBlobs(o Output, bc *blobCheck) ([]digest.Digest, error) {
 	present := func(d digest.Digest) (bool, error) {
-		if p, ok := bc.present[d]; ok {
+		if p, ok := bc.known(d); ok {
 			return p, nil
 		}
 		p, err := c.s.Has(d)
 		if err != nil {
 			return false, err
 		}
-		bc.present[d] = p
+		bc.setPresent(d, p)
 		return p, nil
 	}
 	if o.Kind == Tree {
-		if m, ok := bc.trees[o.Digest]; ok {
+		if m, ok := bc.tree(o.Digest); ok {
 			return m, nil
 		}
 	}
@@ -371,8 +456,8 @@ func (c *Cache) missingBlobs(o Output, bc *blobCheck) ([]digest.Digest, error) {
 		// A manifest that vanished or is not a manifest cannot be materialized: it
 		// counts as missing, so the action runs again and stores a good one. Erring
 		// towards a miss costs an execution, never a wrong hit.
-		bc.trees[o.Digest] = []digest.Digest{o.Digest}
-		return bc.trees[o.Digest], nil
+		bc.setTree(o.Digest, []digest.Digest{o.Digest})
+		return []digest.Digest{o.Digest}, nil
 	}
 	var missing []digest.Digest
 	for _, f := range files {
@@ -384,7 +469,7 @@ func (c *Cache) missingBlobs(o Output, bc *blobCheck) ([]digest.Digest, error) {
 			missing = append(missing, f)
 		}
 	}
-	bc.trees[o.Digest] = missing
+	bc.setTree(o.Digest, missing)
 	return missing, nil
 }
 

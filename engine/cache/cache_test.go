@@ -273,3 +273,35 @@ func TestGCKeepsCachedBlobs(t *testing.T) {
 		t.Fatalf("live tree after GC: %v", err)
 	}
 }
+
+func TestLookupManyLargeBatch(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	stored := []*Result{f.result(t, "p"), f.result(t, "q"), f.result(t, "r")}
+	if err := f.cache.PutMany(ctx, stored); err != nil {
+		t.Fatal(err)
+	}
+	f.store.Delete(stored[2].Outputs[0].Digest)
+	// More actions than one chunk, so the parallel path runs when GOMAXPROCS > 1.
+	actions := make([]digest.Digest, 0, 5000)
+	for i := range 5000 - len(stored) {
+		actions = append(actions, digest.FromBytes(fmt.Appendf(nil, "absent %d", i)))
+	}
+	actions = append(actions[:2500], append([]digest.Digest{stored[0].Action, stored[1].Action, stored[2].Action}, actions[2500:]...)...)
+	m, err := f.cache.LookupMany(ctx, actions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m) != len(actions) {
+		t.Fatalf("%d entries for %d actions", len(m), len(actions))
+	}
+	hits := 0
+	for _, e := range m {
+		if e.Hit {
+			hits++
+		}
+	}
+	if hits != 2 || !m[stored[0].Action].Hit || !m[stored[1].Action].Hit || m[stored[2].Action].Hit || len(m[stored[2].Action].Missing) != 1 {
+		t.Fatalf("hits = %d; entries %+v %+v %+v", hits, m[stored[0].Action], m[stored[1].Action], m[stored[2].Action])
+	}
+}
