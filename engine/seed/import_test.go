@@ -460,3 +460,41 @@ func TestBusyboxSeed(t *testing.T) {
 		t.Fatalf("busybox in the rootfs: %v %s", err, out)
 	}
 }
+
+// A built seed may stack on an imported Docker-typed image: its layers keep their bytes and
+// digests, and get the equivalent OCI media types, since the new manifest is an OCI one.
+func TestStackOnDockerImage(t *testing.T) {
+	l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(tarOf(t, tarEnt{name: "docker", body: "d"}))), nil
+	}, tarball.WithMediaType(types.DockerLayer))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := mutate.AppendLayers(mutate.MediaType(empty.Image, types.DockerManifestSchema2), l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newBuilder(t)
+	ctx := context.Background()
+	base, err := b.Build(ctx, &Spec{Import: &Import{OCILayout: writeLayout(t, src)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(f, []byte("new"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	derived, err := b.Build(ctx, &Spec{Platform: "linux/amd64",
+		Layers: []Layer{{From: &base}, {Files: map[string]string{"/new": f}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := readManifestAt(t, derived)
+	ld, _ := l.Digest()
+	if len(m.Layers) != 3 || m.Layers[0].Digest != ld.String() || m.Layers[0].MediaType != string(types.OCILayer) {
+		t.Fatalf("derived layers %+v", m.Layers)
+	}
+	if readRootfsFile(t, derived.Rootfs, "docker") != "d" || readRootfsFile(t, derived.Rootfs, "new") != "new" {
+		t.Fatal("derived rootfs incomplete")
+	}
+}
