@@ -74,22 +74,13 @@ func NewDirSource(dir string) (*DirSource, error) {
 		if err != nil {
 			return err
 		}
-		env, err := dsse.Parse(b)
+		subjects, err := ClaimedSubjects(b)
 		if err != nil {
 			s.Skipped = append(s.Skipped, SkippedFile{shown, err.Error()})
 			return nil
 		}
-		st, err := ParseStatement(env.Payload)
-		if err != nil {
-			s.Skipped = append(s.Skipped, SkippedFile{shown, err.Error()})
-			return nil
-		}
-		seen := map[string]bool{}
-		for _, sub := range st.GetSubject() {
-			if h, ok := sub.GetDigest()["sha256"]; ok && !seen[h] {
-				seen[h] = true
-				s.byDigest["sha256:"+h] = append(s.byDigest["sha256:"+h], shown)
-			}
+		for _, d := range subjects {
+			s.byDigest[d] = append(s.byDigest[d], shown)
 		}
 		return nil
 	})
@@ -154,4 +145,27 @@ func WriteEnvelope(dir string, envelope []byte) (string, error) {
 		return "", fmt.Errorf("storing attestation %s: %w", p, werr)
 	}
 	return p, nil
+}
+
+// ClaimedSubjects returns the sha256 subject digests ("sha256:<hex>", deduplicated) that the
+// statement inside an envelope claims, WITHOUT verifying anything. It is for indexing and
+// routing candidates only: nothing it returns is evidence.
+func ClaimedSubjects(envelope []byte) ([]string, error) {
+	env, err := dsse.Parse(envelope)
+	if err != nil {
+		return nil, err
+	}
+	st, err := ParseStatement(env.Payload)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	seen := map[string]bool{}
+	for _, sub := range st.GetSubject() {
+		if h, ok := sub.GetDigest()["sha256"]; ok && !seen[h] {
+			seen[h] = true
+			out = append(out, "sha256:"+h)
+		}
+	}
+	return out, nil
 }

@@ -318,6 +318,24 @@ func TestDependencies(t *testing.T) {
 			t.Fatalf("dependency not followed: %+v", deps)
 		}
 	})
+	t.Run("explicit envelopes only, routed by subject", func(t *testing.T) {
+		libEnv := mint(t, kp, libExec)
+		appEnv := mint(t, kp, appExec)
+		rep, err := Verify(context.Background(), Options{Keys: kp.keys, Attestations: []Attestation{
+			{Source: "app.json", Envelope: appEnv}, {Source: "lib.json", Envelope: libEnv},
+		}}, Subject{Name: "app", Digest: appDigest}, Subject{Name: "lib", Digest: libDigest})
+		if err != nil || !rep.OK {
+			t.Fatalf("not verified: %v", err)
+		}
+		for _, a := range rep.Artifacts {
+			if len(a.Attestations) != 1 {
+				t.Errorf("%s: %d candidates tried, want only the one that claims it", a.Name, len(a.Attestations))
+			}
+		}
+		if deps := rep.Artifacts[0].Attestations[0].Dependencies; len(deps) != 1 || len(deps[0].Attestations) != 1 {
+			t.Errorf("dependency not routed to lib.json alone: %+v", deps)
+		}
+	})
 	t.Run("missing dependency provenance", func(t *testing.T) {
 		dir := t.TempDir()
 		write(dir, "app.json", mint(t, kp, appExec))

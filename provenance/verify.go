@@ -22,22 +22,25 @@ import (
 // Refusal codes in Check.Code. Each names one reason an attestation or artifact was
 // refused; the envelope-* codes come from package dsse.
 const (
-	CodeNoAttestation      = "no-attestation"        // no candidate envelope for the artifact
-	CodeSourceError        = "source-error"          // the AttestationSource failed
-	CodePayloadType        = "payload-type"          // payloadType is not in-toto's
-	CodeSignature          = "signature-invalid"     // no signature verifies with any trusted key
-	CodeStatement          = "statement-invalid"     // verified payload is not an in-toto Statement v1
-	CodeSubject            = "subject-mismatch"      // no subject has the artifact's digest
-	CodePredicate          = "predicate-invalid"     // SLSA predicate does not parse or validate
-	CodeBuildType          = "build-type"            // buildType is not Foundry's
-	CodeBuilder            = "builder-not-allowed"   // builder.id not in the allowlist
-	CodeDependency         = "dependency-unverified" // a Foundry-produced input did not verify
-	CodeDependencyCycle    = "dependency-cycle"      // a dependency is its own ancestor
-	CodeDependencyDepth    = "dependency-depth"      // dependencies nest deeper than MaxDepth
-	CodeTypeMissing        = "type-missing"          // no verified statement of a required type
+	CodeNoAttestation   = "no-attestation"        // no candidate envelope for the artifact
+	CodeSourceError     = "source-error"          // the AttestationSource failed
+	CodePayloadType     = "payload-type"          // payloadType is not in-toto's
+	CodeSignature       = "signature-invalid"     // no signature verifies with any trusted key
+	CodeStatement       = "statement-invalid"     // verified payload is not an in-toto Statement v1
+	CodeSubject         = "subject-mismatch"      // no subject has the artifact's digest
+	CodePredicate       = "predicate-invalid"     // SLSA predicate does not parse or validate
+	CodeBuildType       = "build-type"            // buildType is not Foundry's
+	CodeBuilder         = "builder-not-allowed"   // builder.id not in the allowlist
+	CodeDependency      = "dependency-unverified" // a Foundry-produced input did not verify
+	CodeDependencyCycle = "dependency-cycle"      // a dependency is its own ancestor
+	CodeDependencyDepth = "dependency-depth"      // dependencies nest deeper than MaxDepth
+	CodeTypeMissing     = "type-missing"          // no verified statement of a required type
+)
+
+const (
 	defaultMaxDepth        = 32
-	maxSubjectsInMessages  = 4
-	maxPolicySize          = 1 << 20
+	maxPolicySize          = 1 << 20 // a policy is a few lines; refuse to slurp anything big
+	maxSubjectsInMessages  = 4       // keep refusal details readable
 	maxReasonsInTypeDetail = 3
 )
 
@@ -241,7 +244,7 @@ func (v *verifier) artifact(a Subject, types []string, depth int) *ArtifactRepor
 		ar.Checks = append(ar.Checks, Check{Name: "attestations", Code: code, Detail: fmt.Sprintf(format, args...)})
 		return ar
 	}
-	cands := slices.Clone(v.explicit)
+	cands := v.explicitFor(a.Digest, depth)
 	if v.opts.Source != nil {
 		found, err := v.opts.Source.Lookup(v.ctx, a.Digest)
 		if err != nil {
@@ -286,6 +289,24 @@ func (v *verifier) artifact(a Subject, types []string, depth int) *ArtifactRepor
 		ar.Checks = append(ar.Checks, c)
 	}
 	return ar
+}
+
+// explicitFor picks the explicitly given envelopes to try for digest d: those whose
+// (unverified) statement claims d. For a top-level artifact, if none claims it, all are tried,
+// so that the report says why each one does not fit (wrong subject, bad signature, garbage);
+// for a dependency, unrelated envelopes would only be noise.
+func (v *verifier) explicitFor(d string, depth int) []Attestation {
+	var claiming []Attestation
+	for _, a := range v.explicit {
+		subjects, _ := ClaimedSubjects(a.Envelope)
+		if slices.Contains(subjects, d) {
+			claiming = append(claiming, a)
+		}
+	}
+	if len(claiming) == 0 && depth == 0 {
+		return slices.Clone(v.explicit)
+	}
+	return claiming
 }
 
 // refusal says in one line why an attestation does not meet type t.
