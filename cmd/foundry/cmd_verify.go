@@ -61,7 +61,7 @@ check failed and why) or a key, policy or artifact could not be read, 2 usage er
 			fs.Var(&keys, "key", "trusted public key `PEM` file (repeatable; at least one)")
 			fs.Var(&types, "type", "required predicate `TYPE`, e.g. https://slsa.dev/provenance/v1 (repeatable)")
 			fs.Var(&builders, "builder", "allowed builder `ID` (repeatable)")
-			fs.Var(&envelopes, "attestation", "a DSSE envelope `FILE` to check for every artifact (repeatable)")
+			fs.Var(&envelopes, "attestation", "a DSSE envelope `FILE` to check against the artifacts its statement names (repeatable)")
 			dir := fs.String("attestations", "", "`DIR` of DSSE envelopes, searched by subject digest")
 			policyPath := fs.String("policy", "", "JSON policy `FILE`")
 			jsonOut := fs.Bool("json", false, "print the report as JSON")
