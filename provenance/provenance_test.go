@@ -67,17 +67,18 @@ func newKeyPair(t *testing.T, keyType string) keyPair {
 func testExecution(outDigest string) *Execution {
 	start := time.Date(2026, 11, 29, 18, 0, 0, 123456789, time.UTC)
 	return &Execution{
-		InvocationID: "run-1/recipe.int-sort-go/step.build/attempt-1",
-		Executor:     "containerd",
-		Isolation:    IsolationContainer,
-		Versions:     map[string]string{"foundry": "dev"},
-		Step:         json.RawMessage(`{"run":["go","build","-o","/out/int-sort","."],"workdir":"/src","outputs":["/out/int-sort"],"limits":{"memory":"1GiB","time":"5m"}}`),
-		ActionDigest: sha("action"),
-		Platform:     "linux/amd64",
-		Network:      Network{Mode: "none"},
-		Limits:       Limits{MemoryBytes: 1 << 30, TimeoutMillis: 300000, Pids: 256},
-		User:         "65534:65534",
-		Image:        Dependency{Name: "image", URI: "oci:seed.go", Digest: sha("image")},
+		InvocationID:      "run-1/recipe.int-sort-go/step.build/attempt-1",
+		Executor:          "containerd",
+		Isolation:         IsolationContainer,
+		Versions:          map[string]string{"foundry": "dev"},
+		Step:              json.RawMessage(`{"run":["go","build","-o","/out/int-sort","."],"workdir":"/src","outputs":["/out/int-sort"],"limits":{"memory":"1GiB","time":"5m"}}`),
+		ActionDigest:      sha("action"),
+		Platform:          "linux/amd64",
+		Network:           Network{Mode: "none"},
+		Limits:            Limits{MemoryBytes: 1 << 30, TimeoutMillis: 300000, Pids: 256},
+		User:              "65534:65534",
+		RuntimeSpecDigest: sha("runtime spec"),
+		Image:             Dependency{Name: "image", URI: "oci:seed.go", Digest: sha("image")},
 		Inputs: []Dependency{
 			{Name: "/src", URI: "file:src/int-sort", Digest: sha("src")},
 		},
@@ -189,6 +190,7 @@ func TestStatementContents(t *testing.T) {
 		"workdir":       {get("predicate", "buildDefinition", "externalParameters", "workdir"), "/src"},
 		"actionDigest":  {get("predicate", "buildDefinition", "internalParameters", "actionDigest"), e.ActionDigest},
 		"network":       {get("predicate", "buildDefinition", "internalParameters", "network", "mode"), "none"},
+		"runtimeSpec":   {get("predicate", "buildDefinition", "internalParameters", "runtimeSpecDigest"), sha("runtime spec")},
 		"builder":       {get("predicate", "runDetails", "builder", "id"), "https://foundry.dev/builder/containerd@v1?isolation=container"},
 		"invocation":    {get("predicate", "runDetails", "metadata", "invocationId"), e.InvocationID},
 		"startedOn":     {get("predicate", "runDetails", "metadata", "startedOn"), "2026-11-29T18:00:00.123456789Z"},
@@ -241,6 +243,7 @@ func TestNewProvenanceRefusesIncompleteExecution(t *testing.T) {
 		"bad network":         func(e *Execution) { e.Network.Mode = "" },
 		"hosts with none":     func(e *Execution) { e.Network.Hosts = []string{"example.com"} },
 		"bad producer digest": func(e *Execution) { e.Inputs[0].Producer = "step.build" },
+		"bad runtime spec":    func(e *Execution) { e.RuntimeSpecDigest = "config.json" },
 	}
 	for name, mutate := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -110,6 +110,9 @@ type Execution struct {
 	Network      Network
 	Limits       Limits
 	User         string // the uid:gid the step ran as, e.g. "65534:65534"
+	// RuntimeSpecDigest is the digest of the OCI runtime spec the executor ran (optional:
+	// the local executor has none). It pins every sandbox setting not listed above.
+	RuntimeSpecDigest string
 
 	// Image is the sandbox image the step ran in; Inputs every mounted input. Each must
 	// carry a digest; they become buildDefinition.resolvedDependencies, image first.
@@ -208,7 +211,7 @@ func NewProvenance(e *Execution) (*Statement, error) {
 	if err != nil {
 		return nil, fmt.Errorf("provenance: step definition: %w", err)
 	}
-	internal, err := toStruct(map[string]any{
+	internalMap := map[string]any{
 		"executor":     e.Executor,
 		"isolation":    e.Isolation,
 		"actionDigest": e.ActionDigest,
@@ -216,7 +219,14 @@ func NewProvenance(e *Execution) (*Statement, error) {
 		"network":      e.Network,
 		"limits":       e.Limits,
 		"user":         e.User,
-	})
+	}
+	if e.RuntimeSpecDigest != "" {
+		if !digestRE.MatchString(e.RuntimeSpecDigest) {
+			return nil, fmt.Errorf("provenance: runtime spec digest %q is not sha256:<64 hex>", e.RuntimeSpecDigest)
+		}
+		internalMap["runtimeSpecDigest"] = e.RuntimeSpecDigest
+	}
+	internal, err := toStruct(internalMap)
 	if err != nil {
 		return nil, fmt.Errorf("provenance: internal parameters: %w", err)
 	}
