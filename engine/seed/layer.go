@@ -91,7 +91,7 @@ func (b *Builder) packLayer(ctx context.Context, st *store, l Layer, mountPoints
 	if l.From != nil {
 		n++
 	}
-	if len(l.Files) > 0 {
+	if len(l.Files) > 0 || len(l.Symlinks) > 0 {
 		n++
 	}
 	if l.Dir != "" {
@@ -108,8 +108,13 @@ func (b *Builder) packLayer(ctx context.Context, st *store, l Layer, mountPoints
 	}
 	var entries []entry
 	var err error
-	if l.Files != nil {
+	if l.Files != nil || l.Symlinks != nil {
 		entries, err = filesEntries(l.Files)
+		if err == nil {
+			var links []entry
+			links, err = symlinkEntries(l.Symlinks, l.Files)
+			entries = append(entries, links...)
+		}
 	} else {
 		entries, err = dirEntries(l.Dir, l.At)
 	}
@@ -177,6 +182,28 @@ func filesEntries(files map[string]string) ([]entry, error) {
 			return nil, fmt.Errorf("files[%s]: host %s is not a regular file (%s)", img, host, fi.Mode().Type())
 		}
 		out = append(out, entry{name: rel, typ: tar.TypeReg, mode: normMode(fi.Mode()), size: fi.Size(), host: host, follow: true})
+	}
+	return out, nil
+}
+
+// symlinkEntries turns image path → target into symlink entries; a path may not also be a file.
+func symlinkEntries(links map[string]string, files map[string]string) ([]entry, error) {
+	var out []entry
+	for img, target := range links {
+		rel, err := cleanImagePath(img)
+		if err != nil {
+			return nil, err
+		}
+		if rel == "" {
+			return nil, errors.New(`symlinks: "/" cannot be a symlink`)
+		}
+		if _, clash := files[img]; clash {
+			return nil, fmt.Errorf("symlinks[%s]: the path is also a file of this layer", img)
+		}
+		if target == "" || strings.ContainsRune(target, 0) {
+			return nil, fmt.Errorf("symlinks[%s]: invalid target %q", img, target)
+		}
+		out = append(out, entry{name: rel, typ: tar.TypeSymlink, mode: 0o777, link: target})
 	}
 	return out, nil
 }

@@ -76,6 +76,9 @@ type Layer struct {
 	// symlink (it is followed); the file is copied with mode 0755 if any execute bit is set,
 	// else 0644.
 	Files map[string]string
+	// Symlinks maps an absolute image path to a link target, written verbatim, in the same
+	// layer as Files (busybox applet links, for example). Only with Files.
+	Symlinks map[string]string
 	// Dir is a host directory whose tree is copied under image path At ("/" if empty).
 	// Symlinks inside it are kept as symlinks and never followed; sockets, devices and
 	// FIFOs are refused. Dir itself may be a symlink to a directory. Hard links are

@@ -552,3 +552,31 @@ func TestLargeHostDirStreams(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+func TestSymlinksInFilesLayer(t *testing.T) {
+	host := filepath.Join(t.TempDir(), "tool")
+	if err := os.WriteFile(host, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b := &Builder{Root: t.TempDir()}
+	spec := func(target string) *Spec {
+		return &Spec{Platform: "linux/amd64", Layers: []Layer{{Files: map[string]string{"/bin/tool": host}, Symlinks: map[string]string{"/bin/sh": target}}}}
+	}
+	img, err := b.Build(context.Background(), spec("tool"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.Readlink(filepath.Join(img.Rootfs, "bin", "sh")); err != nil || got != "tool" {
+		t.Fatalf("bin/sh -> %q, %v; want a symlink to tool", got, err)
+	}
+	other, err := b.Build(context.Background(), spec("other"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if other.Digest == img.Digest {
+		t.Error("a different symlink target gave the same image digest")
+	}
+	if _, err := b.Build(context.Background(), &Spec{Platform: "linux/amd64", Layers: []Layer{{Files: map[string]string{"/bin/sh": host}, Symlinks: map[string]string{"/bin/sh": "x"}}}}); err == nil {
+		t.Error("a path that is both a file and a symlink was accepted")
+	}
+}
