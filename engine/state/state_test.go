@@ -613,3 +613,40 @@ func TestMigrationKeepsData(t *testing.T) {
 		t.Fatalf("effects table missing after migration: %v", err)
 	}
 }
+
+func TestPruneRuns(t *testing.T) {
+	ctx := context.Background()
+	db := openTest(t)
+	var ids []string
+	for i := range 5 {
+		r, err := db.BeginRun(ctx, dg("plan"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, r.ID)
+		if err := db.NodesCached(ctx, r.ID, []NodeRef{{"n", dg("A")}}); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			if _, _, err := db.EffectIntent(ctx, Effect{ID: "e", RunID: r.ID, Kind: "publish"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if i < 4 {
+			db.FinishRun(ctx, r.ID, RunSucceeded)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// Keep 1: run 4 is newest (and running), run 0 has an effect; runs 1–3 go.
+	n, err := db.PruneRuns(ctx, 1)
+	if err != nil || n != 3 {
+		t.Fatalf("pruned %d, %v; want 3", n, err)
+	}
+	runs, _ := db.Runs(ctx, 0)
+	if len(runs) != 2 || runs[0].ID != ids[4] || runs[1].ID != ids[0] {
+		t.Fatalf("runs left: %+v", runs)
+	}
+	if nodes, _ := db.Nodes(ctx, ids[2]); len(nodes) != 0 {
+		t.Fatalf("nodes of a pruned run survive: %+v", nodes)
+	}
+}
