@@ -1,0 +1,439 @@
+package executortest
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/foundry-build/foundry/executors"
+)
+
+// Config describes the executor under test.
+type Config struct {
+	// New returns the executor; the suite closes it.
+	New func(t *testing.T) executors.Executor
+	// Image is the busybox image in the form the executor needs.
+	Image func(t *testing.T) executors.Image
+	// Sandboxed is false for the local executor: the isolation tests (network, confinement,
+	// user, limits) do not apply, only exit status, output, argv/env/workdir and deadline do.
+	Sandboxed bool
+	// Leftovers lists what the executor left behind for IDs with prefix (containers,
+	// snapshots, leases, bundles) beyond the processes and mounts the suite checks itself.
+	Leftovers func(t *testing.T, prefix string) []string
+}
+
+// Run runs the conformance suite.
+func Run(t *testing.T, c Config) {
+	s := &suite{c: c, prefix: "t" + randHex(4) + "-"}
+	t.Run("ExitCode", s.exitCode)
+	t.Run("Output", s.output)
+	t.Run("ArgvEnvWorkdir", s.argvEnvWorkdir)
+	t.Run("Deadline", s.deadline)
+	t.Run("Cancel", s.cancel)
+	t.Run("BadArgv", s.badArgv)
+	if c.Sandboxed {
+		t.Run("Identity", s.identity)
+		t.Run("ReadOnlyMounts", s.readOnlyMounts)
+		t.Run("WriteConfinement", s.writeConfinement)
+		t.Run("NoNetwork", s.noNetwork)
+		t.Run("HostNetwork", s.hostNetwork)
+		t.Run("OOM", s.oom)
+		t.Run("Pids", s.pids)
+	}
+	t.Run("NoLeftovers", s.noLeftovers)
+}
+
+type suite struct {
+	c      Config
+	prefix string
+	n      atomic.Int64
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// step is one action with captured output.
+type step struct {
+	a      *executors.Action
+	stdout bytes.Buffer
+	stderr bytes.Buffer
+}
+
+func (s *suite) newStep(t *testing.T, argv ...string) *step {
+	st := &step{}
+	out := t.TempDir()
+	st.a = &executors.Action{
+		ID:     fmt.Sprintf("%s%d", s.prefix, s.n.Add(1)),
+		Image:  s.c.Image(t),
+		Argv:   argv,
+		OutDir: out,
+		Limits: executors.Limits{Timeout: time.Minute},
+		Stdout: &st.stdout,
+		Stderr: &st.stderr,
+	}
+	return st
+}
+
+func (s *suite) exec(t *testing.T, ctx context.Context, e executors.Executor, st *step) *executors.Result {
+	t.Helper()
+	r, err := e.Run(ctx, st.a)
+	if err != nil {
+		t.Fatalf("Run(%q): %v\nstdout: %s\nstderr: %s", st.a.Argv, err, st.stdout.String(), st.stderr.String())
+	}
+	if r.Started.IsZero() || r.Finished.Before(r.Started) {
+		t.Errorf("Run(%q): bad timings %v .. %v", st.a.Argv, r.Started, r.Finished)
+	}
+	return r
+}
+
+func (s *suite) run(t *testing.T, st *step) *executors.Result {
+	t.Helper()
+	e := s.c.New(t)
+	defer e.Close()
+	return s.exec(t, context.Background(), e, st)
+}
+
+func sh(script string) []string { return []string{"/bin/sh", "-c", script} }
+
+func (s *suite) exitCode(t *testing.T) {
+	for _, code := range []int{0, 1, 3, 42} {
+		st := s.newStep(t, sh(fmt.Sprintf("exit %d", code))...)
+		r := s.run(t, st)
+		if r.ExitCode != code || r.TimedOut || r.OOMKilled || r.Signal != "" {
+			t.Errorf("exit %d: got %+v", code, r)
+		}
+	}
+}
+
+func (s *suite) output(t *testing.T) {
+	st := s.newStep(t, sh("echo to-stdout; echo to-stderr >&2; i=0; while [ $i -lt 2000 ]; do echo line$i; i=$((i+1)); done")...)
+	r := s.run(t, st)
+	if r.ExitCode != 0 {
+		t.Fatalf("exit %d, stderr %q", r.ExitCode, st.stderr.String())
+	}
+	lines := strings.Split(strings.TrimSuffix(st.stdout.String(), "\n"), "\n")
+	if len(lines) != 2001 || lines[0] != "to-stdout" || lines[2000] != "line1999" {
+		t.Errorf("stdout: %d lines, first %q last %q", len(lines), lines[0], lines[len(lines)-1])
+	}
+	if st.stderr.String() != "to-stderr\n" {
+		t.Errorf("stderr = %q", st.stderr.String())
+	}
+}
+
+func (s *suite) argvEnvWorkdir(t *testing.T) {
+	// printf receives the arguments verbatim: no shell re-splits them.
+	st := s.newStep(t, "/bin/sh", "-c", `printf '[%s]' "$@"; echo; echo "FOO=$FOO"; pwd`, "sh", "a b", "", "c'd\"e")
+	st.a.Env = []string{"PATH=/bin", "FOO=bar baz"}
+	if s.c.Sandboxed {
+		st.a.Workdir = "/tmp"
+	} else {
+		st.a.Workdir = t.TempDir()
+	}
+	r := s.run(t, st)
+	want := fmt.Sprintf("[a b][][c'd\"e]\nFOO=bar baz\n%s\n", st.a.Workdir)
+	if r.ExitCode != 0 || st.stdout.String() != want {
+		t.Errorf("got exit %d stdout %q, want %q (stderr %q)", r.ExitCode, st.stdout.String(), want, st.stderr.String())
+	}
+	// With Env nil the image environment applies.
+	st = s.newStep(t, sh("echo $HOME")...)
+	s.run(t, st)
+	if got := strings.TrimSpace(st.stdout.String()); got != "/tmp" {
+		t.Errorf("image env: HOME=%q, want /tmp", got)
+	}
+}
+
+// procGone reports whether no process on the host has exactly argv.
+func procGone(argv ...string) bool {
+	want := strings.Join(argv, "\x00") + "\x00"
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && string(b) == want {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *suite) deadline(t *testing.T) {
+	// The grandchild detaches into its own session and ignores SIGTERM and SIGHUP; only a
+	// kill of every process of the step ends it.
+	marker := fmt.Sprint(900000 + time.Now().UnixNano()%99999)
+	st := s.newStep(t, sh("trap '' TERM HUP; setsid sleep "+marker+" & echo started; sleep 3600")...)
+	st.a.Limits.Timeout = 2 * time.Second
+	start := time.Now()
+	r := s.run(t, st)
+	if !r.TimedOut {
+		t.Errorf("TimedOut = false: %+v", r)
+	}
+	if r.ExitCode == 0 {
+		t.Errorf("exit code 0 after a timeout: %+v", r)
+	}
+	if !strings.Contains(st.stdout.String(), "started") {
+		t.Errorf("the step did not start: stdout %q stderr %q", st.stdout.String(), st.stderr.String())
+	}
+	if d := time.Since(start); d > time.Minute {
+		t.Errorf("Run returned after %v", d)
+	}
+	if !procGone("sleep", marker) {
+		t.Errorf("grandchild `sleep %s` survived the deadline", marker)
+	}
+}
+
+func (s *suite) cancel(t *testing.T) {
+	e := s.c.New(t)
+	defer e.Close()
+	st := s.newStep(t, sh("echo started; sleep 3600")...)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		time.Sleep(time.Second)
+		cancel()
+	}()
+	r, err := e.Run(ctx, st.a)
+	if err == nil || !errors.Is(err, context.Canceled) {
+		t.Errorf("Run after cancel: result %+v, err %v; want an error wrapping context.Canceled", r, err)
+	}
+}
+
+func (s *suite) badArgv(t *testing.T) {
+	e := s.c.New(t)
+	defer e.Close()
+	st := s.newStep(t, "/no/such/binary")
+	if r, err := e.Run(context.Background(), st.a); err == nil {
+		t.Errorf("Run(/no/such/binary) = %+v, nil; want an error", r)
+	}
+	st = s.newStep(t)
+	if r, err := e.Run(context.Background(), st.a); err == nil {
+		t.Errorf("Run(empty argv) = %+v, nil; want an error", r)
+	}
+}
+
+func (s *suite) identity(t *testing.T) {
+	st := s.newStep(t, sh("id -u; id -g; grep -E '^(CapEff|CapPrm|CapBnd|NoNewPrivs):' /proc/self/status; hostname")...)
+	r := s.run(t, st)
+	want := "65534\n65534\nCapPrm:\t0000000000000000\nCapEff:\t0000000000000000\nCapBnd:\t0000000000000000\nNoNewPrivs:\t1\nfoundry\n"
+	if r.ExitCode != 0 || st.stdout.String() != want {
+		t.Errorf("identity: exit %d\n got %q\nwant %q\nstderr %q", r.ExitCode, st.stdout.String(), want, st.stderr.String())
+	}
+	st = s.newStep(t, sh("id -u")...)
+	st.a.User = "1234:5678"
+	s.run(t, st)
+	if got := strings.TrimSpace(st.stdout.String()); got != "1234" {
+		t.Errorf("User 1234:5678: id -u = %q", got)
+	}
+}
+
+func (s *suite) readOnlyMounts(t *testing.T) {
+	src := t.TempDir()
+	if err := os.Chmod(src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(src, "hello.txt"), []byte("hello input\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "single")
+	if err := os.WriteFile(file, []byte("one file\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	st := s.newStep(t, sh("cat /in/src/hello.txt /in/one; if touch /in/src/new 2>/dev/null; then echo WROTE; fi; if echo x >> /in/one 2>/dev/null; then echo APPENDED; fi")...)
+	st.a.Mounts = []executors.Mount{{Source: file, Target: "/in/one"}, {Source: src, Target: "/in/src"}}
+	st.a.User = "0:0" // even root (without capabilities) cannot write a read-only mount
+	r := s.run(t, st)
+	if r.ExitCode != 0 || st.stdout.String() != "hello input\none file\n" {
+		t.Errorf("exit %d stdout %q stderr %q", r.ExitCode, st.stdout.String(), st.stderr.String())
+	}
+	if _, err := os.Stat(filepath.Join(src, "new")); err == nil {
+		t.Errorf("the step created a file in a read-only input")
+	}
+}
+
+func (s *suite) writeConfinement(t *testing.T) {
+	img := s.c.Image(t)
+	src := t.TempDir()
+	if err := os.Chmod(src, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	script := `for p in /x /bin/x /bin/busybox /etc /in/x /dev/x /sys/x /proc/x /var; do
+  if (echo x > $p) 2>/dev/null || mkdir $p 2>/dev/null; then echo "WROTE $p"; fi
+done
+echo ok > /out/result && echo ok > /tmp/scratch && cat /tmp/scratch && mkdir -p /out/sub && echo deep > /out/sub/f`
+	for _, user := range []string{"", "0:0"} {
+		st := s.newStep(t, sh(script)...)
+		st.a.User = user
+		st.a.Mounts = []executors.Mount{{Source: src, Target: "/in"}}
+		r := s.run(t, st)
+		if r.ExitCode != 0 || st.stdout.String() != "ok\n" {
+			t.Errorf("user %q: exit %d stdout %q stderr %q", user, r.ExitCode, st.stdout.String(), st.stderr.String())
+		}
+		if b, err := os.ReadFile(filepath.Join(st.a.OutDir, "sub", "f")); err != nil || string(b) != "deep\n" {
+			t.Errorf("user %q: /out/sub/f on the host: %q, %v", user, b, err)
+		}
+	}
+	if ents, _ := os.ReadDir(src); len(ents) != 0 {
+		t.Errorf("the step wrote into a read-only input: %v", ents)
+	}
+	if img.Rootfs != "" {
+		ents, err := os.ReadDir(img.Rootfs)
+		if err != nil || len(ents) != 1 || ents[0].Name() != "bin" {
+			t.Errorf("image rootfs changed: %v %v", ents, err)
+		}
+	}
+}
+
+func (s *suite) noNetwork(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var accepted atomic.Int64
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			c.Write([]byte("reached-host\n"))
+			c.Close()
+		}
+	}()
+	port := ln.Addr().(*net.TCPAddr).Port
+	// The step sees only lo, up; the host's listener is not on that loopback.
+	st := s.newStep(t, sh(fmt.Sprintf(`ls /sys/class/net; cat /sys/class/net/lo/operstate; cat /sys/class/net/lo/flags
+if echo hi | nc -w 2 127.0.0.1 %d; then echo CONNECTED; fi`, port))...)
+	r := s.run(t, st)
+	if accepted.Load() != 0 || strings.Contains(st.stdout.String(), "CONNECTED") || strings.Contains(st.stdout.String(), "reached-host") {
+		t.Errorf("the step reached the host's loopback listener: stdout %q", st.stdout.String())
+	}
+	lines := strings.Fields(st.stdout.String())
+	// flags 0x9 = IFF_UP|IFF_LOOPBACK (operstate of lo is "unknown" when up).
+	if r.ExitCode != 0 || len(lines) < 3 || lines[0] != "lo" || lines[1] != "unknown" || lines[2] != "0x9" {
+		t.Errorf("want only lo, up: exit %d stdout %q stderr %q", r.ExitCode, st.stdout.String(), st.stderr.String())
+	}
+}
+
+func (s *suite) hostNetwork(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Write([]byte("reached-host\n"))
+			c.Close()
+		}
+	}()
+	st := s.newStep(t, sh(fmt.Sprintf("nc -w 5 127.0.0.1 %d </dev/null", ln.Addr().(*net.TCPAddr).Port))...)
+	st.a.Network = executors.NetworkHost
+	r := s.run(t, st)
+	if r.ExitCode != 0 || !strings.Contains(st.stdout.String(), "reached-host") {
+		t.Errorf("Network=host: exit %d stdout %q stderr %q", r.ExitCode, st.stdout.String(), st.stderr.String())
+	}
+}
+
+func (s *suite) oom(t *testing.T) {
+	// dd allocates its 256 MiB block and fills it from /dev/zero: far above the 64 MiB limit.
+	st := s.newStep(t, sh("echo before; dd if=/dev/zero of=/dev/null bs=256M count=1; echo after-$?")...)
+	st.a.Limits.MemoryBytes = 64 << 20
+	r := s.run(t, st)
+	if !r.OOMKilled {
+		t.Errorf("OOMKilled = false: %+v stdout %q stderr %q", r, st.stdout.String(), st.stderr.String())
+	}
+	// A step under its limit is not reported as OOM-killed.
+	st = s.newStep(t, sh("dd if=/dev/zero of=/dev/null bs=1M count=1 2>/dev/null")...)
+	st.a.Limits.MemoryBytes = 64 << 20
+	if r := s.run(t, st); r.OOMKilled || r.ExitCode != 0 {
+		t.Errorf("small step: %+v", r)
+	}
+}
+
+func (s *suite) pids(t *testing.T) {
+	st := s.newStep(t, sh("for i in 1 2 3 4 5 6 7 8 9 10 11 12; do sleep 5 & done 2>/dev/null; wait; echo done")...)
+	st.a.Limits.Pids = 8
+	r := s.run(t, st)
+	if r.ExitCode != 0 || !strings.Contains(st.stderr.String()+st.stdout.String(), "") {
+		t.Logf("pids: %+v", r)
+	}
+	// The shell could not fork all twelve sleeps: fork fails with EAGAIN once 8 tasks exist.
+	st2 := s.newStep(t, sh("n=0; for i in 1 2 3 4 5 6 7 8 9 10 11 12; do if sleep 2 & then n=$((n+1)); fi; done 2>/dev/null; echo $n; kill $(jobs -p) 2>/dev/null; true")...)
+	st2.a.Limits.Pids = 8
+	s.run(t, st2)
+	if n := strings.TrimSpace(st2.stdout.String()); n == "12" {
+		t.Errorf("pids limit 8 not enforced: forked %s sleeps", n)
+	}
+}
+
+// noLeftovers runs 100 trivial steps, four at a time, and then checks that no process, mount
+// or runtime object with the suite's ID prefix remains.
+func (s *suite) noLeftovers(t *testing.T) {
+	e := s.c.New(t)
+	prefix := s.prefix + "leak-"
+	var wg sync.WaitGroup
+	ids := make(chan int)
+	var failed atomic.Int64
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range ids {
+				st := s.newStep(t, "/bin/true")
+				st.a.ID = fmt.Sprintf("%s%d", prefix, i)
+				r, err := e.Run(context.Background(), st.a)
+				if err != nil || r.ExitCode != 0 {
+					if failed.Add(1) < 5 {
+						t.Errorf("run %d: %+v %v %s", i, r, err, st.stderr.String())
+					}
+				}
+			}
+		}()
+	}
+	for i := 0; i < 100; i++ {
+		ids <- i
+	}
+	close(ids)
+	wg.Wait()
+	if err := e.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	var left []string
+	ents, _ := os.ReadDir("/proc")
+	for _, ent := range ents {
+		b, err := os.ReadFile(filepath.Join("/proc", ent.Name(), "cmdline"))
+		if err == nil && bytes.Contains(b, []byte(prefix)) {
+			left = append(left, "process "+ent.Name()+": "+strings.ReplaceAll(string(b), "\x00", " "))
+		}
+	}
+	if mi, err := os.ReadFile("/proc/self/mountinfo"); err == nil {
+		for _, line := range strings.Split(string(mi), "\n") {
+			if strings.Contains(line, prefix) {
+				left = append(left, "mount "+line)
+			}
+		}
+	}
+	if s.c.Leftovers != nil {
+		left = append(left, s.c.Leftovers(t, prefix)...)
+	}
+	if len(left) > 0 {
+		t.Errorf("leftovers after 100 runs:\n%s", strings.Join(left, "\n"))
+	}
+}

@@ -1,0 +1,379 @@
+// Package runc is the daemonless executor: for each action it writes an OCI runtime bundle
+// (config.json from Spec, rootfs a per-run overlay over Image.Rootfs) and runs it with
+// `runc run`. It also holds Spec, the sandbox's OCI runtime spec, which the containerd
+// executor shares so that both sandboxes are identical.
+//
+// The image rootfs is never written: runc needs to create mount points (/proc, /dev, /sys,
+// /tmp, /out and every input target) that an image may lack, so the bundle's rootfs is an
+// overlay whose upper layer is private to the run and discarded afterwards; the root is then
+// remounted read-only by runc, so the step itself cannot write to it either.
+package runc
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/foundry-build/foundry/executors"
+)
+
+// Options configure the runc executor. Zero values pick the defaults.
+type Options struct {
+	// Runtime is the OCI runtime binary ("runc"; crun accepts the same bundle).
+	Runtime string
+	// Root holds runc's state (runc --root) and the per-run bundles.
+	// Default /run/foundry-runc.
+	Root string
+	// CgroupParent is the cgroup under which each step gets its own cgroup.
+	// Default /foundry-runc.
+	CgroupParent string
+	// NoSeccomp drops the default seccomp profile (for kernels or runtimes that reject it).
+	NoSeccomp bool
+}
+
+// Executor runs actions with `runc run`. It is safe for concurrent use.
+type Executor struct {
+	runtime      string
+	stateDir     string
+	bundleDir    string
+	cgroupParent string
+	seccomp      bool
+}
+
+var _ executors.Executor = (*Executor)(nil)
+
+// New checks that the runtime binary exists and prepares the state directories.
+func New(o Options) (*Executor, error) {
+	if o.Runtime == "" {
+		o.Runtime = "runc"
+	}
+	if o.Root == "" {
+		o.Root = "/run/foundry-runc"
+	}
+	if o.CgroupParent == "" {
+		o.CgroupParent = "/foundry-runc"
+	}
+	bin, err := exec.LookPath(o.Runtime)
+	if err != nil {
+		return nil, fmt.Errorf("runc executor: runtime %q: %w", o.Runtime, err)
+	}
+	e := &Executor{
+		runtime:      bin,
+		stateDir:     filepath.Join(o.Root, "state"),
+		bundleDir:    filepath.Join(o.Root, "bundles"),
+		cgroupParent: "/" + strings.Trim(o.CgroupParent, "/"),
+		seccomp:      !o.NoSeccomp,
+	}
+	for _, d := range []string{e.stateDir, e.bundleDir} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("runc executor: %w", err)
+		}
+	}
+	return e, nil
+}
+
+// Name implements executors.Executor.
+func (e *Executor) Name() string { return "runc" }
+
+// Isolation implements executors.Executor.
+func (e *Executor) Isolation() string { return executors.IsolationContainer }
+
+// Close implements executors.Executor; the runc executor holds no resources between runs.
+func (e *Executor) Close() error { return nil }
+
+// Run implements executors.Executor.
+func (e *Executor) Run(ctx context.Context, a *executors.Action) (res *executors.Result, err error) {
+	if err := Validate(a); err != nil {
+		return nil, fmt.Errorf("runc executor: %w", err)
+	}
+	if a.Image.Rootfs == "" || !filepath.IsAbs(a.Image.Rootfs) {
+		return nil, fmt.Errorf("runc executor: action %s: image rootfs %q must be an absolute directory", a.ID, a.Image.Rootfs)
+	}
+	if fi, err := os.Stat(a.Image.Rootfs); err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("runc executor: action %s: image rootfs %s is not a directory (%v)", a.ID, a.Image.Rootfs, err)
+	}
+	cgroupsPath := e.cgroupParent + "/" + a.ID
+	spec, err := Spec(a, SpecOptions{RootPath: "rootfs", CgroupsPath: cgroupsPath, Seccomp: e.seccomp})
+	if err != nil {
+		return nil, fmt.Errorf("runc executor: %w", err)
+	}
+	// The step's user must be able to write /out; the engine creates OutDir as itself.
+	if err := os.Lchown(a.OutDir, int(spec.Process.User.UID), int(spec.Process.User.GID)); err != nil {
+		return nil, fmt.Errorf("runc executor: action %s: chown OutDir: %w", a.ID, err)
+	}
+
+	bundle := filepath.Join(e.bundleDir, a.ID)
+	if err := e.prepareBundle(bundle, a.Image.Rootfs, spec); err != nil {
+		e.removeBundle(bundle)
+		return nil, fmt.Errorf("runc executor: action %s: %w", a.ID, err)
+	}
+	defer func() {
+		if cerr := e.removeBundle(bundle); cerr != nil && err == nil {
+			err = fmt.Errorf("runc executor: action %s: cleanup: %w", a.ID, cerr)
+		}
+	}()
+
+	timeout := EffectiveLimits(a.Limits).Timeout
+	logPath := filepath.Join(bundle, "runc.log")
+	// --keep leaves the stopped container (and its cgroup) in place so that the OOM counter
+	// can be read before `runc delete` removes it.
+	cmd := exec.Command(e.runtime, "--root", e.stateDir, "--log", logPath, "--log-format", "json",
+		"run", "--keep", "--bundle", bundle, a.ID)
+	// nil writers become /dev/null; an *os.File is handed to the step directly.
+	cmd.Stdout = a.Stdout
+	cmd.Stderr = a.Stderr
+	// If foundry dies, runc dies with it; Cleanup then removes the orphaned container.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	// The pipes close when the step's last process exits; bound the wait anyway, in case a
+	// runtime bug leaves one open.
+	cmd.WaitDelay = 10 * time.Second
+
+	res = &executors.Result{Started: time.Now()}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("runc executor: action %s: start %s: %w", a.ID, e.runtime, err)
+	}
+	waitErr := make(chan error, 1)
+	go func() { waitErr <- cmd.Wait() }()
+
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	var killedBy error // why the executor killed the step, if it did
+	var werr error
+	select {
+	case werr = <-waitErr:
+	case <-timer.C:
+		res.TimedOut = true
+		killedBy = errTimeout
+	case <-ctx.Done():
+		killedBy = ctx.Err()
+	}
+	if killedBy != nil {
+		werr = e.killUntilExit(a.ID, waitErr)
+	}
+	res.Finished = time.Now()
+
+	exitCode := -1
+	if cmd.ProcessState != nil {
+		exitCode = cmd.ProcessState.ExitCode()
+	}
+	var exitErr *exec.ExitError
+	if werr != nil && !errors.As(werr, &exitErr) {
+		e.delete(a.ID)
+		return nil, fmt.Errorf("runc executor: action %s: wait: %w", a.ID, werr)
+	}
+	oom, oomErr := e.oomKilled(cgroupsPath)
+	created := e.exists(a.ID)
+	if derr := e.delete(a.ID); derr != nil && err == nil {
+		err = fmt.Errorf("runc executor: action %s: %w", a.ID, derr)
+	}
+	// runc exits non-zero on its own failures too (bad spec, missing argv[0]); those are
+	// logged at level error, and the container never ran, so they are errors, not results.
+	if rerr := runcError(logPath); rerr != "" && killedBy == nil && (!created || exitCode != 0) {
+		return nil, fmt.Errorf("runc executor: action %s: runc: %s", a.ID, rerr)
+	}
+	if oomErr != nil {
+		return nil, fmt.Errorf("runc executor: action %s: %w", a.ID, oomErr)
+	}
+	res.OOMKilled = oom
+	res.ExitCode = exitCode
+	// runc folds a fatal signal into 128+n. When the executor or the kernel's OOM killer sent
+	// SIGKILL we know the cause; any other 128+n is reported as the exit code runc gave.
+	if (killedBy != nil || oom) && exitCode == 128+int(syscall.SIGKILL) {
+		res.ExitCode = -1
+		res.Signal = "SIGKILL"
+	}
+	if killedBy != nil && !res.TimedOut {
+		return res, fmt.Errorf("runc executor: action %s: cancelled: %w", a.ID, killedBy)
+	}
+	return res, err
+}
+
+var errTimeout = errors.New("deadline reached")
+
+// killUntilExit sends SIGKILL to every process of the container until `runc run` returns.
+// The first kill can race container creation, so it is repeated.
+func (e *Executor) killUntilExit(id string, waitErr <-chan error) error {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		_ = exec.Command(e.runtime, "--root", e.stateDir, "kill", "--all", id, "KILL").Run()
+		select {
+		case err := <-waitErr:
+			return err
+		case <-tick.C:
+		}
+	}
+}
+
+// prepareBundle creates bundle/{upper,work,rootfs}, mounts the overlay and writes config.json.
+func (e *Executor) prepareBundle(bundle, lower string, spec any) error {
+	if _, err := os.Lstat(bundle); err == nil {
+		return fmt.Errorf("bundle %s already exists (duplicate action ID?)", bundle)
+	}
+	for _, d := range []string{"upper", "work", "rootfs"} {
+		if err := os.MkdirAll(filepath.Join(bundle, d), 0o700); err != nil {
+			return err
+		}
+	}
+	// The upper layer's root must let the step's user traverse it.
+	if err := os.Chmod(filepath.Join(bundle, "upper"), 0o755); err != nil {
+		return err
+	}
+	for _, p := range []string{lower, bundle} {
+		if strings.ContainsAny(p, ",:") {
+			return fmt.Errorf("path %q: overlay options cannot contain ',' or ':'", p)
+		}
+	}
+	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", lower,
+		filepath.Join(bundle, "upper"), filepath.Join(bundle, "work"))
+	if err := unix.Mount("overlay", filepath.Join(bundle, "rootfs"), "overlay", 0, opts); err != nil {
+		return fmt.Errorf("mount overlay rootfs: %w", err)
+	}
+	b, err := json.Marshal(spec)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(bundle, "config.json"), b, 0o600)
+}
+
+// removeBundle unmounts the overlay (if mounted) and deletes the bundle.
+func (e *Executor) removeBundle(bundle string) error {
+	rootfs := filepath.Join(bundle, "rootfs")
+	if err := unix.Unmount(rootfs, 0); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+		// Busy: a process still holds it (should not happen once runc delete returned).
+		// Detach it so the directory can go; the kernel frees it with the last user.
+		if err2 := unix.Unmount(rootfs, unix.MNT_DETACH); err2 != nil {
+			return fmt.Errorf("unmount %s: %w", rootfs, err)
+		}
+	}
+	if err := os.RemoveAll(bundle); err != nil {
+		return fmt.Errorf("remove bundle: %w", err)
+	}
+	return nil
+}
+
+// delete removes the container's state and cgroup, killing anything left.
+func (e *Executor) delete(id string) error {
+	out, err := exec.Command(e.runtime, "--root", e.stateDir, "delete", "--force", id).CombinedOutput()
+	if err != nil && !e.exists(id) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("runc delete: %v: %s", err, bytes.TrimSpace(out))
+	}
+	return nil
+}
+
+// exists reports whether runc has state for id.
+func (e *Executor) exists(id string) bool {
+	_, err := os.Stat(filepath.Join(e.stateDir, id, "state.json"))
+	return err == nil
+}
+
+// Cleanup implements executors.Executor: it kills and deletes runc containers whose ID starts
+// with prefix and removes their bundles (unmounting their overlays).
+func (e *Executor) Cleanup(ctx context.Context, prefix string) error {
+	var errs []error
+	ents, _ := os.ReadDir(e.stateDir)
+	for _, ent := range ents {
+		if !strings.HasPrefix(ent.Name(), prefix) {
+			continue
+		}
+		_ = exec.CommandContext(ctx, e.runtime, "--root", e.stateDir, "kill", "--all", ent.Name(), "KILL").Run()
+		if err := e.delete(ent.Name()); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	ents, _ = os.ReadDir(e.bundleDir)
+	for _, ent := range ents {
+		if !strings.HasPrefix(ent.Name(), prefix) {
+			continue
+		}
+		if err := e.removeBundle(filepath.Join(e.bundleDir, ent.Name())); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("runc executor: cleanup %q: %w", prefix, err)
+	}
+	return nil
+}
+
+// oomKilled reads the OOM-kill counter of the (stopped, kept) container's memory cgroup.
+func (e *Executor) oomKilled(cgroupsPath string) (bool, error) {
+	return OOMKills(cgroupsPath)
+}
+
+// OOMKills reports whether the kernel OOM-killed a process in the memory cgroup at
+// cgroupsPath (relative to the cgroup root), on cgroup v2 or the v1 memory hierarchy. A missing
+// cgroup reports false.
+func OOMKills(cgroupsPath string) (bool, error) {
+	file, key := "/sys/fs/cgroup"+cgroupsPath+"/memory.events", "oom_kill"
+	if isV1Memory() {
+		file = "/sys/fs/cgroup/memory" + cgroupsPath + "/memory.oom_control"
+	}
+	f, err := os.Open(file)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read OOM counter: %w", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, _ := strings.Cut(sc.Text(), " ")
+		if k == key {
+			return v != "0", nil
+		}
+	}
+	return false, sc.Err()
+}
+
+var (
+	v1Once sync.Once
+	v1Mem  bool
+)
+
+// isV1Memory reports whether the memory controller is on a cgroup v1 hierarchy (hybrid or
+// legacy layout), where runc puts it under /sys/fs/cgroup/memory.
+func isV1Memory() bool {
+	v1Once.Do(func() {
+		var st unix.Statfs_t
+		if unix.Statfs("/sys/fs/cgroup/memory", &st) == nil && st.Type == unix.CGROUP_SUPER_MAGIC {
+			v1Mem = true
+		}
+	})
+	return v1Mem
+}
+
+// runcError returns the messages runc logged at level error, if any.
+func runcError(logPath string) string {
+	b, err := os.ReadFile(logPath)
+	if err != nil {
+		return ""
+	}
+	var msgs []string
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		var entry struct {
+			Level string `json:"level"`
+			Msg   string `json:"msg"`
+		}
+		if json.Unmarshal(line, &entry) == nil && (entry.Level == "error" || entry.Level == "fatal") {
+			msgs = append(msgs, entry.Msg)
+		}
+	}
+	return strings.Join(msgs, "; ")
+}
