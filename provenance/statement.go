@@ -131,12 +131,15 @@ type Execution struct {
 
 // Network is the network policy the sandbox enforced.
 type Network struct {
-	// Mode is "none" (loopback only, the default) or "hosts" (only Hosts, by grant).
-	Mode  string   `json:"mode"`
+	// Mode is "none" (a new network namespace with loopback only, the default) or "host"
+	// (the host's network, only with an operator grant), as in package executors.
+	Mode string `json:"mode"`
+	// Hosts are the hosts the grant named, when it named any.
 	Hosts []string `json:"hosts,omitempty"`
 }
 
-// Limits are the resource limits the sandbox enforced; zero means "not set".
+// Limits are the resource limits the sandbox enforced, after the executor's defaults were
+// applied (record the effective values, not the recipe's); zero means "not recorded".
 type Limits struct {
 	MemoryBytes   int64   `json:"memoryBytes,omitempty"`
 	CPUs          float64 `json:"cpus,omitempty"`
@@ -202,9 +205,9 @@ func NewProvenance(e *Execution) (*Statement, error) {
 		if len(e.Network.Hosts) != 0 {
 			return nil, errors.New("provenance: network mode none with hosts")
 		}
-	case "hosts":
+	case "host":
 	default:
-		return nil, fmt.Errorf("provenance: network mode %q: want none or hosts", e.Network.Mode)
+		return nil, fmt.Errorf("provenance: network mode %q: want none or host", e.Network.Mode)
 	}
 
 	ext, err := stepStruct(e.Step)
