@@ -182,6 +182,9 @@ func New(b Backend, s *store.Store) *Cache { return &Cache{b: b, s: s} }
 
 // prepare validates r, checks its blobs and encodes it.
 func (c *Cache) prepare(r *Result) ([]byte, error) {
+	if r == nil {
+		return nil, fmt.Errorf("cache: refusing to store a nil result")
+	}
 	if err := r.validate(); err != nil {
 		return nil, fmt.Errorf("cache: refusing to store %s: %w", r.Action, err)
 	}
