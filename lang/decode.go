@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"path"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -362,17 +363,28 @@ func (l *loader) decodeSuite(b *hcl.Block, ctx *hcl.EvalContext, capName string)
 		l.diags = append(l.diags, errorf(a.Expr.Range().Ptr(), "No case files", "The pattern %q matches no files in the project directory.", pat))
 	}
 	s.Files = files
+	// Case files are read quietly and recorded as one digest per suite: the plan must
+	// notice a changed case without listing sealed file names and digests to builders.
+	l.in.quiet = true
+	defer func() { l.in.quiet = false }()
+	var sums []string
 	for _, f := range files {
 		data, _, err := l.in.readProjectFile(f)
 		if err != nil {
 			l.diags = append(l.diags, errorf(a.Expr.Range().Ptr(), "Cannot read case file", "%v", err))
 			continue
 		}
-		_ = data
+		sums = append(sums, f+"\x00"+string(digestBytes(data)))
 		if s.Sealed {
-			l.sealed = append(l.sealed, sealedFile{path: f, capability: capName})
+			real := filepath.Join(l.in.dir, filepath.FromSlash(f))
+			if rp, err := filepath.EvalSymlinks(real); err == nil {
+				real = rp
+			}
+			l.sealed = append(l.sealed, sealedFile{path: f, real: real, capability: capName})
 		}
 	}
+	l.in.quiet = false
+	l.in.record(InputRecord{Kind: "suite", Path: "capability." + capName + ".suite." + s.Name, Digest: digestBytes([]byte(strings.Join(sums, "\n")))})
 	return s
 }
 
@@ -734,30 +746,42 @@ func (l *loader) decodeProduct(b *hcl.Block) {
 	l.cfg.Products[p.Name] = p
 }
 
-// checkSealedMounts refuses any step that would mount a sealed case file: sealed cases are
-// for the evaluator only, and a builder that saw them could overfit to them.
-func (l *loader) checkSealedMounts() {
+// checkSealed refuses every read of the configuration that reaches a sealed case file — a
+// file() of one, a dir() or host_dir() that contains one (in a mount, a seed layer, a
+// package, anywhere), or a non-sealed suite whose pattern matches one. Sealed cases are for
+// the evaluator only: a builder that saw them could fit its output to them. Paths are
+// compared after resolving symlinks, so an alias does not get around the check.
+func (l *loader) checkSealed(suites []*Suite) {
 	if len(l.sealed) == 0 {
 		return
 	}
-	check := func(st *Step) {
-		for target, a := range st.Mounts {
-			if a.Kind != ArtifactProjectDir {
-				continue
-			}
-			for _, sf := range l.sealed {
-				if a.Path == "." || sf.path == a.Path || strings.HasPrefix(sf.path, a.Path+"/") {
-					rng := a.Range
-					l.diags = append(l.diags, errorf(&rng, "Step mounts sealed cases",
-						"%s mounts %q at %s, which contains %s, a sealed case of capability %q. Sealed cases are for the evaluator only; mount a directory without them.",
-						st.Address(), a.Path, target, sf.path, sf.capability))
-					break
-				}
+	for _, key := range sortedKeys(l.in.reads) {
+		site := l.in.reads[key]
+		for _, sf := range l.sealed {
+			if site.real == sf.real || strings.HasPrefix(sf.real, site.real+string(filepath.Separator)) {
+				rng := site.rng
+				l.diags = append(l.diags, errorf(&rng, "Configuration reads sealed cases",
+					"%s reaches %s, a sealed case of capability %q. Sealed cases are for the evaluator only; no step, seed or value may include them. Keep them in a directory nothing else reads.",
+					site.what, sf.path, sf.capability))
+				break
 			}
 		}
 	}
-	for _, st := range l.cfg.allSteps() {
-		check(st)
+	sealed := map[string]string{}
+	for _, sf := range l.sealed {
+		sealed[sf.path] = sf.capability
+	}
+	for _, s := range suites {
+		if s.Sealed {
+			continue
+		}
+		for _, f := range s.Files {
+			if c, ok := sealed[f]; ok {
+				rng := s.Range
+				l.diags = append(l.diags, errorf(&rng, "Suite includes sealed cases",
+					"suite %q matches %s, a sealed case of capability %q: builders see %s cases. Narrow its pattern.", s.Name, f, c, s.Name))
+			}
+		}
 	}
 }
 

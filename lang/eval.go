@@ -190,6 +190,7 @@ func (l *loader) eval(expr hcl.Expression, ctx *hcl.EvalContext, scope *stepScop
 		l.diags = append(l.diags, diags...)
 		return cty.DynamicVal, diags
 	}
+	l.in.current = expr.Range()
 	val, diags := expr.Value(ctx)
 	l.diags = append(l.diags, diags...)
 	return val, diags

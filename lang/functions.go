@@ -14,6 +14,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/hashicorp/hcl/v2"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/function"
@@ -33,6 +34,19 @@ type inputs struct {
 	// hashed memoizes tree and file digests by kind and path for one load: a directory
 	// mounted by a thousand steps is hashed once.
 	hashed map[string]digest.Digest
+	// reads remembers, for every record, the real path read and the expression that read
+	// it, so that reads reaching sealed cases can be refused with a source range.
+	reads map[string]readSite
+	// current is the range of the expression being evaluated (set by loader.eval).
+	current hcl.Range
+	// quiet suppresses recording: suites read their case files through it.
+	quiet bool
+}
+
+type readSite struct {
+	real  string
+	rng   hcl.Range
+	what  string // "file(\"x\")" etc., for messages
 }
 
 // hash returns the digest of a file or tree, computing it once per load.
@@ -60,11 +74,27 @@ func newInputs(dir string) (*inputs, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &inputs{dir: real, records: map[string]InputRecord{}, hashed: map[string]digest.Digest{}}, nil
+	return &inputs{dir: real, records: map[string]InputRecord{}, hashed: map[string]digest.Digest{}, reads: map[string]readSite{}}, nil
 }
 
 func (in *inputs) record(r InputRecord) {
-	in.records[r.Kind+"\x00"+r.Path] = r
+	if in.quiet {
+		return
+	}
+	key := r.Kind + "\x00" + r.Path
+	in.records[key] = r
+	real := r.Path
+	if r.Kind == string(ArtifactProjectFile) || r.Kind == string(ArtifactProjectDir) {
+		real = filepath.Join(in.dir, filepath.FromSlash(r.Path))
+	}
+	if rp, err := filepath.EvalSymlinks(real); err == nil {
+		real = rp
+	}
+	if _, seen := in.reads[key]; !seen {
+		fn := map[string]string{string(ArtifactProjectFile): "file", string(ArtifactProjectDir): "dir",
+			string(ArtifactHostFile): "host_file", string(ArtifactHostDir): "host_dir"}[r.Kind]
+		in.reads[key] = readSite{real: real, rng: in.current, what: fmt.Sprintf("%s(%q)", fn, r.Path)}
+	}
 }
 
 // sorted returns the records ordered by kind then path.

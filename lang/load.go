@@ -52,7 +52,8 @@ type loader struct {
 }
 
 type sealedFile struct {
-	path       string
+	path       string // project-relative
+	real       string // absolute, symlinks resolved
 	capability string
 }
 
@@ -149,7 +150,13 @@ func (l *loader) load(opts Options) {
 	for _, b := range byType["product"] {
 		l.decodeProduct(b)
 	}
-	l.checkSealedMounts()
+	var suites []*Suite
+	for _, c := range l.cfg.Capabilities {
+		for _, s := range c.Suites {
+			suites = append(suites, s)
+		}
+	}
+	l.checkSealed(suites)
 }
 
 // declare records a named block and reports a duplicate.

@@ -20,6 +20,12 @@ func writeProject(t *testing.T, files map[string]string) string {
 	dir := t.TempDir()
 	for name, content := range files {
 		p := filepath.Join(dir, name)
+		if target, ok := strings.CutPrefix(content, "->"); ok {
+			if err := os.Symlink(target, p); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -65,7 +71,10 @@ func TestDiagnostics(t *testing.T) {
 		{"bad equivalence", "capability \"c\" {\n  equivalence = \"jsn\"\n  interface \"cli\" { entrypoint = [\"/x\"] }\n}\n", nil, "Invalid equivalence", 2, `Did you mean "json"?`},
 		{"bad schema", "capability \"c\" {\n  interface \"cli\" {\n    entrypoint = [\"/x\"]\n    input = jsonschema(\"s.json\")\n  }\n}\n", map[string]string{"s.json": `{"type": 12}`}, "Invalid function argument", 4, "not a valid JSON Schema"},
 		{"duplicate key schema", "capability \"c\" {\n  interface \"cli\" {\n    entrypoint = [\"/x\"]\n    input = jsonschema(\"s.json\")\n  }\n}\n", map[string]string{"s.json": `{"type": "array", "type": "object"}`}, "Invalid function argument", 4, "not valid JSON"},
-		{"sealed mount", busyboxSeed + "capability \"c\" {\n  interface \"cli\" { entrypoint = [\"/x\"] }\n  suite \"sealed\" { cases = \"cases/sealed/*.json\" }\n}\nstep \"a\" {\n  image = seed.bb\n  run = [\"x\"]\n  mounts = { \"/cases\" = dir(\"cases\") }\n}\n", map[string]string{"cases/sealed/1.json": "{}", "cases/dev/1.json": "{}"}, "Step mounts sealed cases", 12, "cases/sealed/1.json"},
+		{"sealed mount", busyboxSeed + "capability \"c\" {\n  interface \"cli\" { entrypoint = [\"/x\"] }\n  suite \"sealed\" { cases = \"cases/sealed/*.json\" }\n}\nstep \"a\" {\n  image = seed.bb\n  run = [\"x\"]\n  mounts = { \"/cases\" = dir(\"cases\") }\n}\n", map[string]string{"cases/sealed/1.json": "{}", "cases/dev/1.json": "{}"}, "Configuration reads sealed cases", 12, `dir("cases") reaches cases/sealed/1.json`},
+		{"sealed file read", "capability \"c\" {\n  interface \"cli\" { entrypoint = [\"/x\"] }\n  suite \"sealed\" { cases = \"sealed/*.json\" }\n}\nlocals {\n  leak = file(\"sealed/1.json\")\n}\n", map[string]string{"sealed/1.json": "{}"}, "Configuration reads sealed cases", 6, `file("sealed/1.json")`},
+		{"sealed via symlink alias", busyboxSeed + "capability \"c\" {\n  interface \"cli\" { entrypoint = [\"/x\"] }\n  suite \"sealed\" { cases = \"sealed/*.json\" }\n}\nseed \"s\" {\n  layer {\n    dir = dir(\"alias\")\n  }\n}\n", map[string]string{"sealed/1.json": "{}", "alias": "->sealed"}, "Configuration reads sealed cases", 11, "sealed/1.json"},
+		{"dev suite overlaps sealed", "capability \"c\" {\n  interface \"cli\" { entrypoint = [\"/x\"] }\n  suite \"sealed\" { cases = \"cases/sealed/*.json\" }\n  suite \"dev\" { cases = \"cases/**/*.json\" }\n}\n", map[string]string{"cases/sealed/1.json": "{}", "cases/dev/1.json": "{}"}, "Suite includes sealed cases", 4, "cases/sealed/1.json"},
 		{"no case files", "capability \"c\" {\n  interface \"cli\" { entrypoint = [\"/x\"] }\n  suite \"dev\" { cases = \"nothing/*.json\" }\n}\n", nil, "No case files", 3, ""},
 	}
 	for _, c := range cases {
