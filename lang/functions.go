@@ -44,9 +44,9 @@ type inputs struct {
 }
 
 type readSite struct {
-	real  string
-	rng   hcl.Range
-	what  string // "file(\"x\")" etc., for messages
+	real string
+	rng  hcl.Range
+	what string // "file(\"x\")" etc., for messages
 }
 
 // hash returns the digest of a file or tree, computing it once per load.
