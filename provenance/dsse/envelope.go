@@ -29,6 +29,11 @@ import (
 // refused before it is decoded.
 const MaxEnvelopeSize = 8 << 20
 
+// MaxSignatures bounds the signatures in one envelope. Each is tried against every trusted
+// key, so an envelope stuffed with signatures would otherwise cost keys×signatures
+// verifications; real envelopes carry one or a few.
+const MaxSignatures = 64
+
 // Refusal codes carried by *Error.
 const (
 	CodeEmpty     = "envelope-empty"     // no bytes, or only whitespace
@@ -121,6 +126,9 @@ func Parse(raw []byte) (*Envelope, error) {
 		return nil, refuse(CodeMalformed, "signatures is not an array")
 	}
 	for i := 0; sdec.More(); i++ {
+		if i == MaxSignatures {
+			return nil, refuse(CodeMalformed, "more than %d signatures", MaxSignatures)
+		}
 		where := "signatures[" + strconv.Itoa(i) + "]"
 		sf, err := readObject(sdec, where)
 		if err != nil {

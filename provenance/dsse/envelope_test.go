@@ -119,6 +119,11 @@ func TestParseRefusals(t *testing.T) {
 			}
 		})
 	}
+	many := `{"payloadType":"` + pt + `","payload":"` + p + `","signatures":[` +
+		strings.TrimSuffix(strings.Repeat(`{"sig":"`+sig+`"},`, MaxSignatures+1), ",") + `]}`
+	if _, err := Parse([]byte(many)); err == nil || err.(*Error).Code != CodeMalformed {
+		t.Fatalf("%d signatures: %v", MaxSignatures+1, err)
+	}
 	big := make([]byte, MaxEnvelopeSize+1)
 	if _, err := Parse(big); err == nil || err.(*Error).Code != CodeTooLarge {
 		t.Fatalf("oversized envelope: %v", err)
