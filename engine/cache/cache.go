@@ -54,6 +54,9 @@ type Output struct {
 	Kind   OutputKind    `json:"kind"`
 	Digest digest.Digest `json:"digest"`
 	Size   int64         `json:"size"` // bytes of the file, or of the manifest for a tree
+	// Mode is a file output's mode as the step left it, normalized to 0755 or 0644 (the
+	// execute bit is what a consumer needs); zero for trees, whose manifest has modes.
+	Mode uint32 `json:"mode,omitempty"`
 }
 
 // Log is one captured output stream.
