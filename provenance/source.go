@@ -169,3 +169,21 @@ func ClaimedSubjects(envelope []byte) ([]string, error) {
 	}
 	return out, nil
 }
+
+// MultiSource looks attestations up in each source in turn and returns all they find, so
+// that, e.g., a local directory and a registry can be searched together. A failing source
+// fails the lookup: silently ignoring it could hide the attestation that would verify.
+type MultiSource []AttestationSource
+
+// Lookup implements AttestationSource.
+func (m MultiSource) Lookup(ctx context.Context, d string) ([]Attestation, error) {
+	var out []Attestation
+	for _, s := range m {
+		found, err := s.Lookup(ctx, d)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, found...)
+	}
+	return out, nil
+}

@@ -98,3 +98,26 @@ func TestSourceErrorIsReported(t *testing.T) {
 		t.Error("malformed artifact digest accepted")
 	}
 }
+
+func TestMultiSource(t *testing.T) {
+	kp := newKeyPair(t, KeyECDSAP256)
+	d := sha("a")
+	env := mint(t, kp, testExecution(d))
+	dir1, dir2 := t.TempDir(), t.TempDir()
+	WriteEnvelope(dir1, env)
+	WriteEnvelope(dir2, env)
+	s1, _ := NewDirSource(dir1)
+	s2, _ := NewDirSource(dir2)
+	got, err := MultiSource{s1, s2}.Lookup(context.Background(), d)
+	if err != nil || len(got) != 2 {
+		t.Fatalf("MultiSource found %d, %v; want 2", len(got), err)
+	}
+	// The same bytes from two sources are one candidate in the report.
+	rep, _ := Verify(context.Background(), Options{Keys: kp.keys, Source: MultiSource{s1, s2}}, Subject{Name: "a", Digest: d})
+	if !rep.OK || len(rep.Artifacts[0].Attestations) != 1 {
+		t.Fatalf("ok=%v candidates=%d", rep.OK, len(rep.Artifacts[0].Attestations))
+	}
+	if _, err := (MultiSource{s1, failingSource{}}).Lookup(context.Background(), d); err == nil {
+		t.Fatal("a failing source was ignored")
+	}
+}
