@@ -1,0 +1,194 @@
+package registry
+
+import (
+	"archive/tar"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/foundry-build/foundry/engine/digest"
+	"github.com/foundry-build/foundry/engine/store"
+)
+
+// The capability artifact (spec/artifact.md).
+const (
+	// ArtifactTypeCapability is the artifactType of a capability manifest.
+	ArtifactTypeCapability = "application/vnd.foundry.capability.v1"
+	// MediaTypeContract is the config's media type: the canonical (RFC 8785) contract JSON.
+	MediaTypeContract = "application/vnd.foundry.capability.contract.v1+json"
+
+	AnnotationTitle   = "org.opencontainers.image.title"   // the capability's name
+	AnnotationVersion = "org.opencontainers.image.version" // its version
+	// AnnotationTarget is the platform the files are for, e.g. "linux/amd64".
+	AnnotationTarget = "dev.foundry.capability.target"
+	// AnnotationTree is the engine/digest tree digest of the packaged files: Pull recomputes
+	// it from the layers before writing anything and refuses a mismatch.
+	AnnotationTree = "dev.foundry.capability.tree"
+	// AnnotationContract is the contract's digest (the config's digest, repeated so that a
+	// referrers listing or `crane manifest` shows the capability's identity).
+	AnnotationContract = "dev.foundry.capability.contract"
+)
+
+// reserved are the annotations Publish sets itself; Capability.Annotations may not override
+// them.
+var reserved = map[string]bool{AnnotationTitle: true, AnnotationVersion: true, AnnotationTarget: true,
+	AnnotationTree: true, AnnotationContract: true}
+
+// Capability is what Publish packages: a contract and a tree of files from the content store.
+type Capability struct {
+	// Contract is the capability contract as JSON; it is stored in canonical form (RFC 8785),
+	// whose digest is the capability's identity.
+	Contract []byte
+	// Tree is the engine/store tree digest of the packaged files.
+	Tree    digest.Digest
+	Name    string
+	Version string
+	Target  string // platform, e.g. "linux/amd64"
+	// Annotations are extra manifest annotations; the ones Publish sets are reserved.
+	Annotations map[string]string
+	// Tag, if set, is pointed at the manifest after it is stored (a "channel"). Plans and
+	// applies use the returned digest, never the tag.
+	Tag string
+}
+
+// Publish stores c in dst as a capability artifact and returns the manifest's digest. The
+// layer is a deterministic tar of the tree (sorted, mtime 0, uid/gid 0, normalized modes), so
+// publishing the same capability twice gives the same digest and uploads nothing new.
+func Publish(ctx context.Context, dst Store, src *store.Store, c Capability) (digest.Digest, error) {
+	if c.Name == "" || c.Version == "" || c.Target == "" {
+		return "", errors.New("publish: name, version and target are required")
+	}
+	for k := range c.Annotations {
+		if reserved[k] {
+			return "", fmt.Errorf("publish %s: annotation %q is set by Foundry and cannot be overridden", c.Name, k)
+		}
+	}
+	config, err := digest.Canonicalize(c.Contract)
+	if err != nil {
+		return "", fmt.Errorf("publish %s: contract: %w", c.Name, err)
+	}
+	tree, err := src.ReadManifest(c.Tree)
+	if err != nil {
+		return "", fmt.Errorf("publish %s: %w", c.Name, err)
+	}
+	tmp, err := os.CreateTemp("", "foundry-layer-*.tar")
+	if err != nil {
+		return "", fmt.Errorf("publish %s: %w", c.Name, err)
+	}
+	defer os.Remove(tmp.Name())
+	defer tmp.Close()
+	h := sha256.New()
+	n, err := writeTreeTar(ctx, io.MultiWriter(tmp, h), src, tree)
+	if err != nil {
+		return "", fmt.Errorf("publish %s: layer: %w", c.Name, err)
+	}
+	layer := Descriptor{MediaType: MediaTypeLayerTar, Digest: digest.Digest("sha256:" + hex.EncodeToString(h.Sum(nil))), Size: n}
+	if err := dst.PutBlob(ctx, layer.Digest, layer.Size, func() (io.ReadCloser, error) {
+		return os.Open(tmp.Name())
+	}); err != nil {
+		return "", fmt.Errorf("publish %s: layer: %w", c.Name, err)
+	}
+	cfg := descriptorOf(MediaTypeContract, config)
+	if err := putBytes(ctx, dst, cfg.Digest, config); err != nil {
+		return "", fmt.Errorf("publish %s: contract: %w", c.Name, err)
+	}
+	ann := map[string]string{}
+	for k, v := range c.Annotations {
+		ann[k] = v
+	}
+	ann[AnnotationTitle] = c.Name
+	ann[AnnotationVersion] = c.Version
+	ann[AnnotationTarget] = c.Target
+	ann[AnnotationTree] = string(c.Tree)
+	ann[AnnotationContract] = string(cfg.Digest)
+	m := Manifest{SchemaVersion: 2, MediaType: MediaTypeManifest, ArtifactType: ArtifactTypeCapability,
+		Config: cfg, Layers: []Descriptor{layer}, Annotations: ann}
+	raw, err := json.Marshal(m)
+	if err != nil {
+		return "", fmt.Errorf("publish %s: manifest: %w", c.Name, err)
+	}
+	md, err := dst.PutManifest(ctx, raw, MediaTypeManifest)
+	if err != nil {
+		return "", fmt.Errorf("publish %s: %w", c.Name, err)
+	}
+	if c.Tag != "" {
+		if err := dst.Tag(ctx, c.Tag, md); err != nil {
+			return "", fmt.Errorf("publish %s: %w", c.Name, err)
+		}
+	}
+	return md, nil
+}
+
+func putBytes(ctx context.Context, s Store, d digest.Digest, b []byte) error {
+	return s.PutBlob(ctx, d, int64(len(b)), func() (io.ReadCloser, error) {
+		return io.NopCloser(strings.NewReader(string(b))), nil
+	})
+}
+
+// epoch is every entry's mtime: a layer's bytes depend only on the tree.
+var epoch = time.Unix(0, 0)
+
+// writeTreeTar writes the tree as a tar stream: entries in manifest order (sorted by path,
+// so a directory precedes its contents), directories with a trailing slash, files 0644 or
+// 0755, symlinks by target; owner 0:0, no names, mtime 0. File bytes are checked against
+// the manifest as they are copied, so a corrupt store cannot be published.
+func writeTreeTar(ctx context.Context, w io.Writer, src *store.Store, tree *digest.Manifest) (int64, error) {
+	cw := &countWriter{w: w}
+	tw := tar.NewWriter(cw)
+	for _, e := range tree.Entries {
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		hdr := &tar.Header{Name: e.Path, Mode: int64(e.Mode), ModTime: epoch, Format: tar.FormatPAX}
+		switch e.Type {
+		case digest.TypeDir:
+			hdr.Typeflag, hdr.Name = tar.TypeDir, e.Path+"/"
+		case digest.TypeSymlink:
+			hdr.Typeflag, hdr.Linkname = tar.TypeSymlink, e.Target
+		case digest.TypeFile:
+			hdr.Typeflag, hdr.Size = tar.TypeReg, e.Size
+		default:
+			return 0, fmt.Errorf("%s: unknown entry type %q", e.Path, e.Type)
+		}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return 0, fmt.Errorf("%s: %w", e.Path, err)
+		}
+		if e.Type != digest.TypeFile {
+			continue
+		}
+		f, err := src.Open(e.Digest)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w", e.Path, err)
+		}
+		got, n, err := digest.FromReader(io.TeeReader(io.LimitReader(f, e.Size+1), tw))
+		f.Close()
+		if err == nil && (got != e.Digest || n != e.Size) {
+			err = fmt.Errorf("blob %s in the content store is corrupt (%d bytes, digest %s): %w", e.Digest, n, got, store.ErrDigestMismatch)
+		}
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w", e.Path, err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return 0, err
+	}
+	return cw.n, nil
+}
+
+type countWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}

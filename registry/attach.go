@@ -1,0 +1,284 @@
+package registry
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+
+	"github.com/foundry-build/foundry/engine/digest"
+	"github.com/foundry-build/foundry/provenance"
+	"github.com/foundry-build/foundry/provenance/dsse"
+)
+
+// Attestation attachment (spec/artifact.md §3).
+const (
+	// ArtifactTypeDSSE is the artifactType of an attestation referrer and the media type of
+	// its one layer, the DSSE envelope (the media type cosign uses for the same bytes).
+	ArtifactTypeDSSE = "application/vnd.dsse.envelope.v1+json"
+	// AnnotationPredicateType names the statement's predicateType on the referrer manifest
+	// and on its layer (the annotation docker buildx and oras use).
+	AnnotationPredicateType = "in-toto.io/predicate-type"
+
+	// cosign's legacy attachment: layers of the "sha256-<hex>.att" image.
+	cosignSignatureAnnotation = "dev.cosignproject.cosign/signature"
+	cosignPredicateAnnotation = "predicateType"
+	// maxReferrers bounds how many referrers of one subject are read.
+	maxReferrers = 1000
+)
+
+// Attestation is one DSSE envelope attached to a subject, with its exact stored bytes.
+type Attestation struct {
+	// Digest is the envelope's digest (provenance.EnvelopeDigest of Envelope).
+	Digest digest.Digest `json:"digest"`
+	// Manifest is the referrer manifest that carried it ("" for one found only in cosign's
+	// .att image).
+	Manifest digest.Digest `json:"manifest,omitempty"`
+	// PredicateType as annotated: unverified, a hint for listing. Verify reads the
+	// signed statement.
+	PredicateType string `json:"predicateType"`
+	Envelope      []byte `json:"-"`
+}
+
+// subjectLocks serializes attaches to one subject of one store within this process; stores
+// that can (the layout) also lock across processes.
+var subjectLocks sync.Map // store address + "@" + digest → *sync.Mutex
+
+func lockSubject(ctx context.Context, s Store, d digest.Digest) (func(), error) {
+	mu, _ := subjectLocks.LoadOrStore(s.String()+"@"+string(d), &sync.Mutex{})
+	mu.(*sync.Mutex).Lock()
+	unlock := mu.(*sync.Mutex).Unlock
+	if l, ok := s.(subjectLocker); ok {
+		fileUnlock, err := l.lockSubject(ctx, d)
+		if err != nil {
+			unlock()
+			return nil, err
+		}
+		return func() { fileUnlock(); unlock() }, nil
+	}
+	return unlock, nil
+}
+
+// Attach stores envelope, unchanged, as a referrer of the manifest subject: its own OCI
+// manifest (artifactType ArtifactTypeDSSE, the envelope as its only layer, subject set). It
+// then rewrites cosign's "sha256-<hex>.att" image from the full set of attached envelopes, so
+// that `cosign verify-attestation --new-bundle-format=false` finds them too. predicateType
+// may be empty (it is then read from the envelope's statement); if given it must match.
+// Attaching the same envelope twice changes nothing. Attaches to one subject are
+// serialized, so the referrers tag index never loses an entry to a concurrent attach.
+func Attach(ctx context.Context, s Store, subject digest.Digest, envelope []byte, predicateType string) (Attestation, error) {
+	env, err := dsse.Parse(envelope)
+	if err != nil {
+		return Attestation{}, fmt.Errorf("attach to %s: %w", subject, err)
+	}
+	// The statement is read unverified, only to label the referrer; verifiers read the
+	// signed bytes themselves.
+	st, err := provenance.ParseStatement(env.Payload)
+	if err != nil {
+		return Attestation{}, fmt.Errorf("attach to %s: %w", subject, err)
+	}
+	switch pt := st.GetPredicateType(); {
+	case predicateType == "":
+		predicateType = pt
+	case predicateType != pt:
+		return Attestation{}, fmt.Errorf("attach to %s: predicate type %q given, but the statement says %q", subject, predicateType, pt)
+	}
+	unlock, err := lockSubject(ctx, s, subject)
+	if err != nil {
+		return Attestation{}, fmt.Errorf("attach to %s: %w", subject, err)
+	}
+	defer unlock()
+
+	subjRaw, subjMT, err := fetchManifest(ctx, s, subject)
+	if err != nil {
+		return Attestation{}, fmt.Errorf("attach to %s: subject: %w", subject, err)
+	}
+	if subjMT == "" {
+		subjMT = MediaTypeManifest
+	}
+	envDesc := descriptorOf(ArtifactTypeDSSE, envelope)
+	envDesc.Annotations = map[string]string{AnnotationPredicateType: predicateType}
+	if err := putBytes(ctx, s, envDesc.Digest, envelope); err != nil {
+		return Attestation{}, fmt.Errorf("attach to %s: envelope: %w", subject, err)
+	}
+	cfg := descriptorOf(MediaTypeEmpty, emptyJSON)
+	if err := putBytes(ctx, s, cfg.Digest, emptyJSON); err != nil {
+		return Attestation{}, fmt.Errorf("attach to %s: %w", subject, err)
+	}
+	subj := Descriptor{MediaType: subjMT, Digest: subject, Size: int64(len(subjRaw))}
+	m := Manifest{SchemaVersion: 2, MediaType: MediaTypeManifest, ArtifactType: ArtifactTypeDSSE,
+		Config: cfg, Layers: []Descriptor{envDesc}, Subject: &subj,
+		Annotations: map[string]string{AnnotationPredicateType: predicateType}}
+	raw, err := json.Marshal(m)
+	if err != nil {
+		return Attestation{}, fmt.Errorf("attach to %s: %w", subject, err)
+	}
+	md, err := s.PushReferrer(ctx, raw, MediaTypeManifest)
+	if err != nil {
+		return Attestation{}, fmt.Errorf("attach to %s: %w", subject, err)
+	}
+	if err := writeCosignAttestations(ctx, s, subject); err != nil {
+		return Attestation{}, fmt.Errorf("attach to %s: cosign attestation image: %w", subject, err)
+	}
+	return Attestation{Digest: envDesc.Digest, Manifest: md, PredicateType: predicateType, Envelope: envelope}, nil
+}
+
+// writeCosignAttestations (re)writes the "sha256-<hex>.att" image of subject from every
+// attached envelope, in envelope-digest order: the layout cosign's legacy format reads
+// (one layer per envelope, media type ArtifactTypeDSSE, an empty signature annotation,
+// predicateType). Rebuilding from the referrers instead of appending keeps it free of
+// duplicates and lets it catch up if an earlier rewrite failed.
+func writeCosignAttestations(ctx context.Context, s Store, subject digest.Digest) error {
+	atts, err := referrers(ctx, s, subject, false)
+	if err != nil {
+		return err
+	}
+	sort.Slice(atts, func(i, j int) bool { return atts[i].Digest < atts[j].Digest })
+	var layers []Descriptor
+	diffIDs := []digest.Digest{}
+	for _, a := range atts {
+		d := descriptorOf(ArtifactTypeDSSE, a.Envelope)
+		d.Annotations = map[string]string{cosignSignatureAnnotation: "", cosignPredicateAnnotation: a.PredicateType}
+		layers = append(layers, d)
+		diffIDs = append(diffIDs, d.Digest)
+	}
+	// A minimal image config, as cosign's own .att images have, so image tools can read it.
+	cfgRaw, err := json.Marshal(map[string]any{"architecture": "", "os": "", "config": map[string]any{},
+		"rootfs": map[string]any{"type": "layers", "diff_ids": diffIDs}})
+	if err != nil {
+		return err
+	}
+	cfg := descriptorOf(MediaTypeConfig, cfgRaw)
+	if err := putBytes(ctx, s, cfg.Digest, cfgRaw); err != nil {
+		return err
+	}
+	raw, err := json.Marshal(Manifest{SchemaVersion: 2, MediaType: MediaTypeManifest, Config: cfg, Layers: layers})
+	if err != nil {
+		return err
+	}
+	md, err := s.PutManifest(ctx, raw, MediaTypeManifest)
+	if err != nil {
+		return err
+	}
+	return s.Tag(ctx, cosignAttTag(subject), md)
+}
+
+// Referrers returns the attestations attached to subject: every referrer manifest whose own
+// subject field is subject (the registry's list is only a hint) and whose artifactType is
+// ArtifactTypeDSSE, plus envelopes in cosign's "sha256-<hex>.att" image, deduplicated by
+// envelope digest. Each envelope is checked against its descriptor's digest and size; none
+// is verified (provenance.Verify does that with the keys the caller trusts).
+func Referrers(ctx context.Context, s Store, subject digest.Digest) ([]Attestation, error) {
+	return referrers(ctx, s, subject, true)
+}
+
+func referrers(ctx context.Context, s Store, subject digest.Digest, withCosign bool) ([]Attestation, error) {
+	if err := subject.Validate(); err != nil {
+		return nil, fmt.Errorf("referrers: %w", err)
+	}
+	descs, err := s.Referrers(ctx, subject)
+	if err != nil {
+		return nil, fmt.Errorf("referrers of %s: %w", subject, err)
+	}
+	if len(descs) > maxReferrers {
+		return nil, fmt.Errorf("referrers of %s: %d referrers, more than %d: %w", subject, len(descs), maxReferrers, ErrTooLarge)
+	}
+	var out []Attestation
+	seen := map[digest.Digest]bool{}
+	for _, d := range descs {
+		// artifactType in the list is not filtered on: some registries report the config
+		// media type instead. The manifest itself decides.
+		md := digest.Digest(d.Digest.String())
+		raw, _, err := fetchManifest(ctx, s, md)
+		if err != nil {
+			return nil, fmt.Errorf("referrers of %s: %w", subject, err)
+		}
+		m, err := ParseManifest(raw)
+		if err != nil || m.ArtifactType != ArtifactTypeDSSE || m.Subject == nil || m.Subject.Digest != subject ||
+			len(m.Layers) != 1 || m.Layers[0].MediaType != ArtifactTypeDSSE {
+			continue // not a Foundry attestation of this subject (another tool's, or mislisted)
+		}
+		if seen[m.Layers[0].Digest] {
+			continue
+		}
+		env, err := fetchBlobBytes(ctx, s, m.Layers[0], dsse.MaxEnvelopeSize)
+		if err != nil {
+			return nil, fmt.Errorf("referrers of %s: envelope: %w", subject, err)
+		}
+		seen[m.Layers[0].Digest] = true
+		out = append(out, Attestation{Digest: m.Layers[0].Digest, Manifest: md,
+			PredicateType: m.Annotations[AnnotationPredicateType], Envelope: env})
+	}
+	if withCosign {
+		extra, err := cosignAttestations(ctx, s, subject, seen)
+		if err != nil {
+			return nil, fmt.Errorf("referrers of %s: %w", subject, err)
+		}
+		out = append(out, extra...)
+	}
+	return out, nil
+}
+
+// cosignAttestations reads envelopes from the "sha256-<hex>.att" image that are not in seen
+// (attached by cosign itself, or by a Foundry whose referrer push failed).
+func cosignAttestations(ctx context.Context, s Store, subject digest.Digest, seen map[digest.Digest]bool) ([]Attestation, error) {
+	md, err := s.Resolve(ctx, cosignAttTag(subject))
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil // nothing attached the cosign way
+	}
+	if err != nil {
+		return nil, err
+	}
+	raw, _, err := fetchManifest(ctx, s, md)
+	if err != nil {
+		return nil, err
+	}
+	m, err := ParseManifest(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", cosignAttTag(subject), err)
+	}
+	if len(m.Layers) > maxReferrers {
+		return nil, fmt.Errorf("%s: %d layers: %w", cosignAttTag(subject), len(m.Layers), ErrTooLarge)
+	}
+	var out []Attestation
+	for _, l := range m.Layers {
+		if l.MediaType != ArtifactTypeDSSE || seen[l.Digest] {
+			continue
+		}
+		env, err := fetchBlobBytes(ctx, s, l, dsse.MaxEnvelopeSize)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", cosignAttTag(subject), err)
+		}
+		seen[l.Digest] = true
+		out = append(out, Attestation{Digest: l.Digest, PredicateType: l.Annotations[cosignPredicateAnnotation], Envelope: env})
+	}
+	return out, nil
+}
+
+// RemoteSource is a provenance.AttestationSource over a Store: Lookup returns the
+// attestations attached to a digest (Referrers), so that provenance.Verify can check OCI
+// references. Results are unverified candidates, as the interface requires.
+type RemoteSource struct {
+	Store Store
+}
+
+var _ provenance.AttestationSource = RemoteSource{}
+
+// Lookup implements provenance.AttestationSource.
+func (r RemoteSource) Lookup(ctx context.Context, d string) ([]provenance.Attestation, error) {
+	dg, err := digest.Parse(d)
+	if err != nil {
+		return nil, err
+	}
+	atts, err := Referrers(ctx, r.Store, dg)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]provenance.Attestation, 0, len(atts))
+	for _, a := range atts {
+		out = append(out, provenance.Attestation{Source: refString(r.Store, dg) + " referrer " + string(a.Digest), Envelope: a.Envelope})
+	}
+	return out, nil
+}

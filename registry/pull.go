@@ -1,0 +1,459 @@
+package registry
+
+import (
+	"archive/tar"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/klauspost/compress/gzip"
+
+	"github.com/foundry-build/foundry/engine/digest"
+	"github.com/foundry-build/foundry/engine/store"
+	"github.com/foundry-build/foundry/provenance"
+)
+
+// Default limits for Pull; PullOptions.Limits overrides them.
+const (
+	DefaultMaxLayerBytes = 8 << 30 // one layer blob as stored
+	DefaultMaxTreeBytes  = 8 << 30 // all files together, uncompressed
+	DefaultMaxEntries    = 1 << 20 // entries in all layers together
+	maxContractBytes     = 4 << 20
+)
+
+// Limits bound what Pull accepts from a registry; zero fields take the defaults.
+type Limits struct {
+	MaxLayerBytes int64
+	MaxTreeBytes  int64
+	MaxEntries    int
+}
+
+func (l Limits) withDefaults() Limits {
+	if l.MaxLayerBytes <= 0 {
+		l.MaxLayerBytes = DefaultMaxLayerBytes
+	}
+	if l.MaxTreeBytes <= 0 {
+		l.MaxTreeBytes = DefaultMaxTreeBytes
+	}
+	if l.MaxEntries <= 0 {
+		l.MaxEntries = DefaultMaxEntries
+	}
+	return l
+}
+
+// Quarantine is the part of engine/state Pull needs (*state.DB implements it).
+type Quarantine interface {
+	QuarantinedAmong(ctx context.Context, ds []digest.Digest) (map[digest.Digest]string, error)
+}
+
+// PullOptions say what Pull trusts and where it may stage content.
+type PullOptions struct {
+	// Keys are the trusted public keys; Pull refuses to run without one unless NoVerify.
+	Keys []*provenance.Verifier
+	// Policy is what verification requires beyond a signature (provenance.Policy; the
+	// zero value requires SLSA provenance from Foundry's sandboxed builders).
+	Policy provenance.Policy
+	// NoVerify skips attestation checks. It must be asked for explicitly; digests, sizes,
+	// the tree digest and safe extraction are still checked.
+	NoVerify bool
+	// Quarantine, if set, is consulted before anything is fetched: a quarantined manifest,
+	// contract, tree or layer digest is refused.
+	Quarantine Quarantine
+	// Stage is the content store the files pass through (a workspace's store); nil means a
+	// temporary store next to dest, removed afterwards.
+	Stage *store.Store
+	// AllowEscapingSymlinks accepts symlinks whose target is absolute or leaves the tree
+	// (meaningful inside a container rootfs, dangerous on a host); off by default.
+	AllowEscapingSymlinks bool
+	Limits                Limits
+}
+
+// Pulled describes what Pull wrote.
+type Pulled struct {
+	Ref      string        `json:"ref"`
+	Digest   digest.Digest `json:"digest"` // the capability manifest
+	Tree     digest.Digest `json:"tree"`
+	Contract digest.Digest `json:"contract"`
+	Name     string        `json:"name"`
+	Version  string        `json:"version"`
+	Target   string        `json:"target"`
+	Dest     string        `json:"dest"`
+	// Verified is false only with NoVerify.
+	Verified bool `json:"verified"`
+	// VerifiedSubject is the digest the accepted attestations name: the manifest digest or
+	// the tree digest.
+	VerifiedSubject digest.Digest `json:"verifiedSubject,omitempty"`
+	// Report is provenance's report for the subject that verified (or for the manifest
+	// digest, when none did).
+	Report *provenance.Report `json:"report,omitempty"`
+}
+
+// VerificationError is returned when the attestations do not verify; Report says why.
+type VerificationError struct {
+	Digest digest.Digest
+	Report *provenance.Report
+}
+
+func (e *VerificationError) Error() string {
+	var reasons []string
+	for _, a := range e.Report.Artifacts {
+		for _, c := range a.Checks {
+			if !c.OK {
+				reasons = append(reasons, c.Detail)
+			}
+		}
+	}
+	return fmt.Sprintf("%s: attestations do not verify: %s", e.Digest, strings.Join(reasons, "; "))
+}
+
+// QuarantinedError is returned for a quarantined digest.
+type QuarantinedError struct {
+	Digest digest.Digest
+	Reason string
+}
+
+func (e *QuarantinedError) Error() string {
+	return fmt.Sprintf("%s is quarantined: %s", e.Digest, e.Reason)
+}
+
+// Pull fetches the capability ref from s and writes its files to dest, which must not exist.
+// ref is a tag or a digest ("sha256:<hex>"; a full "REPO@sha256:…" or "REPO:TAG" is
+// accepted, the repository part being s). The order is what makes it safe:
+//
+//  1. a tag is resolved to a digest once; only the digest is used afterwards;
+//  2. a quarantined digest is refused;
+//  3. the manifest is fetched by digest, checked against it, and must be a Foundry
+//     capability (OCI image manifest, Foundry artifactType);
+//  4. unless NoVerify, the attached attestations must verify with Keys under Policy and
+//     name the manifest digest, or the tree digest the manifest declares, as a subject;
+//  5. the contract and layers are fetched, each checked against its descriptor, and the
+//     tar entries parsed strictly (no absolute paths, no "..", no hard links, no devices,
+//     no entry under a symlink, no escaping symlink, size and entry limits) into the
+//     staging store; the tree they form must have the declared tree digest;
+//  6. only then is dest written, by engine/store's Materialize (built in a temporary
+//     sibling, renamed into place), which never writes outside dest.
+func Pull(ctx context.Context, s Store, ref, dest string, opt PullOptions) (*Pulled, error) {
+	if !opt.NoVerify && len(opt.Keys) == 0 {
+		return nil, errors.New("pull: no public key to verify with (give a key, or skip verification explicitly)")
+	}
+	if _, err := os.Lstat(dest); err == nil {
+		return nil, fmt.Errorf("pull: %s already exists (pull writes a new directory)", dest)
+	}
+	lim := opt.Limits.withDefaults()
+	md, err := resolveRef(ctx, s, ref)
+	if err != nil {
+		return nil, fmt.Errorf("pull %s: %w", ref, err)
+	}
+	out := &Pulled{Ref: ref, Digest: md, Dest: dest}
+	if err := checkQuarantine(ctx, opt.Quarantine, md); err != nil {
+		return nil, fmt.Errorf("pull %s: %w", ref, err)
+	}
+	raw, _, err := fetchManifest(ctx, s, md)
+	if err != nil {
+		return nil, fmt.Errorf("pull %s: %w", ref, err)
+	}
+	m, err := ParseCapability(raw)
+	if err != nil {
+		return nil, fmt.Errorf("pull %s (%s): %w", ref, md, err)
+	}
+	out.Tree, out.Contract = digest.Digest(m.Annotations[AnnotationTree]), m.Config.Digest
+	out.Name, out.Version, out.Target = m.Annotations[AnnotationTitle], m.Annotations[AnnotationVersion], m.Annotations[AnnotationTarget]
+	ds := []digest.Digest{out.Tree, out.Contract}
+	for _, l := range m.Layers {
+		ds = append(ds, l.Digest)
+	}
+	if err := checkQuarantine(ctx, opt.Quarantine, ds...); err != nil {
+		return nil, fmt.Errorf("pull %s (%s): %w", ref, md, err)
+	}
+	if !opt.NoVerify {
+		if err := verifyAttached(ctx, s, out, opt); err != nil {
+			return out, fmt.Errorf("pull %s: %w", ref, err)
+		}
+	}
+	if _, err := fetchBlobBytes(ctx, s, m.Config, maxContractBytes); err != nil {
+		return nil, fmt.Errorf("pull %s: contract: %w", ref, err)
+	}
+	for _, l := range m.Layers {
+		if l.Size > lim.MaxLayerBytes {
+			return nil, fmt.Errorf("pull %s: layer %s of %d bytes: %w (limit %d)", ref, l.Digest, l.Size, ErrTooLarge, lim.MaxLayerBytes)
+		}
+	}
+	stage := opt.Stage
+	if stage == nil {
+		if err := os.MkdirAll(filepath.Dir(dest), 0o755); err != nil {
+			return nil, fmt.Errorf("pull %s: %w", ref, err)
+		}
+		tmp, err := os.MkdirTemp(filepath.Dir(dest), ".foundry-pull-")
+		if err != nil {
+			return nil, fmt.Errorf("pull %s: %w", ref, err)
+		}
+		defer os.RemoveAll(tmp)
+		if stage, err = store.Open(tmp); err != nil {
+			return nil, fmt.Errorf("pull %s: %w", ref, err)
+		}
+	}
+	x := &extractor{stage: stage, lim: lim, allowEscape: opt.AllowEscapingSymlinks, seen: map[string]bool{}, treeBytes: lim.MaxTreeBytes}
+	for _, l := range m.Layers {
+		if err := x.layer(ctx, s, l); err != nil {
+			return nil, fmt.Errorf("pull %s: layer %s: %w", ref, l.Digest, err)
+		}
+	}
+	tree := &digest.Manifest{Entries: x.entries}
+	canon, err := digest.Canonical(tree)
+	if err != nil {
+		return nil, fmt.Errorf("pull %s: %w", ref, err)
+	}
+	if _, err := store.ParseManifest(canon); err != nil {
+		return nil, fmt.Errorf("pull %s: the layers do not form a safe tree: %w", ref, err)
+	}
+	got, err := tree.Digest()
+	if err != nil {
+		return nil, fmt.Errorf("pull %s: %w", ref, err)
+	}
+	if got != out.Tree {
+		return nil, fmt.Errorf("pull %s: the layers form tree %s, the manifest declares %s: %w", ref, got, out.Tree, ErrDigestMismatch)
+	}
+	if _, err := stage.PutExpected(strings.NewReader(string(canon)), got); err != nil {
+		return nil, fmt.Errorf("pull %s: %w", ref, err)
+	}
+	if err := stage.Materialize(got, dest); err != nil {
+		return nil, fmt.Errorf("pull %s: %w", ref, err)
+	}
+	return out, nil
+}
+
+// resolveRef turns ref into a manifest digest, resolving a tag exactly once.
+func resolveRef(ctx context.Context, s Store, ref string) (digest.Digest, error) {
+	if i := strings.LastIndex(ref, "@"); i >= 0 {
+		return digest.Parse(ref[i+1:])
+	}
+	if strings.HasPrefix(ref, digest.Algorithm+":") {
+		return digest.Parse(ref)
+	}
+	tag := ref
+	if i := strings.LastIndex(ref, ":"); i >= 0 && !strings.Contains(ref[i:], "/") {
+		tag = ref[i+1:]
+	}
+	if tag == "" {
+		return "", errors.New("empty tag")
+	}
+	return s.Resolve(ctx, tag)
+}
+
+func checkQuarantine(ctx context.Context, q Quarantine, ds ...digest.Digest) error {
+	if q == nil {
+		return nil
+	}
+	found, err := q.QuarantinedAmong(ctx, ds)
+	if err != nil {
+		return fmt.Errorf("checking quarantine: %w", err)
+	}
+	for _, d := range ds {
+		if r, ok := found[d]; ok {
+			return &QuarantinedError{Digest: d, Reason: r}
+		}
+	}
+	return nil
+}
+
+// ParseCapability parses raw as a Foundry capability manifest and checks what Pull relies
+// on: the artifactType, the contract config, tar layers and the tree annotation.
+func ParseCapability(raw []byte) (*Manifest, error) {
+	m, err := ParseManifest(raw)
+	if err != nil {
+		return nil, err
+	}
+	if m.ArtifactType != ArtifactTypeCapability {
+		return nil, fmt.Errorf("not a Foundry capability: artifactType %q, want %q", m.ArtifactType, ArtifactTypeCapability)
+	}
+	if m.Config.MediaType != MediaTypeContract {
+		return nil, fmt.Errorf("config mediaType %q, want %q", m.Config.MediaType, MediaTypeContract)
+	}
+	for _, l := range m.Layers {
+		if l.MediaType != MediaTypeLayerTar && l.MediaType != MediaTypeLayerGz {
+			return nil, fmt.Errorf("layer %s: mediaType %q, want %s or %s", l.Digest, l.MediaType, MediaTypeLayerTar, MediaTypeLayerGz)
+		}
+	}
+	if err := digest.Digest(m.Annotations[AnnotationTree]).Validate(); err != nil {
+		return nil, fmt.Errorf("annotation %s: %w", AnnotationTree, err)
+	}
+	return m, nil
+}
+
+// verifyAttached checks the attestations attached to out.Digest: at least the policy's
+// required types, verified, naming the manifest digest or the declared tree digest. Every
+// attached envelope is given to provenance.Verify as a candidate, so a chain of step
+// provenance attached together verifies its dependencies among itself.
+func verifyAttached(ctx context.Context, s Store, out *Pulled, opt PullOptions) error {
+	atts, err := Referrers(ctx, s, out.Digest)
+	if err != nil {
+		return err
+	}
+	var cands []provenance.Attestation
+	for _, a := range atts {
+		cands = append(cands, provenance.Attestation{Source: refString(s, out.Digest) + " referrer " + string(a.Digest), Envelope: a.Envelope})
+	}
+	vopt := provenance.Options{Keys: opt.Keys, Policy: opt.Policy, Attestations: cands}
+	var first *provenance.Report
+	for _, subj := range []digest.Digest{out.Digest, out.Tree} {
+		rep, err := provenance.Verify(ctx, vopt, provenance.Subject{Name: out.Ref, Digest: string(subj)})
+		if err != nil {
+			return err
+		}
+		if rep.OK {
+			out.Verified, out.VerifiedSubject, out.Report = true, subj, rep
+			return nil
+		}
+		if first == nil {
+			first = rep
+		}
+	}
+	out.Report = first
+	return &VerificationError{Digest: out.Digest, Report: first}
+}
+
+// extractor parses layers into tree entries, staging file bytes in a content store.
+type extractor struct {
+	stage       *store.Store
+	lim         Limits
+	allowEscape bool
+	entries     []digest.Entry
+	seen        map[string]bool
+	treeBytes   int64 // still allowed
+}
+
+func (x *extractor) layer(ctx context.Context, s Store, desc Descriptor) error {
+	rc, err := openVerified(ctx, s, desc)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	var r io.Reader = ctxReader{ctx, rc}
+	if desc.MediaType == MediaTypeLayerGz {
+		zr, err := gzip.NewReader(r)
+		if err != nil {
+			return fmt.Errorf("gzip: %w", err)
+		}
+		defer zr.Close()
+		r = zr
+	}
+	tr := tar.NewReader(r)
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("tar: %w", err)
+		}
+		if len(x.seen) >= x.lim.MaxEntries {
+			return fmt.Errorf("more than %d entries: %w", x.lim.MaxEntries, ErrTooLarge)
+		}
+		if err := x.entry(hdr, tr); err != nil {
+			return fmt.Errorf("entry %q: %w", hdr.Name, err)
+		}
+	}
+	// Read the rest (padding, a gzip trailer) so that the digest check at EOF runs: nothing
+	// read from this layer counts until it has passed.
+	if _, err := io.Copy(io.Discard, rc); err != nil {
+		return err
+	}
+	return nil
+}
+
+// entryPath checks a tar entry name and returns it as a tree path.
+func entryPath(name string) (string, error) {
+	p := strings.TrimSuffix(name, "/")
+	switch {
+	case p == "" || p == ".":
+		return "", nil // the root itself
+	case strings.ContainsRune(p, 0) || !utf8.ValidString(p):
+		return "", errors.New("name is not valid UTF-8 or contains NUL")
+	case strings.HasPrefix(p, "/"):
+		return "", errors.New("absolute path refused")
+	case p == ".." || strings.HasPrefix(p, "../") || strings.Contains(p, "/../") || strings.HasSuffix(p, "/.."):
+		return "", errors.New("path with .. refused")
+	case path.Clean(p) != p:
+		return "", errors.New("path is not clean")
+	}
+	return p, nil
+}
+
+func (x *extractor) entry(hdr *tar.Header, r io.Reader) error {
+	p, err := entryPath(hdr.Name)
+	if err != nil {
+		return err
+	}
+	if hdr.Typeflag == tar.TypeXGlobalHeader {
+		return nil
+	}
+	if p == "" {
+		if hdr.Typeflag != tar.TypeDir {
+			return errors.New("root entry that is not a directory")
+		}
+		return nil
+	}
+	if x.seen[p] {
+		return errors.New("path appears twice")
+	}
+	x.seen[p] = true
+	switch hdr.Typeflag {
+	case tar.TypeDir:
+		x.entries = append(x.entries, digest.Entry{Path: p, Type: digest.TypeDir, Mode: digest.ModeDir})
+	case tar.TypeReg, tar.TypeRegA:
+		if hdr.Size > x.treeBytes {
+			return fmt.Errorf("file of %d bytes exceeds the tree limit of %d bytes: %w", hdr.Size, x.lim.MaxTreeBytes, ErrTooLarge)
+		}
+		x.treeBytes -= hdr.Size
+		d, n, err := x.stage.Put(io.LimitReader(r, hdr.Size))
+		if err != nil {
+			return err
+		}
+		if n != hdr.Size {
+			return fmt.Errorf("file truncated: %d of %d bytes", n, hdr.Size)
+		}
+		mode := digest.ModeFile
+		if hdr.Mode&0o100 != 0 {
+			mode = digest.ModeExecutable
+		}
+		x.entries = append(x.entries, digest.Entry{Path: p, Type: digest.TypeFile, Mode: mode, Size: n, Digest: d})
+	case tar.TypeSymlink:
+		t := hdr.Linkname
+		if t == "" || strings.ContainsRune(t, 0) || !utf8.ValidString(t) {
+			return errors.New("symlink with an empty, NUL or non-UTF-8 target")
+		}
+		if !x.allowEscape {
+			if path.IsAbs(t) {
+				return fmt.Errorf("symlink to absolute path %q refused", t)
+			}
+			if j := path.Join(path.Dir(p), t); j == ".." || strings.HasPrefix(j, "../") {
+				return fmt.Errorf("symlink to %q leaves the tree", t)
+			}
+		}
+		x.entries = append(x.entries, digest.Entry{Path: p, Type: digest.TypeSymlink, Mode: digest.ModeSymlink, Target: t})
+	case tar.TypeLink:
+		return fmt.Errorf("hard link to %q refused (capability layers never contain hard links)", hdr.Linkname)
+	default:
+		return fmt.Errorf("entry type %q refused (only files, directories and symlinks)", hdr.Typeflag)
+	}
+	return nil
+}
+
+// ctxReader stops a long copy when ctx is cancelled.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}
