@@ -287,3 +287,9 @@ func must(t testing.TB, err error) {
 }
 
 var bg = context.Background()
+
+func startHandler(t testing.TB, h http.Handler) string {
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return strings.TrimPrefix(srv.URL, "http://")
+}
