@@ -34,7 +34,9 @@ bench: deps build
 
 # example runs examples/hello end to end.
 example: deps build
-	cd examples/hello && ../../$(BIN) validate && ../../$(BIN) plan
+	cd examples/hello && ../../$(BIN) validate && ../../$(BIN) plan && \
+	  ../../$(BIN) apply -auto-approve -progress plain && \
+	  ../../$(BIN) output step.report /out/report.txt
 
 clean:
 	rm -rf bin

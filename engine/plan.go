@@ -35,6 +35,16 @@ type Plan struct {
 	Nodes         []*PlanNode        `json:"nodes"`
 	Capabilities  []*CapabilityPlan  `json:"capabilities"`
 	Summary       Summary            `json:"summary"`
+	// Invocation is how the plan was made (variables), so that applying a saved plan
+	// evaluates the configuration the same way. It is not part of the plan digest: the
+	// node digests already cover every value a variable fed into.
+	Invocation *Invocation `json:"invocation,omitempty"`
+}
+
+// Invocation records the command-line inputs of a plan.
+type Invocation struct {
+	Vars     map[string]string `json:"vars,omitempty"`
+	VarFiles []string          `json:"var_files,omitempty"` // absolute paths
 }
 
 // PlanProject identifies the project a plan was made for.

@@ -35,7 +35,11 @@ type Workspace struct {
 
 // OpenWorkspace opens (creating if needed) the state directory of the project in dir.
 func OpenWorkspace(dir string) (*Workspace, error) {
-	root := filepath.Join(dir, StateDir)
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	root := filepath.Join(abs, StateDir)
 	for _, sub := range []string{"", "inputs", "runs"} {
 		if err := os.MkdirAll(filepath.Join(root, sub), 0o755); err != nil {
 			return nil, fmt.Errorf("opening %s: %w", root, err)

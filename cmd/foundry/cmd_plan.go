@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
+	"path/filepath"
 
 	"github.com/foundry-build/foundry/engine"
 )
@@ -51,12 +53,17 @@ Exit codes: 0 success, 1 configuration errors, 2 usage error,
 					}
 					return exitError
 				}
-				p, err := engine.MakePlan(g, nil)
+				p, err := planWithCache(dir, g)
 				if err != nil {
 					fmt.Fprintf(env.stderr, "foundry plan: %v\n", err)
 					return exitInternal
 				}
 				if *out != "" {
+					p.Invocation = &engine.Invocation{Vars: v.vars}
+					for _, f := range v.varFiles {
+						abs, _ := filepath.Abs(f)
+						p.Invocation.VarFiles = append(p.Invocation.VarFiles, abs)
+					}
 					if err := engine.SavePlan(p, *out); err != nil {
 						fmt.Fprintf(env.stderr, "foundry plan: %v\n", err)
 						return exitError
@@ -77,4 +84,18 @@ Exit codes: 0 success, 1 configuration errors, 2 usage error,
 			}
 		},
 	})
+}
+
+// planWithCache plans against the project's action cache when it has one; a project that
+// was never applied has nothing cached, and plan must not create its state directory.
+func planWithCache(dir string, g *engine.Graph) (*engine.Plan, error) {
+	if !fileExists(filepath.Join(dir, engine.StateDir, "state.db")) {
+		return engine.MakePlan(g, nil)
+	}
+	ws, err := engine.OpenWorkspace(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer ws.Close()
+	return ws.Plan(context.Background(), g)
 }

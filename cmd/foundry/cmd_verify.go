@@ -33,15 +33,18 @@ For every candidate attestation (DSSE envelopes from -attestation files, and tho
   build-type    https://foundry.dev/buildtypes/step/v1 (for SLSA provenance)
   builder       builder.id is allowed (-builder, the policy, or by default Foundry's
                 sandboxed executors: containerd and runc with isolation=container)
+  signer        with a policy's "signers": a key that verified it may vouch for that builder
   dependencies  inputs that Foundry itself produced have verified provenance too,
                 looked up by digest in -attestations DIR
 The artifact is verified when, for each required predicate type (-type, the policy, or by
 default https://slsa.dev/provenance/v1), at least one candidate passed every check. A
 refused candidate never counts, and never spoils a good one.
 
-A policy file is JSON: {"builders": [...], "predicateTypes": [...],
-"skipDependencies": false, "maxDepth": 32}. Unknown keys are errors. -builder and -type
-add to what the policy lists.
+A policy file is JSON: {"builders": [...], "predicateTypes": [...], "signers": [{"keyId":
+"sha256:...", "builders": [...]}], "skipDependencies": false, "maxDepth": 32}. Unknown keys
+are errors. "signers" pairs each key (by the id keygen prints) with the builders it may vouch
+for; without it any trusted key vouches for any allowed builder. -builder and -type add to
+what the policy lists. See spec/provenance.md for every check and refusal code.
 
 Examples:
   foundry verify -key foundry.pub -attestations .foundry/attestations out/int-sort

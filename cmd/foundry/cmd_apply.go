@@ -1,0 +1,182 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/foundry-build/foundry/engine"
+)
+
+func init() {
+	register(&command{
+		name:    "apply",
+		summary: "Run the plan: every step in a sandbox, cached results reused",
+		usage:   "foundry apply [options] [DIR | PLANFILE]",
+		help: `
+Apply plans the project in DIR (default: the current directory) and carries the plan out:
+seeds become images, each step runs in a sandbox (read-only root, read-only inputs,
+writable /out and /tmp, loopback-only network, non-root, limits and a deadline), and each
+success is stored in the action cache under its action digest. Steps whose action digest
+is cached are not run again; a failed step is never cached, and whatever needs it is
+skipped and reported once.
+
+Given a PLANFILE saved by 'foundry plan -out', apply first checks that the configuration
+and every input still match it exactly, and refuses, naming what changed, if not.
+
+A killed apply leaves no half-written results: run it again and it finishes the work,
+without re-running the steps that had completed, after removing the killed run's
+containers.
+
+Without -auto-approve, apply shows the plan and asks for confirmation on a terminal; a
+saved plan is its own approval.
+
+Examples:
+  foundry apply -auto-approve
+  foundry plan -out hello.plan && foundry apply hello.plan
+  foundry apply -auto-approve -progress plain -parallelism 8 examples/hello
+  foundry apply -auto-approve -executor runc
+
+Exit codes: 0 success, 1 a step failed or the configuration is invalid or the saved plan
+is stale, 2 usage error.`,
+		setup: func(fs *flag.FlagSet) func(*cliEnv, []string) int {
+			var v varFlags
+			v.register(fs)
+			var ex executorFlags
+			ex.register(fs)
+			auto := fs.Bool("auto-approve", false, "apply without asking for confirmation")
+			par := fs.Int("parallelism", 4, "run at most `N` steps at once")
+			prog := fs.String("progress", "auto", "progress `MODE`: auto, tty (live view), plain (a line per event) or json (one event per line)")
+			return func(env *cliEnv, args []string) int {
+				if len(args) > 1 {
+					fmt.Fprintln(env.stderr, "foundry apply: want at most one DIR or PLANFILE")
+					return exitUsage
+				}
+				if *par < 1 {
+					fmt.Fprintln(env.stderr, "foundry apply: -parallelism must be at least 1")
+					return exitUsage
+				}
+				target := "."
+				if len(args) == 1 {
+					target = args[0]
+				}
+				var saved *engine.Plan
+				dir := target
+				if st, err := os.Stat(target); err == nil && !st.IsDir() {
+					p, err := engine.LoadPlan(target)
+					if err != nil {
+						fmt.Fprintf(env.stderr, "foundry apply: %v\n", err)
+						return exitError
+					}
+					saved, dir = p, p.Project.Dir
+					if p.Invocation != nil {
+						v.vars, v.varFiles = p.Invocation.Vars, p.Invocation.VarFiles
+					}
+				}
+				g, _ := loadGraph(env, dir, &v, false)
+				if g == nil {
+					return exitError
+				}
+				ws, err := engine.OpenWorkspace(dir)
+				if err != nil {
+					fmt.Fprintf(env.stderr, "foundry apply: %v\n", err)
+					return exitError
+				}
+				defer ws.Close()
+				ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+				defer stop()
+				plan, err := ws.Plan(ctx, g)
+				if err != nil {
+					fmt.Fprintf(env.stderr, "foundry apply: %v\n", err)
+					return exitError
+				}
+				if saved != nil {
+					if reasons := engine.StaleReasons(saved, plan); len(reasons) > 0 {
+						fmt.Fprintf(env.stderr, "foundry apply: the saved plan %s is stale; nothing was run. Since it was made:\n", target)
+						for _, r := range reasons {
+							fmt.Fprintf(env.stderr, "  - %s\n", r)
+						}
+						fmt.Fprintln(env.stderr, "Run 'foundry plan -out FILE' again.")
+						return exitError
+					}
+				} else if !*auto {
+					plan.WriteText(env.stdout)
+					if !approve(env) {
+						fmt.Fprintln(env.stderr, "Apply cancelled.")
+						return exitError
+					}
+				}
+				if plan.Summary.Missing > 0 {
+					fmt.Fprintf(env.stderr, "foundry apply: %d node(s) are missing and will not run; see 'foundry plan'.\n", plan.Summary.Missing)
+				}
+				exe, err := ex.open(env)
+				if err != nil {
+					fmt.Fprintf(env.stderr, "foundry apply: %v\n", err)
+					return exitError
+				}
+				defer exe.Close()
+				pr, err := newProgress(*prog, env.stderr)
+				if err != nil {
+					fmt.Fprintf(env.stderr, "foundry apply: %v\n", err)
+					return exitUsage
+				}
+				res, err := engine.Apply(ctx, ws, g, plan, engine.ApplyOptions{
+					Executor: exe, Parallelism: *par, Events: pr.event, Args: os.Args, Faults: faultsFromEnv(env),
+				})
+				pr.close()
+				if err != nil {
+					fmt.Fprintf(env.stderr, "foundry apply: %v\n", err)
+					return exitError
+				}
+				for _, f := range res.Failed {
+					failureReport(env.stderr, f)
+				}
+				fmt.Fprintf(env.stdout, "Apply %s: %d executed, %d cached, %d failed, %d skipped in %s.\n",
+					map[bool]string{true: "complete", false: "failed"}[len(res.Failed) == 0],
+					res.Executed, res.Cached, len(res.Failed), len(res.Skipped), res.Elapsed.Round(1e6))
+				if len(res.Failed) > 0 {
+					return exitError
+				}
+				return exitOK
+			}
+		},
+	})
+}
+
+// approve asks on a terminal; anywhere else it refuses, so that a script never applies by
+// accident.
+func approve(env *cliEnv) bool {
+	f, ok := env.stdin.(*os.File)
+	if !ok || !isTerminal(f) {
+		fmt.Fprintln(env.stderr, "foundry apply: not a terminal, so not asking; use -auto-approve or apply a saved plan.")
+		return false
+	}
+	fmt.Fprint(env.stdout, "\nRun this plan? Only 'yes' is accepted: ")
+	line, _ := bufio.NewReader(env.stdin).ReadString('\n')
+	return strings.TrimSpace(line) == "yes"
+}
+
+// faultsFromEnv reads FOUNDRY_TEST_FAULT=POINT[:NODE], a test hook that kills this process
+// with SIGKILL when the apply reaches that point (for NODE, or any node), to prove that a
+// killed apply resumes cleanly. It has no other effect.
+func faultsFromEnv(env *cliEnv) engine.FaultInjector {
+	spec := env.getenv("FOUNDRY_TEST_FAULT")
+	if spec == "" {
+		return nil
+	}
+	point, node, _ := strings.Cut(spec, ":")
+	return func(p, n string) {
+		if p == point && (node == "" || node == n) {
+			syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			select {} // SIGKILL is not deliverable to ourselves late; wait for it
+		}
+	}
+}
+
+var _ = filepath.Join

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/foundry-build/foundry/engine/cache"
+	"github.com/foundry-build/foundry/engine/digest"
+	"github.com/foundry-build/foundry/engine/store"
+)
+
+func init() {
+	register(&command{
+		name:    "gc",
+		summary: "Delete stored blobs that no cached result needs",
+		usage:   "foundry gc [options] [DIR]",
+		help: `
+Gc deletes every blob in the project's content store that no action cache record refers
+to (outputs, logs, definitions, attestations), and the materialized copies of inputs under
+.foundry/inputs. Cached results stay usable: a blob a record needs is never deleted. Blobs
+younger than -min-age are spared, so a concurrent apply's fresh blobs survive.
+
+Examples:
+  foundry gc -dry-run
+  foundry gc -min-age 0
+
+Exit codes: 0 success, 1 failure, 2 usage error.`,
+		setup: func(fs *flag.FlagSet) func(*cliEnv, []string) int {
+			dry := fs.Bool("dry-run", false, "report what would be deleted, delete nothing")
+			minAge := fs.Duration("min-age", time.Hour, "spare blobs modified less than `AGE` ago")
+			jsonOut := fs.Bool("json", false, "print JSON")
+			return func(env *cliEnv, args []string) int {
+				dir, ok := projectDir(env, "gc", args)
+				if !ok {
+					return exitUsage
+				}
+				ws, ok := openExistingWorkspace(env, "gc", dir)
+				if !ok {
+					return exitError
+				}
+				defer ws.Close()
+				unlock, err := ws.Lock()
+				if err != nil {
+					fmt.Fprintf(env.stderr, "foundry gc: %v\n", err)
+					return exitError
+				}
+				defer unlock()
+				var roots []digest.Digest
+				err = ws.State.EachActionRecord(context.Background(), func(_ digest.Digest, rec []byte) error {
+					var r cache.Result
+					if err := json.Unmarshal(rec, &r); err != nil {
+						return nil // an unreadable record protects nothing; lookups treat it as a miss
+					}
+					for _, o := range r.Outputs {
+						roots = append(roots, o.Digest)
+					}
+					for _, d := range []digest.Digest{r.Definition, r.Stdout.Digest, r.Stderr.Digest} {
+						if d != "" {
+							roots = append(roots, d)
+						}
+					}
+					roots = append(roots, r.Attestations...)
+					return nil
+				})
+				if err != nil {
+					fmt.Fprintf(env.stderr, "foundry gc: %v\n", err)
+					return exitError
+				}
+				stats, err := ws.Store.GC(roots, store.GCOptions{MinAge: *minAge, DryRun: *dry})
+				if err != nil {
+					fmt.Fprintf(env.stderr, "foundry gc: %v\n", err)
+					return exitError
+				}
+				inputs := filepath.Join(ws.Dir, "inputs")
+				if !*dry {
+					// Materialized inputs are copies of blobs: always safe to drop under the lock.
+					os.RemoveAll(inputs)
+					os.MkdirAll(inputs, 0o755)
+				}
+				if *jsonOut {
+					writeJSON(env.stdout, stats)
+					return exitOK
+				}
+				verb := "Deleted"
+				if *dry {
+					verb = "Would delete"
+				}
+				fmt.Fprintf(env.stdout, "%s %d blob(s), %.1f MiB; kept %d live, spared %d younger than %s.\n",
+					verb, stats.Deleted, float64(stats.BytesFreed)/(1<<20), stats.Live, stats.Spared, *minAge)
+				return exitOK
+			}
+		},
+	})
+}

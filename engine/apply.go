@@ -1,0 +1,478 @@
+package engine
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/foundry-build/foundry/engine/cache"
+	"github.com/foundry-build/foundry/engine/digest"
+	"github.com/foundry-build/foundry/engine/seed"
+	"github.com/foundry-build/foundry/engine/state"
+	"github.com/foundry-build/foundry/executors"
+	"github.com/foundry-build/foundry/lang"
+)
+
+// ApplyOptions configure one apply.
+type ApplyOptions struct {
+	Executor    executors.Executor
+	Parallelism int           // steps run at once; default 4
+	Events      func(Event)   // progress, called from many goroutines one at a time; may be nil
+	Args        []string      // the command line, recorded with the run
+	Faults      FaultInjector // test hook: kill the process at named points; nil in production
+}
+
+// FaultInjector is called at named points of an apply (see faultPoints); a test build of the
+// CLI sets one that kills the process to prove crash safety.
+type FaultInjector func(point, node string)
+
+// Fault points, in the order a step passes them.
+const (
+	FaultBeforeExec    = "before-exec"     // attempt recorded, container not yet created
+	FaultAfterExec     = "after-exec"      // process finished, outputs not yet stored
+	FaultAfterOutputs  = "after-outputs"   // outputs in the store, cache entry not yet written
+	FaultAfterCachePut = "after-cache-put" // cache entry written, node not yet marked done
+)
+
+// Event is one progress event of an apply (spec/cli.md, --progress=json).
+type Event struct {
+	Time     time.Time     `json:"time"`
+	Type     string        `json:"type"` // run_started, node_started, node_done, node_cached, node_failed, node_skipped, run_finished
+	Run      string        `json:"run,omitempty"`
+	Node     string        `json:"node,omitempty"`
+	Action   digest.Digest `json:"action,omitempty"`
+	Elapsed  time.Duration `json:"elapsed_ns,omitempty"`
+	ExitCode *int          `json:"exit_code,omitempty"`
+	Message  string        `json:"message,omitempty"`
+	Total    int           `json:"total,omitempty"`
+}
+
+// StepError is a failed step: what ran, how it ended, and where its full log is.
+type StepError struct {
+	Node      string
+	Action    digest.Digest
+	Argv      []string
+	ExitCode  int
+	TimedOut  bool
+	OOMKilled bool
+	Reason    string   // for failures that are not a process exit (missing output, bad input)
+	LogTail   []string // the last lines of stderr (or stdout when stderr is empty)
+	Stdout    digest.Digest
+	Stderr    digest.Digest
+}
+
+func (e *StepError) Error() string {
+	switch {
+	case e.Reason != "":
+		return fmt.Sprintf("%s: %s", e.Node, e.Reason)
+	case e.TimedOut:
+		return fmt.Sprintf("%s: killed at its time limit", e.Node)
+	case e.OOMKilled:
+		return fmt.Sprintf("%s: killed at its memory limit", e.Node)
+	}
+	return fmt.Sprintf("%s: exited with code %d", e.Node, e.ExitCode)
+}
+
+// ApplyResult summarizes an apply.
+type ApplyResult struct {
+	RunID    string
+	Executed int
+	Cached   int
+	Built    int // seeds, packages
+	Failed   []*StepError
+	Skipped  []string // nodes not run because something they need failed
+	Elapsed  time.Duration
+}
+
+// runner carries one apply.
+type runner struct {
+	ws      *Workspace
+	g       *Graph
+	plan    *Plan
+	opt     ApplyOptions
+	runID   string
+	scratch string
+
+	evMu sync.Mutex
+
+	mu      sync.Mutex
+	results map[string]*nodeResult
+}
+
+// nodeResult is what a finished node produced, for the nodes that use it.
+type nodeResult struct {
+	image executors.Image // seeds
+	step  *cache.Result   // steps and checks
+	tree  digest.Digest   // packages and capabilities: the artifact tree
+}
+
+// Apply runs every node of the plan that has work to do, in dependency order and in
+// parallel, and records everything in the workspace. A node whose dependency failed is
+// skipped, and reported once as skipped rather than as another failure.
+func Apply(ctx context.Context, ws *Workspace, g *Graph, p *Plan, opt ApplyOptions) (*ApplyResult, error) {
+	if opt.Parallelism <= 0 {
+		opt.Parallelism = 4
+	}
+	start := time.Now()
+	unlock, err := ws.Lock()
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	r := &runner{ws: ws, g: g, plan: p, opt: opt, results: map[string]*nodeResult{}}
+	if err := r.recover(ctx); err != nil {
+		return nil, err
+	}
+	run, err := ws.State.BeginRun(ctx, p.Digest, opt.Args)
+	if err != nil {
+		return nil, err
+	}
+	r.runID = run.ID
+	r.scratch = filepath.Join(ws.Dir, "runs", run.ID)
+	defer os.RemoveAll(r.scratch)
+
+	active, deps := r.activeNodes()
+	var refs []state.NodeRef
+	for _, a := range active {
+		if k := g.Nodes[a].Kind; k == KindStep || k == KindCheck {
+			refs = append(refs, state.NodeRef{Address: a, Action: g.Nodes[a].Digest})
+		}
+	}
+	if err := ws.State.AddNodes(ctx, run.ID, refs); err != nil {
+		return nil, err
+	}
+	r.emit(Event{Type: "run_started", Run: run.ID, Total: len(refs)})
+	res := r.walk(ctx, active, deps)
+	res.RunID = run.ID
+	res.Elapsed = time.Since(start)
+	status := state.RunSucceeded
+	if len(res.Failed) > 0 || ctx.Err() != nil {
+		status = state.RunFailed
+	}
+	if err := ws.State.FinishRun(context.WithoutCancel(ctx), run.ID, status); err != nil {
+		return res, err
+	}
+	r.emit(Event{Type: "run_finished", Run: run.ID, Elapsed: res.Elapsed,
+		Message: fmt.Sprintf("%d executed, %d cached, %d failed, %d skipped", res.Executed, res.Cached, len(res.Failed), len(res.Skipped))})
+	if ctx.Err() != nil {
+		return res, ctx.Err()
+	}
+	return res, nil
+}
+
+// recover cleans up after applies that died: their containers (by the ID prefix recorded
+// before each container was created), their scratch directories, and their run records.
+func (r *runner) recover(ctx context.Context) error {
+	attempts, err := r.ws.State.InterruptedAttempts(ctx)
+	if err != nil {
+		return err
+	}
+	for _, a := range attempts {
+		if a.ContainerID != "" && r.opt.Executor != nil {
+			if err := r.opt.Executor.Cleanup(ctx, a.ContainerID); err != nil {
+				return fmt.Errorf("cleaning up %s of interrupted run %s: %w", a.ContainerID, a.RunID, err)
+			}
+		}
+		if err := r.ws.State.AttemptFinished(ctx, a.RunID, a.Address, a.N, state.OutcomeInterrupted, "its apply died; leftovers removed"); err != nil {
+			return err
+		}
+	}
+	dead, err := r.ws.State.RecoverRuns(ctx)
+	if err != nil {
+		return err
+	}
+	for _, run := range dead {
+		os.RemoveAll(filepath.Join(r.ws.Dir, "runs", run.ID))
+	}
+	// This apply holds the project lock, so no other writer can own a temporary file.
+	if _, err := r.ws.Store.Sweep(0); err != nil {
+		return err
+	}
+	return nil
+}
+
+// activeNodes returns the nodes this apply must settle, in graph order, and each one's
+// execution dependencies. Alternatives and missing nodes are left out; a capability
+// depends on the recipe chosen for it.
+func (r *runner) activeNodes() ([]string, map[string][]string) {
+	status := map[string]*PlanNode{}
+	for _, n := range r.plan.Nodes {
+		status[n.Address] = n
+	}
+	chosen := map[string]string{}
+	for _, c := range r.plan.Capabilities {
+		chosen[c.Address] = c.Recipe
+	}
+	var active []string
+	deps := map[string][]string{}
+	for _, a := range r.g.Order {
+		pn := status[a]
+		if pn == nil || pn.Status == StatusAlternative || pn.Status == StatusMissing {
+			continue
+		}
+		active = append(active, a)
+		deps[a] = append([]string{}, r.g.Nodes[a].Deps...)
+		if rec := chosen[a]; rec != "" {
+			deps[a] = append(deps[a], rec)
+		}
+	}
+	return active, deps
+}
+
+// walk runs the active nodes with at most Parallelism steps at once.
+func (r *runner) walk(ctx context.Context, active []string, deps map[string][]string) *ApplyResult {
+	res := &ApplyResult{}
+	users := map[string][]string{}
+	waiting := map[string]int{}
+	for _, a := range active {
+		waiting[a] = len(deps[a])
+		for _, d := range deps[a] {
+			users[d] = append(users[d], a)
+		}
+	}
+	type done struct {
+		addr string
+		err  error
+		kind string // "executed", "cached", "built", "failed", "skipped"
+	}
+	results := make(chan done)
+	sem := make(chan struct{}, r.opt.Parallelism)
+	failed := map[string]string{} // node → root failure it is blocked by
+	var ready []string
+	for _, a := range active {
+		if waiting[a] == 0 {
+			ready = append(ready, a)
+		}
+	}
+	running := 0
+	remaining := len(active)
+	for remaining > 0 {
+		for len(ready) > 0 && ctx.Err() == nil {
+			a := ready[0]
+			ready = ready[1:]
+			if cause, blocked := failed[a]; blocked {
+				res.Skipped = append(res.Skipped, a)
+				if n := r.g.Nodes[a]; n.Kind == KindStep || n.Kind == KindCheck {
+					r.ws.State.NodeFinished(ctx, r.runID, a, state.NodeResult{Status: state.NodeSkipped, Error: "needs " + cause + ", which failed"})
+					r.emit(Event{Type: "node_skipped", Node: a, Message: "needs " + cause + ", which failed"})
+				}
+				remaining--
+				for _, u := range users[a] {
+					if _, already := failed[u]; !already {
+						failed[u] = cause
+					}
+					waiting[u]--
+					if waiting[u] == 0 {
+						ready = append(ready, u)
+					}
+				}
+				continue
+			}
+			running++
+			go func(a string) {
+				n := r.g.Nodes[a]
+				if n.Kind == KindStep || n.Kind == KindCheck {
+					sem <- struct{}{}
+					defer func() { <-sem }()
+				}
+				kind, err := r.settle(ctx, n)
+				results <- done{a, err, kind}
+			}(a)
+		}
+		if running == 0 {
+			break // cancelled: nothing more will finish
+		}
+		d := <-results
+		running--
+		remaining--
+		switch d.kind {
+		case "executed":
+			res.Executed++
+		case "cached":
+			res.Cached++
+		case "built":
+			res.Built++
+		}
+		if d.err != nil {
+			var se *StepError
+			if !errors.As(d.err, &se) {
+				se = &StepError{Node: d.addr, Reason: d.err.Error()}
+			}
+			res.Failed = append(res.Failed, se)
+		}
+		for _, u := range users[d.addr] {
+			if d.err != nil {
+				if _, already := failed[u]; !already {
+					failed[u] = d.addr
+				}
+			}
+			waiting[u]--
+			if waiting[u] == 0 {
+				ready = append(ready, u)
+			}
+		}
+	}
+	sort.Strings(res.Skipped)
+	return res
+}
+
+// settle produces one node's result.
+func (r *runner) settle(ctx context.Context, n *Node) (string, error) {
+	switch n.Kind {
+	case KindSeed:
+		img, err := r.buildSeed(ctx, n)
+		if err != nil {
+			return "failed", fmt.Errorf("building the image of %s: %w", n.Address, err)
+		}
+		r.setResult(n.Address, &nodeResult{image: img})
+		return "built", nil
+	case KindStep, KindCheck:
+		return r.runStep(ctx, n)
+	case KindPackage:
+		tree, err := r.assemble(ctx, n.Package.Files)
+		if err != nil {
+			return "failed", fmt.Errorf("packaging %s: %w", n.Address, err)
+		}
+		r.setResult(n.Address, &nodeResult{tree: tree})
+		return "built", nil
+	case KindRecipe:
+		r.setResult(n.Address, r.result(n.Address+".package"))
+		return "", nil
+	case KindCapability:
+		for _, c := range r.plan.Capabilities {
+			if c.Address == n.Address && c.Recipe != "" {
+				r.setResult(n.Address, r.result(c.Recipe))
+			}
+		}
+		return "", nil
+	case KindProduct:
+		return "", nil
+	}
+	return "failed", fmt.Errorf("%s: unknown node kind %s", n.Address, n.Kind)
+}
+
+func (r *runner) setResult(a string, nr *nodeResult) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.results[a] = nr
+}
+
+func (r *runner) result(a string) *nodeResult {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.results[a]
+}
+
+func (r *runner) emit(e Event) {
+	if r.opt.Events == nil {
+		return
+	}
+	if e.Time.IsZero() {
+		e.Time = time.Now()
+	}
+	r.evMu.Lock()
+	defer r.evMu.Unlock()
+	r.opt.Events(e)
+}
+
+// buildSeed builds a seed's image. The seed's node digest is its build key: it covers the
+// content of every host file and directory, so an unchanged seed is not re-read.
+func (r *runner) buildSeed(ctx context.Context, n *Node) (executors.Image, error) {
+	s := n.Seed
+	spec := &seed.Spec{Name: s.Name, Env: s.Env, User: s.User, Workdir: s.Workdir, Platform: s.Platform, Key: string(n.Digest)}
+	switch {
+	case s.Image != "":
+		spec.Import = &seed.Import{Ref: s.Image}
+	case s.OCILayout != nil:
+		spec.Import = &seed.Import{OCILayout: r.hostPath(s.OCILayout)}
+	case s.Tarball != nil:
+		spec.Import = &seed.Import{Tarball: r.hostPath(s.Tarball)}
+	default:
+		for _, l := range s.Layers {
+			switch {
+			case l.From != nil:
+				base := r.result(l.From.Node)
+				if base == nil {
+					return executors.Image{}, fmt.Errorf("%s is not built", l.From.Node)
+				}
+				img := base.image
+				spec.Layers = append(spec.Layers, seed.Layer{From: &img})
+			case l.Files != nil:
+				files := map[string]string{}
+				for p, a := range l.Files {
+					hp, err := r.fileSource(a)
+					if err != nil {
+						return executors.Image{}, err
+					}
+					files[p] = hp
+				}
+				spec.Layers = append(spec.Layers, seed.Layer{Files: files, Symlinks: l.Symlinks})
+			case l.Dir != nil:
+				spec.Layers = append(spec.Layers, seed.Layer{Dir: r.hostPath(l.Dir), At: l.At})
+			}
+		}
+	}
+	return r.ws.Seeds.Build(ctx, spec)
+}
+
+// hostPath is where a file or directory artifact read at plan time lives on this machine.
+func (r *runner) hostPath(a *lang.Artifact) string {
+	if a.Kind == lang.ArtifactProjectDir || a.Kind == lang.ArtifactProjectFile {
+		return filepath.Join(r.g.Config.Dir, filepath.FromSlash(a.Path))
+	}
+	return a.Path
+}
+
+// fileSource returns a host path holding a file artifact's bytes: the host file itself, or
+// for inline text a store blob.
+func (r *runner) fileSource(a *lang.Artifact) (string, error) {
+	if a.Kind == lang.ArtifactInline {
+		d, err := r.ws.Store.PutBytes(a.Inline)
+		if err != nil {
+			return "", err
+		}
+		return r.ws.Store.Path(d), nil
+	}
+	return r.hostPath(a), nil
+}
+
+func newID() string {
+	var b [6]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// ContainerPrefix is the prefix of every container, snapshot and bundle Foundry creates.
+const ContainerPrefix = "foundry-"
+
+func (r *runner) fault(point, node string) {
+	if r.opt.Faults != nil {
+		r.opt.Faults(point, node)
+	}
+}
+
+// shortAddr makes a node address safe and short for container IDs.
+func shortAddr(a string) string {
+	var b strings.Builder
+	for _, c := range strings.ToLower(a) {
+		switch {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+			b.WriteRune(c)
+		default:
+			b.WriteByte('-')
+		}
+	}
+	s := b.String()
+	if len(s) > 30 {
+		s = s[len(s)-30:]
+	}
+	return strings.Trim(s, "-")
+}

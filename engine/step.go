@@ -1,0 +1,534 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/foundry-build/foundry/engine/cache"
+	"github.com/foundry-build/foundry/engine/digest"
+	"github.com/foundry-build/foundry/engine/state"
+	"github.com/foundry-build/foundry/executors"
+	"github.com/foundry-build/foundry/lang"
+)
+
+// runStep settles a step: from the action cache when its action digest has a result, else
+// by executing it. Only a success observed by the executor is cached.
+func (r *runner) runStep(ctx context.Context, n *Node) (string, error) {
+	if res, hit, err := r.ws.Cache.Lookup(ctx, n.Digest); err != nil {
+		return "failed", err
+	} else if hit {
+		r.setResult(n.Address, &nodeResult{step: res})
+		if err := r.ws.State.NodesCached(ctx, r.runID, []state.NodeRef{{Address: n.Address, Action: n.Digest}}); err != nil {
+			return "failed", err
+		}
+		if err := r.ws.State.RecordDefinition(ctx, n.Address, n.Digest, n.Definition); err != nil {
+			return "failed", err
+		}
+		r.emit(Event{Type: "node_cached", Node: n.Address, Action: n.Digest})
+		return "cached", nil
+	}
+	if r.opt.Executor == nil {
+		return "failed", fmt.Errorf("%s must run, but no executor is configured", n.Address)
+	}
+	start := time.Now()
+	r.emit(Event{Type: "node_started", Node: n.Address, Action: n.Digest})
+	res, err := r.execute(ctx, n)
+	if err != nil {
+		var se *StepError
+		if errors.As(err, &se) {
+			se.Node, se.Action, se.Argv = n.Address, n.Digest, n.Step.Run
+		}
+		code := -1
+		if se != nil {
+			code = se.ExitCode
+		}
+		ferr := r.ws.State.NodeFinished(context.WithoutCancel(ctx), r.runID, n.Address, state.NodeResult{Status: state.NodeFailed, ExitCode: &code, Error: err.Error()})
+		r.emit(Event{Type: "node_failed", Node: n.Address, Action: n.Digest, Elapsed: time.Since(start), ExitCode: &code, Message: err.Error()})
+		if ferr != nil {
+			return "failed", errors.Join(err, ferr)
+		}
+		return "failed", err
+	}
+	r.setResult(n.Address, &nodeResult{step: res})
+	zero := 0
+	r.emit(Event{Type: "node_done", Node: n.Address, Action: n.Digest, Elapsed: time.Since(start), ExitCode: &zero})
+	return "executed", nil
+}
+
+// execute runs the step once and, if it succeeded, stores its outputs and cache record.
+func (r *runner) execute(ctx context.Context, n *Node) (*cache.Result, error) {
+	st := n.Step
+	if err := r.ws.State.NodeStarted(ctx, r.runID, n.Address, n.Digest); err != nil {
+		return nil, err
+	}
+	base := r.result(st.Image.Node)
+	if base == nil {
+		return nil, fmt.Errorf("image %s is not built", st.Image.Node)
+	}
+	mounts, err := r.mounts(ctx, st)
+	if err != nil {
+		return nil, &StepError{Reason: err.Error()}
+	}
+	scratch := filepath.Join(r.scratch, shortAddr(n.Address)+"-"+newID())
+	outDir := filepath.Join(scratch, "out")
+	if err := os.MkdirAll(outDir, 0o777); err != nil {
+		return nil, err
+	}
+	// The sandbox user is not root: it must be able to write /out.
+	if err := os.Chmod(outDir, 0o777); err != nil {
+		return nil, err
+	}
+	lim := EffectiveLimits(st.Limits)
+	stdout, err := newCappedFile(filepath.Join(scratch, "stdout"), lim.OutputBytes)
+	if err != nil {
+		return nil, err
+	}
+	defer stdout.Close()
+	stderr, err := newCappedFile(filepath.Join(scratch, "stderr"), lim.OutputBytes)
+	if err != nil {
+		return nil, err
+	}
+	defer stderr.Close()
+
+	id := ContainerPrefix + r.runID[:min(12, len(r.runID))] + "-" + shortAddr(n.Address) + "-" + newID()
+	id = strings.ToLower(id)
+	if len(id) > 64 {
+		id = id[:64]
+	}
+	attempt, err := r.ws.State.AttemptStarted(ctx, r.runID, n.Address, r.opt.Executor.Name(), id)
+	if err != nil {
+		return nil, err
+	}
+	r.fault(FaultBeforeExec, n.Address)
+	action := &executors.Action{
+		ID: id, Image: base.image, Argv: st.Run, Env: envList(base.image.Env, st.Env), Workdir: st.Workdir,
+		User: st.User, Mounts: mounts, OutDir: outDir, Network: executors.NetworkNone,
+		Limits: executors.Limits{MemoryBytes: lim.MemoryBytes, CPUs: lim.CPUs, Pids: lim.Pids, Timeout: lim.Time},
+		Stdout: stdout, Stderr: stderr,
+	}
+	xr, err := r.opt.Executor.Run(ctx, action)
+	bg := context.WithoutCancel(ctx)
+	if err != nil {
+		r.ws.State.AttemptFinished(bg, r.runID, n.Address, attempt, state.OutcomeError, err.Error())
+		return nil, &StepError{Reason: fmt.Sprintf("the %s executor could not run it: %v", r.opt.Executor.Name(), err), ExitCode: -1}
+	}
+	r.fault(FaultAfterExec, n.Address)
+	outLog, err := stdout.store(r)
+	if err != nil {
+		return nil, err
+	}
+	errLog, err := stderr.store(r)
+	if err != nil {
+		return nil, err
+	}
+	res := &cache.Result{
+		Action: n.Digest, ExitCode: xr.ExitCode, TimedOut: xr.TimedOut, OOMKilled: xr.OOMKilled, Signal: xr.Signal,
+		Stdout: outLog, Stderr: errLog, Started: xr.Started, Finished: xr.Finished, Duration: xr.Finished.Sub(xr.Started),
+		Executor: r.opt.Executor.Name(), Isolation: r.opt.Executor.Isolation(),
+	}
+	if err := res.Success(); err != nil {
+		se := &StepError{ExitCode: xr.ExitCode, TimedOut: xr.TimedOut, OOMKilled: xr.OOMKilled, Stdout: outLog.Digest, Stderr: errLog.Digest}
+		se.LogTail = r.logTail(errLog, outLog, 10)
+		outcome := state.OutcomeFailed
+		if xr.TimedOut {
+			outcome = state.OutcomeTimedOut
+		}
+		r.ws.State.AttemptFinished(bg, r.runID, n.Address, attempt, outcome, logDetail(outLog, errLog))
+		return nil, se
+	}
+	outputs, err := r.collectOutputs(outDir, st.Outputs)
+	if err != nil {
+		r.ws.State.AttemptFinished(bg, r.runID, n.Address, attempt, state.OutcomeFailed, err.Error())
+		return nil, &StepError{Reason: err.Error(), Stdout: outLog.Digest, Stderr: errLog.Digest}
+	}
+	res.Outputs = outputs
+	def, err := r.ws.Store.PutBytes(n.Definition)
+	if err != nil {
+		return nil, err
+	}
+	res.Definition = def
+	r.fault(FaultAfterOutputs, n.Address)
+	if err := r.ws.Cache.Put(ctx, res); err != nil {
+		return nil, err
+	}
+	r.fault(FaultAfterCachePut, n.Address)
+	if err := r.ws.State.AttemptFinished(bg, r.runID, n.Address, attempt, state.OutcomeSucceeded, logDetail(outLog, errLog)); err != nil {
+		return nil, err
+	}
+	zero := 0
+	if err := r.ws.State.NodeFinished(bg, r.runID, n.Address, state.NodeResult{Status: state.NodeDone, ExitCode: &zero}); err != nil {
+		return nil, err
+	}
+	if err := r.ws.State.RecordDefinition(bg, n.Address, n.Digest, n.Definition); err != nil {
+		return nil, err
+	}
+	os.RemoveAll(scratch)
+	return res, nil
+}
+
+// logDetail records an attempt's log blobs in its detail, for `foundry logs`.
+func logDetail(out, errl cache.Log) string {
+	return fmt.Sprintf("stdout=%s stderr=%s", out.Digest, errl.Digest)
+}
+
+// envList merges the image's environment with the step's (the step wins), sorted.
+func envList(image []string, step map[string]string) []string {
+	m := map[string]string{}
+	for _, kv := range image {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			m[k] = v
+		}
+	}
+	for k, v := range step {
+		m[k] = v
+	}
+	out := make([]string, 0, len(m))
+	for k, v := range m {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// mounts materializes a step's inputs on this machine and returns the read-only mounts.
+func (r *runner) mounts(ctx context.Context, st *lang.Step) ([]executors.Mount, error) {
+	var out []executors.Mount
+	for _, target := range sortedKeys(st.Mounts) {
+		a := st.Mounts[target]
+		var src string
+		var err error
+		switch a.Kind {
+		case lang.ArtifactProjectDir:
+			// Mounted in place, after checking that it still has the content the action
+			// digest was computed from.
+			src = r.hostPath(a)
+			_, d, herr := digest.Dir(src)
+			if herr != nil {
+				return nil, fmt.Errorf("input %s: %v", a.Path, herr)
+			}
+			if d != a.Digest {
+				return nil, fmt.Errorf("input %s changed since it was planned (%s, now %s); plan again", a.Path, short(a.Digest), short(d))
+			}
+		case lang.ArtifactInline:
+			var d digest.Digest
+			d, err = r.ws.Store.PutBytes(a.Inline)
+			if err == nil {
+				src, err = r.materializeFile(d, 0o644)
+			}
+		case lang.ArtifactStepOutput:
+			prod := r.result(a.Node)
+			if prod == nil || prod.step == nil {
+				return nil, fmt.Errorf("input %s: %s has no result", target, a.Node)
+			}
+			var o *cache.Output
+			for i := range prod.step.Outputs {
+				if prod.step.Outputs[i].Path == a.Path {
+					o = &prod.step.Outputs[i]
+				}
+			}
+			if o == nil {
+				return nil, fmt.Errorf("input %s: %s did not record output %s", target, a.Node, a.Path)
+			}
+			if o.Kind == cache.Tree {
+				src, err = r.materializeTree(o.Digest)
+			} else {
+				src, err = r.materializeFile(o.Digest, outputMode(o))
+			}
+		case lang.ArtifactCapability:
+			prod := r.result(a.Node)
+			if prod == nil || prod.tree == "" {
+				return nil, fmt.Errorf("input %s: capability %s was not resolved", target, a.Node)
+			}
+			src, err = r.materializeTree(prod.tree)
+		default:
+			return nil, fmt.Errorf("input %s: cannot mount %s", target, a)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("input %s: %w", target, err)
+		}
+		out = append(out, executors.Mount{Source: src, Target: target})
+	}
+	return out, nil
+}
+
+// outputMode is the mode a file output is materialized with.
+func outputMode(o *cache.Output) os.FileMode {
+	if o.Mode&0o111 != 0 {
+		return 0o755
+	}
+	return 0o644
+}
+
+// materializeFile returns a read-only copy of blob d with the given mode under inputs/,
+// shared by every step that mounts it. Steps see inputs read-only, and the copy is never
+// written after it is renamed into place.
+func (r *runner) materializeFile(d digest.Digest, mode os.FileMode) (string, error) {
+	dst := filepath.Join(r.ws.Dir, "inputs", fmt.Sprintf("file-%s-%o", d.Hex(), mode))
+	if _, err := os.Lstat(dst); err == nil {
+		return dst, nil
+	}
+	src, err := r.ws.Store.Open(d)
+	if err != nil {
+		return "", err
+	}
+	defer src.Close()
+	tmp, err := os.CreateTemp(filepath.Dir(dst), ".tmp-file-*")
+	if err != nil {
+		return "", err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := io.Copy(tmp, src); err != nil {
+		tmp.Close()
+		return "", err
+	}
+	if err := tmp.Chmod(mode); err != nil {
+		tmp.Close()
+		return "", err
+	}
+	if err := tmp.Close(); err != nil {
+		return "", err
+	}
+	if err := os.Rename(tmp.Name(), dst); err != nil {
+		return "", err
+	}
+	return dst, nil
+}
+
+// materializeTree returns a directory holding tree md under inputs/, built once.
+func (r *runner) materializeTree(md digest.Digest) (string, error) {
+	dst := filepath.Join(r.ws.Dir, "inputs", "tree-"+md.Hex())
+	if _, err := os.Lstat(dst); err == nil {
+		return dst, nil
+	}
+	tmp := filepath.Join(r.ws.Dir, "inputs", ".tmp-tree-"+newID())
+	if err := r.ws.Store.Materialize(md, tmp); err != nil {
+		os.RemoveAll(tmp)
+		return "", err
+	}
+	if err := os.Rename(tmp, dst); err != nil {
+		os.RemoveAll(tmp)
+		if _, serr := os.Lstat(dst); serr == nil {
+			return dst, nil // another step materialized it first
+		}
+		return "", err
+	}
+	return dst, nil
+}
+
+// collectOutputs stores each declared output: a file as a blob, a directory as a tree.
+// A declared output the step did not produce fails the step.
+func (r *runner) collectOutputs(outDir string, declared []string) ([]cache.Output, error) {
+	var outs []cache.Output
+	for _, p := range declared {
+		host := filepath.Join(outDir, filepath.FromSlash(strings.TrimPrefix(p, "/out/")))
+		fi, err := os.Lstat(host)
+		if err != nil {
+			return nil, fmt.Errorf("declared output %s was not produced", p)
+		}
+		switch {
+		case fi.Mode().IsRegular():
+			f, err := os.Open(host)
+			if err != nil {
+				return nil, err
+			}
+			d, size, err := r.ws.Store.Put(f)
+			f.Close()
+			if err != nil {
+				return nil, fmt.Errorf("storing output %s: %w", p, err)
+			}
+			mode := uint32(0o644)
+			if fi.Mode()&0o111 != 0 {
+				mode = 0o755
+			}
+			outs = append(outs, cache.Output{Path: p, Kind: cache.File, Digest: d, Size: size, Mode: mode})
+		case fi.IsDir():
+			d, _, err := r.ws.Store.PutDir(host)
+			if err != nil {
+				return nil, fmt.Errorf("storing output %s: %w", p, err)
+			}
+			size, _ := r.ws.Store.Stat(d)
+			outs = append(outs, cache.Output{Path: p, Kind: cache.Tree, Digest: d, Size: size})
+		default:
+			return nil, fmt.Errorf("declared output %s is a %s; outputs are files or directories", p, fi.Mode().Type())
+		}
+	}
+	sort.Slice(outs, func(i, j int) bool { return outs[i].Path < outs[j].Path })
+	return outs, nil
+}
+
+// assemble builds an artifact tree from files (package and delivery contents).
+func (r *runner) assemble(ctx context.Context, files map[string]*lang.Artifact) (digest.Digest, error) {
+	dir := filepath.Join(r.scratch, "pkg-"+newID())
+	defer os.RemoveAll(dir)
+	for _, p := range sortedKeys(files) {
+		a := files[p]
+		dst := filepath.Join(dir, filepath.FromSlash(strings.TrimPrefix(p, "/")))
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return "", err
+		}
+		var src string
+		var err error
+		switch a.Kind {
+		case lang.ArtifactStepOutput:
+			prod := r.result(a.Node)
+			if prod == nil || prod.step == nil {
+				return "", fmt.Errorf("%s has no result", a.Node)
+			}
+			for _, o := range prod.step.Outputs {
+				if o.Path != a.Path {
+					continue
+				}
+				if o.Kind == cache.Tree {
+					src, err = r.materializeTree(o.Digest)
+				} else {
+					src, err = r.materializeFile(o.Digest, outputMode(&o))
+				}
+			}
+		case lang.ArtifactProjectDir:
+			src = r.hostPath(a)
+		case lang.ArtifactInline:
+			var d digest.Digest
+			if d, err = r.ws.Store.PutBytes(a.Inline); err == nil {
+				src, err = r.materializeFile(d, 0o644)
+			}
+		default:
+			return "", fmt.Errorf("cannot package %s", a)
+		}
+		if err != nil {
+			return "", err
+		}
+		if src == "" {
+			return "", fmt.Errorf("%s did not record output %s", a.Node, a.Path)
+		}
+		if err := copyTree(src, dst); err != nil {
+			return "", err
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	d, _, err := r.ws.Store.PutDir(dir)
+	return d, err
+}
+
+// copyTree copies a file or directory (symlinks as symlinks) from src to dst.
+func copyTree(src, dst string) error {
+	return filepath.Walk(src, func(p string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		t := filepath.Join(dst, rel)
+		switch {
+		case fi.Mode()&os.ModeSymlink != 0:
+			target, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			return os.Symlink(target, t)
+		case fi.IsDir():
+			return os.MkdirAll(t, 0o755)
+		case fi.Mode().IsRegular():
+			in, err := os.Open(p)
+			if err != nil {
+				return err
+			}
+			defer in.Close()
+			out, err := os.OpenFile(t, os.O_CREATE|os.O_EXCL|os.O_WRONLY, fi.Mode().Perm()|0o200)
+			if err != nil {
+				return err
+			}
+			if _, err := io.Copy(out, in); err != nil {
+				out.Close()
+				return err
+			}
+			return out.Close()
+		}
+		return fmt.Errorf("%s: unsupported file type %s", p, fi.Mode().Type())
+	})
+}
+
+// logTail returns the last n lines of the stderr log, or of stdout when stderr is empty.
+func (r *runner) logTail(errLog, outLog cache.Log, n int) []string {
+	for _, l := range []cache.Log{errLog, outLog} {
+		if l.Digest == "" || l.Size == 0 {
+			continue
+		}
+		b, err := r.ws.Store.Get(l.Digest)
+		if err != nil {
+			continue
+		}
+		return TailLines(b, n)
+	}
+	return nil
+}
+
+// TailLines returns the last n lines of b.
+func TailLines(b []byte, n int) []string {
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return lines
+}
+
+// cappedFile keeps at most limit bytes of a stream, then a truncation marker.
+type cappedFile struct {
+	f         *os.File
+	limit     int64
+	written   int64
+	truncated bool
+}
+
+func newCappedFile(path string, limit int64) (*cappedFile, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	return &cappedFile{f: f, limit: limit}, nil
+}
+
+// Write never fails for lack of room: output past the limit is counted and dropped, so a
+// chatty step is not killed by a broken pipe.
+func (c *cappedFile) Write(p []byte) (int, error) {
+	room := c.limit - c.written
+	if room <= 0 {
+		c.truncated = true
+		return len(p), nil
+	}
+	w := p
+	if int64(len(w)) > room {
+		w = w[:room]
+		c.truncated = true
+	}
+	n, err := c.f.Write(w)
+	c.written += int64(n)
+	if err != nil {
+		return n, err
+	}
+	return len(p), nil
+}
+
+// store puts the captured log in the content store, with a marker if it was truncated.
+func (c *cappedFile) store(r *runner) (cache.Log, error) {
+	if c.truncated {
+		fmt.Fprintf(c.f, "\n[foundry: output truncated after %d bytes; raise limits.output to keep more]\n", c.limit)
+	}
+	if _, err := c.f.Seek(0, io.SeekStart); err != nil {
+		return cache.Log{}, err
+	}
+	d, size, err := r.ws.Store.Put(c.f)
+	if err != nil {
+		return cache.Log{}, err
+	}
+	return cache.Log{Digest: d, Size: size, Truncated: c.truncated}, nil
+}
+
+func (c *cappedFile) Close() error { return c.f.Close() }
