@@ -274,6 +274,47 @@ func TestBuilderAllowlist(t *testing.T) {
 	}
 }
 
+// TestSignerBuilderPairs: with signers in the policy, a key vouches only for its builders.
+func TestSignerBuilderPairs(t *testing.T) {
+	ci := newKeyPair(t, KeyECDSAP256)
+	dev := newKeyPair(t, KeyEd25519)
+	keys := append(append([]*Verifier{}, ci.keys...), dev.keys...)
+	digest := sha("artifact")
+	containerd, _ := BuilderID("containerd", IsolationContainer)
+	local, _ := BuilderID("local", IsolationNone)
+	pol := Policy{
+		Builders: []string{containerd, local},
+		Signers: []SignerRule{
+			{KeyID: ci.signer.KeyID(), Builders: []string{containerd}},
+			{KeyID: dev.signer.KeyID(), Builders: []string{local}},
+		},
+	}
+	localExec := testExecution(digest)
+	localExec.Executor, localExec.Isolation = "local", IsolationNone
+
+	for _, c := range []struct {
+		name string
+		kp   keyPair
+		e    *Execution
+		ok   bool
+	}{
+		{"ci key, containerd", ci, testExecution(digest), true},
+		{"dev key, local", dev, localExec, true},
+		{"dev key claims containerd", dev, testExecution(digest), false},
+		{"ci key, local", ci, localExec, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rep := verifyOne(t, keys, mint(t, c.kp, c.e), digest, pol)
+			if rep.OK != c.ok {
+				t.Fatalf("ok=%v, want %v (refusal %s)", rep.OK, c.ok, firstRefusal(rep))
+			}
+			if !c.ok && firstRefusal(rep) != CodeSignerBuilder {
+				t.Fatalf("refused with %s, want %s", firstRefusal(rep), CodeSignerBuilder)
+			}
+		})
+	}
+}
+
 // TestDependencies builds a chain lib → app where app's input /lib is lib's output, stores
 // both envelopes in a directory and checks that Verify follows the dependency.
 func TestDependencies(t *testing.T) {
@@ -424,11 +465,13 @@ func TestLoadPolicy(t *testing.T) {
 		t.Fatalf("LoadPolicy = %+v, %v", pol, err)
 	}
 	for name, body := range map[string]string{
-		"misspelt key":   `{"builder":["x"]}`,
-		"trailing data":  `{} {}`,
-		"empty builder":  `{"builders":[""]}`,
-		"negative depth": `{"maxDepth":-1}`,
-		"not json":       `builders = x`,
+		"misspelt key":       `{"builder":["x"]}`,
+		"trailing data":      `{} {}`,
+		"empty builder":      `{"builders":[""]}`,
+		"negative depth":     `{"maxDepth":-1}`,
+		"signer key id":      `{"signers":[{"keyId":"foundry.pub","builders":["x"]}]}`,
+		"signer no builders": `{"signers":[{"keyId":"sha256:` + strings.Repeat("0", 64) + `"}]}`,
+		"not json":           `builders = x`,
 	} {
 		os.WriteFile(p, []byte(body), 0o644)
 		if _, err := LoadPolicy(p); err == nil {

@@ -31,6 +31,7 @@ const (
 	CodePredicate       = "predicate-invalid"     // SLSA predicate does not parse or validate
 	CodeBuildType       = "build-type"            // buildType is not Foundry's
 	CodeBuilder         = "builder-not-allowed"   // builder.id not in the allowlist
+	CodeSignerBuilder   = "signer-not-allowed"    // no verifying key may vouch for this builder
 	CodeDependency      = "dependency-unverified" // a Foundry-produced input did not verify
 	CodeDependencyCycle = "dependency-cycle"      // a dependency is its own ancestor
 	CodeDependencyDepth = "dependency-depth"      // dependencies nest deeper than MaxDepth
@@ -70,10 +71,21 @@ type Policy struct {
 	// PredicateTypes must each be met by at least one verified statement about the
 	// artifact. Empty means PredicateSLSAProvenance.
 	PredicateTypes []string `json:"predicateTypes,omitempty"`
+	// Signers, if set, pairs keys with the builders they may vouch for (SLSA: accept only
+	// specific (signer, builder) pairs): SLSA provenance is then accepted only if a key that
+	// verified it lists its builder.id. Without it, every trusted key may vouch for every
+	// allowed builder.
+	Signers []SignerRule `json:"signers,omitempty"`
 	// SkipDependencies turns off verifying Foundry-produced inputs.
 	SkipDependencies bool `json:"skipDependencies,omitempty"`
 	// MaxDepth bounds how deep dependencies are followed (default 32).
 	MaxDepth int `json:"maxDepth,omitempty"`
+}
+
+// SignerRule lets one key vouch for some builders.
+type SignerRule struct {
+	KeyID    string   `json:"keyId"`    // KeyID of the public key ("sha256:<hex>")
+	Builders []string `json:"builders"` // builder ids it may sign provenance for
 }
 
 // LoadPolicy reads a Policy from a JSON file.
@@ -110,6 +122,14 @@ func LoadPolicy(path string) (*Policy, error) {
 	for _, t := range p.PredicateTypes {
 		if t == "" {
 			return nil, fmt.Errorf("policy %s: empty predicate type", path)
+		}
+	}
+	for i, r := range p.Signers {
+		if !digestRE.MatchString(r.KeyID) {
+			return nil, fmt.Errorf("policy %s: signers[%d].keyId %q is not a key id (sha256:<hex>, as foundry keygen prints)", path, i, r.KeyID)
+		}
+		if len(r.Builders) == 0 {
+			return nil, fmt.Errorf("policy %s: signers[%d] lists no builders", path, i)
 		}
 	}
 	return &p, nil
@@ -157,13 +177,13 @@ type ArtifactReport struct {
 
 // AttestationReport is what was checked for one candidate envelope.
 type AttestationReport struct {
-	Source        string   `json:"source"`
-	Digest        string   `json:"digest"` // EnvelopeDigest of the exact bytes
-	OK            bool     `json:"ok"`     // accepted as evidence about the artifact
-	PredicateType string   `json:"predicateType,omitempty"`
-	BuilderID     string   `json:"builderId,omitempty"`
-	SignedBy      []string `json:"signedBy,omitempty"` // names of the keys that verified
-	Checks        []Check  `json:"checks"`
+	Source        string    `json:"source"`
+	Digest        string    `json:"digest"` // EnvelopeDigest of the exact bytes
+	OK            bool      `json:"ok"`     // accepted as evidence about the artifact
+	PredicateType string    `json:"predicateType,omitempty"`
+	BuilderID     string    `json:"builderId,omitempty"`
+	SignedBy      []KeyInfo `json:"signedBy,omitempty"` // the trusted keys that verified it
+	Checks        []Check   `json:"checks"`
 	// Dependencies are the verification of Foundry-produced inputs, when followed.
 	Dependencies []*ArtifactReport `json:"dependencies,omitempty"`
 }
@@ -349,12 +369,16 @@ func (v *verifier) envelope(att Attestation, envDigest, want string, depth int) 
 	pass("payload-type", "%s", env.PayloadType)
 
 	for _, i := range env.Verify(v.keys) {
-		r.SignedBy = append(r.SignedBy, v.opts.Keys[i].Name)
+		r.SignedBy = append(r.SignedBy, KeyInfo{Name: v.opts.Keys[i].Name, KeyID: v.opts.Keys[i].KeyID})
 	}
 	if len(r.SignedBy) == 0 {
 		return fail("signature", CodeSignature, "none of the %d signature(s) verifies with any of the %d trusted key(s)", len(env.Signatures), len(v.keys))
 	}
-	pass("signature", "verified with %s", strings.Join(r.SignedBy, ", "))
+	names := make([]string, len(r.SignedBy))
+	for i, k := range r.SignedBy {
+		names[i] = k.Name
+	}
+	pass("signature", "verified with %s", strings.Join(names, ", "))
 
 	// From here on, only env.Payload — the bytes the signature covers — is read.
 	st, err := ParseStatement(env.Payload)
@@ -390,6 +414,20 @@ func (v *verifier) envelope(att Attestation, envDigest, want string, depth int) 
 		return fail("builder", CodeBuilder, "builder.id %q is not in the allowlist (%s)", r.BuilderID, strings.Join(v.builders, ", "))
 	}
 	pass("builder", "%s is allowed", r.BuilderID)
+	if rules := v.opts.Policy.Signers; len(rules) > 0 {
+		var by string
+		for _, k := range r.SignedBy {
+			for _, rule := range rules {
+				if rule.KeyID == k.KeyID && slices.Contains(rule.Builders, r.BuilderID) {
+					by = k.Name
+				}
+			}
+		}
+		if by == "" {
+			return fail("signer", CodeSignerBuilder, "none of the keys that verified it (%s) may vouch for builder %s under the policy's signers", strings.Join(names, ", "), r.BuilderID)
+		}
+		pass("signer", "%s may vouch for %s", by, r.BuilderID)
+	}
 
 	if !v.opts.Policy.SkipDependencies {
 		if !v.dependencies(r, prov, depth) {
