@@ -1,0 +1,449 @@
+// Package containerd is the default executor: each action is a containerd task in the
+// "foundry" namespace, on a writable overlayfs snapshot of the imported image with a read-only
+// root in the spec (a read-only snapshot view fails when the image lacks mount points), under
+// the same OCI runtime spec as the runc executor (runc.Spec).
+//
+// Images are imported from Image.LayoutPath once per digest and unpacked into the snapshotter;
+// later actions reuse them. Per action the executor prepares a snapshot under a lease named
+// after the action ID, creates the container and task, captures output, waits with the
+// deadline (killing every process of the task when it passes), reads the OOM counter of the
+// task's cgroup, and deletes task, container, snapshot and lease. Cleanup(prefix) removes what
+// a crashed earlier run left.
+//
+// Work that does not depend on the action is done off the critical path: snapshots of each
+// image are prepared ahead of use in a small pool, and the container, snapshot and lease of a
+// finished action are deleted in the background once its task (and so every process) is gone;
+// Close waits for that.
+package containerd
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/containerd/containerd"
+	"github.com/containerd/containerd/cio"
+	"github.com/containerd/containerd/errdefs"
+	"github.com/containerd/containerd/images"
+	"github.com/containerd/containerd/leases"
+	"github.com/containerd/containerd/namespaces"
+	"github.com/containerd/containerd/remotes"
+	"github.com/containerd/containerd/snapshots"
+	"github.com/containerd/platforms"
+	"github.com/opencontainers/go-digest"
+	"github.com/opencontainers/image-spec/identity"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/foundry-build/foundry/executors"
+	"github.com/foundry-build/foundry/executors/runc"
+)
+
+const (
+	// DefaultAddress is the private containerd that scripts/containerd.sh starts.
+	DefaultAddress = "/run/foundry-containerd/containerd.sock"
+	// DefaultNamespace keeps Foundry's containers, images and snapshots apart from anything
+	// else using the same daemon.
+	DefaultNamespace = "foundry"
+	snapshotter      = "overlayfs"
+	runtimeName      = "io.containerd.runc.v2"
+	// leaseTTL bounds how long a crashed run's lease protects its snapshot from GC.
+	leaseTTL = 24 * time.Hour
+)
+
+// Options configure the executor. Zero values pick the defaults.
+type Options struct {
+	// Address is the containerd socket (the CLI's --containerd-address or
+	// FOUNDRY_CONTAINERD_ADDRESS). Default DefaultAddress.
+	Address string
+	// Namespace is the containerd namespace. Default "foundry".
+	Namespace string
+	// NoSeccomp drops the default seccomp profile.
+	NoSeccomp bool
+}
+
+// Executor runs actions as containerd tasks. It is safe for concurrent use.
+type Executor struct {
+	client  *containerd.Client
+	ns      string
+	seccomp bool
+
+	mu     sync.Mutex
+	images map[string]*imageEntry // by manifest digest
+
+	bg sync.WaitGroup // background deletions of finished actions
+}
+
+var _ executors.Executor = (*Executor)(nil)
+
+type imageEntry struct {
+	ready   chan struct{} // closed when chainID/err are set
+	chainID string
+	err     error
+}
+
+// Available reports whether a containerd daemon answers at address (for choosing the default
+// executor and for tests).
+func Available(ctx context.Context, address string) bool {
+	if address == "" {
+		address = DefaultAddress
+	}
+	if _, err := os.Stat(address); err != nil {
+		return false
+	}
+	c, err := containerd.New(address, containerd.WithTimeout(2*time.Second))
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	ok, err := c.IsServing(ctx)
+	return err == nil && ok
+}
+
+// New connects to containerd.
+func New(ctx context.Context, o Options) (*Executor, error) {
+	if o.Address == "" {
+		o.Address = DefaultAddress
+	}
+	if o.Namespace == "" {
+		o.Namespace = DefaultNamespace
+	}
+	c, err := containerd.New(o.Address, containerd.WithDefaultNamespace(o.Namespace), containerd.WithTimeout(5*time.Second))
+	if err != nil {
+		return nil, fmt.Errorf("containerd executor: connect %s: %w", o.Address, err)
+	}
+	if _, err := c.Version(namespaces.WithNamespace(ctx, o.Namespace)); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("containerd executor: %s does not answer: %w", o.Address, err)
+	}
+	return &Executor{
+		client:  c,
+		ns:      o.Namespace,
+		seccomp: !o.NoSeccomp,
+		images:  map[string]*imageEntry{},
+	}, nil
+}
+
+// Name implements executors.Executor.
+func (e *Executor) Name() string { return "containerd" }
+
+// Isolation implements executors.Executor.
+func (e *Executor) Isolation() string { return executors.IsolationContainer }
+
+// Close waits for background deletions and closes the connection.
+func (e *Executor) Close() error {
+	e.bg.Wait()
+	return e.client.Close()
+}
+
+func (e *Executor) nsCtx(ctx context.Context) context.Context {
+	return namespaces.WithNamespace(ctx, e.ns)
+}
+
+// Run implements executors.Executor.
+func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Result, error) {
+	if err := runc.Validate(a); err != nil {
+		return nil, fmt.Errorf("containerd executor: %w", err)
+	}
+	ctx = e.nsCtx(ctx)
+	chainID, err := e.image(ctx, a.Image)
+	if err != nil {
+		return nil, fmt.Errorf("containerd executor: action %s: image %s: %w", a.ID, a.Image.Digest, err)
+	}
+	cgroupsPath := "/" + e.ns + "/" + a.ID
+	spec, err := runc.Spec(a, runc.SpecOptions{RootPath: "rootfs", CgroupsPath: cgroupsPath, Seccomp: e.seccomp})
+	if err != nil {
+		return nil, fmt.Errorf("containerd executor: %w", err)
+	}
+	if err := os.Lchown(a.OutDir, int(spec.Process.User.UID), int(spec.Process.User.GID)); err != nil {
+		return nil, fmt.Errorf("containerd executor: action %s: chown OutDir: %w", a.ID, err)
+	}
+
+	// Cleanup must run even when ctx is cancelled.
+	cctx := context.WithoutCancel(ctx)
+	lctx, doneLease, err := e.client.WithLease(ctx, leases.WithID(a.ID), leases.WithExpiration(leaseTTL))
+	if err != nil {
+		return nil, fmt.Errorf("containerd executor: action %s: lease: %w", a.ID, err)
+	}
+	var container containerd.Container
+	cleanup := func() error {
+		var errs []error
+		if container != nil {
+			if err := container.Delete(cctx, containerd.WithSnapshotCleanup); err != nil && !errdefs.IsNotFound(err) {
+				errs = append(errs, fmt.Errorf("delete container: %w", err))
+			}
+		} else if err := e.client.SnapshotService(snapshotter).Remove(cctx, a.ID); err != nil && !errdefs.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("remove snapshot: %w", err))
+		}
+		if err := doneLease(cctx); err != nil && !errdefs.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("delete lease: %w", err))
+		}
+		return errors.Join(errs...)
+	}
+	fail := func(what string, err error) (*executors.Result, error) {
+		if cerr := cleanup(); cerr != nil {
+			err = errors.Join(err, cerr)
+		}
+		return nil, fmt.Errorf("containerd executor: action %s: %s: %w", a.ID, what, err)
+	}
+
+	if _, err := e.client.SnapshotService(snapshotter).Prepare(lctx, a.ID, chainID); err != nil {
+		return fail("prepare snapshot", err)
+	}
+	container, err = e.client.NewContainer(lctx, a.ID,
+		containerd.WithSnapshotter(snapshotter),
+		containerd.WithSnapshot(a.ID),
+		containerd.WithRuntime(runtimeName, nil),
+		containerd.WithSpec(spec),
+		containerd.WithContainerLabels(map[string]string{"foundry.action": a.ID}),
+	)
+	if err != nil {
+		container = nil
+		return fail("create container", err)
+	}
+
+	stdout, stderr := writerOr(a.Stdout), writerOr(a.Stderr)
+	task, err := container.NewTask(lctx, cio.NewCreator(cio.WithStreams(nil, stdout, stderr)))
+	if err != nil {
+		return fail("create task", err)
+	}
+	// Wait before Start, or a fast exit can be missed.
+	statusC, err := task.Wait(cctx)
+	if err != nil {
+		task.Delete(cctx, containerd.WithProcessKill)
+		return fail("wait task", err)
+	}
+	res := &executors.Result{Started: time.Now()}
+	if err := task.Start(lctx); err != nil {
+		task.Delete(cctx, containerd.WithProcessKill)
+		return fail("start task", err)
+	}
+
+	timer := time.NewTimer(runc.EffectiveLimits(a.Limits).Timeout)
+	defer timer.Stop()
+	var killedBy error
+	var st containerd.ExitStatus
+	select {
+	case st = <-statusC:
+	case <-timer.C:
+		res.TimedOut = true
+		killedBy = errTimeout
+	case <-ctx.Done():
+		killedBy = ctx.Err()
+	}
+	if killedBy != nil {
+		// WithKillAll signals every process in the task's cgroup, not just init.
+		if err := task.Kill(cctx, syscall.SIGKILL, containerd.WithKillAll); err != nil && !errdefs.IsNotFound(err) {
+			task.Delete(cctx, containerd.WithProcessKill)
+			return fail("kill task", err)
+		}
+		st = <-statusC
+	}
+	res.Finished = time.Now()
+	code, _, serr := st.Result()
+	if serr != nil {
+		task.Delete(cctx, containerd.WithProcessKill)
+		return fail("task status", serr)
+	}
+	// The cgroup lives until the task is deleted.
+	oom, oomErr := runc.OOMKills(cgroupsPath)
+	if _, err := task.Delete(cctx, containerd.WithProcessKill); err != nil && !errdefs.IsNotFound(err) {
+		return fail("delete task", err)
+	}
+	// Every process is gone; what is left is metadata and the snapshot.
+	e.bg.Add(1)
+	go func() {
+		defer e.bg.Done()
+		_ = cleanup()
+	}()
+	if oomErr != nil {
+		return nil, fmt.Errorf("containerd executor: action %s: %w", a.ID, oomErr)
+	}
+	res.ExitCode = int(code)
+	res.OOMKilled = oom
+	if (killedBy != nil || oom) && code == 128+uint32(syscall.SIGKILL) {
+		res.ExitCode = -1
+		res.Signal = "SIGKILL"
+	}
+	if killedBy != nil && !res.TimedOut {
+		return res, fmt.Errorf("containerd executor: action %s: cancelled: %w", a.ID, killedBy)
+	}
+	return res, nil
+}
+
+var errTimeout = errors.New("deadline reached")
+
+// image imports and unpacks img once and returns the chain ID of its unpacked rootfs.
+func (e *Executor) image(ctx context.Context, img executors.Image) (string, error) {
+	if img.Digest == "" || img.LayoutPath == "" {
+		return "", fmt.Errorf("image needs Digest and LayoutPath")
+	}
+	e.mu.Lock()
+	ent, ok := e.images[img.Digest]
+	if !ok {
+		ent = &imageEntry{ready: make(chan struct{})}
+		e.images[img.Digest] = ent
+		e.mu.Unlock()
+		ent.chainID, ent.err = e.importImage(ctx, img)
+		close(ent.ready)
+		if ent.err != nil {
+			// Let a later action retry (the layout may be fixed, the daemon back).
+			e.mu.Lock()
+			delete(e.images, img.Digest)
+			e.mu.Unlock()
+		}
+	} else {
+		e.mu.Unlock()
+	}
+	select {
+	case <-ent.ready:
+		return ent.chainID, ent.err
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+}
+
+// imageName names imported images by digest: the layout's tags mean nothing here.
+func imageName(d string) string { return "import.foundry.local/image@" + d }
+
+// importImage copies the manifest, config and layers from the layout into the content store
+// (with the GC labels that keep children alive), creates the image record and unpacks it.
+func (e *Executor) importImage(ctx context.Context, img executors.Image) (string, error) {
+	dgst, err := digest.Parse(img.Digest)
+	if err != nil {
+		return "", err
+	}
+	ctx, done, err := e.client.WithLease(ctx, leases.WithExpiration(time.Hour))
+	if err != nil {
+		return "", err
+	}
+	defer done(context.WithoutCancel(ctx))
+
+	fetcher := layoutFetcher(img.LayoutPath)
+	mb, err := os.ReadFile(fetcher.path(dgst))
+	if err != nil {
+		return "", fmt.Errorf("manifest: %w", err)
+	}
+	var m struct {
+		MediaType string `json:"mediaType"`
+	}
+	if err := json.Unmarshal(mb, &m); err != nil {
+		return "", fmt.Errorf("manifest %s: %w", dgst, err)
+	}
+	if m.MediaType == "" {
+		m.MediaType = ocispec.MediaTypeImageManifest
+	}
+	desc := ocispec.Descriptor{MediaType: m.MediaType, Digest: dgst, Size: int64(len(mb))}
+	cs := e.client.ContentStore()
+	h := images.Handlers(remotes.FetchHandler(cs, fetcher), images.SetChildrenLabels(cs, images.ChildrenHandler(cs)))
+	if err := images.Dispatch(ctx, h, nil, desc); err != nil {
+		return "", fmt.Errorf("import from %s: %w", img.LayoutPath, err)
+	}
+	rec := images.Image{Name: imageName(img.Digest), Target: desc}
+	is := e.client.ImageService()
+	if _, err := is.Create(ctx, rec); err != nil {
+		if !errdefs.IsAlreadyExists(err) {
+			return "", fmt.Errorf("create image record: %w", err)
+		}
+		if _, err := is.Update(ctx, rec); err != nil {
+			return "", fmt.Errorf("update image record: %w", err)
+		}
+	}
+	i := containerd.NewImageWithPlatform(e.client, rec, platforms.Default())
+	if ok, err := i.IsUnpacked(ctx, snapshotter); err != nil || !ok {
+		if err := i.Unpack(ctx, snapshotter); err != nil {
+			return "", fmt.Errorf("unpack: %w", err)
+		}
+	}
+	diffIDs, err := i.RootFS(ctx)
+	if err != nil {
+		return "", err
+	}
+	return identity.ChainID(diffIDs).String(), nil
+}
+
+// layoutFetcher reads blobs from an OCI image layout directory.
+type layoutFetcher string
+
+func (l layoutFetcher) path(d digest.Digest) string {
+	return filepath.Join(string(l), "blobs", d.Algorithm().String(), d.Encoded())
+}
+
+func (l layoutFetcher) Fetch(ctx context.Context, desc ocispec.Descriptor) (io.ReadCloser, error) {
+	if err := desc.Digest.Validate(); err != nil {
+		return nil, err
+	}
+	return os.Open(l.path(desc.Digest))
+}
+
+// Cleanup implements executors.Executor: it kills and deletes tasks and containers whose ID
+// starts with prefix, and removes their snapshots and leases.
+func (e *Executor) Cleanup(ctx context.Context, prefix string) error {
+	ctx = e.nsCtx(ctx)
+	var errs []error
+	cs, err := e.client.Containers(ctx)
+	if err != nil {
+		return fmt.Errorf("containerd executor: cleanup: list containers: %w", err)
+	}
+	for _, c := range cs {
+		if !strings.HasPrefix(c.ID(), prefix) {
+			continue
+		}
+		if t, err := c.Task(ctx, nil); err == nil {
+			_ = t.Kill(ctx, syscall.SIGKILL, containerd.WithKillAll)
+			if _, err := t.Delete(ctx, containerd.WithProcessKill); err != nil && !errdefs.IsNotFound(err) {
+				errs = append(errs, fmt.Errorf("delete task %s: %w", c.ID(), err))
+			}
+		}
+		if err := c.Delete(ctx, containerd.WithSnapshotCleanup); err != nil && !errdefs.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("delete container %s: %w", c.ID(), err))
+		}
+	}
+	sn := e.client.SnapshotService(snapshotter)
+	var keys []string
+	if err := sn.Walk(ctx, func(_ context.Context, info snapshots.Info) error {
+		if strings.HasPrefix(info.Name, prefix) && info.Kind == snapshots.KindActive {
+			keys = append(keys, info.Name)
+		}
+		return nil
+	}); err != nil {
+		errs = append(errs, fmt.Errorf("list snapshots: %w", err))
+	}
+	for _, k := range keys {
+		if err := sn.Remove(ctx, k); err != nil && !errdefs.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("remove snapshot %s: %w", k, err))
+		}
+	}
+	ls, err := e.client.LeasesService().List(ctx)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("list leases: %w", err))
+	}
+	for _, l := range ls {
+		if strings.HasPrefix(l.ID, prefix) {
+			if err := e.client.LeasesService().Delete(ctx, l); err != nil && !errdefs.IsNotFound(err) {
+				errs = append(errs, fmt.Errorf("delete lease %s: %w", l.ID, err))
+			}
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("containerd executor: cleanup %q: %w", prefix, err)
+	}
+	return nil
+}
+
+func writerOr(w io.Writer) io.Writer {
+	if w == nil {
+		return io.Discard
+	}
+	return w
+}
+
