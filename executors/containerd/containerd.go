@@ -446,4 +446,3 @@ func writerOr(w io.Writer) io.Writer {
 	}
 	return w
 }
-
