@@ -19,6 +19,7 @@ import (
 	"github.com/foundry-build/foundry/engine/state"
 	"github.com/foundry-build/foundry/executors"
 	"github.com/foundry-build/foundry/lang"
+	"github.com/foundry-build/foundry/provenance"
 )
 
 // ApplyOptions configure one apply.
@@ -28,6 +29,11 @@ type ApplyOptions struct {
 	Events      func(Event)   // progress, called from many goroutines one at a time; may be nil
 	Args        []string      // the command line, recorded with the run
 	Faults      FaultInjector // test hook: kill the process at named points; nil in production
+	// Signer signs the provenance of every executed step. Required: an execution without
+	// evidence is not something Foundry produces.
+	Signer *provenance.Signer
+	// Version is this Foundry's version, recorded in provenance.
+	Version string
 }
 
 // FaultInjector is called at named points of an apply (see faultPoints); a test build of the
@@ -120,6 +126,9 @@ type nodeResult struct {
 func Apply(ctx context.Context, ws *Workspace, g *Graph, p *Plan, opt ApplyOptions) (*ApplyResult, error) {
 	if opt.Parallelism <= 0 {
 		opt.Parallelism = 4
+	}
+	if opt.Signer == nil {
+		return nil, errors.New("apply needs a signing key: every executed step gets signed provenance")
 	}
 	start := time.Now()
 	unlock, err := ws.Lock()

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +17,7 @@ import (
 	"github.com/foundry-build/foundry/engine/state"
 	"github.com/foundry-build/foundry/executors"
 	"github.com/foundry-build/foundry/lang"
+	"github.com/foundry-build/foundry/provenance"
 )
 
 // runStep settles a step: from the action cache when its action digest has a result, else
@@ -72,9 +74,13 @@ func (r *runner) execute(ctx context.Context, n *Node) (*cache.Result, error) {
 	if base == nil {
 		return nil, fmt.Errorf("image %s is not built", st.Image.Node)
 	}
-	mounts, err := r.mounts(ctx, st)
+	inputs, err := r.mounts(ctx, st)
 	if err != nil {
 		return nil, &StepError{Reason: err.Error()}
+	}
+	mounts := make([]executors.Mount, len(inputs))
+	for i, in := range inputs {
+		mounts[i] = in.mount
 	}
 	scratch := filepath.Join(r.scratch, shortAddr(n.Address)+"-"+newID())
 	outDir := filepath.Join(scratch, "out")
@@ -154,6 +160,14 @@ func (r *runner) execute(ctx context.Context, n *Node) (*cache.Result, error) {
 		return nil, err
 	}
 	res.Definition = def
+	// Provenance is minted here, from what the executor reported and what was collected,
+	// and stored before the cache record that names it: a result is never cached without
+	// its evidence.
+	env, err := r.attest(n, attempt, base.image, inputs, res, lim)
+	if err != nil {
+		return nil, fmt.Errorf("%s: provenance: %w", n.Address, err)
+	}
+	res.Attestations = []digest.Digest{env}
 	r.fault(FaultAfterOutputs, n.Address)
 	if err := r.ws.Cache.Put(ctx, res); err != nil {
 		return nil, err
@@ -197,13 +211,20 @@ func envList(image []string, step map[string]string) []string {
 	return out
 }
 
+// input is one materialized input: where it is mounted, and what it is for provenance.
+type input struct {
+	mount executors.Mount
+	dep   provenance.Dependency
+}
+
 // mounts materializes a step's inputs on this machine and returns the read-only mounts.
-func (r *runner) mounts(ctx context.Context, st *lang.Step) ([]executors.Mount, error) {
-	var out []executors.Mount
+func (r *runner) mounts(ctx context.Context, st *lang.Step) ([]input, error) {
+	var out []input
 	for _, target := range sortedKeys(st.Mounts) {
 		a := st.Mounts[target]
 		var src string
 		var err error
+		dep := provenance.Dependency{Name: target, Digest: string(a.Digest)}
 		switch a.Kind {
 		case lang.ArtifactProjectDir:
 			// Mounted in place, after checking that it still has the content the action
@@ -216,12 +237,14 @@ func (r *runner) mounts(ctx context.Context, st *lang.Step) ([]executors.Mount, 
 			if d != a.Digest {
 				return nil, fmt.Errorf("input %s changed since it was planned (%s, now %s); plan again", a.Path, short(a.Digest), short(d))
 			}
+			dep.URI = "project:" + a.Path
 		case lang.ArtifactInline:
 			var d digest.Digest
 			d, err = r.ws.Store.PutBytes(a.Inline)
 			if err == nil {
 				src, err = r.materializeFile(d, 0o644)
 			}
+			dep.URI, dep.Digest = "inline:", string(d)
 		case lang.ArtifactStepOutput:
 			prod := r.result(a.Node)
 			if prod == nil || prod.step == nil {
@@ -241,21 +264,78 @@ func (r *runner) mounts(ctx context.Context, st *lang.Step) ([]executors.Mount, 
 			} else {
 				src, err = r.materializeFile(o.Digest, outputMode(o))
 			}
+			dep.URI = "foundry:" + a.Node + "#" + a.Path
+			dep.Digest, dep.Producer = string(o.Digest), string(prod.step.Action)
 		case lang.ArtifactCapability:
 			prod := r.result(a.Node)
 			if prod == nil || prod.tree == "" {
 				return nil, fmt.Errorf("input %s: capability %s was not resolved", target, a.Node)
 			}
 			src, err = r.materializeTree(prod.tree)
+			dep.URI, dep.Digest = "foundry:"+a.Node, string(prod.tree)
 		default:
 			return nil, fmt.Errorf("input %s: cannot mount %s", target, a)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("input %s: %w", target, err)
 		}
-		out = append(out, executors.Mount{Source: src, Target: target})
+		out = append(out, input{mount: executors.Mount{Source: src, Target: target}, dep: dep})
 	}
 	return out, nil
+}
+
+// attest mints, signs and stores the provenance of one execution, and returns the digest of
+// the envelope's exact bytes.
+func (r *runner) attest(n *Node, attempt int, img executors.Image, inputs []input, res *cache.Result, lim lang.Limits) (digest.Digest, error) {
+	view, err := json.Marshal(r.g.stepView(n))
+	if err != nil {
+		return "", err
+	}
+	user := n.Step.User
+	if user == "" {
+		user = sandboxDefaultUser
+	}
+	e := &provenance.Execution{
+		InvocationID: fmt.Sprintf("%s/%s/%d", r.runID, n.Address, attempt),
+		Executor:     res.Executor, Isolation: res.Isolation,
+		Versions:     map[string]string{"foundry": r.opt.Version},
+		Step:         view,
+		ActionDigest: string(n.Digest), Platform: n.Step.Platform, User: user,
+		Network: provenance.Network{Mode: executors.NetworkNone},
+		Limits: provenance.Limits{MemoryBytes: lim.MemoryBytes, CPUs: lim.CPUs, Pids: lim.Pids,
+			TimeoutMillis: lim.Time.Milliseconds(), OutputBytes: lim.OutputBytes},
+		Image:      provenance.Dependency{Name: "image", URI: "foundry:" + n.Step.Image.Node, Digest: img.Digest},
+		StartedOn:  res.Started,
+		FinishedOn: res.Finished,
+	}
+	for _, in := range inputs {
+		e.Inputs = append(e.Inputs, in.dep)
+	}
+	for _, o := range res.Outputs {
+		e.Outputs = append(e.Outputs, provenance.Artifact{Name: o.Path, Digest: string(o.Digest)})
+	}
+	for name, l := range map[string]cache.Log{"stdout": res.Stdout, "stderr": res.Stderr} {
+		if l.Digest != "" {
+			e.Logs = append(e.Logs, provenance.Artifact{Name: name, Digest: string(l.Digest)})
+		}
+	}
+	sort.Slice(e.Logs, func(i, j int) bool { return e.Logs[i].Name < e.Logs[j].Name })
+	st, err := provenance.NewProvenance(e)
+	if err != nil {
+		return "", err
+	}
+	env, err := provenance.Sign(r.opt.Signer, st)
+	if err != nil {
+		return "", err
+	}
+	d, err := r.ws.Store.PutBytes(env)
+	if err != nil {
+		return "", err
+	}
+	if _, err := provenance.WriteEnvelope(r.ws.AttestationDir(), env); err != nil {
+		return "", err
+	}
+	return d, nil
 }
 
 // outputMode is the mode a file output is materialized with.
@@ -532,3 +612,7 @@ func (c *cappedFile) store(r *runner) (cache.Log, error) {
 }
 
 func (c *cappedFile) Close() error { return c.f.Close() }
+
+// sandboxDefaultUser is the user the sandboxed executors run a step as when it names none
+// (nobody:nogroup; see executors/runc DefaultUser), recorded in provenance.
+const sandboxDefaultUser = "65534:65534"

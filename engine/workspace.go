@@ -25,6 +25,8 @@ const StateDir = ".foundry"
 //	images/     seed images: one OCI layout and unpacked root filesystems (engine/seed)
 //	inputs/     step inputs materialized from the store, by digest, shared between steps
 //	runs/       per-attempt scratch (/out directories, logs in progress); removed when done
+//	attestations/  signed provenance envelopes, by envelope digest
+//	keys/       the project's default signing key, made on first apply when none is given
 type Workspace struct {
 	Dir   string // the StateDir itself
 	Store *store.Store
@@ -77,6 +79,11 @@ func (w *Workspace) Lock() (unlock func(), err error) {
 	}
 	return func() { f.Close() }, nil
 }
+
+// AttestationDir holds every attestation this project minted, as
+// sha256-<hex>.intoto.json files named by envelope digest: what `foundry verify
+// -attestations` reads and what an auditor can be handed.
+func (w *Workspace) AttestationDir() string { return filepath.Join(w.Dir, "attestations") }
 
 // Close closes the state database.
 func (w *Workspace) Close() error { return w.State.Close() }

@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/foundry-build/foundry/engine"
+	"github.com/foundry-build/foundry/provenance"
 )
 
 func init() {
@@ -53,6 +54,7 @@ is stale, 2 usage error.`,
 			auto := fs.Bool("auto-approve", false, "apply without asking for confirmation")
 			par := fs.Int("parallelism", 4, "run at most `N` steps at once")
 			prog := fs.String("progress", "auto", "progress `MODE`: auto, tty (live view), plain (a line per event) or json (one event per line)")
+			keyPath := fs.String("signing-key", "", "private key `FILE` that signs provenance (default $FOUNDRY_SIGNING_KEY, else the project's .foundry/keys/signing.key, made on first use)")
 			return func(env *cliEnv, args []string) int {
 				if len(args) > 1 {
 					fmt.Fprintln(env.stderr, "foundry apply: want at most one DIR or PLANFILE")
@@ -115,6 +117,11 @@ is stale, 2 usage error.`,
 				if plan.Summary.Missing > 0 {
 					fmt.Fprintf(env.stderr, "foundry apply: %d node(s) are missing and will not run; see 'foundry plan'.\n", plan.Summary.Missing)
 				}
+				signer, err := projectSigner(env, ws, *keyPath)
+				if err != nil {
+					fmt.Fprintf(env.stderr, "foundry apply: %v\n", err)
+					return exitError
+				}
 				exe, err := ex.open(env)
 				if err != nil {
 					fmt.Fprintf(env.stderr, "foundry apply: %v\n", err)
@@ -128,6 +135,7 @@ is stale, 2 usage error.`,
 				}
 				res, err := engine.Apply(ctx, ws, g, plan, engine.ApplyOptions{
 					Executor: exe, Parallelism: *par, Events: pr.event, Args: os.Args, Faults: faultsFromEnv(env),
+					Signer: signer, Version: version,
 				})
 				pr.close()
 				if err != nil {
@@ -179,4 +187,31 @@ func faultsFromEnv(env *cliEnv) engine.FaultInjector {
 	}
 }
 
-var _ = filepath.Join
+// projectSigner loads the signing key: the flag, else $FOUNDRY_SIGNING_KEY, else the
+// project's own key under .foundry/keys, generated (ECDSA P-256) the first time. The key is
+// never read from recipe files and never mounted into a step (dir() refuses .foundry).
+func projectSigner(env *cliEnv, ws *engine.Workspace, flagValue string) (*provenance.Signer, error) {
+	if p := provenance.SigningKeyPath(flagValue, env.getenv); p != "" {
+		return provenance.LoadSigner(p)
+	}
+	dir := filepath.Join(ws.Dir, "keys")
+	key := filepath.Join(dir, "signing.key")
+	if !fileExists(key) {
+		priv, pub, err := provenance.GenerateKey(provenance.KeyECDSAP256)
+		if err != nil {
+			return nil, err
+		}
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(filepath.Join(dir, "signing.pub"), pub, 0o644); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(key, priv, 0o600); err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(env.stderr, "Generated this project's signing key %s; auditors verify with %s.\n"+
+			"For a key of your own, use -signing-key or FOUNDRY_SIGNING_KEY ('foundry keygen' makes one).\n", key, filepath.Join(dir, "signing.pub"))
+	}
+	return provenance.LoadSigner(key)
+}

@@ -1,0 +1,264 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// These tests drive the real binary through real sandboxes (runc), as a user would.
+
+var foundryBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "foundry-bin-")
+	if err != nil {
+		panic(err)
+	}
+	foundryBin = filepath.Join(dir, "foundry")
+	if out, err := exec.Command("go", "build", "-o", foundryBin, ".").CombinedOutput(); err != nil {
+		panic("building foundry: " + err.Error() + "\n" + string(out))
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// needSandbox skips (or, in CI, fails) when this machine cannot run sandboxes.
+func needSandbox(t *testing.T) {
+	t.Helper()
+	var missing string
+	if os.Geteuid() != 0 {
+		missing = "root"
+	} else if _, err := exec.LookPath("runc"); err != nil {
+		missing = "runc (apt-get install runc)"
+	} else if _, err := os.Stat("/bin/busybox"); err != nil {
+		missing = "/bin/busybox (apt-get install busybox-static)"
+	}
+	if missing == "" {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("this test needs %s, which CI must provide (scripts/deps.sh)", missing)
+	}
+	t.Skipf("needs %s", missing)
+}
+
+type applyRun struct {
+	code     int
+	stdout   string
+	stderr   string
+	executed []string // nodes that ran (node_done)
+	cached   []string
+	failed   []string
+	skipped  []string
+}
+
+// apply runs `foundry apply -auto-approve -progress json` in dir with extra args and env.
+func apply(t *testing.T, dir string, env []string, args ...string) applyRun {
+	t.Helper()
+	cmd := exec.Command(foundryBin, append([]string{"apply", "-auto-approve", "-executor", "runc", "-progress", "json"}, args...)...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	r := applyRun{stdout: out.String(), stderr: errb.String()}
+	if ee, ok := err.(*exec.ExitError); ok {
+		r.code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(strings.NewReader(r.stderr))
+	for sc.Scan() {
+		var e struct{ Type, Node string }
+		if json.Unmarshal(sc.Bytes(), &e) != nil {
+			continue
+		}
+		switch e.Type {
+		case "node_done":
+			r.executed = append(r.executed, e.Node)
+		case "node_cached":
+			r.cached = append(r.cached, e.Node)
+		case "node_failed":
+			r.failed = append(r.failed, e.Node)
+		case "node_skipped":
+			r.skipped = append(r.skipped, e.Node)
+		}
+	}
+	return r
+}
+
+func foundry(t *testing.T, dir string, args ...string) (int, string, string) {
+	t.Helper()
+	cmd := exec.Command(foundryBin, args...)
+	cmd.Dir = dir
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return code, out.String(), errb.String()
+}
+
+func sameSet(got []string, want ...string) bool {
+	if len(got) != len(want) {
+		return false
+	}
+	m := map[string]bool{}
+	for _, g := range got {
+		m[g] = true
+	}
+	for _, w := range want {
+		if !m[w] {
+			return false
+		}
+	}
+	return true
+}
+
+func helloProject(t *testing.T) string {
+	dir := t.TempDir()
+	copyTree(t, filepath.Join("..", "..", "examples", "hello"), dir)
+	return dir
+}
+
+func TestApplyRunsThenCachesThenRerunsExactlyDependents(t *testing.T) {
+	needSandbox(t)
+	dir := helloProject(t)
+	all := []string{"step.words", "step.count", "step.top", "step.report"}
+
+	r := apply(t, dir, nil)
+	if r.code != 0 || !sameSet(r.executed, all...) {
+		t.Fatalf("first apply: exit %d, executed %v\n%s", r.code, r.executed, r.stderr)
+	}
+	code, out, errs := foundry(t, dir, "output", "step.report", "/out/report.txt")
+	if code != 0 || !strings.Contains(out, "the top 3:") || !strings.Contains(out, " the\n") {
+		t.Fatalf("report: exit %d\n%s%s", code, out, errs)
+	}
+
+	r = apply(t, dir, nil)
+	if r.code != 0 || len(r.executed) != 0 || !sameSet(r.cached, all...) {
+		t.Fatalf("second apply must execute nothing: exit %d, executed %v, cached %v", r.code, r.executed, r.cached)
+	}
+
+	// A variable only top and report use: exactly they re-run.
+	r = apply(t, dir, nil, "-var", "top=5")
+	if r.code != 0 || !sameSet(r.executed, "step.top", "step.report") || !sameSet(r.cached, "step.words", "step.count") {
+		t.Fatalf("-var top=5: executed %v, cached %v\n%s", r.executed, r.cached, r.stderr)
+	}
+	code, out, _ = foundry(t, dir, "explain", "-var", "top=5", "step.top")
+	if code != 0 || !strings.Contains(out, "cached") {
+		t.Errorf("explain after apply: %s", out)
+	}
+	code, out, _ = foundry(t, dir, "explain", "-var", "top=7", "step.top")
+	if code != 0 || !strings.Contains(out, "will run") || !strings.Contains(out, "argv[2]") || !strings.Contains(out, "head -n 7") {
+		t.Errorf("explain must name the changed argument:\n%s", out)
+	}
+
+	// Touching an input re-runs the step that reads it and everything downstream.
+	if err := os.WriteFile(filepath.Join(dir, "text", "more.txt"), []byte("more words\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = apply(t, dir, nil)
+	if r.code != 0 || !sameSet(r.executed, all...) {
+		t.Fatalf("after touching an input: executed %v", r.executed)
+	}
+}
+
+const failingProject = `
+seed "bb" {
+  layer {
+    files    = { "/bin/busybox" = host_file("/bin/busybox") }
+    symlinks = { "/bin/sh" = "busybox", "/bin/echo" = "busybox" }
+  }
+  env = { PATH = "/bin" }
+}
+step "ok" {
+  image   = seed.bb
+  run     = ["sh", "-c", "echo fine > /out/a"]
+  outputs = ["/out/a"]
+}
+step "bad" {
+  image   = seed.bb
+  mounts  = { "/in/a" = step.ok.output["/out/a"] }
+  run     = ["sh", "-c", "echo working; echo boom >&2; exit 3"]
+  outputs = ["/out/b"]
+}
+step "after" {
+  image   = seed.bb
+  mounts  = { "/in/b" = step.bad.output["/out/b"] }
+  run     = ["sh", "-c", "echo never > /out/c"]
+  outputs = ["/out/c"]
+}
+step "lazy" {
+  image   = seed.bb
+  run     = ["sh", "-c", "echo no output"]
+  outputs = ["/out/missing"]
+}
+`
+
+func TestApplyFailureIsReportedNotCached(t *testing.T) {
+	needSandbox(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(failingProject), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := apply(t, dir, nil)
+	if r.code != exitError {
+		t.Fatalf("apply with a failing step exited %d", r.code)
+	}
+	if !sameSet(r.failed, "step.bad", "step.lazy") || !sameSet(r.skipped, "step.after") || !sameSet(r.executed, "step.ok") {
+		t.Fatalf("executed %v, failed %v, skipped %v", r.executed, r.failed, r.skipped)
+	}
+	for _, want := range []string{"step.bad: exited with code 3", "| boom", "foundry logs step.bad", "command: sh -c 'echo working; echo boom >&2; exit 3'",
+		"declared output /out/missing was not produced"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("failure report lacks %q:\n%s", want, r.stderr)
+		}
+	}
+	code, out, _ := foundry(t, dir, "logs", "step.bad")
+	if code != 0 || !strings.Contains(out, "working") || !strings.Contains(out, "boom") {
+		t.Errorf("logs of the failed step: exit %d\n%s", code, out)
+	}
+	// A failure is never cached: the next apply runs the failing steps again, not the good one.
+	r = apply(t, dir, nil)
+	if !sameSet(r.failed, "step.bad", "step.lazy") || !sameSet(r.cached, "step.ok") || len(r.executed) != 0 {
+		t.Fatalf("second apply: executed %v, cached %v, failed %v", r.executed, r.cached, r.failed)
+	}
+}
+
+func TestApplyRefusesStaleSavedPlan(t *testing.T) {
+	needSandbox(t)
+	dir := helloProject(t)
+	if code, _, errs := foundry(t, dir, "plan", "-out", "saved.plan", "-var", "top=2"); code != 0 {
+		t.Fatal(errs)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "text", "fox.txt"), []byte("changed\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := apply(t, dir, nil, "saved.plan")
+	if r.code != exitError || !strings.Contains(r.stderr, "is stale") || !strings.Contains(r.stderr, "input project_dir text changed") || len(r.executed) != 0 {
+		t.Fatalf("stale plan: exit %d, executed %v\n%s", r.code, r.executed, r.stderr)
+	}
+	// A fresh saved plan applies, with the variables it was made with.
+	if code, _, errs := foundry(t, dir, "plan", "-out", "saved.plan", "-var", "top=2"); code != 0 {
+		t.Fatal(errs)
+	}
+	r = apply(t, dir, nil, "saved.plan")
+	if r.code != 0 || len(r.executed) != 4 {
+		t.Fatalf("fresh saved plan: exit %d, executed %v\n%s", r.code, r.executed, r.stderr)
+	}
+	_, out, _ := foundry(t, dir, "output", "step.report", "/out/report.txt")
+	if !strings.Contains(out, "the top 2:") {
+		t.Errorf("the saved plan's -var top=2 was not applied:\n%s", out)
+	}
+}
