@@ -1,0 +1,155 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/foundry-build/foundry/engine"
+)
+
+// Killing apply with SIGKILL at any point, then applying again, completes the run without
+// re-executing finished steps, without half-written blobs and without leftover containers.
+func TestCrashAtFaultPointsResumes(t *testing.T) {
+	needSandbox(t)
+	cases := []struct {
+		point       string
+		countReruns bool // whether step.count must execute again after the crash
+	}{
+		{engine.FaultBeforeExec, true},
+		{engine.FaultAfterExec, true},
+		{engine.FaultAfterOutputs, true},
+		{engine.FaultAfterCachePut, false},
+	}
+	for _, c := range cases {
+		t.Run(c.point, func(t *testing.T) {
+			dir := helloProject(t)
+			r := apply(t, dir, []string{"FOUNDRY_TEST_FAULT=" + c.point + ":step.count"})
+			if r.code != -1 || !sameSet(r.executed, "step.words") {
+				t.Fatalf("the faulted apply should die by SIGKILL after step.words: exit %d, executed %v\n%s", r.code, r.executed, r.stderr)
+			}
+			r = apply(t, dir, nil)
+			if r.code != 0 {
+				t.Fatalf("resumed apply failed: %d\n%s", r.code, r.stderr)
+			}
+			if contains(r.executed, "step.words") || !contains(r.cached, "step.words") {
+				t.Errorf("step.words finished before the crash but ran again: executed %v", r.executed)
+			}
+			if got := contains(r.executed, "step.count"); got != c.countReruns {
+				t.Errorf("step.count executed again = %v, want %v (executed %v, cached %v)", got, c.countReruns, r.executed, r.cached)
+			}
+			assertClean(t, dir)
+			_, out, _ := foundry(t, dir, "status", "-json")
+			if !strings.Contains(out, `"interrupted"`) {
+				t.Errorf("the killed run is not recorded as interrupted:\n%s", out)
+			}
+			_, out, _ = foundry(t, dir, "output", "step.report", "/out/report.txt")
+			if !strings.Contains(out, "the top 3:") {
+				t.Errorf("resumed result is wrong:\n%s", out)
+			}
+		})
+	}
+}
+
+// A kill while a step's process is running leaves a container behind; the next apply
+// removes it before it runs anything.
+func TestCrashDuringStepCleansContainer(t *testing.T) {
+	needSandbox(t)
+	dir := t.TempDir()
+	src := strings.Replace(failingProject[:strings.Index(failingProject, "step \"bad\"")], `run     = ["sh", "-c", "echo fine > /out/a"]`,
+		`run     = ["sh", "-c", "sleep $${NAP:-0}; echo fine > /out/a"]
+  env     = { NAP = var.nap }`, 1)
+	src += "variable \"nap\" { default = \"30\" }\n"
+	src = strings.Replace(src, `symlinks = { "/bin/sh" = "busybox", "/bin/echo" = "busybox" }`, `symlinks = { "/bin/sh" = "busybox", "/bin/echo" = "busybox", "/bin/sleep" = "busybox" }`, 1)
+	if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(foundryBin, "apply", "-auto-approve", "-executor", "runc", "-progress", "json")
+	cmd.Dir = dir
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan bool, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			var e struct{ Type, Node string }
+			if json.Unmarshal(sc.Bytes(), &e) == nil && e.Type == "node_started" && e.Node == "step.ok" {
+				started <- true
+			}
+		}
+		io.Copy(io.Discard, stderr)
+	}()
+	select {
+	case <-started:
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("step.ok never started")
+	}
+	time.Sleep(1500 * time.Millisecond) // let the container start its sleep
+	ids := runcContainers(t)
+	if len(ids) == 0 {
+		t.Fatal("no foundry container is running while the step sleeps")
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	r := apply(t, dir, nil, "-var", "nap=0")
+	if r.code != 0 {
+		t.Fatalf("resumed apply: %d\n%s", r.code, r.stderr)
+	}
+	for _, id := range ids {
+		for _, left := range runcContainers(t) {
+			if left == id {
+				t.Errorf("container %s of the killed apply is still there", id)
+			}
+		}
+	}
+	assertClean(t, dir)
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+// runcContainers lists the foundry containers runc knows about.
+func runcContainers(t *testing.T) []string {
+	out, err := exec.Command("runc", "--root", "/run/foundry-runc/state", "list", "-q").Output()
+	if err != nil {
+		return nil
+	}
+	var ids []string
+	for _, l := range strings.Fields(string(out)) {
+		if strings.HasPrefix(l, engine.ContainerPrefix) {
+			ids = append(ids, l)
+		}
+	}
+	return ids
+}
+
+// assertClean checks that no temporary blob or run scratch directory is left.
+func assertClean(t *testing.T, dir string) {
+	t.Helper()
+	entries, _ := os.ReadDir(filepath.Join(dir, ".foundry", "blobs", "sha256"))
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".") {
+			t.Errorf("temporary blob file left behind: %s", e.Name())
+		}
+	}
+	runs, _ := os.ReadDir(filepath.Join(dir, ".foundry", "runs"))
+	if len(runs) != 0 {
+		t.Errorf("run scratch left behind: %d entries", len(runs))
+	}
+}
