@@ -2,11 +2,13 @@
 # Both install what they need (Debian packages, a private containerd) first.
 
 GO      ?= go
+# Tools installed by scripts/*.sh (cosign, crane) land in GOPATH/bin.
+export PATH := $(shell $(GO) env GOPATH)/bin:$(PATH)
 BIN     := bin/foundry
 # A private containerd for tests and examples; see scripts/containerd.sh.
 export FOUNDRY_CONTAINERD_ADDRESS ?= /run/foundry-containerd/containerd.sock
 
-.PHONY: all build deps test test-unit fuzz bench example vet clean
+.PHONY: all build deps test-tools test test-unit fuzz bench example vet clean
 
 all: build
 
@@ -17,11 +19,16 @@ build:
 deps:
 	bash scripts/deps.sh
 
+# test-tools installs the pinned interop tools the tests drive (cosign, crane).
+test-tools:
+	bash scripts/cosign.sh
+	bash scripts/crane.sh
+
 vet:
 	$(GO) vet ./...
 
 # test runs the whole suite: vet, unit and end-to-end tests, and each fuzz target briefly.
-test: deps vet
+test: deps test-tools vet
 	$(GO) test -count=1 -timeout 40m ./...
 	bash scripts/fuzz.sh 10s
 
