@@ -56,6 +56,11 @@ const (
 	runtimeName      = "io.containerd.runc.v2"
 	// leaseTTL bounds how long a crashed run's lease protects its snapshot from GC.
 	leaseTTL = 24 * time.Hour
+	// maxBackgroundDeletes bounds finished actions whose runtime objects are still being
+	// deleted; beyond it Run waits, so deletion cannot fall ever further behind.
+	maxBackgroundDeletes = 8
+	// ioGrace bounds the wait for the shim to close a finished task's output FIFOs.
+	ioGrace = 5 * time.Second
 )
 
 // Options configure the executor. Zero values pick the defaults.
@@ -78,7 +83,10 @@ type Executor struct {
 	mu     sync.Mutex
 	images map[string]*imageEntry // by manifest digest
 
-	bg sync.WaitGroup // background deletions of finished actions
+	bg      sync.WaitGroup // background deletions of finished actions
+	bgSlots chan struct{}  // bounds the deletions in flight
+	bgMu    sync.Mutex
+	bgErrs  []error // deletion failures, reported by Close
 }
 
 var _ executors.Executor = (*Executor)(nil)
@@ -130,6 +138,7 @@ func New(ctx context.Context, o Options) (*Executor, error) {
 		ns:      o.Namespace,
 		seccomp: !o.NoSeccomp,
 		images:  map[string]*imageEntry{},
+		bgSlots: make(chan struct{}, maxBackgroundDeletes),
 	}, nil
 }
 
@@ -139,10 +148,27 @@ func (e *Executor) Name() string { return "containerd" }
 // Isolation implements executors.Executor.
 func (e *Executor) Isolation() string { return executors.IsolationContainer }
 
-// Close waits for background deletions and closes the connection.
+// Close waits for background deletions, closes the connection and reports deletions that
+// failed (Cleanup with the action IDs' prefix removes what they left).
 func (e *Executor) Close() error {
 	e.bg.Wait()
-	return e.client.Close()
+	e.bgMu.Lock()
+	err := errors.Join(e.bgErrs...)
+	e.bgErrs = nil
+	e.bgMu.Unlock()
+	if cerr := e.client.Close(); cerr != nil {
+		err = errors.Join(err, cerr)
+	}
+	if err != nil {
+		return fmt.Errorf("containerd executor: %w", err)
+	}
+	return nil
+}
+
+func (e *Executor) bgErr(err error) {
+	e.bgMu.Lock()
+	e.bgErrs = append(e.bgErrs, err)
+	e.bgMu.Unlock()
 }
 
 func (e *Executor) nsCtx(ctx context.Context) context.Context {
@@ -170,6 +196,8 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 
 	// Cleanup must run even when ctx is cancelled.
 	cctx := context.WithoutCancel(ctx)
+	tr := newTrace(a.ID)
+	defer tr.done()
 	lctx, doneLease, err := e.client.WithLease(ctx, leases.WithID(a.ID), leases.WithExpiration(leaseTTL))
 	if err != nil {
 		return nil, fmt.Errorf("containerd executor: action %s: lease: %w", a.ID, err)
@@ -196,6 +224,7 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 		return nil, fmt.Errorf("containerd executor: action %s: %s: %w", a.ID, what, err)
 	}
 
+	tr.mark("lease")
 	if _, err := e.client.SnapshotService(snapshotter).Prepare(lctx, a.ID, chainID); err != nil {
 		return fail("prepare snapshot", err)
 	}
@@ -211,11 +240,13 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 		return fail("create container", err)
 	}
 
+	tr.mark("container")
 	stdout, stderr := writerOr(a.Stdout), writerOr(a.Stderr)
 	task, err := container.NewTask(lctx, cio.NewCreator(cio.WithStreams(nil, stdout, stderr)))
 	if err != nil {
 		return fail("create task", err)
 	}
+	tr.mark("newtask")
 	// Wait before Start, or a fast exit can be missed.
 	statusC, err := task.Wait(cctx)
 	if err != nil {
@@ -228,6 +259,7 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 		return fail("start task", err)
 	}
 
+	tr.mark("start")
 	timer := time.NewTimer(runc.EffectiveLimits(a.Limits).Timeout)
 	defer timer.Stop()
 	var killedBy error
@@ -249,21 +281,39 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 		st = <-statusC
 	}
 	res.Finished = time.Now()
+	tr.mark("exit")
 	code, _, serr := st.Result()
 	if serr != nil {
 		task.Delete(cctx, containerd.WithProcessKill)
 		return fail("task status", serr)
 	}
+	// The output is complete once the shim closes the FIFOs, which it does when the step's
+	// last process exits. Bounded in case a shim misbehaves; Delete closes them anyway.
+	if tio := task.IO(); tio != nil {
+		ioDone := make(chan struct{})
+		go func() { tio.Wait(); close(ioDone) }()
+		select {
+		case <-ioDone:
+		case <-time.After(ioGrace):
+		}
+	}
 	// The cgroup lives until the task is deleted.
 	oom, oomErr := runc.OOMKills(cgroupsPath)
-	if _, err := task.Delete(cctx, containerd.WithProcessKill); err != nil && !errdefs.IsNotFound(err) {
-		return fail("delete task", err)
-	}
-	// Every process is gone; what is left is metadata and the snapshot.
+	tr.mark("io+oom")
+	// Every process of the step is gone (the pid namespace died with its init, or the
+	// kill-all above ended them) and its output is captured: deleting the task (runc delete,
+	// shim shutdown), container, snapshot and lease only frees resources, so it happens off
+	// the critical path. Close waits for it; bgSlots bounds how far it may lag.
+	e.bgSlots <- struct{}{}
 	e.bg.Add(1)
 	go func() {
-		defer e.bg.Done()
-		_ = cleanup()
+		defer func() { <-e.bgSlots; e.bg.Done() }()
+		if _, err := task.Delete(cctx, containerd.WithProcessKill); err != nil && !errdefs.IsNotFound(err) {
+			e.bgErr(fmt.Errorf("action %s: delete task: %w", a.ID, err))
+		}
+		if err := cleanup(); err != nil {
+			e.bgErr(fmt.Errorf("action %s: %w", a.ID, err))
+		}
 	}()
 	if oomErr != nil {
 		return nil, fmt.Errorf("containerd executor: action %s: %w", a.ID, oomErr)
@@ -445,4 +495,29 @@ func writerOr(w io.Writer) io.Writer {
 		return io.Discard
 	}
 	return w
+}
+
+type trace struct {
+	id   string
+	last time.Time
+	b    strings.Builder
+}
+
+var traceOn = os.Getenv("FOUNDRY_EXEC_TRACE") != ""
+
+func newTrace(id string) *trace { return &trace{id: id, last: time.Now()} }
+
+func (t *trace) mark(what string) {
+	if !traceOn {
+		return
+	}
+	now := time.Now()
+	fmt.Fprintf(&t.b, " %s=%.1fms", what, float64(now.Sub(t.last))/1e6)
+	t.last = now
+}
+
+func (t *trace) done() {
+	if traceOn {
+		fmt.Fprintf(os.Stderr, "trace %s:%s\n", t.id, t.b.String())
+	}
 }

@@ -83,6 +83,10 @@ func BusyboxRootfs(t testing.TB) executors.Image {
 	return executors.Image{Rootfs: rootfsDir, Env: busyboxEnv}
 }
 
+// BuildRootfs writes a fresh busybox rootfs (see BusyboxRootfs) into a new temporary
+// directory and returns it; the caller removes it.
+func BuildRootfs() (string, error) { return buildRootfs() }
+
 func buildRootfs() (string, error) {
 	if _, err := os.Stat(Busybox); err != nil {
 		return "", err
@@ -134,6 +138,10 @@ func BusyboxLayout(t testing.TB) executors.Image {
 	Require(t, layoutErr == nil, fmt.Sprintf("busybox OCI layout (%v)", layoutErr))
 	return layoutImg
 }
+
+// BuildLayout writes a fresh busybox OCI layout (see BusyboxLayout) into a new temporary
+// directory; the caller removes Image.LayoutPath.
+func BuildLayout() (executors.Image, error) { return buildLayout() }
 
 func buildLayout() (executors.Image, error) {
 	var img executors.Image

@@ -170,10 +170,15 @@ func procGone(argv ...string) bool {
 }
 
 func (s *suite) deadline(t *testing.T) {
-	// The grandchild detaches into its own session and ignores SIGTERM and SIGHUP; only a
-	// kill of every process of the step ends it.
+	// In a sandbox the grandchild detaches into its own session and ignores SIGTERM and
+	// SIGHUP; only a kill of every process of the step ends it. The local executor kills the
+	// process group, so there the grandchild stays in it.
 	marker := fmt.Sprint(900000 + time.Now().UnixNano()%99999)
-	st := s.newStep(t, sh("trap '' TERM HUP; setsid sleep "+marker+" & echo started; sleep 3600")...)
+	detach := "setsid "
+	if !s.c.Sandboxed {
+		detach = ""
+	}
+	st := s.newStep(t, sh("trap '' TERM HUP; "+detach+"sleep "+marker+" & echo started; sleep 3600")...)
 	st.a.Limits.Timeout = 2 * time.Second
 	start := time.Now()
 	r := s.run(t, st)

@@ -1,0 +1,180 @@
+// Package local is the unsandboxed executor: the action's argv runs as a plain process on the
+// host, as the user running foundry. It exists for explicit operator requests only (its
+// provenance says isolation "none") and it honours only what a host process can:
+//
+//   - The image is not used: argv runs against the host's filesystem, and Image.Env is the
+//     environment when Action.Env is nil, as in the sandboxes.
+//   - /out cannot be remapped. The process gets the host OutDir in $FOUNDRY_OUT and, when the
+//     action gives no workdir, runs in OutDir. An argv that spells the literal path /out writes
+//     to the host's /out, if anything: the local executor does not rewrite arguments, because a
+//     silent substitution could change what the command means.
+//   - Mounts cannot be made visible at their targets, so an action with mounts is refused
+//     (Run returns an error) rather than run against whatever the host has at those paths.
+//   - There is no network, user, memory or pids isolation: Network, User and Limits other than
+//     Timeout are not enforced (User must be empty or the current uid:gid).
+//   - The deadline kills the process group the action starts in. A descendant that leaves the
+//     group (setsid) escapes it; only the sandboxed executors kill every process of a step.
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/foundry-build/foundry/executors"
+	"github.com/foundry-build/foundry/executors/runc"
+)
+
+// OutEnv names the environment variable that carries the host path of the action's OutDir.
+const OutEnv = "FOUNDRY_OUT"
+
+// Executor runs actions as host processes.
+type Executor struct{}
+
+var _ executors.Executor = (*Executor)(nil)
+
+// New returns the local executor.
+func New() *Executor { return &Executor{} }
+
+// Name implements executors.Executor.
+func (*Executor) Name() string { return "local" }
+
+// Isolation implements executors.Executor: none.
+func (*Executor) Isolation() string { return executors.IsolationNone }
+
+// Close implements executors.Executor.
+func (*Executor) Close() error { return nil }
+
+// Cleanup implements executors.Executor. The local executor keeps no state between runs; a
+// crashed run's processes died with foundry's process group or were never tracked.
+func (*Executor) Cleanup(context.Context, string) error { return nil }
+
+// Run implements executors.Executor.
+func (*Executor) Run(ctx context.Context, a *executors.Action) (*executors.Result, error) {
+	if a == nil || len(a.Argv) == 0 || a.Argv[0] == "" {
+		return nil, fmt.Errorf("local executor: empty argv")
+	}
+	if !runc.ValidID(a.ID) {
+		return nil, fmt.Errorf("local executor: action ID %q: want 1-64 characters of [a-z0-9-]", a.ID)
+	}
+	if len(a.Mounts) > 0 {
+		targets := make([]string, len(a.Mounts))
+		for i, m := range a.Mounts {
+			targets[i] = m.Target
+		}
+		return nil, fmt.Errorf("local executor: action %s has mounts (%s) and a host process cannot see them at their targets; use the runc or containerd executor",
+			a.ID, strings.Join(targets, ", "))
+	}
+	if a.User != "" && a.User != fmt.Sprintf("%d:%d", os.Getuid(), os.Getgid()) {
+		return nil, fmt.Errorf("local executor: action %s asks for user %s; the local executor runs as the current user %d:%d",
+			a.ID, a.User, os.Getuid(), os.Getgid())
+	}
+	if a.OutDir == "" || !filepath.IsAbs(a.OutDir) {
+		return nil, fmt.Errorf("local executor: action %s: OutDir %q must be an absolute host path", a.ID, a.OutDir)
+	}
+	env := a.Env
+	if env == nil {
+		env = a.Image.Env
+	}
+	env = append(append([]string(nil), env...), OutEnv+"="+a.OutDir)
+	dir := a.Workdir
+	if dir == "" {
+		dir = a.OutDir
+	}
+
+	// argv[0] without a slash is looked up in the action's PATH, not foundry's.
+	bin := a.Argv[0]
+	if !strings.Contains(bin, "/") {
+		p, err := lookPath(bin, env)
+		if err != nil {
+			return nil, fmt.Errorf("local executor: action %s: %w", a.ID, err)
+		}
+		bin = p
+	}
+	cmd := &exec.Cmd{Path: bin, Args: append([]string(nil), a.Argv...), Env: env, Dir: dir, Stdout: a.Stdout, Stderr: a.Stderr}
+	// Its own process group, so the deadline can kill its descendants too; and it dies if
+	// foundry dies.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	// A descendant that escaped the group may hold the output pipes open; do not wait for it
+	// forever once the process itself has exited.
+	cmd.WaitDelay = 2 * time.Second
+
+	res := &executors.Result{Started: time.Now()}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("local executor: action %s: %w", a.ID, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	timer := time.NewTimer(runc.EffectiveLimits(a.Limits).Timeout)
+	defer timer.Stop()
+	var killedBy error
+	var werr error
+	select {
+	case werr = <-done:
+	case <-timer.C:
+		res.TimedOut = true
+		killedBy = errors.New("deadline reached")
+	case <-ctx.Done():
+		killedBy = ctx.Err()
+	}
+	if killedBy != nil {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		werr = <-done
+	} else {
+		// The leader exited; end what it left running in its group, as the sandboxes do.
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+	res.Finished = time.Now()
+	var exitErr *exec.ExitError
+	if werr != nil && !errors.As(werr, &exitErr) && !errors.Is(werr, exec.ErrWaitDelay) {
+		return nil, fmt.Errorf("local executor: action %s: wait: %w", a.ID, werr)
+	}
+	ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if ws.Signaled() {
+		res.ExitCode = -1
+		res.Signal = signalName(ws.Signal())
+	} else {
+		res.ExitCode = ws.ExitStatus()
+	}
+	if killedBy != nil && !res.TimedOut {
+		return res, fmt.Errorf("local executor: action %s: cancelled: %w", a.ID, killedBy)
+	}
+	return res, nil
+}
+
+// lookPath resolves name in the action's PATH, not foundry's.
+func lookPath(name string, env []string) (string, error) {
+	path := ""
+	for _, e := range env {
+		if v, ok := strings.CutPrefix(e, "PATH="); ok {
+			path = v
+		}
+	}
+	for _, dir := range filepath.SplitList(path) {
+		p := filepath.Join(dir, name)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%q not found in the action's PATH %q", name, path)
+}
+
+func signalName(s syscall.Signal) string {
+	names := map[syscall.Signal]string{
+		syscall.SIGKILL: "SIGKILL", syscall.SIGTERM: "SIGTERM", syscall.SIGINT: "SIGINT",
+		syscall.SIGSEGV: "SIGSEGV", syscall.SIGABRT: "SIGABRT", syscall.SIGBUS: "SIGBUS",
+		syscall.SIGHUP: "SIGHUP", syscall.SIGPIPE: "SIGPIPE", syscall.SIGQUIT: "SIGQUIT",
+		syscall.SIGFPE: "SIGFPE", syscall.SIGILL: "SIGILL", syscall.SIGUSR1: "SIGUSR1",
+		syscall.SIGUSR2: "SIGUSR2", syscall.SIGALRM: "SIGALRM", syscall.SIGXCPU: "SIGXCPU",
+	}
+	if n, ok := names[s]; ok {
+		return n
+	}
+	return fmt.Sprintf("signal %d", int(s))
+}
