@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"sort"
 	"strings"
 	"unicode/utf8"
 
@@ -204,17 +205,9 @@ func Pull(ctx context.Context, s Store, ref, dest string, opt PullOptions) (*Pul
 			return nil, fmt.Errorf("pull %s: layer %s: %w", ref, l.Digest, err)
 		}
 	}
-	tree := &digest.Manifest{Entries: x.entries}
-	canon, err := digest.Canonical(tree)
+	canon, got, err := x.tree()
 	if err != nil {
-		return nil, fmt.Errorf("pull %s: %w", ref, err)
-	}
-	if _, err := store.ParseManifest(canon); err != nil {
 		return nil, fmt.Errorf("pull %s: the layers do not form a safe tree: %w", ref, err)
-	}
-	got, err := tree.Digest()
-	if err != nil {
-		return nil, fmt.Errorf("pull %s: %w", ref, err)
 	}
 	if got != out.Tree {
 		return nil, fmt.Errorf("pull %s: the layers form tree %s, the manifest declares %s: %w", ref, got, out.Tree, ErrDigestMismatch)
@@ -318,9 +311,14 @@ func verifyAttached(ctx context.Context, s Store, out *Pulled, opt PullOptions) 
 	return &VerificationError{Digest: out.Digest, Report: first}
 }
 
+// stager is where the extractor puts file bytes: a content store (*store.Store).
+type stager interface {
+	Put(r io.Reader) (digest.Digest, int64, error)
+}
+
 // extractor parses layers into tree entries, staging file bytes in a content store.
 type extractor struct {
-	stage       *store.Store
+	stage       stager
 	lim         Limits
 	allowEscape bool
 	entries     []digest.Entry
@@ -443,6 +441,22 @@ func (x *extractor) entry(hdr *tar.Header, r io.Reader) error {
 		return fmt.Errorf("entry type %q refused (only files, directories and symlinks)", hdr.Typeflag)
 	}
 	return nil
+}
+
+// tree returns the canonical manifest of what the layers held and its digest, after the
+// checks that make it safe to materialize (store.ParseManifest: clean relative paths, no
+// duplicates, every parent a directory of the tree, so nothing sits under a symlink).
+func (x *extractor) tree() ([]byte, digest.Digest, error) {
+	entries := append([]digest.Entry{}, x.entries...) // an empty tree is {"entries":[]}, never null
+	sort.Slice(entries, func(i, j int) bool { return entries[i].Path < entries[j].Path })
+	canon, err := digest.Canonical(&digest.Manifest{Entries: entries})
+	if err != nil {
+		return nil, "", err
+	}
+	if _, err := store.ParseManifest(canon); err != nil {
+		return nil, "", err
+	}
+	return canon, digest.FromBytes(canon), nil
 }
 
 // ctxReader stops a long copy when ctx is cancelled.
