@@ -40,7 +40,9 @@ type Mount struct {
 	Target string // absolute path inside the sandbox
 }
 
-// Limits bound one action. Zero means "the executor's default", never "unlimited".
+// Limits bound one action. Zero means "the executor's default", never "unlimited". The
+// sandboxed executors' defaults (executors/runc: EffectiveLimits) are 2 GiB memory, 1024 pids,
+// a one-hour timeout and no CPU quota (parallelism bounds CPU use).
 type Limits struct {
 	MemoryBytes int64
 	CPUs        float64
@@ -66,6 +68,7 @@ type Action struct {
 	User    string // "uid:gid"; empty means the executor's non-root default
 	Mounts  []Mount
 	// OutDir is a host directory, created empty by the engine, mounted read-write at /out.
+	// Sandboxed executors chown it to the step's user so that a non-root step can write it.
 	OutDir  string
 	Limits  Limits
 	Network string
@@ -76,10 +79,13 @@ type Action struct {
 
 // Result is what the executor observed.
 type Result struct {
-	ExitCode  int // the process exit status; -1 if killed by a signal
-	Signal    string
-	TimedOut  bool // killed at the deadline
-	OOMKilled bool // killed at the memory limit
+	// ExitCode is the process exit status; -1 if it was killed by a signal whose cause the
+	// executor knows (Signal is then set). OCI runtimes (runc, containerd) fold any other fatal
+	// signal into 128+n, so a sandboxed step that dies of SIGSEGV reports 139 with no Signal.
+	ExitCode  int
+	Signal    string // "SIGKILL" etc., when known
+	TimedOut  bool   // killed at the deadline
+	OOMKilled bool   // the kernel OOM-killed a process of the step at its memory limit
 	Started   time.Time
 	Finished  time.Time
 }
@@ -91,7 +97,11 @@ type Executor interface {
 	Name() string
 	// Isolation is IsolationContainer or IsolationNone.
 	Isolation() string
-	// Run executes the action and waits for it, its children and its cleanup.
+	// Run executes the action and waits for it and its children: when Run returns, no process
+	// of the action is left and its output has been written to Stdout and Stderr. Freeing
+	// runtime objects (task records, containers, snapshots, leases) may finish in the
+	// background; Close waits for that. When ctx is cancelled, Run kills the action and
+	// returns its Result together with an error wrapping ctx.Err().
 	Run(ctx context.Context, a *Action) (*Result, error)
 	// Cleanup removes leftovers (containers, snapshots, leases, bundles) of earlier crashed
 	// runs whose IDs start with prefix.

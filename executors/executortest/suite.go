@@ -50,6 +50,7 @@ func Run(t *testing.T, c Config) {
 		t.Run("HostNetwork", s.hostNetwork)
 		t.Run("OOM", s.oom)
 		t.Run("Pids", s.pids)
+		t.Run("CleanupKillsOrphans", s.cleanupKillsOrphans)
 	}
 	t.Run("NoLeftovers", s.noLeftovers)
 }
@@ -388,6 +389,67 @@ func (s *suite) pids(t *testing.T) {
 	}
 }
 
+// syncBuffer is a bytes.Buffer safe to read while the executor writes it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// cleanupKillsOrphans stands in for a crashed foundry: a step is left running, and a second
+// executor instance (a restarted foundry) calls Cleanup with the IDs' prefix. The step must be
+// killed and everything it held removed.
+func (s *suite) cleanupKillsOrphans(t *testing.T) {
+	prefix := s.prefix + "orphan-"
+	e1 := s.c.New(t)
+	st := s.newStep(t, sh("echo started; sleep 3600")...)
+	st.a.ID = prefix + "1"
+	var out syncBuffer
+	st.a.Stdout = &out
+	done := make(chan error, 1)
+	go func() {
+		_, err := e1.Run(context.Background(), st.a)
+		done <- err
+	}()
+	deadline := time.Now().Add(time.Minute)
+	for !strings.Contains(out.String(), "started") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the step did not start")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	e2 := s.c.New(t)
+	if err := e2.Cleanup(context.Background(), prefix); err != nil {
+		t.Errorf("Cleanup: %v", err)
+	}
+	select {
+	case <-done: // the first Run saw its step die; its result does not matter here
+	case <-time.After(time.Minute):
+		t.Fatalf("the orphaned step still runs a minute after Cleanup")
+	}
+	e1.Close()
+	// The first executor's own deletions may have raced Cleanup; a second pass must find
+	// nothing to fail on.
+	if err := e2.Cleanup(context.Background(), prefix); err != nil {
+		t.Errorf("second Cleanup: %v", err)
+	}
+	e2.Close()
+	if left := s.leftovers(t, prefix); len(left) > 0 {
+		t.Errorf("leftovers after Cleanup:\n%s", strings.Join(left, "\n"))
+	}
+}
+
 // noLeftovers runs 100 trivial steps, four at a time, and then checks that no process, mount
 // or runtime object with the suite's ID prefix remains.
 func (s *suite) noLeftovers(t *testing.T) {
@@ -420,6 +482,14 @@ func (s *suite) noLeftovers(t *testing.T) {
 	if err := e.Close(); err != nil {
 		t.Errorf("Close: %v", err)
 	}
+	left := s.leftovers(t, prefix)
+	if len(left) > 0 {
+		t.Errorf("leftovers after 100 runs:\n%s", strings.Join(left, "\n"))
+	}
+}
+
+// leftovers lists processes, mounts and runtime objects whose names contain prefix.
+func (s *suite) leftovers(t *testing.T, prefix string) []string {
 	var left []string
 	ents, _ := os.ReadDir("/proc")
 	for _, ent := range ents {
@@ -438,7 +508,5 @@ func (s *suite) noLeftovers(t *testing.T) {
 	if s.c.Leftovers != nil {
 		left = append(left, s.c.Leftovers(t, prefix)...)
 	}
-	if len(left) > 0 {
-		t.Errorf("leftovers after 100 runs:\n%s", strings.Join(left, "\n"))
-	}
+	return left
 }
