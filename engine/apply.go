@@ -111,6 +111,9 @@ type runner struct {
 
 	mu      sync.Mutex
 	results map[string]*nodeResult
+	// precached are the steps found in the action cache before the walk; they are settled
+	// without touching the database again.
+	precached map[string]bool
 }
 
 // nodeResult is what a finished node produced, for the nodes that use it.
@@ -158,6 +161,9 @@ func Apply(ctx context.Context, ws *Workspace, g *Graph, p *Plan, opt ApplyOptio
 	if err := ws.State.AddNodes(ctx, run.ID, refs); err != nil {
 		return nil, err
 	}
+	if err := r.prefetchCache(ctx, refs); err != nil {
+		return nil, err
+	}
 	r.emit(Event{Type: "run_started", Run: run.ID, Total: len(refs)})
 	res := r.walk(ctx, active, deps)
 	res.RunID = run.ID
@@ -175,6 +181,37 @@ func Apply(ctx context.Context, ws *Workspace, g *Graph, p *Plan, opt ApplyOptio
 		return res, ctx.Err()
 	}
 	return res, nil
+}
+
+// prefetchCache looks every step up in the action cache with one query and records the hits
+// as cached, and their definitions, in two transactions: a no-op apply then costs a handful
+// of database writes, not several per node.
+func (r *runner) prefetchCache(ctx context.Context, refs []state.NodeRef) error {
+	actions := make([]digest.Digest, len(refs))
+	for i, ref := range refs {
+		actions[i] = ref.Action
+	}
+	entries, err := r.ws.Cache.LookupMany(ctx, actions)
+	if err != nil {
+		return err
+	}
+	var hits []state.NodeRef
+	var defs []state.Definition
+	r.precached = map[string]bool{}
+	for _, ref := range refs {
+		e := entries[ref.Action]
+		if !e.Hit {
+			continue
+		}
+		hits = append(hits, ref)
+		defs = append(defs, state.Definition{Address: ref.Address, Action: ref.Action, JSON: r.g.Nodes[ref.Address].Definition})
+		r.precached[ref.Address] = true
+		r.results[ref.Address] = &nodeResult{step: e.Result}
+	}
+	if err := r.ws.State.NodesCached(ctx, r.runID, hits); err != nil {
+		return err
+	}
+	return r.ws.State.RecordDefinitions(ctx, defs)
 }
 
 // recover cleans up after applies that died: their containers (by the ID prefix recorded
@@ -344,6 +381,10 @@ func (r *runner) settle(ctx context.Context, n *Node) (string, error) {
 		r.setResult(n.Address, &nodeResult{image: img})
 		return "built", nil
 	case KindStep, KindCheck:
+		if r.precached[n.Address] {
+			r.emit(Event{Type: "node_cached", Node: n.Address, Action: n.Digest})
+			return "cached", nil
+		}
 		return r.runStep(ctx, n)
 	case KindPackage:
 		tree, err := r.assemble(ctx, n.Package.Files)
