@@ -262,3 +262,33 @@ func TestApplyRefusesStaleSavedPlan(t *testing.T) {
 		t.Errorf("the saved plan's -var top=2 was not applied:\n%s", out)
 	}
 }
+
+// gc removes what no cached result needs and keeps every cached result usable.
+func TestGCKeepsCachedResults(t *testing.T) {
+	needSandbox(t)
+	dir := helloProject(t)
+	if r := apply(t, dir, nil); r.code != 0 {
+		t.Fatalf("apply: %s", r.stderr)
+	}
+	if r := apply(t, dir, nil, "-var", "top=4"); r.code != 0 {
+		t.Fatalf("apply: %s", r.stderr)
+	}
+	// An orphan blob: stored, but named by no record.
+	orphan := filepath.Join(dir, ".foundry", "blobs", "sha256", strings.Repeat("ab", 32))
+	if err := os.WriteFile(orphan, []byte("orphan"), 0o444); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := foundry(t, dir, "gc", "-min-age", "0")
+	if code != 0 || !strings.Contains(out, "Deleted") {
+		t.Fatalf("gc: exit %d\n%s%s", code, out, errs)
+	}
+	if _, err := os.Stat(orphan); err == nil {
+		t.Error("gc kept a blob no record names")
+	}
+	for _, top := range []string{"3", "4"} {
+		r := apply(t, dir, nil, "-var", "top="+top)
+		if r.code != 0 || len(r.executed) != 0 || len(r.cached) != 4 {
+			t.Errorf("after gc, -var top=%s: executed %v, cached %v", top, r.executed, r.cached)
+		}
+	}
+}
