@@ -26,6 +26,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -72,6 +73,9 @@ type Options struct {
 	Namespace string
 	// NoSeccomp drops the default seccomp profile.
 	NoSeccomp bool
+	// NoSharedShim gives every task its own shim instead of one shim per executor (see
+	// keeper.go); slower, for runtimes without shim groups.
+	NoSharedShim bool
 }
 
 // Executor runs actions as containerd tasks. It is safe for concurrent use.
@@ -87,6 +91,10 @@ type Executor struct {
 	bgSlots chan struct{}  // bounds the deletions in flight
 	bgMu    sync.Mutex
 	bgErrs  []error // deletion failures, reported by Close
+
+	keeperDone chan struct{}          // closed when keeper creation has finished
+	keeper     *keeper                // nil until created, or if creation failed
+	shimGroup  atomic.Pointer[string] // set once the keeper exists
 }
 
 var _ executors.Executor = (*Executor)(nil)
@@ -133,13 +141,32 @@ func New(ctx context.Context, o Options) (*Executor, error) {
 		c.Close()
 		return nil, fmt.Errorf("containerd executor: %s does not answer: %w", o.Address, err)
 	}
-	return &Executor{
-		client:  c,
-		ns:      o.Namespace,
-		seccomp: !o.NoSeccomp,
-		images:  map[string]*imageEntry{},
-		bgSlots: make(chan struct{}, maxBackgroundDeletes),
-	}, nil
+	e := &Executor{
+		client:     c,
+		ns:         o.Namespace,
+		seccomp:    !o.NoSeccomp,
+		images:     map[string]*imageEntry{},
+		bgSlots:    make(chan struct{}, maxBackgroundDeletes),
+		keeperDone: make(chan struct{}),
+	}
+	if o.NoSharedShim {
+		close(e.keeperDone)
+		return e, nil
+	}
+	// The keeper is made off the critical path; actions run with their own shims until then.
+	go func() {
+		defer close(e.keeperDone)
+		kctx := e.nsCtx(context.WithoutCancel(ctx))
+		e.removeStaleKeepers(kctx)
+		k, err := e.startKeeper(kctx)
+		if err != nil {
+			// Not fatal: without a keeper every task gets its own shim, as by default.
+			return
+		}
+		e.keeper = k
+		e.shimGroup.Store(&k.group)
+	}()
+	return e, nil
 }
 
 // Name implements executors.Executor.
@@ -151,11 +178,19 @@ func (e *Executor) Isolation() string { return executors.IsolationContainer }
 // Close waits for background deletions, closes the connection and reports deletions that
 // failed (Cleanup with the action IDs' prefix removes what they left).
 func (e *Executor) Close() error {
+	<-e.keeperDone
 	e.bg.Wait()
 	e.bgMu.Lock()
 	err := errors.Join(e.bgErrs...)
 	e.bgErrs = nil
 	e.bgMu.Unlock()
+	if e.keeper != nil {
+		if kerr := e.keeper.stop(e.nsCtx(context.Background())); kerr != nil {
+			err = errors.Join(err, kerr)
+		}
+		e.keeper = nil
+		e.shimGroup.Store(nil)
+	}
 	if cerr := e.client.Close(); cerr != nil {
 		err = errors.Join(err, cerr)
 	}
@@ -186,7 +221,11 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 		return nil, fmt.Errorf("containerd executor: action %s: image %s: %w", a.ID, a.Image.Digest, err)
 	}
 	cgroupsPath := "/" + e.ns + "/" + a.ID
-	spec, err := runc.Spec(a, runc.SpecOptions{RootPath: "rootfs", CgroupsPath: cgroupsPath, Seccomp: e.seccomp})
+	so := runc.SpecOptions{RootPath: "rootfs", CgroupsPath: cgroupsPath, Seccomp: e.seccomp}
+	if g := e.shimGroup.Load(); g != nil {
+		so.Annotations = map[string]string{shimGroupAnnotation: *g}
+	}
+	spec, err := runc.Spec(a, so)
 	if err != nil {
 		return nil, fmt.Errorf("containerd executor: %w", err)
 	}

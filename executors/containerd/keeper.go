@@ -1,0 +1,167 @@
+package containerd
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/containerd/containerd"
+	"github.com/containerd/containerd/cio"
+	"github.com/containerd/containerd/errdefs"
+	"github.com/containerd/containerd/leases"
+
+	"github.com/foundry-build/foundry/executors"
+	"github.com/foundry-build/foundry/executors/runc"
+)
+
+// Shim sharing.
+//
+// By default every containerd task gets its own shim: a process started for the task and shut
+// down with it, which costs a large part of a trivial step. The runc v2 shim can instead serve a
+// group of containers (Kubernetes uses this for the containers of a pod): tasks whose spec
+// carries the same shimGroupAnnotation share one shim. A shim exits when its last container is
+// deleted, and a task created while the previous one's shim is exiting fails ("failed to start
+// shim ... connect: no such file"), so each executor keeps a keeper in its group: a task that
+// is created and never started (runc init parked before exec, no image needed) and that lives
+// until Close. Actions join the group only once the keeper exists.
+//
+// A keeper is labelled with the boot ID and pid of the foundry process that made it; New
+// deletes keepers whose process is gone, so a crash leaves at most one idle shim until the next
+// start.
+const (
+	shimGroupAnnotation = "io.containerd.runc.v2.group"
+	keeperLabel         = "foundry.keeper"
+)
+
+type keeper struct {
+	id     string
+	group  string
+	outDir string
+	done   func(context.Context) error // deletes the lease
+	c      containerd.Container
+	t      containerd.Task
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func bootID() string {
+	b, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	return strings.TrimSpace(string(b))
+}
+
+// startKeeper creates the keeper task of a new shim group.
+func (e *Executor) startKeeper(ctx context.Context) (_ *keeper, err error) {
+	k := &keeper{id: "foundry-keeper-" + randHex(6)}
+	k.group = k.id
+	ctx, k.done, err = e.client.WithLease(ctx, leases.WithID(k.id), leases.WithExpiration(leaseTTL))
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			k.stop(context.WithoutCancel(ctx))
+		}
+	}()
+	if k.outDir, err = os.MkdirTemp("", "foundry-keeper-"); err != nil {
+		return nil, err
+	}
+	// The runtime checks that argv[0] exists when it creates the task; /proc/self/exe (runc
+	// init itself) exists in any rootfs, and the keeper is never started.
+	a := &executors.Action{
+		ID:     k.id,
+		Argv:   []string{"/proc/self/exe"},
+		OutDir: k.outDir,
+		Limits: executors.Limits{MemoryBytes: 32 << 20, Pids: 4},
+	}
+	spec, err := runc.Spec(a, runc.SpecOptions{
+		RootPath:    "rootfs",
+		CgroupsPath: "/" + e.ns + "/" + k.id,
+		Annotations: map[string]string{shimGroupAnnotation: k.group},
+	})
+	if err != nil {
+		return nil, err
+	}
+	// An empty snapshot: the keeper needs no image.
+	if _, err := e.client.SnapshotService(snapshotter).Prepare(ctx, k.id, ""); err != nil {
+		return nil, fmt.Errorf("prepare snapshot: %w", err)
+	}
+	k.c, err = e.client.NewContainer(ctx, k.id,
+		containerd.WithSnapshotter(snapshotter),
+		containerd.WithSnapshot(k.id),
+		containerd.WithRuntime(runtimeName, nil),
+		containerd.WithSpec(spec),
+		containerd.WithContainerLabels(map[string]string{keeperLabel: bootID() + "/" + strconv.Itoa(os.Getpid())}),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("create container: %w", err)
+	}
+	if k.t, err = k.c.NewTask(ctx, cio.NullIO); err != nil {
+		return nil, fmt.Errorf("create task: %w", err)
+	}
+	return k, nil
+}
+
+// stop deletes the keeper's task, container, snapshot and lease; the group's shim then exits
+// with its last task.
+func (k *keeper) stop(ctx context.Context) error {
+	var errs []error
+	if k.t != nil {
+		if _, err := k.t.Delete(ctx, containerd.WithProcessKill); err != nil && !errdefs.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("delete keeper task: %w", err))
+		}
+	}
+	if k.c != nil {
+		if err := k.c.Delete(ctx, containerd.WithSnapshotCleanup); err != nil && !errdefs.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("delete keeper container: %w", err))
+		}
+	}
+	if k.done != nil {
+		if err := k.done(ctx); err != nil && !errdefs.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("delete keeper lease: %w", err))
+		}
+	}
+	if k.outDir != "" {
+		os.RemoveAll(k.outDir)
+	}
+	return errors.Join(errs...)
+}
+
+// removeStaleKeepers deletes keepers whose foundry process is gone.
+func (e *Executor) removeStaleKeepers(ctx context.Context) {
+	cs, err := e.client.Containers(ctx, fmt.Sprintf("labels.%q", keeperLabel))
+	if err != nil {
+		return
+	}
+	boot := bootID()
+	for _, c := range cs {
+		labels, err := c.Labels(ctx)
+		if err != nil {
+			continue
+		}
+		b, pid, _ := strings.Cut(labels[keeperLabel], "/")
+		if n, err := strconv.Atoi(pid); err == nil && b == boot && syscall.Kill(n, 0) == nil {
+			continue // its process is alive
+		}
+		k := &keeper{id: c.ID(), c: c}
+		if t, err := c.Task(ctx, nil); err == nil {
+			k.t = t
+		}
+		k.done = func(ctx context.Context) error {
+			return e.client.LeasesService().Delete(ctx, leases.Lease{ID: c.ID()})
+		}
+		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		_ = k.stop(sctx)
+		cancel()
+	}
+}
