@@ -39,7 +39,7 @@ func FuzzPlan(f *testing.F) {
 			}
 			seen[a] = true
 		}
-		if _, err := MakePlan(g, nil); err != nil {
+		if _, err := MakePlan(g, PlanOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	})

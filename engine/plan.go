@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sort"
 	"strings"
 
 	"github.com/foundry-build/foundry/engine/digest"
@@ -86,22 +85,32 @@ type StepView struct {
 	Network string            `json:"network"`
 }
 
-// CapabilityPlan is how a required capability will be resolved.
+// CapabilityPlan is how a required capability will be resolved (see resolve.go).
 type CapabilityPlan struct {
 	Address        string          `json:"address"`
 	ContractDigest digest.Digest   `json:"contract_digest"`
-	Status         string          `json:"status"`
+	Status         string          `json:"status"` // registry, build or missing
 	Recipe         string          `json:"recipe,omitempty"`
+	Pinned         *Admitted       `json:"pinned,omitempty"` // status registry: the admitted version
 	Reason         string          `json:"reason,omitempty"`
-	Recipes        []*RecipeOption `json:"recipes"`
+	// Reachable: some recipe graph provides it under its assumptions (every prerequisite
+	// is itself reachable). Ready: concrete digests and evidence are at hand — it is pinned
+	// in the registry, or a reachable recipe has every prerequisite ready.
+	Reachable bool            `json:"reachable"`
+	Ready     bool            `json:"ready"`
+	Recipes   []*RecipeOption `json:"recipes"`
 }
 
 // RecipeOption is one recipe examined for a capability, in resolution order (cost, name).
 type RecipeOption struct {
 	Address string `json:"address"`
 	Cost    int64  `json:"cost"`
-	Status  string `json:"status"`
+	Status  string `json:"status"` // build (chosen), alternative, or missing
 	Steps   int    `json:"steps"`
+	// Missing is the smallest observed set of prerequisites that did not resolve.
+	Missing []string `json:"missing,omitempty"`
+	// Cycle is the witness when a prerequisite needs the capability itself.
+	Cycle []string `json:"cycle,omitempty"`
 }
 
 // Summary counts the plan's work.
@@ -113,9 +122,19 @@ type Summary struct {
 	Missing  int `json:"missing"`
 }
 
-// MakePlan decides each node's status. cached reports whether a step's action digest has a
-// result in the action cache; it may be nil (nothing is cached).
-func MakePlan(g *Graph, cached func(*Node) bool) (*Plan, error) {
+// PlanOptions are what a plan consults beyond the configuration.
+type PlanOptions struct {
+	// Cached reports whether a step's action digest has a result in the action cache; nil
+	// means nothing is cached.
+	Cached func(*Node) bool
+	// Admitted finds an admitted, unquarantined version of a capability in the registry;
+	// nil means there is no registry to consult.
+	Admitted func(*Node) (*Admitted, error)
+}
+
+// MakePlan decides each node's status.
+func MakePlan(g *Graph, opt PlanOptions) (*Plan, error) {
+	cached := opt.Cached
 	cfg := g.Config
 	p := &Plan{
 		FormatVersion: PlanFormatVersion,
@@ -149,7 +168,9 @@ func MakePlan(g *Graph, cached func(*Node) bool) (*Plan, error) {
 		p.Nodes = append(p.Nodes, pn)
 		status[a] = pn
 	}
-	g.resolveCapabilities(p, status)
+	if err := g.resolveCapabilities(p, status, opt.Admitted); err != nil {
+		return nil, err
+	}
 	// A node that needs a missing node is missing too; say which one.
 	for _, pn := range p.Nodes {
 		if pn.Status == StatusAlternative || pn.Kind == KindCapability {
@@ -197,60 +218,6 @@ func (p *Plan) identity() any {
 		nodes[n.Address] = n.Digest
 	}
 	return map[string]any{"format": PlanFormatVersion, "nodes": nodes, "inputs": p.Inputs}
-}
-
-// resolveCapabilities picks, for each capability, the first provider in (cost, name) order.
-// Registry lookups and evaluation come with admission; until then a capability is built by
-// its cheapest recipe, and the others stay as alternatives.
-func (g *Graph) resolveCapabilities(p *Plan, status map[string]*PlanNode) {
-	for _, a := range g.Order {
-		n := g.Nodes[a]
-		if n.Kind != KindCapability {
-			continue
-		}
-		cp := &CapabilityPlan{Address: a, ContractDigest: n.Digest, Status: StatusMissing, Recipes: []*RecipeOption{}}
-		var opts []*RecipeOption
-		for _, r := range n.Providers {
-			rn := g.Nodes[r]
-			opts = append(opts, &RecipeOption{Address: r, Cost: rn.Recipe.Cost, Steps: len(rn.Recipe.Steps)})
-		}
-		sort.Slice(opts, func(i, j int) bool {
-			if opts[i].Cost != opts[j].Cost {
-				return opts[i].Cost < opts[j].Cost
-			}
-			return opts[i].Address < opts[j].Address
-		})
-		for i, o := range opts {
-			if i == 0 {
-				o.Status = StatusBuild
-				cp.Status, cp.Recipe = StatusBuild, o.Address
-			} else {
-				o.Status = StatusAlternative
-				markAlternative(g, status, o.Address)
-			}
-		}
-		cp.Recipes = append(cp.Recipes, opts...)
-		if len(opts) == 0 {
-			cp.Reason = "no recipe provides it and no admitted version is in the registry"
-		}
-		status[a].Status, status[a].Reason = cp.Status, cp.Reason
-		if cp.Recipe != "" {
-			status[a].Reason = "built by " + cp.Recipe
-		}
-		p.Capabilities = append(p.Capabilities, cp)
-	}
-	if p.Capabilities == nil {
-		p.Capabilities = []*CapabilityPlan{}
-	}
-}
-
-// markAlternative marks a recipe that is not chosen, and its package and steps, as fallbacks.
-func markAlternative(g *Graph, status map[string]*PlanNode, recipe string) {
-	for a, pn := range status {
-		if a == recipe || strings.HasPrefix(a, recipe+".") {
-			pn.Status, pn.Reason = StatusAlternative, "fallback if the chosen recipe fails"
-		}
-	}
 }
 
 func (g *Graph) stepView(n *Node) *StepView {

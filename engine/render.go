@@ -61,10 +61,20 @@ func (p *Plan) WriteText(w io.Writer) {
 			if c.Reason != "" {
 				fmt.Fprintf(w, "      %s\n", c.Reason)
 			}
+			if !c.Ready && c.Reachable {
+				fmt.Fprintln(w, "      reachable, not ready: a prerequisite is not at hand yet")
+			}
 			_ = n
 			for _, r := range c.Recipes {
 				rn := byAddr[r.Address]
-				line("    ", rn, fmt.Sprintf("  cost %d", r.Cost))
+				extra := fmt.Sprintf("  cost %d", r.Cost)
+				if len(r.Missing) > 0 {
+					extra += "  missing: " + strings.Join(r.Missing, ", ")
+				}
+				if r.Cycle != nil {
+					extra += "  cycle: " + strings.Join(r.Cycle, " → ")
+				}
+				line("    ", rn, extra)
 				var children []string
 				for a := range byAddr {
 					if strings.HasPrefix(a, r.Address+".") {

@@ -116,5 +116,5 @@ func (w *Workspace) Plan(ctx context.Context, g *Graph) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	return MakePlan(g, func(n *Node) bool { return cached[n.Address] })
+	return MakePlan(g, PlanOptions{Cached: func(n *Node) bool { return cached[n.Address] }})
 }

@@ -123,7 +123,7 @@ func runChild(dir string) int {
 		fmt.Fprintln(os.Stderr, diags.Error())
 		return 1
 	}
-	if _, err := engine.MakePlan(g, nil); err != nil {
+	if _, err := engine.MakePlan(g, engine.PlanOptions{}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

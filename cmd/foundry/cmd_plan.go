@@ -90,7 +90,7 @@ Exit codes: 0 success, 1 configuration errors, 2 usage error,
 // was never applied has nothing cached, and plan must not create its state directory.
 func planWithCache(dir string, g *engine.Graph) (*engine.Plan, error) {
 	if !fileExists(filepath.Join(dir, engine.StateDir, "state.db")) {
-		return engine.MakePlan(g, nil)
+		return engine.MakePlan(g, engine.PlanOptions{})
 	}
 	ws, err := engine.OpenWorkspace(dir)
 	if err != nil {

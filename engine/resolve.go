@@ -1,0 +1,188 @@
+package engine
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/foundry-build/foundry/engine/digest"
+)
+
+// Admitted is an admitted version of a capability, found in the registry.
+type Admitted struct {
+	Ref    string        `json:"ref"`    // registry reference pinned by digest
+	Digest digest.Digest `json:"digest"` // the capability artifact's manifest digest
+}
+
+// resolution is the outcome of resolving one capability.
+type resolution struct {
+	status    string // registry, build or missing
+	recipe    string
+	pinned    *Admitted
+	reason    string
+	reachable bool
+	ready     bool
+	options   []*RecipeOption
+	cycle     []string // set when the capability was met again on its own stack
+	witness   []string // a cycle that made it (or a prerequisite) unresolvable
+}
+
+// resolver resolves capabilities in the order the design fixes: an admitted version in the
+// registry; else each recipe by (cost, name) whose prerequisites all resolve, recursively,
+// with the requirement on an active stack; else unresolved, with, per recipe examined, the
+// smallest observed set of missing prerequisites.
+type resolver struct {
+	g        *Graph
+	admitted func(*Node) (*Admitted, error)
+	memo     map[string]*resolution
+	err      error
+}
+
+// prerequisites lists the capabilities a recipe needs: those its steps and package refer to.
+func (g *Graph) prerequisites(recipe string) []string {
+	set := map[string]bool{}
+	for a, n := range g.Nodes {
+		if a != recipe && !strings.HasPrefix(a, recipe+".") {
+			continue
+		}
+		for _, d := range n.Deps {
+			if g.Nodes[d].Kind == KindCapability {
+				set[d] = true
+			}
+		}
+	}
+	return sortedKeys(set)
+}
+
+func (r *resolver) resolve(c string, stack []string) *resolution {
+	for i, s := range stack {
+		if s == c {
+			w := append(append([]string{}, stack[i:]...), c)
+			return &resolution{status: StatusMissing, cycle: w, witness: w,
+				reason: "needs itself: " + strings.Join(append(append([]string{}, stack[i:]...), c), " → ")}
+		}
+	}
+	if m, ok := r.memo[c]; ok {
+		return m
+	}
+	n := r.g.Nodes[c]
+	res := &resolution{status: StatusMissing}
+	if r.admitted != nil && r.err == nil {
+		adm, err := r.admitted(n)
+		if err != nil {
+			r.err = fmt.Errorf("looking up %s in the registry: %w", c, err)
+		} else if adm != nil {
+			res.status, res.pinned, res.reachable, res.ready = StatusRegistry, adm, true, true
+			res.reason = "admitted version " + adm.Ref
+		}
+	}
+	var opts []*RecipeOption
+	for _, rec := range n.Providers {
+		rn := r.g.Nodes[rec]
+		opts = append(opts, &RecipeOption{Address: rec, Cost: rn.Recipe.Cost, Steps: len(rn.Recipe.Steps)})
+	}
+	sort.Slice(opts, func(i, j int) bool {
+		if opts[i].Cost != opts[j].Cost {
+			return opts[i].Cost < opts[j].Cost
+		}
+		return opts[i].Address < opts[j].Address
+	})
+	res.options = opts
+	stack = append(stack, c)
+	cyclic := false
+	for _, o := range opts {
+		if res.status == StatusRegistry {
+			o.Status = StatusAlternative
+			continue
+		}
+		ready := true
+		for _, p := range r.g.prerequisites(o.Address) {
+			pr := r.resolve(p, stack)
+			if pr.witness != nil {
+				cyclic = true
+				if o.Cycle == nil && pr.status == StatusMissing {
+					o.Cycle = pr.witness
+				}
+				if res.witness == nil {
+					res.witness = pr.witness
+				}
+			}
+			if pr.status == StatusMissing {
+				o.Missing = append(o.Missing, p)
+			}
+			ready = ready && pr.ready
+		}
+		switch {
+		case len(o.Missing) > 0:
+			o.Status = StatusMissing
+		case res.status == StatusMissing:
+			o.Status = StatusBuild
+			res.status, res.recipe, res.reachable, res.ready = StatusBuild, o.Address, true, ready
+			res.reason = "built by " + o.Address
+		default:
+			o.Status = StatusAlternative
+		}
+	}
+	if res.status == StatusMissing {
+		switch {
+		case len(opts) == 0:
+			res.reason = "no recipe provides it and no admitted version is in the registry"
+		default:
+			var parts []string
+			for _, o := range opts {
+				part := fmt.Sprintf("%s needs %s", o.Address, strings.Join(o.Missing, ", "))
+				if o.Cycle != nil {
+					part += " (a cycle: " + strings.Join(o.Cycle, " → ") + ")"
+				}
+				parts = append(parts, part)
+			}
+			res.reason = "no recipe can be built: " + strings.Join(parts, "; ")
+		}
+	}
+	// A result that depended on the active stack is valid only under it: do not memoize.
+	if !cyclic {
+		r.memo[c] = res
+	}
+	return res
+}
+
+// resolveCapabilities resolves every capability of the graph and sets the statuses of the
+// capability, recipe, package and step nodes accordingly.
+func (g *Graph) resolveCapabilities(p *Plan, status map[string]*PlanNode, admitted func(*Node) (*Admitted, error)) error {
+	r := &resolver{g: g, admitted: admitted, memo: map[string]*resolution{}}
+	p.Capabilities = []*CapabilityPlan{}
+	for _, a := range g.Order {
+		if g.Nodes[a].Kind != KindCapability {
+			continue
+		}
+		res := r.resolve(a, nil)
+		if r.err != nil {
+			return r.err
+		}
+		cp := &CapabilityPlan{Address: a, ContractDigest: g.Nodes[a].Digest, Status: res.status, Recipe: res.recipe,
+			Pinned: res.pinned, Reason: res.reason, Reachable: res.reachable, Ready: res.ready, Recipes: res.options}
+		if cp.Recipes == nil {
+			cp.Recipes = []*RecipeOption{}
+		}
+		for _, o := range cp.Recipes {
+			switch o.Status {
+			case StatusAlternative:
+				markRecipe(status, o.Address, StatusAlternative, "fallback if the chosen recipe fails evaluation")
+			case StatusMissing:
+				markRecipe(status, o.Address, StatusMissing, "needs "+strings.Join(o.Missing, ", ")+", which cannot be resolved")
+			}
+		}
+		status[a].Status, status[a].Reason = cp.Status, cp.Reason
+		p.Capabilities = append(p.Capabilities, cp)
+	}
+	return nil
+}
+
+// markRecipe sets the status of a recipe and of its package and steps.
+func markRecipe(status map[string]*PlanNode, recipe, st, reason string) {
+	for a, pn := range status {
+		if a == recipe || strings.HasPrefix(a, recipe+".") {
+			pn.Status, pn.Reason = st, reason
+		}
+	}
+}

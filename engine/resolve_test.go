@@ -1,0 +1,152 @@
+package engine
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/foundry-build/foundry/engine/digest"
+	"github.com/foundry-build/foundry/lang"
+)
+
+// capProject writes capabilities and recipes: recipes[name] = {provides, cost, needs...}.
+func capProject(t *testing.T, caps []string, recipes [][]string) *Graph {
+	t.Helper()
+	tool := seedFile(t, "x")
+	var b strings.Builder
+	fmt.Fprintf(&b, "seed \"b\" {\n  layer { files = { \"/bin/sh\" = host_file(%q) } }\n}\n", tool)
+	for _, c := range caps {
+		fmt.Fprintf(&b, "capability %q {\n  interface \"cli\" { entrypoint = [\"/bin/%s\"] }\n}\n", c, c)
+	}
+	for _, r := range recipes {
+		name, provides, cost, needs := r[0], r[1], r[2], r[3:]
+		var mounts []string
+		for _, n := range needs {
+			mounts = append(mounts, fmt.Sprintf("\"/tools/%s\" = capability.%s", n, n))
+		}
+		fmt.Fprintf(&b, `recipe %q {
+  provides = capability.%s
+  cost     = %s
+  step "build" {
+    image   = seed.b
+    mounts  = { %s }
+    run     = ["sh"]
+    outputs = ["/out/x"]
+  }
+  package { files = { "/bin/%s" = step.build.output["/out/x"] } }
+}
+`, name, provides, cost, strings.Join(mounts, ", "), provides)
+	}
+	dir := t.TempDir()
+	must(t, os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(b.String()), 0o644))
+	cfg, diags := lang.Load(dir, lang.Options{})
+	if diags.HasErrors() {
+		t.Fatal(diags.Error())
+	}
+	g, diags := Compile(cfg)
+	if diags.HasErrors() {
+		t.Fatal(diags.Error())
+	}
+	return g
+}
+
+func capPlan(t *testing.T, g *Graph, admitted func(*Node) (*Admitted, error)) map[string]*CapabilityPlan {
+	t.Helper()
+	p, err := MakePlan(g, PlanOptions{Admitted: admitted})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]*CapabilityPlan{}
+	for _, c := range p.Capabilities {
+		out[c.Address] = c
+	}
+	return out
+}
+
+func TestResolutionOrderIsCostThenName(t *testing.T) {
+	g := capProject(t, []string{"c"}, [][]string{{"zeta", "c", "5"}, {"alpha", "c", "5"}, {"cheap", "c", "1"}})
+	for i := 0; i < 5; i++ {
+		c := capPlan(t, g, nil)["capability.c"]
+		var order []string
+		for _, r := range c.Recipes {
+			order = append(order, r.Address+"="+r.Status)
+		}
+		if got := strings.Join(order, " "); got != "recipe.cheap=build recipe.alpha=alternative recipe.zeta=alternative" {
+			t.Fatalf("resolution order: %s", got)
+		}
+	}
+}
+
+// A recipe whose prerequisite cannot be resolved is skipped for one that can, even if it
+// costs more; the plan names what the skipped one lacks.
+func TestResolutionSkipsInfeasibleRecipe(t *testing.T) {
+	g := capProject(t, []string{"c", "needs-nothing-provides"}, [][]string{{"cheap", "c", "1", "needs-nothing-provides"}, {"dear", "c", "9"}})
+	c := capPlan(t, g, nil)["capability.c"]
+	if c.Status != StatusBuild || c.Recipe != "recipe.dear" || !c.Reachable || !c.Ready {
+		t.Fatalf("want recipe.dear chosen: %+v", c)
+	}
+	if r := c.Recipes[0]; r.Address != "recipe.cheap" || r.Status != StatusMissing || strings.Join(r.Missing, ",") != "capability.needs-nothing-provides" {
+		t.Fatalf("cheap recipe: %+v", r)
+	}
+}
+
+func TestResolutionReportsMissingSets(t *testing.T) {
+	g := capProject(t, []string{"c", "a", "b"}, [][]string{{"r1", "c", "1", "a", "b"}, {"r2", "c", "2", "b"}})
+	c := capPlan(t, g, nil)["capability.c"]
+	if c.Status != StatusMissing || c.Reachable {
+		t.Fatalf("want c missing: %+v", c)
+	}
+	if got := strings.Join(c.Recipes[0].Missing, ","); got != "capability.a,capability.b" {
+		t.Errorf("r1 missing %s", got)
+	}
+	if got := strings.Join(c.Recipes[1].Missing, ","); got != "capability.b" {
+		t.Errorf("r2 missing %s", got)
+	}
+	if !strings.Contains(c.Reason, "recipe.r2 needs capability.b") {
+		t.Errorf("reason: %s", c.Reason)
+	}
+}
+
+// A requirement met again on its own stack is a cycle, reported with its path; another
+// recipe that avoids the cycle still resolves the capability.
+func TestResolutionCycle(t *testing.T) {
+	g := capProject(t, []string{"a", "b"}, [][]string{{"ra", "a", "1", "b"}, {"rb", "b", "1", "a"}})
+	plans := capPlan(t, g, nil)
+	a := plans["capability.a"]
+	if a.Status != StatusMissing || strings.Join(a.Recipes[0].Cycle, " → ") != "capability.a → capability.b → capability.a" {
+		t.Fatalf("want a cycle witness: %+v %+v", a, a.Recipes[0])
+	}
+	g = capProject(t, []string{"a", "b"}, [][]string{{"ra", "a", "1", "b"}, {"rb", "b", "1", "a"}, {"rb2", "b", "2"}})
+	plans = capPlan(t, g, nil)
+	if a := plans["capability.a"]; a.Status != StatusBuild || a.Recipe != "recipe.ra" {
+		t.Fatalf("a should resolve through b's acyclic recipe: %+v", a)
+	}
+	if b := plans["capability.b"]; b.Status != StatusBuild || b.Recipe != "recipe.rb2" {
+		t.Fatalf("b should use its acyclic recipe: %+v", b)
+	}
+}
+
+func TestResolutionPrefersAdmittedVersion(t *testing.T) {
+	g := capProject(t, []string{"c"}, [][]string{{"r", "c", "1"}})
+	pin := &Admitted{Ref: "oci-layout:reg@sha256:" + strings.Repeat("a", 64), Digest: digest.Digest("sha256:" + digestHex("a"))}
+	p, err := MakePlan(g, PlanOptions{Admitted: func(n *Node) (*Admitted, error) { return pin, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := p.Capabilities[0]
+	if c.Status != StatusRegistry || c.Pinned != pin || c.Recipes[0].Status != StatusAlternative {
+		t.Fatalf("want the admitted version pinned: %+v", c)
+	}
+	for _, n := range p.Nodes {
+		if strings.HasPrefix(n.Address, "recipe.r") && n.Status != StatusAlternative {
+			t.Errorf("%s is %s; nothing should be built", n.Address, n.Status)
+		}
+	}
+	if p.Summary.Run != 0 || p.Summary.Registry != 1 {
+		t.Errorf("summary %+v", p.Summary)
+	}
+}
+
+func digestHex(c string) string { return strings.Repeat(c, 64) }
