@@ -87,12 +87,12 @@ type StepView struct {
 
 // CapabilityPlan is how a required capability will be resolved (see resolve.go).
 type CapabilityPlan struct {
-	Address        string          `json:"address"`
-	ContractDigest digest.Digest   `json:"contract_digest"`
-	Status         string          `json:"status"` // registry, build or missing
-	Recipe         string          `json:"recipe,omitempty"`
-	Pinned         *Admitted       `json:"pinned,omitempty"` // status registry: the admitted version
-	Reason         string          `json:"reason,omitempty"`
+	Address        string        `json:"address"`
+	ContractDigest digest.Digest `json:"contract_digest"`
+	Status         string        `json:"status"` // registry, build or missing
+	Recipe         string        `json:"recipe,omitempty"`
+	Pinned         *Admitted     `json:"pinned,omitempty"` // status registry: the admitted version
+	Reason         string        `json:"reason,omitempty"`
 	// Reachable: some recipe graph provides it under its assumptions (every prerequisite
 	// is itself reachable). Ready: concrete digests and evidence are at hand — it is pinned
 	// in the registry, or a reachable recipe has every prerequisite ready.
