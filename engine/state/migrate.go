@@ -86,6 +86,28 @@ CREATE TABLE effects (
 );
 CREATE INDEX effects_open ON effects (status) WHERE status IN ('dispatched','unknown');
 `,
+	// 3: evaluations of capability candidates, so that a candidate meets the sealed suite
+	// exactly once; and sealed cases retired because a builder was shown them.
+	`
+CREATE TABLE evaluations (
+	contract_digest  TEXT NOT NULL,
+	candidate_digest TEXT NOT NULL,
+	suite            TEXT NOT NULL CHECK (suite IN ('dev','repair','sealed')),
+	passed           INTEGER NOT NULL CHECK (passed IN (0, 1)),
+	record           BLOB NOT NULL,
+	evaluated        INTEGER NOT NULL,
+	PRIMARY KEY (contract_digest, candidate_digest, suite)
+);
+
+CREATE TABLE retired_cases (
+	capability  TEXT NOT NULL,
+	case_digest TEXT NOT NULL,
+	case_name   TEXT NOT NULL,
+	reason      TEXT NOT NULL,
+	retired     INTEGER NOT NULL,
+	PRIMARY KEY (capability, case_digest)
+);
+`,
 }
 
 // Version is the schema version this binary writes.
