@@ -50,6 +50,11 @@ type Executor struct {
 	bundleDir    string
 	cgroupParent string
 	seccomp      bool
+
+	bg      sync.WaitGroup // background deletions of finished containers
+	bgSlots chan struct{}  // bounds the deletions in flight
+	bgMu    sync.Mutex
+	bgErrs  []error // deletion failures, reported by Close
 }
 
 var _ executors.Executor = (*Executor)(nil)
@@ -75,6 +80,7 @@ func New(o Options) (*Executor, error) {
 		bundleDir:    filepath.Join(o.Root, "bundles"),
 		cgroupParent: "/" + strings.Trim(o.CgroupParent, "/"),
 		seccomp:      !o.NoSeccomp,
+		bgSlots:      make(chan struct{}, maxBackgroundDeletes),
 	}
 	for _, d := range []string{e.stateDir, e.bundleDir} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
@@ -90,11 +96,25 @@ func (e *Executor) Name() string { return "runc" }
 // Isolation implements executors.Executor.
 func (e *Executor) Isolation() string { return executors.IsolationContainer }
 
-// Close implements executors.Executor; the runc executor holds no resources between runs.
-func (e *Executor) Close() error { return nil }
+// maxBackgroundDeletes bounds finished containers still being deleted; beyond it Run waits.
+const maxBackgroundDeletes = 8
+
+// Close waits for background deletions and reports those that failed (Cleanup with the action
+// IDs' prefix removes what they left).
+func (e *Executor) Close() error {
+	e.bg.Wait()
+	e.bgMu.Lock()
+	defer e.bgMu.Unlock()
+	err := errors.Join(e.bgErrs...)
+	e.bgErrs = nil
+	if err != nil {
+		return fmt.Errorf("runc executor: %w", err)
+	}
+	return nil
+}
 
 // Run implements executors.Executor.
-func (e *Executor) Run(ctx context.Context, a *executors.Action) (res *executors.Result, err error) {
+func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Result, error) {
 	if err := Validate(a); err != nil {
 		return nil, fmt.Errorf("runc executor: %w", err)
 	}
@@ -119,11 +139,9 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (res *executors
 		e.removeBundle(bundle)
 		return nil, fmt.Errorf("runc executor: action %s: %w", a.ID, err)
 	}
-	defer func() {
-		if cerr := e.removeBundle(bundle); cerr != nil && err == nil {
-			err = fmt.Errorf("runc executor: action %s: cleanup: %w", a.ID, cerr)
-		}
-	}()
+	// Deleting the container and the bundle only frees resources once the step's processes
+	// are gone, so it happens off the critical path; Close waits for it.
+	defer e.release(a.ID, bundle)
 
 	timeout := EffectiveLimits(a.Limits).Timeout
 	logPath := filepath.Join(bundle, "runc.log")
@@ -140,7 +158,7 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (res *executors
 	// runtime bug leaves one open.
 	cmd.WaitDelay = 10 * time.Second
 
-	res = &executors.Result{Started: time.Now()}
+	res := &executors.Result{Started: time.Now()}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("runc executor: action %s: start %s: %w", a.ID, e.runtime, err)
 	}
@@ -170,14 +188,12 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (res *executors
 	}
 	var exitErr *exec.ExitError
 	if werr != nil && !errors.As(werr, &exitErr) {
-		e.delete(a.ID)
 		return nil, fmt.Errorf("runc executor: action %s: wait: %w", a.ID, werr)
 	}
+	// `runc run` returned, so the container's init was reaped, and the init of a pid
+	// namespace is reaped only after every other process in it has exited.
 	oom, oomErr := e.oomKilled(cgroupsPath)
 	created := e.exists(a.ID)
-	if derr := e.delete(a.ID); derr != nil && err == nil {
-		err = fmt.Errorf("runc executor: action %s: %w", a.ID, derr)
-	}
 	// runc exits non-zero on its own failures too (bad spec, missing argv[0]); those are
 	// logged at level error, and the container never ran, so they are errors, not results.
 	if rerr := runcError(logPath); rerr != "" && killedBy == nil && (!created || exitCode != 0) {
@@ -197,7 +213,25 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (res *executors
 	if killedBy != nil && !res.TimedOut {
 		return res, fmt.Errorf("runc executor: action %s: cancelled: %w", a.ID, killedBy)
 	}
-	return res, err
+	return res, nil
+}
+
+// release deletes the container and removes the bundle in the background.
+func (e *Executor) release(id, bundle string) {
+	e.bgSlots <- struct{}{}
+	e.bg.Add(1)
+	go func() {
+		defer func() { <-e.bgSlots; e.bg.Done() }()
+		err := e.delete(id)
+		if rerr := e.removeBundle(bundle); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
+		if err != nil {
+			e.bgMu.Lock()
+			e.bgErrs = append(e.bgErrs, fmt.Errorf("action %s: cleanup: %w", id, err))
+			e.bgMu.Unlock()
+		}
+	}()
 }
 
 var errTimeout = errors.New("deadline reached")
