@@ -82,7 +82,11 @@ func run(n, rounds, steps, par int, sleep time.Duration, addr string, which []st
 	defer os.RemoveAll(lay.LayoutPath)
 	tag := randHex(3)
 
-	raw, err := rawRunc(tmp, rootfs, tag)
+	raw, err := rawRunc(tmp, rootfs, tag, "raw", "/bin/true")
+	if err != nil {
+		return err
+	}
+	rawSleep, err := rawRunc(tmp, rootfs, tag, "raw-sleep", "/bin/sleep", fmt.Sprint(sleep.Seconds()))
 	if err != nil {
 		return err
 	}
@@ -172,8 +176,16 @@ func run(n, rounds, steps, par int, sleep time.Duration, addr string, which []st
 			b.name, ms(med), ms(mean), float64(med)/float64(rawMed), float64(mean)/float64(rawMean))
 	}
 
-	fmt.Printf("parallel efficiency, %d steps of `sleep %g` at parallelism %d (ideal %.2f s):\n",
-		steps, sleep.Seconds(), par, (time.Duration(steps) * sleep / time.Duration(par)).Seconds())
+	ideal := time.Duration(steps) * sleep / time.Duration(par)
+	fmt.Printf("parallel efficiency (ideal/actual wall time), %d steps of `sleep %g` at parallelism %d (ideal %.2f s):\n",
+		steps, sleep.Seconds(), par, ideal.Seconds())
+	{
+		wall, err := parallel(steps, par, func(int) error { return rawSleep.step(0) })
+		if err != nil {
+			return fmt.Errorf("raw runc parallel: %w", err)
+		}
+		fmt.Printf("  %-22s wall %.2f s  efficiency %.2f\n", "raw runc run", wall.Seconds(), float64(ideal)/float64(wall))
+	}
 	for _, b := range benches {
 		if b.e == nil {
 			continue
@@ -184,40 +196,16 @@ func run(n, rounds, steps, par int, sleep time.Duration, addr string, which []st
 				return err
 			}
 		}
-		work := make(chan *executors.Action)
-		var wg sync.WaitGroup
-		var mu sync.Mutex
-		var firstErr error
-		t0 := time.Now()
-		for w := 0; w < par; w++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for a := range work {
-					r, err := b.e.Run(ctx, a)
-					if err == nil && r.ExitCode != 0 {
-						err = fmt.Errorf("exit %d", r.ExitCode)
-					}
-					if err != nil {
-						mu.Lock()
-						if firstErr == nil {
-							firstErr = err
-						}
-						mu.Unlock()
-					}
-				}
-			}()
+		wall, err := parallel(steps, par, func(i int) error {
+			r, err := b.e.Run(ctx, acts[i])
+			if err == nil && r.ExitCode != 0 {
+				err = fmt.Errorf("exit %d", r.ExitCode)
+			}
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("%s parallel: %w", b.name, err)
 		}
-		for _, a := range acts {
-			work <- a
-		}
-		close(work)
-		wg.Wait()
-		wall := time.Since(t0)
-		if firstErr != nil {
-			return fmt.Errorf("%s parallel: %w", b.name, firstErr)
-		}
-		ideal := time.Duration(steps) * sleep / time.Duration(par)
 		fmt.Printf("  %-22s wall %.2f s  efficiency %.2f\n", b.name, wall.Seconds(), float64(ideal)/float64(wall))
 	}
 	return nil
@@ -225,9 +213,9 @@ func run(n, rounds, steps, par int, sleep time.Duration, addr string, which []st
 
 // rawRunc prepares one bundle (the spec the executors would write, a rootfs copy that has its
 // mount points) and returns a bench that runs it with a bare `runc run`.
-func rawRunc(tmp, rootfs, tag string) (*bench, error) {
-	bundle := filepath.Join(tmp, "raw-bundle")
-	out := filepath.Join(tmp, "raw-out")
+func rawRunc(tmp, rootfs, tag, name string, argv ...string) (*bench, error) {
+	bundle := filepath.Join(tmp, name+"-bundle")
+	out := filepath.Join(tmp, name+"-out")
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return nil, err
 	}
@@ -244,8 +232,8 @@ func rawRunc(tmp, rootfs, tag string) (*bench, error) {
 			return nil, err
 		}
 	}
-	a := &executors.Action{ID: "bench-raw", Argv: []string{"/bin/true"}, OutDir: out, Env: []string{"PATH=/bin"}}
-	spec, err := runc.Spec(a, runc.SpecOptions{RootPath: "rootfs", CgroupsPath: "/foundry-bench/raw-" + tag, Seccomp: true})
+	a := &executors.Action{ID: "bench-raw", Argv: argv, OutDir: out, Env: []string{"PATH=/bin"}}
+	spec, err := runc.Spec(a, runc.SpecOptions{RootPath: "rootfs", CgroupsPath: "/foundry-bench/" + tag + "/" + name, Seccomp: true})
 	if err != nil {
 		return nil, err
 	}
@@ -259,14 +247,59 @@ func rawRunc(tmp, rootfs, tag string) (*bench, error) {
 	if err := os.WriteFile(filepath.Join(bundle, "config.json"), b, 0o600); err != nil {
 		return nil, err
 	}
+	// Concurrent containers of one bundle need their own cgroups: runc's default path is
+	// derived from the container ID when the spec names none.
+	spec.Linux.CgroupsPath = ""
+	if b, err = json.Marshal(spec); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(bundle, "config.json"), b, 0o600); err != nil {
+		return nil, err
+	}
 	state := filepath.Join(tmp, "raw-state")
-	return &bench{name: "raw runc run", step: func(i int) error {
-		cmd := exec.Command("runc", "--root", state, "run", "--bundle", bundle, fmt.Sprintf("raw-%s-%d", tag, i))
+	var mu sync.Mutex
+	seq := 0
+	return &bench{name: "raw runc run", step: func(int) error {
+		mu.Lock()
+		seq++
+		id := fmt.Sprintf("%s-%s-%d", name, tag, seq)
+		mu.Unlock()
+		cmd := exec.Command("runc", "--root", state, "run", "--bundle", bundle, id)
 		if b, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("runc run: %v: %s", err, b)
 		}
 		return nil
 	}}, nil
+}
+
+// parallel runs step(0..n-1) on p workers and returns the wall time.
+func parallel(n, p int, step func(i int) error) (time.Duration, error) {
+	work := make(chan int)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var firstErr error
+	t0 := time.Now()
+	for w := 0; w < p; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				if err := step(i); err != nil {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = err
+					}
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for i := 0; i < n; i++ {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	return time.Since(t0), firstErr
 }
 
 func stats(d []time.Duration) (median, mean time.Duration) {
