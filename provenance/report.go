@@ -41,6 +41,12 @@ func (r *Report) WriteText(w io.Writer) error {
 	for _, t := range r.Types {
 		fmt.Fprintf(&b, "  required type: %s\n", t)
 	}
+	for _, id := range r.Evaluators {
+		fmt.Fprintf(&b, "  allowed evaluator: %s\n", id)
+	}
+	for _, id := range r.Verifiers {
+		fmt.Fprintf(&b, "  allowed verifier: %s\n", id)
+	}
 	for _, a := range r.Artifacts {
 		b.WriteString("\n")
 		writeArtifact(&b, a, "")
@@ -70,15 +76,30 @@ func writeArtifact(b *strings.Builder, a *ArtifactReport, indent string) {
 	fmt.Fprintf(b, "%s%s %s %s\n", indent, mark(a.OK), a.Name, a.Digest)
 	writeChecks(b, a.Checks, indent+"  ")
 	for _, at := range a.Attestations {
-		state := "accepted"
-		if !at.OK {
-			state = "refused"
-		}
-		fmt.Fprintf(b, "%s  envelope %s (%s): %s\n", indent, at.Source, at.Digest, state)
-		writeChecks(b, at.Checks, indent+"    ")
-		for _, d := range at.Dependencies {
-			fmt.Fprintf(b, "%s    dependency:\n", indent)
-			writeArtifact(b, d, indent+"      ")
-		}
+		writeAttestation(b, at, "envelope", indent+"  ")
+	}
+}
+
+func writeAttestation(b *strings.Builder, at *AttestationReport, what, indent string) {
+	state := "accepted"
+	if !at.OK {
+		state = "refused"
+	}
+	src := at.Source
+	if src == "" {
+		src = "not found"
+	}
+	fmt.Fprintf(b, "%s%s %s (%s): %s\n", indent, what, src, at.Digest, state)
+	writeChecks(b, at.Checks, indent+"  ")
+	for _, d := range at.Dependencies {
+		fmt.Fprintf(b, "%s  dependency:\n", indent)
+		writeArtifact(b, d, indent+"    ")
+	}
+	for _, in := range at.Inputs {
+		writeAttestation(b, in, "input attestation", indent+"  ")
+	}
+	if at.Provenance != nil {
+		fmt.Fprintf(b, "%s  candidate's own provenance:\n", indent)
+		writeArtifact(b, at.Provenance, indent+"    ")
 	}
 }

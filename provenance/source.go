@@ -13,12 +13,14 @@ import (
 )
 
 // DirSource is an AttestationSource over a directory of envelope files (any names, any
-// depth). It indexes the files by the subject digests their statements claim; the index is
-// built from unverified bytes, which is safe because Verify checks every candidate it is
-// given and a wrong candidate can only be refused.
+// depth). It indexes the files by the subject digests their statements claim, and by their
+// own envelope digest (an EnvelopeSource); the index is built from unverified bytes, which
+// is safe because Verify checks every candidate it is given and a wrong candidate can only
+// be refused.
 type DirSource struct {
-	dir      string
-	byDigest map[string][]string // subject digest → file paths
+	dir        string
+	byDigest   map[string][]string // subject digest → file paths
+	byEnvelope map[string][]string // envelope digest → file paths
 	// Skipped lists files that are not envelopes Foundry could index, with the reason.
 	Skipped []SkippedFile
 }
@@ -45,7 +47,7 @@ func NewDirSource(dir string) (*DirSource, error) {
 	if !fi.IsDir() {
 		return nil, fmt.Errorf("attestation directory %s: not a directory", dir)
 	}
-	s := &DirSource{dir: dir, byDigest: map[string][]string{}}
+	s := &DirSource{dir: dir, byDigest: map[string][]string{}, byEnvelope: map[string][]string{}}
 	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -74,6 +76,12 @@ func NewDirSource(dir string) (*DirSource, error) {
 		if err != nil {
 			return err
 		}
+		if _, err := dsse.Parse(b); err == nil {
+			// Indexed by its own digest even if its statement does not parse, so that a
+			// summary listing it is told why it is refused, not that it is missing.
+			ed := EnvelopeDigest(b)
+			s.byEnvelope[ed] = append(s.byEnvelope[ed], shown)
+		}
 		subjects, err := ClaimedSubjects(b)
 		if err != nil {
 			s.Skipped = append(s.Skipped, SkippedFile{shown, err.Error()})
@@ -90,14 +98,27 @@ func NewDirSource(dir string) (*DirSource, error) {
 	for _, ps := range s.byDigest {
 		sort.Strings(ps)
 	}
+	for _, ps := range s.byEnvelope {
+		sort.Strings(ps)
+	}
 	return s, nil
 }
 
 // Lookup reads the files whose statements claim digest d. It reads them again rather than
 // returning what was scanned, so a file replaced since the scan is verified as it is now.
 func (s *DirSource) Lookup(_ context.Context, d string) ([]Attestation, error) {
+	return s.read(s.byDigest[d])
+}
+
+// LookupEnvelope implements EnvelopeSource: the files whose bytes had envelope digest d
+// when scanned, read again (Verify keeps them only if they still hash to d).
+func (s *DirSource) LookupEnvelope(_ context.Context, d string) ([]Attestation, error) {
+	return s.read(s.byEnvelope[d])
+}
+
+func (s *DirSource) read(paths []string) ([]Attestation, error) {
 	var out []Attestation
-	for _, p := range s.byDigest[d] {
+	for _, p := range paths {
 		b, err := os.ReadFile(p)
 		if err != nil {
 			return nil, fmt.Errorf("reading attestation: %w", err)
@@ -166,6 +187,23 @@ func ClaimedSubjects(envelope []byte) ([]string, error) {
 			seen[h] = true
 			out = append(out, "sha256:"+h)
 		}
+	}
+	return out, nil
+}
+
+// LookupEnvelope implements EnvelopeSource over the sources that implement it.
+func (m MultiSource) LookupEnvelope(ctx context.Context, d string) ([]Attestation, error) {
+	var out []Attestation
+	for _, s := range m {
+		es, ok := s.(EnvelopeSource)
+		if !ok {
+			continue
+		}
+		found, err := es.LookupEnvelope(ctx, d)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, found...)
 	}
 	return out, nil
 }

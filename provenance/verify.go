@@ -36,6 +36,18 @@ const (
 	CodeDependencyCycle = "dependency-cycle"      // a dependency is its own ancestor
 	CodeDependencyDepth = "dependency-depth"      // dependencies nest deeper than MaxDepth
 	CodeTypeMissing     = "type-missing"          // no verified statement of a required type
+
+	// Test results and verification summaries (the admission chain).
+	CodeEvaluator    = "evaluator-not-allowed" // a test result's evaluator is not in the allowlist
+	CodeVerifier     = "verifier-not-allowed"  // a summary's verifier.id is not in the allowlist
+	CodeResult       = "result-not-passed"     // a summary's verificationResult is not PASSED
+	CodeLevels       = "levels-invalid"        // a summary lacks Foundry's sealed level or claims SLSA_ ones
+	CodeInputMissing = "input-missing"         // an input attestation a summary lists is not found by its digest
+	CodeInputRefused = "input-unverified"      // an input attestation a summary lists does not verify
+	CodeNoSealedPass = "no-sealed-pass"        // no sealed PASSED test result for the subject among the inputs
+	CodeNoProvenance = "no-provenance"         // no verified provenance for the candidate's build
+	CodeContract     = "contract-mismatch"     // a test result is under another contract than the summary
+	CodeChainCycle   = "summary-cycle"         // a summary relies on itself
 )
 
 const (
@@ -76,16 +88,24 @@ type Policy struct {
 	// verified it lists its builder.id. Without it, every trusted key may vouch for every
 	// allowed builder.
 	Signers []SignerRule `json:"signers,omitempty"`
+	// Evaluators is the evaluator allowlist for test results. Empty means
+	// DefaultEvaluators().
+	Evaluators []string `json:"evaluators,omitempty"`
+	// Verifiers is the verifier.id allowlist for verification summaries. Empty means
+	// DefaultVerifiers().
+	Verifiers []string `json:"verifiers,omitempty"`
 	// SkipDependencies turns off verifying Foundry-produced inputs.
 	SkipDependencies bool `json:"skipDependencies,omitempty"`
 	// MaxDepth bounds how deep dependencies are followed (default 32).
 	MaxDepth int `json:"maxDepth,omitempty"`
 }
 
-// SignerRule lets one key vouch for some builders.
+// SignerRule lets one key vouch for some builders. The ids may also be evaluator ids and
+// verifier ids: with Policy.Signers set, a test result counts only if a key that verified it
+// lists its evaluator, and a summary only if one lists its verifier.id.
 type SignerRule struct {
 	KeyID    string   `json:"keyId"`    // KeyID of the public key ("sha256:<hex>")
-	Builders []string `json:"builders"` // builder ids it may sign provenance for
+	Builders []string `json:"builders"` // builder, evaluator or verifier ids it may vouch for
 }
 
 // LoadPolicy reads a Policy from a JSON file.
@@ -124,6 +144,11 @@ func LoadPolicy(path string) (*Policy, error) {
 			return nil, fmt.Errorf("policy %s: empty predicate type", path)
 		}
 	}
+	for _, id := range append(slices.Clone(p.Evaluators), p.Verifiers...) {
+		if id == "" {
+			return nil, fmt.Errorf("policy %s: empty evaluator or verifier id", path)
+		}
+	}
 	for i, r := range p.Signers {
 		if !digestRE.MatchString(r.KeyID) {
 			return nil, fmt.Errorf("policy %s: signers[%d].keyId %q is not a key id (sha256:<hex>, as foundry keygen prints)", path, i, r.KeyID)
@@ -153,11 +178,14 @@ type Subject struct {
 
 // Report is the result of Verify: OK only if every artifact verified.
 type Report struct {
-	OK        bool              `json:"ok"`
-	Keys      []KeyInfo         `json:"keys"`
-	Builders  []string          `json:"builders"`
-	Types     []string          `json:"predicateTypes"`
-	Artifacts []*ArtifactReport `json:"artifacts"`
+	OK       bool      `json:"ok"`
+	Keys     []KeyInfo `json:"keys"`
+	Builders []string  `json:"builders"`
+	Types    []string  `json:"predicateTypes"`
+	// Evaluators and Verifiers are the allowlists used for test results and summaries.
+	Evaluators []string          `json:"evaluators,omitempty"`
+	Verifiers  []string          `json:"verifiers,omitempty"`
+	Artifacts  []*ArtifactReport `json:"artifacts"`
 }
 
 // KeyInfo names a trusted key in a report.
@@ -182,10 +210,22 @@ type AttestationReport struct {
 	OK            bool      `json:"ok"`     // accepted as evidence about the artifact
 	PredicateType string    `json:"predicateType,omitempty"`
 	BuilderID     string    `json:"builderId,omitempty"`
-	SignedBy      []KeyInfo `json:"signedBy,omitempty"` // the trusted keys that verified it
+	EvaluatorID   string    `json:"evaluatorId,omitempty"` // of a test result
+	VerifierID    string    `json:"verifierId,omitempty"`  // of a verification summary
+	SignedBy      []KeyInfo `json:"signedBy,omitempty"`    // the trusted keys that verified it
 	Checks        []Check   `json:"checks"`
 	// Dependencies are the verification of Foundry-produced inputs, when followed.
 	Dependencies []*ArtifactReport `json:"dependencies,omitempty"`
+	// Inputs are, for a verification summary, the input attestations it lists, each found
+	// by its envelope digest and verified in turn (the admission chain).
+	Inputs []*AttestationReport `json:"inputs,omitempty"`
+	// Provenance is, for a summary that lists no provenance, the candidate's own
+	// provenance looked up by its digest.
+	Provenance *ArtifactReport `json:"provenance,omitempty"`
+
+	// For a test result found as a summary's input: what it says, for the chain.
+	sealed, passed bool
+	suite, result  string
 }
 
 // Check is one verification step: its name, whether it held, and why.
@@ -197,11 +237,17 @@ type Check struct {
 }
 
 type verifier struct {
-	ctx       context.Context
-	opts      Options
-	keys      []signature.Verifier
-	builders  []string
-	maxDepth  int
+	ctx        context.Context
+	opts       Options
+	keys       []signature.Verifier
+	builders   []string
+	evaluators []string
+	verifiers  []string
+	maxDepth   int
+	// envelopes indexes every candidate seen (explicit or looked up) by envelope digest,
+	// so a summary's inputs can be found among them.
+	envelopes map[string]Attestation
+	inChain   map[string]bool // summaries (by envelope digest) being followed
 	explicit  []Attestation
 	done      map[string]*ArtifactReport // dependency digest → its report, once verified
 	inProcess map[string]bool
@@ -223,16 +269,29 @@ func Verify(ctx context.Context, opts Options, artifacts ...Subject) (*Report, e
 		}
 	}
 	v := &verifier{
-		ctx:       ctx,
-		opts:      opts,
-		builders:  opts.Policy.Builders,
-		maxDepth:  opts.Policy.MaxDepth,
-		explicit:  opts.Attestations,
-		done:      map[string]*ArtifactReport{},
-		inProcess: map[string]bool{},
+		ctx:        ctx,
+		opts:       opts,
+		builders:   opts.Policy.Builders,
+		maxDepth:   opts.Policy.MaxDepth,
+		explicit:   opts.Attestations,
+		done:       map[string]*ArtifactReport{},
+		inProcess:  map[string]bool{},
+		evaluators: opts.Policy.Evaluators,
+		verifiers:  opts.Policy.Verifiers,
+		envelopes:  map[string]Attestation{},
+		inChain:    map[string]bool{},
 	}
 	if len(v.builders) == 0 {
 		v.builders = DefaultBuilders()
+	}
+	if len(v.evaluators) == 0 {
+		v.evaluators = DefaultEvaluators()
+	}
+	if len(v.verifiers) == 0 {
+		v.verifiers = DefaultVerifiers()
+	}
+	for _, a := range opts.Attestations {
+		v.remember(a)
 	}
 	if v.maxDepth == 0 {
 		v.maxDepth = defaultMaxDepth
@@ -242,6 +301,9 @@ func Verify(ctx context.Context, opts Options, artifacts ...Subject) (*Report, e
 		types = []string{PredicateSLSAProvenance}
 	}
 	rep := &Report{OK: true, Builders: v.builders, Types: types}
+	if slices.Contains(types, PredicateVSA) || slices.Contains(types, PredicateTestResult) {
+		rep.Evaluators, rep.Verifiers = v.evaluators, v.verifiers
+	}
 	for _, k := range opts.Keys {
 		if k == nil || k.v == nil {
 			return nil, errors.New("verify: nil key")
@@ -264,13 +326,9 @@ func (v *verifier) artifact(a Subject, types []string, depth int) *ArtifactRepor
 		ar.Checks = append(ar.Checks, Check{Name: "attestations", Code: code, Detail: fmt.Sprintf(format, args...)})
 		return ar
 	}
-	cands := v.explicitFor(a.Digest, depth)
-	if v.opts.Source != nil {
-		found, err := v.opts.Source.Lookup(v.ctx, a.Digest)
-		if err != nil {
-			return fail(CodeSourceError, "looking up attestations for %s: %v", a.Digest, err)
-		}
-		cands = append(cands, found...)
+	cands, err := v.candidates(a.Digest, depth)
+	if err != nil {
+		return fail(CodeSourceError, "looking up attestations for %s: %v", a.Digest, err)
 	}
 	seen := map[string]bool{}
 	for _, c := range cands {
@@ -311,6 +369,30 @@ func (v *verifier) artifact(a Subject, types []string, depth int) *ArtifactRepor
 	return ar
 }
 
+// candidates are the explicit envelopes for d (explicitFor) and what the source finds.
+func (v *verifier) candidates(d string, depth int) ([]Attestation, error) {
+	cands := v.explicitFor(d, depth)
+	if v.opts.Source != nil {
+		found, err := v.opts.Source.Lookup(v.ctx, d)
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range found {
+			v.remember(f)
+		}
+		cands = append(cands, found...)
+	}
+	return cands, nil
+}
+
+// remember indexes a candidate by its envelope digest, computed from its bytes.
+func (v *verifier) remember(a Attestation) {
+	d := EnvelopeDigest(a.Envelope)
+	if _, ok := v.envelopes[d]; !ok {
+		v.envelopes[d] = a
+	}
+}
+
 // explicitFor picks the explicitly given envelopes to try for digest d: those whose
 // (unverified) statement claims d. For a top-level artifact, if none claims it, all are tried,
 // so that the report says why each one does not fit (wrong subject, bad signature, garbage);
@@ -342,100 +424,150 @@ func (at *AttestationReport) refusal(t string) string {
 // envelope checks one candidate for the artifact with digest want, in the order DSSE and
 // in-toto prescribe, stopping at the first failure.
 func (v *verifier) envelope(att Attestation, envDigest, want string, depth int) *AttestationReport {
-	r := &AttestationReport{Source: att.Source, Digest: envDigest}
-	pass := func(name, format string, args ...any) {
-		r.Checks = append(r.Checks, Check{Name: name, OK: true, Detail: fmt.Sprintf(format, args...)})
-	}
-	fail := func(name, code, format string, args ...any) *AttestationReport {
-		r.Checks = append(r.Checks, Check{Name: name, Code: code, Detail: fmt.Sprintf(format, args...)})
+	r, st := v.open(att, envDigest)
+	if st == nil {
 		return r
 	}
+	if name, ok := matchSubject(st, want); ok {
+		r.pass("subject", "subject %q has digest %s", name, want)
+	} else {
+		r.fail("subject", CodeSubject, "no subject has digest %s (subjects: %s)", want, describeSubjects(st))
+		return r
+	}
+	v.predicate(r, st, want, depth)
+	return r
+}
 
+func (r *AttestationReport) pass(name, format string, args ...any) {
+	r.Checks = append(r.Checks, Check{Name: name, OK: true, Detail: fmt.Sprintf(format, args...)})
+}
+
+func (r *AttestationReport) fail(name, code, format string, args ...any) {
+	r.Checks = append(r.Checks, Check{Name: name, Code: code, Detail: fmt.Sprintf(format, args...)})
+}
+
+// open runs the checks every candidate gets before its subject is looked at: strict
+// envelope, payloadType, signature, and a statement parsed from the verified bytes only. It
+// returns the statement, or nil after recording the refusal.
+func (v *verifier) open(att Attestation, envDigest string) (*AttestationReport, *intoto.Statement) {
+	r := &AttestationReport{Source: att.Source, Digest: envDigest}
 	env, err := dsse.Parse(att.Envelope)
 	if err != nil {
 		var de *dsse.Error
 		if errors.As(err, &de) {
-			return fail("envelope", de.Code, "%s", de.Msg)
+			r.fail("envelope", de.Code, "%s", de.Msg)
+		} else {
+			r.fail("envelope", dsse.CodeMalformed, "%v", err)
 		}
-		return fail("envelope", dsse.CodeMalformed, "%v", err)
+		return r, nil
 	}
-	pass("envelope", "DSSE envelope with %d signature(s), %d-byte payload", len(env.Signatures), len(env.Payload))
+	r.pass("envelope", "DSSE envelope with %d signature(s), %d-byte payload", len(env.Signatures), len(env.Payload))
 
 	// Checked before the signature so that the reason is exact; the signature covers the
 	// payloadType too, so the order cannot let a changed type through.
 	if env.PayloadType != PayloadType {
-		return fail("payload-type", CodePayloadType, "payloadType %q, want %q", env.PayloadType, PayloadType)
+		r.fail("payload-type", CodePayloadType, "payloadType %q, want %q", env.PayloadType, PayloadType)
+		return r, nil
 	}
-	pass("payload-type", "%s", env.PayloadType)
+	r.pass("payload-type", "%s", env.PayloadType)
 
 	for _, i := range env.Verify(v.keys) {
 		r.SignedBy = append(r.SignedBy, KeyInfo{Name: v.opts.Keys[i].Name, KeyID: v.opts.Keys[i].KeyID})
 	}
 	if len(r.SignedBy) == 0 {
-		return fail("signature", CodeSignature, "none of the %d signature(s) verifies with any of the %d trusted key(s)", len(env.Signatures), len(v.keys))
+		r.fail("signature", CodeSignature, "none of the %d signature(s) verifies with any of the %d trusted key(s)", len(env.Signatures), len(v.keys))
+		return r, nil
 	}
-	names := make([]string, len(r.SignedBy))
-	for i, k := range r.SignedBy {
-		names[i] = k.Name
-	}
-	pass("signature", "verified with %s", strings.Join(names, ", "))
+	r.pass("signature", "verified with %s", strings.Join(r.signerNames(), ", "))
 
 	// From here on, only env.Payload — the bytes the signature covers — is read.
 	st, err := ParseStatement(env.Payload)
 	if err != nil {
-		return fail("statement", CodeStatement, "%v", err)
+		r.fail("statement", CodeStatement, "%v", err)
+		return r, nil
 	}
 	r.PredicateType = st.GetPredicateType()
-	pass("statement", "in-toto Statement v1, predicateType %s", r.PredicateType)
+	r.pass("statement", "in-toto Statement v1, predicateType %s", r.PredicateType)
+	return r, st
+}
 
-	if name, ok := matchSubject(st, want); ok {
-		pass("subject", "subject %q has digest %s", name, want)
-	} else {
-		return fail("subject", CodeSubject, "no subject has digest %s (subjects: %s)", want, describeSubjects(st))
+func (r *AttestationReport) signerNames() []string {
+	names := make([]string, len(r.SignedBy))
+	for i, k := range r.SignedBy {
+		names[i] = k.Name
 	}
+	return names
+}
 
-	if r.PredicateType != PredicateSLSAProvenance {
+// signerMay checks the policy's (signer, identity) pairs for a statement whose identity
+// (builder, evaluator or verifier id) is id; without signers every key may vouch.
+func (v *verifier) signerMay(r *AttestationReport, id string) bool {
+	rules := v.opts.Policy.Signers
+	if len(rules) == 0 {
+		return true
+	}
+	var by string
+	for _, k := range r.SignedBy {
+		for _, rule := range rules {
+			if rule.KeyID == k.KeyID && slices.Contains(rule.Builders, id) {
+				by = k.Name
+			}
+		}
+	}
+	if by == "" {
+		r.fail("signer", CodeSignerBuilder, "none of the keys that verified it (%s) may vouch for %s under the policy's signers", strings.Join(r.signerNames(), ", "), id)
+		return false
+	}
+	r.pass("signer", "%s may vouch for %s", by, id)
+	return true
+}
+
+// predicate runs the checks of the statement's own type and sets r.OK if they all hold.
+// want is the artifact digest the statement was found for.
+func (v *verifier) predicate(r *AttestationReport, st *intoto.Statement, want string, depth int) {
+	switch r.PredicateType {
+	case PredicateSLSAProvenance:
+		v.provenance(r, st, depth)
+	case PredicateTestResult:
+		v.testResult(r, st)
+	case PredicateVSA:
+		v.summary(r, st, want, depth)
+	default:
 		// Evidence of another kind: accepted for what it is; only a required type can
 		// make it count (see artifact).
 		r.OK = true
-		return r
 	}
+}
+
+// provenance checks a SLSA Provenance v1 statement: predicate, buildType, builder, signer,
+// and the Foundry-produced dependencies.
+func (v *verifier) provenance(r *AttestationReport, st *intoto.Statement, depth int) {
 	prov, err := ParseProvenance(st)
 	if err != nil {
-		return fail("predicate", CodePredicate, "%v", err)
+		r.fail("predicate", CodePredicate, "%v", err)
+		return
 	}
-	pass("predicate", "SLSA Provenance v1")
+	r.pass("predicate", "SLSA Provenance v1")
 	if bt := prov.GetBuildDefinition().GetBuildType(); bt != BuildTypeStep {
-		return fail("build-type", CodeBuildType, "buildType %q, want %q", bt, BuildTypeStep)
+		r.fail("build-type", CodeBuildType, "buildType %q, want %q", bt, BuildTypeStep)
+		return
 	}
-	pass("build-type", "%s", BuildTypeStep)
+	r.pass("build-type", "%s", BuildTypeStep)
 	r.BuilderID = prov.GetRunDetails().GetBuilder().GetId()
 	if !slices.Contains(v.builders, r.BuilderID) {
-		return fail("builder", CodeBuilder, "builder.id %q is not in the allowlist (%s)", r.BuilderID, strings.Join(v.builders, ", "))
+		r.fail("builder", CodeBuilder, "builder.id %q is not in the allowlist (%s)", r.BuilderID, strings.Join(v.builders, ", "))
+		return
 	}
-	pass("builder", "%s is allowed", r.BuilderID)
-	if rules := v.opts.Policy.Signers; len(rules) > 0 {
-		var by string
-		for _, k := range r.SignedBy {
-			for _, rule := range rules {
-				if rule.KeyID == k.KeyID && slices.Contains(rule.Builders, r.BuilderID) {
-					by = k.Name
-				}
-			}
-		}
-		if by == "" {
-			return fail("signer", CodeSignerBuilder, "none of the keys that verified it (%s) may vouch for builder %s under the policy's signers", strings.Join(names, ", "), r.BuilderID)
-		}
-		pass("signer", "%s may vouch for %s", by, r.BuilderID)
+	r.pass("builder", "%s is allowed", r.BuilderID)
+	if !v.signerMay(r, r.BuilderID) {
+		return
 	}
-
 	if !v.opts.Policy.SkipDependencies {
 		if !v.dependencies(r, prov, depth) {
-			return r
+			return
 		}
 	}
 	r.OK = true
-	return r
 }
 
 // dependencies verifies every resolved dependency that names a Foundry producer, as an
