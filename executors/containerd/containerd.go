@@ -245,10 +245,11 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 	cleanup := func() error {
 		var errs []error
 		if container != nil {
-			if err := container.Delete(cctx, containerd.WithSnapshotCleanup); err != nil && !errdefs.IsNotFound(err) {
+			if err := container.Delete(cctx); err != nil && !errdefs.IsNotFound(err) {
 				errs = append(errs, fmt.Errorf("delete container: %w", err))
 			}
-		} else if err := e.client.SnapshotService(snapshotter).Remove(cctx, a.ID); err != nil && !errdefs.IsNotFound(err) {
+		}
+		if err := e.client.SnapshotService(snapshotter).Remove(cctx, a.ID); err != nil && !errdefs.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("remove snapshot: %w", err))
 		}
 		if err := doneLease(cctx); err != nil && !errdefs.IsNotFound(err) {
@@ -264,12 +265,16 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 	}
 
 	tr.mark("lease")
-	if _, err := e.client.SnapshotService(snapshotter).Prepare(lctx, a.ID, chainID); err != nil {
+	// The snapshot is held by the action's lease, not referenced from the container record,
+	// and its mounts go straight into the task request: that saves the client three
+	// round trips per action (snapshot lookup at container creation, mounts and spec reads at
+	// task creation).
+	mounts, err := e.client.SnapshotService(snapshotter).Prepare(lctx, a.ID, chainID)
+	if err != nil {
 		return fail("prepare snapshot", err)
 	}
 	container, err = e.client.NewContainer(lctx, a.ID,
 		containerd.WithSnapshotter(snapshotter),
-		containerd.WithSnapshot(a.ID),
 		containerd.WithRuntime(runtimeName, nil),
 		containerd.WithSpec(spec),
 		containerd.WithContainerLabels(map[string]string{"foundry.action": a.ID}),
@@ -281,7 +286,7 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 
 	tr.mark("container")
 	stdout, stderr := writerOr(a.Stdout), writerOr(a.Stderr)
-	task, err := container.NewTask(lctx, cio.NewCreator(cio.WithStreams(nil, stdout, stderr)))
+	task, err := container.NewTask(lctx, cio.NewCreator(cio.WithStreams(nil, stdout, stderr)), containerd.WithRootFS(mounts))
 	if err != nil {
 		return fail("create task", err)
 	}
