@@ -31,6 +31,17 @@ import (
 // (see ensureRootfs).
 var MountPoints = []string{"/dev", "/out", "/proc", "/sys", "/tmp"}
 
+// mountPointMode is the mode of a mount-point directory: /tmp is world-writable and sticky
+// (1777). It matters although a tmpfs is mounted there: runc 1.1 gives the tmpfs the mode of
+// the directory it covers, whatever mode= the spec asks for, and a 0755 /tmp is not writable
+// by the sandbox's non-root user.
+func mountPointMode(p string) int64 {
+	if p == "/tmp" {
+		return 0o1777
+	}
+	return 0o755
+}
+
 // epoch is the mtime of every entry a built layer writes.
 var epoch = time.Unix(0, 0)
 
@@ -381,7 +392,7 @@ func mountPointLayer(st *store) (layerRef, error) {
 	mountPoints.once.Do(func() {
 		var entries []entry
 		for _, p := range MountPoints {
-			entries = append(entries, entry{name: strings.TrimPrefix(p, "/"), typ: tar.TypeDir, mode: 0o755})
+			entries = append(entries, entry{name: strings.TrimPrefix(p, "/"), typ: tar.TypeDir, mode: mountPointMode(p)})
 		}
 		var buf strings.Builder
 		mountPoints.err = writeTar(context.Background(), &buf, entries)

@@ -331,8 +331,13 @@ func (st *store) addToIndex(h v1.Hash, name string) error {
 	return st.replaceFile(filepath.Join(st.layout, "index.json"), out)
 }
 
+// keyFormat versions what a Build produces for a Key: bump it whenever the same Spec would
+// now build a different image (a new mount-point layer, say), so that keys recorded by an
+// older build stop matching instead of returning a stale image.
+const keyFormat = "foundry-seed-key/v2\x00"
+
 func keyFile(st *store, key string) string {
-	sum := sha256.Sum256([]byte(key))
+	sum := sha256.Sum256([]byte(keyFormat + key))
 	return filepath.Join(st.keys, hex.EncodeToString(sum[:]))
 }
 

@@ -389,6 +389,9 @@ func unpackImageInto(ctx context.Context, st *store, dir string, m *manifest, cf
 			if err := root.Mkdir(rel, 0o755); err != nil {
 				return fmt.Errorf("mount point %s: %w", p, err)
 			}
+			if err := root.Chmod(rel, fs.FileMode(mountPointMode(p)&0o777)|modeBits(mountPointMode(p))); err != nil {
+				return fmt.Errorf("mount point %s: %w", p, err)
+			}
 		}
 	}
 	return os.Chmod(dir, 0o755)
@@ -407,4 +410,13 @@ func unpackTar(ctx context.Context, dir string, r io.Reader, maxBytes int64) err
 		return err
 	}
 	return u.finish()
+}
+
+// modeBits converts the special bits of a tar mode to fs.FileMode bits.
+func modeBits(m int64) fs.FileMode {
+	var out fs.FileMode
+	if m&0o1000 != 0 {
+		out |= fs.ModeSticky
+	}
+	return out
 }
