@@ -178,13 +178,13 @@ const failingProject = `
 seed "bb" {
   layer {
     files    = { "/bin/busybox" = host_file("/bin/busybox") }
-    symlinks = { "/bin/sh" = "busybox", "/bin/echo" = "busybox" }
+    symlinks = { "/bin/sh" = "busybox", "/bin/echo" = "busybox", "/bin/cat" = "busybox" }
   }
   env = { PATH = "/bin" }
 }
 step "ok" {
   image   = seed.bb
-  run     = ["sh", "-c", "echo fine > /out/a"]
+  run     = ["sh", "-c", "echo fine > /tmp/scratch && cat /tmp/scratch > /out/a"]
   outputs = ["/out/a"]
 }
 step "bad" {

@@ -63,11 +63,11 @@ func TestCrashAtFaultPointsResumes(t *testing.T) {
 func TestCrashDuringStepCleansContainer(t *testing.T) {
 	needSandbox(t)
 	dir := t.TempDir()
-	src := strings.Replace(failingProject[:strings.Index(failingProject, "step \"bad\"")], `run     = ["sh", "-c", "echo fine > /out/a"]`,
+	src := strings.Replace(failingProject[:strings.Index(failingProject, "step \"bad\"")], `run     = ["sh", "-c", "echo fine > /tmp/scratch && cat /tmp/scratch > /out/a"]`,
 		`run     = ["sh", "-c", "sleep $${NAP:-0}; echo fine > /out/a"]
   env     = { NAP = var.nap }`, 1)
 	src += "variable \"nap\" { default = \"30\" }\n"
-	src = strings.Replace(src, `symlinks = { "/bin/sh" = "busybox", "/bin/echo" = "busybox" }`, `symlinks = { "/bin/sh" = "busybox", "/bin/echo" = "busybox", "/bin/sleep" = "busybox" }`, 1)
+	src = strings.Replace(src, `"/bin/cat" = "busybox" }`, `"/bin/cat" = "busybox", "/bin/sleep" = "busybox" }`, 1)
 	if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
