@@ -72,6 +72,9 @@ type Action struct {
 	OutDir  string
 	Limits  Limits
 	Network string
+	// Stdin, when set, is fed to the process's standard input, which is then closed (the
+	// evaluator feeds a case's input this way); nil means an empty stdin.
+	Stdin io.Reader
 	// Stdout and Stderr receive the process output as it is produced. The engine bounds them.
 	Stdout io.Writer
 	Stderr io.Writer

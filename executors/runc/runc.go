@@ -150,6 +150,7 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 	cmd := exec.Command(e.runtime, "--root", e.stateDir, "--log", logPath, "--log-format", "json",
 		"run", "--keep", "--bundle", bundle, a.ID)
 	// nil writers become /dev/null; an *os.File is handed to the step directly.
+	cmd.Stdin = a.Stdin // nil: /dev/null
 	cmd.Stdout = a.Stdout
 	cmd.Stderr = a.Stderr
 	// If foundry dies, runc dies with it; Cleanup then removes the orphaned container.
