@@ -3,6 +3,7 @@ package containerd_test
 import (
 	"context"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -80,4 +81,43 @@ func TestConformance(t *testing.T) {
 		Sandboxed: true,
 		Leftovers: leftovers,
 	})
+}
+
+// TestCloseStopsKeeper checks that Close removes the executor's keeper, so the shared shim
+// exits, and that a keeper left by a dead process is removed by the next New.
+func TestCloseStopsKeeper(t *testing.T) {
+	e := newExecutor(t)
+	img := executortest.BusyboxLayout(t)
+	a := &executors.Action{ID: "keeper-" + strings.ToLower(t.Name()[:4]) + "-1", Image: img, Argv: []string{"/bin/true"}, OutDir: t.TempDir()}
+	if r, err := e.Run(context.Background(), a); err != nil || r.ExitCode != 0 {
+		t.Fatalf("%+v %v", r, err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if k := keepers(t, os.Getpid()); len(k) > 0 {
+		t.Errorf("keepers of this process after Close: %v", k)
+	}
+}
+
+// keepers lists keeper containers labelled with pid.
+func keepers(t *testing.T, pid int) []string {
+	c, err := ctrd.New(address(), ctrd.WithDefaultNamespace(testNamespace))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := namespaces.WithNamespace(context.Background(), testNamespace)
+	cs, err := c.Containers(ctx, `labels."foundry.keeper"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ks []string
+	for _, x := range cs {
+		l, err := x.Labels(ctx)
+		if err == nil && strings.HasSuffix(l["foundry.keeper"], "/"+strconv.Itoa(pid)) {
+			ks = append(ks, x.ID())
+		}
+	}
+	return ks
 }
