@@ -75,6 +75,7 @@ func leftovers(t *testing.T, prefix string) []string {
 }
 
 func TestConformance(t *testing.T) {
+	executortest.Require(t, containerd.Available(context.Background(), address()), "containerd at "+address()+" (scripts/containerd.sh start)")
 	executortest.Run(t, executortest.Config{
 		New:       func(t *testing.T) executors.Executor { return newExecutor(t) },
 		Image:     func(t *testing.T) executors.Image { return executortest.BusyboxLayout(t) },

@@ -6,6 +6,15 @@
 //
 // Tests that need a runtime FAIL instead of skipping when CI=true (see Require), so a CI
 // machine without runc or containerd cannot pass by skipping.
+//
+// Running them (as root, after scripts/deps.sh, which installs runc, containerd and
+// busybox-static and starts the private containerd):
+//
+//	CI=true go test -count=1 ./executors/...
+//
+// The containerd tests use FOUNDRY_CONTAINERD_ADDRESS (default
+// /run/foundry-containerd/containerd.sock) and the "foundry-test" namespace. The benchmark is
+// the execbench command (scripts/bench.sh runs it).
 package executortest
 
 import (
