@@ -15,8 +15,8 @@ import (
 func init() {
 	register(&command{
 		name:    "verify",
-		summary: "Check signed provenance for built files and directories",
-		usage:   "foundry verify -key PUB [-key PUB]... [-attestations DIR] [-attestation FILE]... [-type T]... [-builder ID]... [-policy FILE] [-json] ARTIFACT...",
+		summary: "Check signed provenance and admission for built files and directories",
+		usage:   "foundry verify -key PUB [-key PUB]... [-attestations DIR] [-attestation FILE]... [-type T]... [-builder ID]... [-evaluator ID]... [-verifier ID]... [-policy FILE] [-json] ARTIFACT...",
 		help: `
 Verify checks that each ARTIFACT was built by Foundry as its signed provenance says, using
 only public keys. An ARTIFACT is a file (its digest is the SHA-256 of its bytes), a
@@ -36,15 +36,34 @@ For every candidate attestation (DSSE envelopes from -attestation files, and tho
   signer        with a policy's "signers": a key that verified it may vouch for that builder
   dependencies  inputs that Foundry itself produced have verified provenance too,
                 looked up by digest in -attestations DIR
+Test results (https://in-toto.io/attestation/test-result/v0.1) are checked for a
+well-formed Foundry configuration and an allowed evaluator (-evaluator, the policy, or by
+default Foundry's evaluator on containerd and runc).
+
+An admission summary (-type https://slsa.dev/verification_summary/v1) is checked along the
+whole chain, each link reported as PASS or FAIL:
+  verifier           verifier.id allowed (-verifier, the policy, or Foundry's admission)
+  result, levels     verificationResult PASSED; FOUNDRY_SEALED_EVALUATION_PASSED claimed,
+                     no level starting with SLSA_
+  inputs             every input attestation it lists is found by its envelope digest (in
+                     -attestations DIR or the -attestation files) and verifies: signature,
+                     payloadType, statement, and its own type's checks
+  sealed-evaluation  among them a sealed-suite test result, PASSED, for this same artifact,
+                     under the summary's contract
+  provenance         a verified provenance for the candidate's build: one the summary lists,
+                     or else the artifact's own; its Foundry-produced inputs in turn
+A changed, missing or substituted envelope has another digest and breaks the chain.
+
 The artifact is verified when, for each required predicate type (-type, the policy, or by
 default https://slsa.dev/provenance/v1), at least one candidate passed every check. A
 refused candidate never counts, and never spoils a good one.
 
-A policy file is JSON: {"builders": [...], "predicateTypes": [...], "signers": [{"keyId":
-"sha256:...", "builders": [...]}], "skipDependencies": false, "maxDepth": 32}. Unknown keys
-are errors. "signers" pairs each key (by the id keygen prints) with the builders it may vouch
-for; without it any trusted key vouches for any allowed builder. -builder and -type add to
-what the policy lists. See spec/provenance.md for every check and refusal code.
+A policy file is JSON: {"builders": [...], "predicateTypes": [...], "evaluators": [...],
+"verifiers": [...], "signers": [{"keyId": "sha256:...", "builders": [...]}],
+"skipDependencies": false, "maxDepth": 32}. Unknown keys are errors. "signers" pairs each key
+(by the id keygen prints) with the builder, evaluator and verifier ids it may vouch for;
+without it any trusted key vouches for any allowed id. -builder, -evaluator, -verifier and
+-type add to what the policy lists. See spec/provenance.md for every check and refusal code.
 
 Examples:
   foundry verify -key foundry.pub -attestations .foundry/attestations out/int-sort
@@ -52,6 +71,8 @@ Examples:
   foundry verify -key ci.pub -key release.pub -policy audit.json -json out/ sha256:4f2a...
   foundry verify -key foundry.pub -builder https://foundry.dev/builder/local@v1?isolation=none \
       -attestations .foundry/attestations build/tool
+  foundry verify -key foundry.pub -attestations .foundry/attestations \
+      -type https://slsa.dev/verification_summary/v1 sha256:4f2a...
 
 The same envelope verifies with cosign:
   cosign verify-blob-attestation --key foundry.pub --signature int-sort.intoto.json \
@@ -60,10 +81,12 @@ The same envelope verifies with cosign:
 Exit codes: 0 every artifact verified, 1 something did not verify (the report says which
 check failed and why) or a key, policy or artifact could not be read, 2 usage error.`,
 		setup: func(fs *flag.FlagSet) func(*cliEnv, []string) int {
-			var keys, types, builders, envelopes stringList
+			var keys, types, builders, evaluators, verifierIDs, envelopes stringList
 			fs.Var(&keys, "key", "trusted public key `PEM` file (repeatable; at least one)")
 			fs.Var(&types, "type", "required predicate `TYPE`, e.g. https://slsa.dev/provenance/v1 (repeatable)")
 			fs.Var(&builders, "builder", "allowed builder `ID` (repeatable)")
+			fs.Var(&evaluators, "evaluator", "allowed test-result evaluator `ID` (repeatable)")
+			fs.Var(&verifierIDs, "verifier", "allowed verification-summary verifier `ID` (repeatable)")
 			fs.Var(&envelopes, "attestation", "a DSSE envelope `FILE` to check against the artifacts its statement names (repeatable)")
 			dir := fs.String("attestations", "", "`DIR` of DSSE envelopes, searched by subject digest")
 			policyPath := fs.String("policy", "", "JSON policy `FILE`")
@@ -100,9 +123,16 @@ check failed and why) or a key, policy or artifact could not be read, 2 usage er
 				}
 				pol.Builders = appendNew(pol.Builders, builders...)
 				pol.PredicateTypes = appendNew(pol.PredicateTypes, types...)
+				pol.Evaluators = appendNew(pol.Evaluators, evaluators...)
+				pol.Verifiers = appendNew(pol.Verifiers, verifierIDs...)
 				for _, b := range builders {
 					if b == "" {
 						return usage("empty -builder")
+					}
+				}
+				for _, id := range append(append([]string{}, evaluators...), verifierIDs...) {
+					if id == "" {
+						return usage("empty -evaluator or -verifier")
 					}
 				}
 				for _, t := range types {
