@@ -21,7 +21,7 @@ func Sign(signer *Signer, st *Statement) ([]byte, error) {
 		return nil, errors.New("sign: no signer")
 	}
 	if st == nil || st.st == nil {
-		return nil, errors.New("sign: no statement (mint one with NewProvenance)")
+		return nil, errors.New("sign: no statement (mint one with NewProvenance, NewTestResult or NewVerificationSummary)")
 	}
 	payload, err := st.marshal()
 	if err != nil {

@@ -167,8 +167,9 @@ type Dependency struct {
 }
 
 // Statement is an in-toto Statement minted by this package. It has no exported fields and
-// no constructor other than NewProvenance, so that Sign can only ever sign what an executor
-// observed.
+// no constructors other than NewProvenance (from an executor's Execution), NewTestResult
+// (from the evaluator's Evaluation) and NewVerificationSummary (from an Admission carrying
+// verified evidence), so that Sign can only ever sign what was observed.
 type Statement struct {
 	st *intoto.Statement
 }
