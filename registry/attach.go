@@ -63,8 +63,8 @@ func lockSubject(ctx context.Context, s Store, d digest.Digest) (func(), error) 
 
 // Attach stores envelope, unchanged, as a referrer of the manifest subject: its own OCI
 // manifest (artifactType ArtifactTypeDSSE, the envelope as its only layer, subject set). It
-// then rewrites cosign's "sha256-<hex>.att" image from the full set of attached envelopes, so
-// that `cosign verify-attestation --new-bundle-format=false` finds them too. predicateType
+// then adds the envelope to cosign's "sha256-<hex>.att" image, so that `cosign
+// verify-attestation` finds it too (see writeCosignAttestations). predicateType
 // may be empty (it is then read from the envelope's statement); if given it must match.
 // Attaching the same envelope twice changes nothing. Attaches to one subject are
 // serialized, so the referrers tag index never loses an entry to a concurrent attach.
@@ -119,30 +119,65 @@ func Attach(ctx context.Context, s Store, subject digest.Digest, envelope []byte
 	if err != nil {
 		return Attestation{}, fmt.Errorf("attach to %s: %w", subject, err)
 	}
-	if err := writeCosignAttestations(ctx, s, subject); err != nil {
+	att := Attestation{Digest: envDesc.Digest, Manifest: md, PredicateType: predicateType, Envelope: envelope}
+	if err := writeCosignAttestations(ctx, s, subject, att); err != nil {
 		return Attestation{}, fmt.Errorf("attach to %s: cosign attestation image: %w", subject, err)
 	}
-	return Attestation{Digest: envDesc.Digest, Manifest: md, PredicateType: predicateType, Envelope: envelope}, nil
+	return att, nil
 }
 
-// writeCosignAttestations (re)writes the "sha256-<hex>.att" image of subject from every
-// attached envelope, in envelope-digest order: the layout cosign's legacy format reads
-// (one layer per envelope, media type ArtifactTypeDSSE, an empty signature annotation,
-// predicateType). Rebuilding from the referrers instead of appending keeps it free of
-// duplicates and lets it catch up if an earlier rewrite failed.
-func writeCosignAttestations(ctx context.Context, s Store, subject digest.Digest) error {
-	atts, err := referrers(ctx, s, subject, false)
+// writeCosignAttestations updates the "sha256-<hex>.att" image of subject, the layout
+// cosign's legacy format reads: one layer per envelope (media type ArtifactTypeDSSE, an
+// empty signature annotation, predicateType), in envelope-digest order, no duplicates. The
+// usual case appends the new envelope to the image already there (its other layers are in
+// the repository already). When that image holds fewer envelopes than the subject has
+// referrers (an earlier rewrite failed, or the image is missing), it is rebuilt from the
+// referrers themselves.
+func writeCosignAttestations(ctx context.Context, s Store, subject digest.Digest, added Attestation) error {
+	layers := map[digest.Digest]Descriptor{}
+	if md, err := s.Resolve(ctx, cosignAttTag(subject)); err == nil {
+		raw, _, err := fetchManifest(ctx, s, md)
+		if err != nil {
+			return err
+		}
+		m, err := ParseManifest(raw)
+		if err != nil {
+			return fmt.Errorf("%s: %w", cosignAttTag(subject), err)
+		}
+		for _, l := range m.Layers {
+			if l.MediaType == ArtifactTypeDSSE {
+				layers[l.Digest] = l
+			}
+		}
+	} else if !errors.Is(err, ErrNotFound) {
+		return err
+	}
+	cosignLayer := func(digest digest.Digest, size int64, predicateType string) Descriptor {
+		return Descriptor{MediaType: ArtifactTypeDSSE, Digest: digest, Size: size,
+			Annotations: map[string]string{cosignSignatureAnnotation: "", cosignPredicateAnnotation: predicateType}}
+	}
+	layers[added.Digest] = cosignLayer(added.Digest, int64(len(added.Envelope)), added.PredicateType)
+	refs, err := s.Referrers(ctx, subject)
 	if err != nil {
 		return err
 	}
-	sort.Slice(atts, func(i, j int) bool { return atts[i].Digest < atts[j].Digest })
-	var layers []Descriptor
+	if len(layers) < len(refs) {
+		atts, err := referrers(ctx, s, subject, false)
+		if err != nil {
+			return err
+		}
+		for _, a := range atts {
+			layers[a.Digest] = cosignLayer(a.Digest, int64(len(a.Envelope)), a.PredicateType)
+		}
+	}
+	var ls []Descriptor
+	for _, l := range layers {
+		ls = append(ls, l)
+	}
+	sort.Slice(ls, func(i, j int) bool { return ls[i].Digest < ls[j].Digest })
 	diffIDs := []digest.Digest{}
-	for _, a := range atts {
-		d := descriptorOf(ArtifactTypeDSSE, a.Envelope)
-		d.Annotations = map[string]string{cosignSignatureAnnotation: "", cosignPredicateAnnotation: a.PredicateType}
-		layers = append(layers, d)
-		diffIDs = append(diffIDs, d.Digest)
+	for _, l := range ls {
+		diffIDs = append(diffIDs, l.Digest)
 	}
 	// A minimal image config, as cosign's own .att images have, so image tools can read it.
 	cfgRaw, err := json.Marshal(map[string]any{"architecture": "", "os": "", "config": map[string]any{},
@@ -154,15 +189,12 @@ func writeCosignAttestations(ctx context.Context, s Store, subject digest.Digest
 	if err := putBytes(ctx, s, cfg.Digest, cfgRaw); err != nil {
 		return err
 	}
-	raw, err := json.Marshal(Manifest{SchemaVersion: 2, MediaType: MediaTypeManifest, Config: cfg, Layers: layers})
+	raw, err := json.Marshal(Manifest{SchemaVersion: 2, MediaType: MediaTypeManifest, Config: cfg, Layers: ls})
 	if err != nil {
 		return err
 	}
-	md, err := s.PutManifest(ctx, raw, MediaTypeManifest)
-	if err != nil {
-		return err
-	}
-	return s.Tag(ctx, cosignAttTag(subject), md)
+	_, err = putTagged(ctx, s, raw, MediaTypeManifest, cosignAttTag(subject))
+	return err
 }
 
 // Referrers returns the attestations attached to subject: every referrer manifest whose own

@@ -255,6 +255,14 @@ func (l *Layout) PutManifest(_ context.Context, raw []byte, mediaType string) (d
 	return desc.Digest, nil
 }
 
+func (l *Layout) putTagged(ctx context.Context, raw []byte, mediaType, tag string) (digest.Digest, error) {
+	d, err := l.PutManifest(ctx, raw, mediaType)
+	if err != nil {
+		return "", err
+	}
+	return d, l.Tag(ctx, tag, d)
+}
+
 func (l *Layout) PushReferrer(ctx context.Context, raw []byte, mediaType string) (digest.Digest, error) {
 	return l.PutManifest(ctx, raw, mediaType)
 }

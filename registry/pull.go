@@ -53,7 +53,7 @@ type Quarantine interface {
 	QuarantinedAmong(ctx context.Context, ds []digest.Digest) (map[digest.Digest]string, error)
 }
 
-// PullOptions say what Pull trusts and where it may stage content.
+// PullOptions say what Pull trusts and how much it accepts.
 type PullOptions struct {
 	// Keys are the trusted public keys; Pull refuses to run without one unless NoVerify.
 	Keys []*provenance.Verifier
@@ -66,9 +66,6 @@ type PullOptions struct {
 	// Quarantine, if set, is consulted before anything is fetched: a quarantined manifest,
 	// contract, tree or layer digest is refused.
 	Quarantine Quarantine
-	// Stage is the content store the files pass through (a workspace's store); nil means a
-	// temporary store next to dest, removed afterwards.
-	Stage *store.Store
 	// AllowEscapingSymlinks accepts symlinks whose target is absolute or leaves the tree
 	// (meaningful inside a container rootfs, dangerous on a host); off by default.
 	AllowEscapingSymlinks bool
@@ -134,11 +131,12 @@ func (e *QuarantinedError) Error() string {
 //  4. unless NoVerify, the attached attestations must verify with Keys under Policy and
 //     name the manifest digest, or the tree digest the manifest declares, as a subject;
 //  5. the contract and layers are fetched, each checked against its descriptor, and the
-//     tar entries parsed strictly (no absolute paths, no "..", no hard links, no devices,
-//     no entry under a symlink, no escaping symlink, size and entry limits) into the
-//     staging store; the tree they form must have the declared tree digest;
-//  6. only then is dest written, by engine/store's Materialize (built in a temporary
-//     sibling, renamed into place), which never writes outside dest.
+//     tar entries checked strictly (no absolute paths, no "..", no hard links, no devices,
+//     no entry under a symlink, no escaping symlink, size and entry limits) before each is
+//     written into a temporary sibling of dest through an os.Root, which cannot reach
+//     outside it;
+//  6. the tree they form must have the declared tree digest, and only then is the sibling
+//     renamed to dest. On any failure it is removed: dest is absent or whole.
 func Pull(ctx context.Context, s Store, ref, dest string, opt PullOptions) (*Pulled, error) {
 	if !opt.NoVerify && len(opt.Keys) == 0 {
 		return nil, errors.New("pull: no public key to verify with (give a key, or skip verification explicitly)")
@@ -185,39 +183,48 @@ func Pull(ctx context.Context, s Store, ref, dest string, opt PullOptions) (*Pul
 			return nil, fmt.Errorf("pull %s: layer %s of %d bytes: %w (limit %d)", ref, l.Digest, l.Size, ErrTooLarge, lim.MaxLayerBytes)
 		}
 	}
-	stage := opt.Stage
-	if stage == nil {
-		if err := os.MkdirAll(filepath.Dir(dest), 0o755); err != nil {
-			return nil, fmt.Errorf("pull %s: %w", ref, err)
-		}
-		tmp, err := os.MkdirTemp(filepath.Dir(dest), ".foundry-pull-")
-		if err != nil {
-			return nil, fmt.Errorf("pull %s: %w", ref, err)
-		}
-		defer os.RemoveAll(tmp)
-		if stage, err = store.Open(tmp); err != nil {
-			return nil, fmt.Errorf("pull %s: %w", ref, err)
-		}
+	// Files are written into a temporary sibling of dest through an os.Root (the kernel
+	// refuses any path that resolves outside it, symlinks included) and dest appears only by
+	// rename once the whole tree has checked out; on any failure the sibling is removed.
+	parent := filepath.Dir(dest)
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return nil, fmt.Errorf("pull %s: %w", ref, err)
 	}
-	x := &extractor{stage: stage, lim: lim, allowEscape: opt.AllowEscapingSymlinks, seen: map[string]bool{}, treeBytes: lim.MaxTreeBytes}
+	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(dest)+".foundry-pull-")
+	if err != nil {
+		return nil, fmt.Errorf("pull %s: %w", ref, err)
+	}
+	done := false
+	defer func() {
+		if !done {
+			os.RemoveAll(tmp)
+		}
+	}()
+	root, err := os.OpenRoot(tmp)
+	if err != nil {
+		return nil, fmt.Errorf("pull %s: %w", ref, err)
+	}
+	defer root.Close()
+	x := newExtractor(root, lim, opt.AllowEscapingSymlinks)
 	for _, l := range m.Layers {
 		if err := x.layer(ctx, s, l); err != nil {
 			return nil, fmt.Errorf("pull %s: layer %s: %w", ref, l.Digest, err)
 		}
 	}
-	canon, got, err := x.tree()
+	_, got, err := x.tree()
 	if err != nil {
 		return nil, fmt.Errorf("pull %s: the layers do not form a safe tree: %w", ref, err)
 	}
 	if got != out.Tree {
 		return nil, fmt.Errorf("pull %s: the layers form tree %s, the manifest declares %s: %w", ref, got, out.Tree, ErrDigestMismatch)
 	}
-	if _, err := stage.PutExpected(strings.NewReader(string(canon)), got); err != nil {
+	if err := os.Chmod(tmp, 0o755); err != nil {
 		return nil, fmt.Errorf("pull %s: %w", ref, err)
 	}
-	if err := stage.Materialize(got, dest); err != nil {
+	if err := os.Rename(tmp, dest); err != nil {
 		return nil, fmt.Errorf("pull %s: %w", ref, err)
 	}
+	done = true
 	return out, nil
 }
 
@@ -311,19 +318,22 @@ func verifyAttached(ctx context.Context, s Store, out *Pulled, opt PullOptions) 
 	return &VerificationError{Digest: out.Digest, Report: first}
 }
 
-// stager is where the extractor puts file bytes: a content store (*store.Store).
-type stager interface {
-	Put(r io.Reader) (digest.Digest, int64, error)
-}
-
-// extractor parses layers into tree entries, staging file bytes in a content store.
+// extractor writes layers into an os.Root and records the tree they form. Entries are
+// checked before anything is created: the path (clean, relative, no ".."), its parent (a
+// directory entry seen earlier, so nothing is ever created under a symlink), its type
+// (files, directories, symlinks that stay inside the tree; hard links and devices refused)
+// and the size and entry budgets. Files are created with O_EXCL, hashed as written.
 type extractor struct {
-	stage       stager
+	root        *os.Root
 	lim         Limits
 	allowEscape bool
 	entries     []digest.Entry
-	seen        map[string]bool
-	treeBytes   int64 // still allowed
+	kinds       map[string]string // path → entry type
+	treeBytes   int64             // file bytes still allowed
+}
+
+func newExtractor(root *os.Root, lim Limits, allowEscape bool) *extractor {
+	return &extractor{root: root, lim: lim, allowEscape: allowEscape, kinds: map[string]string{}, treeBytes: lim.MaxTreeBytes}
 }
 
 func (x *extractor) layer(ctx context.Context, s Store, desc Descriptor) error {
@@ -350,7 +360,7 @@ func (x *extractor) layer(ctx context.Context, s Store, desc Descriptor) error {
 		if err != nil {
 			return fmt.Errorf("tar: %w", err)
 		}
-		if len(x.seen) >= x.lim.MaxEntries {
+		if len(x.kinds) >= x.lim.MaxEntries {
 			return fmt.Errorf("more than %d entries: %w", x.lim.MaxEntries, ErrTooLarge)
 		}
 		if err := x.entry(hdr, tr); err != nil {
@@ -397,30 +407,42 @@ func (x *extractor) entry(hdr *tar.Header, r io.Reader) error {
 		}
 		return nil
 	}
-	if x.seen[p] {
+	if _, dup := x.kinds[p]; dup {
 		return errors.New("path appears twice")
 	}
-	x.seen[p] = true
+	if parent := path.Dir(p); parent != "." && x.kinds[parent] != digest.TypeDir {
+		return fmt.Errorf("its parent %q is not a directory of the tree (listed earlier)", parent)
+	}
 	switch hdr.Typeflag {
 	case tar.TypeDir:
-		x.entries = append(x.entries, digest.Entry{Path: p, Type: digest.TypeDir, Mode: digest.ModeDir})
+		if err := x.root.Mkdir(p, 0o755); err != nil {
+			return err
+		}
+		x.add(digest.Entry{Path: p, Type: digest.TypeDir, Mode: digest.ModeDir})
 	case tar.TypeReg, tar.TypeRegA:
 		if hdr.Size > x.treeBytes {
 			return fmt.Errorf("file of %d bytes exceeds the tree limit of %d bytes: %w", hdr.Size, x.lim.MaxTreeBytes, ErrTooLarge)
 		}
 		x.treeBytes -= hdr.Size
-		d, n, err := x.stage.Put(io.LimitReader(r, hdr.Size))
+		mode, perm := digest.ModeFile, os.FileMode(0o644)
+		if hdr.Mode&0o100 != 0 {
+			mode, perm = digest.ModeExecutable, 0o755
+		}
+		f, err := x.root.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+		if err != nil {
+			return err
+		}
+		d, n, err := digest.FromReader(io.TeeReader(io.LimitReader(r, hdr.Size), f))
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
 		if err != nil {
 			return err
 		}
 		if n != hdr.Size {
 			return fmt.Errorf("file truncated: %d of %d bytes", n, hdr.Size)
 		}
-		mode := digest.ModeFile
-		if hdr.Mode&0o100 != 0 {
-			mode = digest.ModeExecutable
-		}
-		x.entries = append(x.entries, digest.Entry{Path: p, Type: digest.TypeFile, Mode: mode, Size: n, Digest: d})
+		x.add(digest.Entry{Path: p, Type: digest.TypeFile, Mode: mode, Size: n, Digest: d})
 	case tar.TypeSymlink:
 		t := hdr.Linkname
 		if t == "" || strings.ContainsRune(t, 0) || !utf8.ValidString(t) {
@@ -434,13 +456,21 @@ func (x *extractor) entry(hdr *tar.Header, r io.Reader) error {
 				return fmt.Errorf("symlink to %q leaves the tree", t)
 			}
 		}
-		x.entries = append(x.entries, digest.Entry{Path: p, Type: digest.TypeSymlink, Mode: digest.ModeSymlink, Target: t})
+		if err := x.root.Symlink(t, p); err != nil {
+			return err
+		}
+		x.add(digest.Entry{Path: p, Type: digest.TypeSymlink, Mode: digest.ModeSymlink, Target: t})
 	case tar.TypeLink:
 		return fmt.Errorf("hard link to %q refused (capability layers never contain hard links)", hdr.Linkname)
 	default:
 		return fmt.Errorf("entry type %q refused (only files, directories and symlinks)", hdr.Typeflag)
 	}
 	return nil
+}
+
+func (x *extractor) add(e digest.Entry) {
+	x.entries = append(x.entries, e)
+	x.kinds[e.Path] = e.Type
 }
 
 // tree returns the canonical manifest of what the layers held and its digest, after the

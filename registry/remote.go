@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -29,6 +30,10 @@ type Remote struct {
 	repo name.Repository
 	addr string
 	opts []remote.Option
+
+	blobOnce   sync.Once
+	blobClient *http.Client // authenticated for pulls from repo; see Blob
+	blobErr    error
 }
 
 // OpenRemote opens the repository at addr ("host[:port]/repo"). It does not contact the
@@ -38,15 +43,22 @@ func OpenRemote(addr string) (*Remote, error) {
 	if err != nil {
 		return nil, fmt.Errorf("registry address %q: %w (want host[:port]/repo)", addr, err)
 	}
-	return &Remote{
-		repo: repo,
-		addr: addr,
-		opts: []remote.Option{
-			remote.WithTransport(loopbackOnlyHTTP{remote.DefaultTransport}),
-			remote.WithAuthFromKeychain(authn.DefaultKeychain),
-			remote.WithUserAgent("foundry"),
-		},
-	}, nil
+	base := []remote.Option{
+		remote.WithTransport(loopbackOnlyHTTP{remote.DefaultTransport}),
+		remote.WithAuthFromKeychain(authn.DefaultKeychain),
+		remote.WithUserAgent("foundry"),
+	}
+	// A puller and a pusher keep one authenticated transport per repository, so that each
+	// call does not ping /v2/ and fetch a token again (half the round trips of an attach).
+	puller, err := remote.NewPuller(base...)
+	if err != nil {
+		return nil, fmt.Errorf("registry %s: %w", addr, err)
+	}
+	pusher, err := remote.NewPusher(base...)
+	if err != nil {
+		return nil, fmt.Errorf("registry %s: %w", addr, err)
+	}
+	return &Remote{repo: repo, addr: addr, opts: append(base, remote.Reuse(puller), remote.Reuse(pusher))}, nil
 }
 
 func (r *Remote) String() string { return r.addr }
@@ -133,6 +145,14 @@ func (r *Remote) PushReferrer(ctx context.Context, raw []byte, mediaType string)
 	return r.PutManifest(ctx, raw, mediaType)
 }
 
+// putTagged stores raw under tag in one request (Tag would fetch it back first).
+func (r *Remote) putTagged(ctx context.Context, raw []byte, mediaType, tag string) (digest.Digest, error) {
+	if err := remote.Put(r.repo.Tag(tag), rawManifest{raw, types.MediaType(mediaType)}, r.with(ctx)...); err != nil {
+		return "", r.remoteErr("put manifest as "+tag, err)
+	}
+	return digest.FromBytes(raw), nil
+}
+
 func (r *Remote) Tag(ctx context.Context, tag string, d digest.Digest) error {
 	raw, mt, err := r.Manifest(ctx, d)
 	if err != nil {
@@ -144,19 +164,45 @@ func (r *Remote) Tag(ctx context.Context, tag string, d digest.Digest) error {
 	return nil
 }
 
+// Blob GETs the blob directly with an authenticated client instead of through
+// go-containerregistry's layer, which would hash it a second time: callers check every blob
+// against its descriptor anyway (openVerified), and 100 MiB layers make that count.
 func (r *Remote) Blob(ctx context.Context, d digest.Digest) (io.ReadCloser, error) {
 	if err := d.Validate(); err != nil {
 		return nil, err
 	}
-	l, err := remote.Layer(r.repo.Digest(string(d)), r.with(ctx)...)
+	r.blobOnce.Do(func() {
+		auth, err := authn.DefaultKeychain.Resolve(r.repo)
+		if err != nil {
+			r.blobErr = err
+			return
+		}
+		t, err := transport.NewWithContext(context.WithoutCancel(ctx), r.repo.Registry, auth,
+			transport.NewUserAgent(loopbackOnlyHTTP{remote.DefaultTransport}, "foundry"),
+			[]string{r.repo.Scope(transport.PullScope)})
+		if err != nil {
+			r.blobErr = err
+			return
+		}
+		r.blobClient = &http.Client{Transport: t}
+	})
+	if r.blobErr != nil {
+		return nil, r.remoteErr("blob "+string(d), r.blobErr)
+	}
+	u := fmt.Sprintf("%s://%s/v2/%s/blobs/%s", r.repo.Registry.Scheme(), r.repo.RegistryStr(), r.repo.RepositoryStr(), d)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := r.blobClient.Do(req)
 	if err != nil {
 		return nil, r.remoteErr("blob "+string(d), err)
 	}
-	rc, err := l.Compressed()
-	if err != nil {
+	if err := transport.CheckError(resp, http.StatusOK); err != nil {
+		resp.Body.Close()
 		return nil, r.remoteErr("blob "+string(d), err)
 	}
-	return rc, nil
+	return resp.Body, nil
 }
 
 // uploadLayer adapts an opener to go-containerregistry's v1.Layer for upload. The bytes are

@@ -56,6 +56,23 @@ type subjectLocker interface {
 	lockSubject(ctx context.Context, d digest.Digest) (unlock func(), err error)
 }
 
+// tagPutter is implemented by stores that can store a manifest and tag it in one step.
+type tagPutter interface {
+	putTagged(ctx context.Context, raw []byte, mediaType, tag string) (digest.Digest, error)
+}
+
+// putTagged stores raw and points tag at it, in one request where the store allows.
+func putTagged(ctx context.Context, s Store, raw []byte, mediaType, tag string) (digest.Digest, error) {
+	if tp, ok := s.(tagPutter); ok {
+		return tp.putTagged(ctx, raw, mediaType, tag)
+	}
+	d, err := s.PutManifest(ctx, raw, mediaType)
+	if err != nil {
+		return "", err
+	}
+	return d, s.Tag(ctx, tag, d)
+}
+
 // ErrNotFound is wrapped by Store errors for a tag, manifest or blob that is not there.
 var ErrNotFound = errors.New("not found")
 

@@ -13,7 +13,6 @@ import (
 
 	"github.com/foundry-build/foundry/engine"
 	"github.com/foundry-build/foundry/engine/state"
-	"github.com/foundry-build/foundry/engine/store"
 	"github.com/foundry-build/foundry/provenance"
 	"github.com/foundry-build/foundry/registry"
 )
@@ -68,7 +67,7 @@ layer, 2 usage error.`,
 			fs.Var(&types, "type", "required predicate `TYPE` (repeatable; default https://slsa.dev/provenance/v1)")
 			fs.Var(&builders, "builder", "allowed builder `ID` (repeatable; default Foundry's sandboxed executors)")
 			policyPath := fs.String("policy", "", "JSON policy `FILE`, as for foundry verify")
-			project := fs.String("C", ".", "project `DIR` whose quarantine and content store are used")
+			project := fs.String("C", ".", "project `DIR` whose quarantine is consulted (and whose registry a bare TAG names)")
 			jsonOut := fs.Bool("json", false, "print the result as JSON")
 			return func(env *cliEnv, args []string) int {
 				usage := func(format string, a ...any) int {
@@ -114,8 +113,8 @@ layer, 2 usage error.`,
 					opt.Policy.Builders = appendNew(opt.Policy.Builders, builders...)
 					opt.Policy.PredicateTypes = appendNew(opt.Policy.PredicateTypes, types...)
 				}
-				// The project's quarantine and store are used when the project has them;
-				// pull never creates a project.
+				// The project's quarantine is consulted when the project has state; pull
+				// never creates a project.
 				stateDir := filepath.Join(*project, engine.StateDir)
 				if fileExists(filepath.Join(stateDir, "state.db")) {
 					db, err := state.OpenState(filepath.Join(stateDir, "state.db"))
@@ -124,11 +123,6 @@ layer, 2 usage error.`,
 					}
 					defer db.Close()
 					opt.Quarantine = db
-				}
-				if fileExists(filepath.Join(stateDir, "blobs")) {
-					if opt.Stage, err = store.Open(filepath.Join(stateDir, "blobs")); err != nil {
-						return failed("%v", err)
-					}
 				}
 				ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 				defer stop()
