@@ -65,6 +65,8 @@ const (
 	// maxBackgroundDeletes bounds finished actions whose runtime objects are still being
 	// deleted; beyond it Run waits, so deletion cannot fall ever further behind.
 	maxBackgroundDeletes = 8
+	// killGrace bounds the wait for a killed task to exit.
+	killGrace = time.Minute
 	// ioGrace bounds the wait for the shim to close a finished task's output FIFOs.
 	ioGrace = 5 * time.Second
 )
@@ -327,7 +329,12 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 			task.Delete(cctx, containerd.WithProcessKill)
 			return fail("kill task", err)
 		}
-		st = <-statusC
+		select {
+		case st = <-statusC:
+		case <-time.After(killGrace):
+			// A process stuck in the kernel (D state) cannot die; report rather than hang.
+			return nil, fmt.Errorf("containerd executor: action %s: task still running %v after SIGKILL", a.ID, killGrace)
+		}
 	}
 	res.Finished = time.Now()
 	tr.mark("exit")

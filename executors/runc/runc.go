@@ -242,12 +242,16 @@ var errTimeout = errors.New("deadline reached")
 func (e *Executor) killUntilExit(id string, waitErr <-chan error) error {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
+	// A process stuck in the kernel (D state) cannot die; report rather than hang.
+	giveUp := time.After(time.Minute)
 	for {
 		_ = exec.Command(e.runtime, "--root", e.stateDir, "kill", "--all", id, "KILL").Run()
 		select {
 		case err := <-waitErr:
 			return err
 		case <-tick.C:
+		case <-giveUp:
+			return fmt.Errorf("container still running a minute after SIGKILL")
 		}
 	}
 }
