@@ -460,3 +460,58 @@ func TestDirSourceByEnvelopeDigest(t *testing.T) {
 		t.Fatalf("MultiSource.LookupEnvelope: %v %v", got, err)
 	}
 }
+
+// A provenance input whose subject is not the candidate (a step output inside the packaged
+// tree) is reachable only by its envelope digest, and is bound by the summary listing it.
+func TestChainProvenanceBoundBySummary(t *testing.T) {
+	c := newChain(t)
+	prov := mint(t, c.kp, testExecution(sha("/bin/int-sort inside the tree")))
+	self, err := c.kp.signer.Verifier("self")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := c.admission(prov, c.sealed)
+	a.Keys = []*Verifier{self}
+	sum := c.summary(t, a)
+	rep, at := c.verifyChain(t, c.kp.keys, Policy{}, store(t, prov, c.sealed, sum))
+	if !rep.OK {
+		t.Fatalf("not verified:\n%s", reportText(rep))
+	}
+	wantLink(t, rep, at, "provenance", true, "")
+	for _, in := range at.Inputs {
+		if in.PredicateType == PredicateSLSAProvenance {
+			if sc := check(in, "subject"); sc == nil || !strings.Contains(sc.Detail, "bound to "+c.candidate+" by the summary") {
+				t.Errorf("subject check %+v", sc)
+			}
+		}
+	}
+	// Without the envelope in the store, nothing else finds it.
+	rep, at = c.verifyChain(t, c.kp.keys, Policy{}, store(t, c.sealed, sum))
+	if rep.OK {
+		t.Fatal("verified without the listed provenance")
+	}
+	wantLink(t, rep, at, "inputs", false, CodeInputMissing)
+	wantLink(t, rep, at, "provenance", false, CodeNoProvenance)
+}
+
+func TestLoadPolicyAllowlists(t *testing.T) {
+	dir := t.TempDir()
+	for body, ok := range map[string]bool{
+		`{"evaluators":["https://foundry.dev/evaluator/runc@v1?isolation=container"],"verifiers":["https://foundry.dev/verifier/admission@v1"]}`: true,
+		`{"evaluators":[""]}`: false,
+		`{"verifiers":[""]}`:  false,
+		`{"verifier":["x"]}`:  false,
+	} {
+		p := filepath.Join(dir, "p.json")
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		pol, err := LoadPolicy(p)
+		if (err == nil) != ok {
+			t.Errorf("%s: %v", body, err)
+		}
+		if ok && (len(pol.Evaluators) != 1 || len(pol.Verifiers) != 1) {
+			t.Errorf("%s: %+v", body, pol)
+		}
+	}
+}

@@ -97,6 +97,10 @@ func (s *Signer) KeyID() string { return s.keyID }
 // PublicKey is the signer's public key.
 func (s *Signer) PublicKey() crypto.PublicKey { return s.pub }
 
+// Verifier returns the signer's public key as a trusted key named name: what admission
+// passes as Admission.Keys when the same project key signed the inputs.
+func (s *Signer) Verifier(name string) (*Verifier, error) { return NewVerifier(name, s.pub) }
+
 // NewSigner wraps an in-memory ECDSA P-256 or Ed25519 private key.
 func NewSigner(priv crypto.Signer) (*Signer, error) {
 	switch k := priv.(type) {
