@@ -114,6 +114,11 @@ func (v *verifier) summary(r *AttestationReport, st *intoto.Statement, want stri
 	}
 	r.pass("levels", "%s", strings.Join(levels, ", "))
 	contract := subjectContract(st, want)
+	if !digestRE.MatchString(contract) {
+		r.fail("contract", CodeContract, "the subject has no %s annotation (sha256:<hex>): the contract it was admitted under is unknown", AnnotationContract)
+		return
+	}
+	r.pass("contract", "admitted under contract %s", contract)
 
 	// Every input the summary lists must be found by its digest and verify: the summary
 	// says it relied on all of them.
@@ -217,7 +222,7 @@ func (v *verifier) input(att Attestation, d, want, contract string, depth int) *
 		if tr == nil {
 			return r
 		}
-		if contract != "" && tr.ContractDigest != contract {
+		if tr.ContractDigest != contract {
 			r.OK = false
 			r.fail("contract", CodeContract, "test result is under contract %s, the summary under %s", tr.ContractDigest, contract)
 			return r

@@ -56,9 +56,13 @@ func (c *chain) forge(t *testing.T, f forged) []byte {
 		t.Fatal(err)
 	}
 	ds, _ := digestSet(f.subject)
+	ann := mustStruct(t, map[string]any{AnnotationContract: f.contract})
+	if f.contract == "none" {
+		ann = nil
+	}
 	st := &Statement{st: &intoto.Statement{
 		Type:          intoto.StatementTypeUri,
-		Subject:       []*intoto.ResourceDescriptor{{Name: "int-sort", Digest: ds, Annotations: mustStruct(t, map[string]any{AnnotationContract: f.contract})}},
+		Subject:       []*intoto.ResourceDescriptor{{Name: "int-sort", Digest: ds, Annotations: ann}},
 		PredicateType: PredicateVSA,
 		Predicate:     ps,
 	}}
@@ -315,6 +319,8 @@ func TestChainSubstitution(t *testing.T) {
 			[]link{{"levels", false, CodeLevels}}},
 		"unknown verifier": {forged{inputs: [][]byte{c.prov, c.sealed}, verifier: "https://evil.example/verifier"},
 			[]link{{"verifier", false, CodeVerifier}}},
+		"no contract on the subject": {forged{inputs: [][]byte{c.prov, c.sealed}, contract: "none"},
+			[]link{{"contract", false, CodeContract}}},
 		"no inputs": {forged{},
 			[]link{{"inputs", true, ""}, {"sealed-evaluation", false, CodeNoSealedPass}}},
 	} {
