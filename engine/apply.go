@@ -20,6 +20,7 @@ import (
 	"github.com/foundry-build/foundry/executors"
 	"github.com/foundry-build/foundry/lang"
 	"github.com/foundry-build/foundry/provenance"
+	"github.com/foundry-build/foundry/registry"
 )
 
 // ApplyOptions configure one apply.
@@ -34,6 +35,10 @@ type ApplyOptions struct {
 	Signer *provenance.Signer
 	// Version is this Foundry's version, recorded in provenance.
 	Version string
+	// Registry is where admitted capabilities are published and pinned versions pulled.
+	Registry registry.Store
+	// TrustedKeys verify what is pulled from the registry.
+	TrustedKeys []*provenance.Verifier
 }
 
 // FaultInjector is called at named points of an apply (see faultPoints); a test build of the
@@ -96,6 +101,8 @@ type ApplyResult struct {
 	Failed   []*StepError
 	Skipped  []string // nodes not run because something they need failed
 	Elapsed  time.Duration
+	// Rejections are candidates turned down before a capability was admitted.
+	Rejections []Rejection
 }
 
 // runner carries one apply.
@@ -114,6 +121,16 @@ type runner struct {
 	// precached are the steps found in the action cache before the walk; they are settled
 	// without touching the database again.
 	precached map[string]bool
+	// nested are the results of recipe walks driven by capability nodes; rejections the
+	// candidates turned down on the way to an admission.
+	nested     []*ApplyResult
+	rejections []Rejection
+}
+
+// containerPrefix starts the ID of every container of this run: the next apply cleans up
+// after a dead run by this prefix.
+func (r *runner) containerPrefix() string {
+	return ContainerPrefix + r.runID[:min(12, len(r.runID))] + "-"
 }
 
 // nodeResult is what a finished node produced, for the nodes that use it.
@@ -166,6 +183,16 @@ func Apply(ctx context.Context, ws *Workspace, g *Graph, p *Plan, opt ApplyOptio
 	}
 	r.emit(Event{Type: "run_started", Run: run.ID, Total: len(refs)})
 	res := r.walk(ctx, active, deps)
+	for _, nr := range r.nested {
+		res.Executed += nr.Executed
+		res.Cached += nr.Cached
+		res.Built += nr.Built
+		res.Skipped = append(res.Skipped, nr.Skipped...)
+		// A recipe that failed to build is reported through its capability, which failed
+		// or fell through to another recipe; its step errors are kept for the report.
+		res.Failed = append(res.Failed, nr.Failed...)
+	}
+	res.Rejections = r.rejections
 	res.RunID = run.ID
 	res.Elapsed = time.Since(start)
 	status := state.RunSucceeded
@@ -236,6 +263,13 @@ func (r *runner) recover(ctx context.Context) error {
 		return err
 	}
 	for _, run := range dead {
+		if r.opt.Executor != nil {
+			// Evaluation sandboxes are not recorded as attempts: remove whatever the dead
+			// run left by its container prefix.
+			if err := r.opt.Executor.Cleanup(ctx, ContainerPrefix+run.ID[:min(12, len(run.ID))]+"-"); err != nil {
+				return fmt.Errorf("cleaning up after interrupted run %s: %w", run.ID, err)
+			}
+		}
 		os.RemoveAll(filepath.Join(r.ws.Dir, "runs", run.ID))
 	}
 	// This apply holds the project lock, so no other writer can own a temporary file.
@@ -246,29 +280,53 @@ func (r *runner) recover(ctx context.Context) error {
 }
 
 // activeNodes returns the nodes this apply must settle, in graph order, and each one's
-// execution dependencies. Alternatives and missing nodes are left out; a capability
-// depends on the recipe chosen for it.
+// execution dependencies. Missing nodes are left out. Recipes are not walked here: the
+// capability they provide drives them, one candidate at a time, so a capability depends on
+// whatever its recipes need from outside themselves (seeds, other capabilities).
 func (r *runner) activeNodes() ([]string, map[string][]string) {
 	status := map[string]*PlanNode{}
 	for _, n := range r.plan.Nodes {
 		status[n.Address] = n
 	}
-	chosen := map[string]string{}
-	for _, c := range r.plan.Capabilities {
-		chosen[c.Address] = c.Recipe
+	inRecipe := func(a string) string {
+		if strings.HasPrefix(a, "recipe.") {
+			rest := strings.TrimPrefix(a, "recipe.")
+			name, _, _ := strings.Cut(rest, ".")
+			return "recipe." + name
+		}
+		return ""
 	}
 	var active []string
 	deps := map[string][]string{}
 	for _, a := range r.g.Order {
 		pn := status[a]
-		if pn == nil || pn.Status == StatusAlternative || pn.Status == StatusMissing {
+		if pn == nil || pn.Status == StatusMissing || inRecipe(a) != "" {
 			continue
 		}
 		active = append(active, a)
 		deps[a] = append([]string{}, r.g.Nodes[a].Deps...)
-		if rec := chosen[a]; rec != "" {
-			deps[a] = append(deps[a], rec)
+	}
+	for _, c := range r.plan.Capabilities {
+		if c.Status != StatusBuild {
+			continue
 		}
+		need := map[string]bool{}
+		for _, o := range c.Recipes {
+			if o.Status != StatusBuild && o.Status != StatusAlternative {
+				continue
+			}
+			for a, n := range r.g.Nodes {
+				if inRecipe(a) != o.Address {
+					continue
+				}
+				for _, d := range n.Deps {
+					if inRecipe(d) == "" {
+						need[d] = true
+					}
+				}
+			}
+		}
+		deps[c.Address] = append(deps[c.Address], sortedKeys(need)...)
 	}
 	return active, deps
 }
@@ -397,12 +455,7 @@ func (r *runner) settle(ctx context.Context, n *Node) (string, error) {
 		r.setResult(n.Address, r.result(n.Address+".package"))
 		return "", nil
 	case KindCapability:
-		for _, c := range r.plan.Capabilities {
-			if c.Address == n.Address && c.Recipe != "" {
-				r.setResult(n.Address, r.result(c.Recipe))
-			}
-		}
-		return "", nil
+		return r.settleCapability(ctx, n)
 	case KindProduct:
 		return "", nil
 	}

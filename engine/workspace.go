@@ -12,6 +12,8 @@ import (
 	"github.com/foundry-build/foundry/engine/seed"
 	"github.com/foundry-build/foundry/engine/state"
 	"github.com/foundry-build/foundry/engine/store"
+	"github.com/foundry-build/foundry/provenance"
+	"github.com/foundry-build/foundry/registry"
 )
 
 // StateDir is the name of a project's state directory.
@@ -110,11 +112,16 @@ func (w *Workspace) CachedSteps(ctx context.Context, g *Graph) (map[string]bool,
 	return out, nil
 }
 
-// Plan plans g against this workspace's action cache.
-func (w *Workspace) Plan(ctx context.Context, g *Graph) (*Plan, error) {
+// Plan plans g against this workspace's action cache and, when reg is set, the admitted
+// capabilities in that registry that verify with keys.
+func (w *Workspace) Plan(ctx context.Context, g *Graph, reg registry.Store, keys []*provenance.Verifier) (*Plan, error) {
 	cached, err := w.CachedSteps(ctx, g)
 	if err != nil {
 		return nil, err
 	}
-	return MakePlan(g, PlanOptions{Cached: func(n *Node) bool { return cached[n.Address] }})
+	opt := PlanOptions{Cached: func(n *Node) bool { return cached[n.Address] }}
+	if reg != nil {
+		opt.Admitted = func(n *Node) (*Admitted, error) { return LookupAdmitted(ctx, reg, keys, w.State, n) }
+	}
+	return MakePlan(g, opt)
 }

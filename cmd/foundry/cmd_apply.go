@@ -54,6 +54,8 @@ is stale, 2 usage error.`,
 			auto := fs.Bool("auto-approve", false, "apply without asking for confirmation")
 			par := fs.Int("parallelism", 4, "run at most `N` steps at once")
 			prog := fs.String("progress", "auto", "progress `MODE`: auto, tty (live view), plain (a line per event) or json (one event per line)")
+			var trust stringList
+			fs.Var(&trust, "trust-key", "also trust this public key `PEM` for admitted capabilities pulled from the registry (repeatable; the project's own key is always trusted)")
 			keyPath := fs.String("signing-key", "", "private key `FILE` that signs provenance (default $FOUNDRY_SIGNING_KEY, else the project's .foundry/keys/signing.key, made on first use)")
 			return func(env *cliEnv, args []string) int {
 				if len(args) > 1 {
@@ -93,7 +95,22 @@ is stale, 2 usage error.`,
 				defer ws.Close()
 				ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 				defer stop()
-				plan, err := ws.Plan(ctx, g)
+				signer, err := projectSigner(env, ws, *keyPath)
+				if err != nil {
+					fmt.Fprintf(env.stderr, "foundry apply: %v\n", err)
+					return exitError
+				}
+				reg, err := projectRegistry(g, true)
+				if err != nil {
+					fmt.Fprintf(env.stderr, "foundry apply: registry: %v\n", err)
+					return exitError
+				}
+				keys, err := trustedKeys(dir, trust)
+				if err != nil {
+					fmt.Fprintf(env.stderr, "foundry apply: %v\n", err)
+					return exitError
+				}
+				plan, err := ws.Plan(ctx, g, reg, keys)
 				if err != nil {
 					fmt.Fprintf(env.stderr, "foundry apply: %v\n", err)
 					return exitError
@@ -117,11 +134,6 @@ is stale, 2 usage error.`,
 				if plan.Summary.Missing > 0 {
 					fmt.Fprintf(env.stderr, "foundry apply: %d node(s) are missing and will not run; see 'foundry plan'.\n", plan.Summary.Missing)
 				}
-				signer, err := projectSigner(env, ws, *keyPath)
-				if err != nil {
-					fmt.Fprintf(env.stderr, "foundry apply: %v\n", err)
-					return exitError
-				}
 				exe, err := ex.open(env)
 				if err != nil {
 					fmt.Fprintf(env.stderr, "foundry apply: %v\n", err)
@@ -135,12 +147,15 @@ is stale, 2 usage error.`,
 				}
 				res, err := engine.Apply(ctx, ws, g, plan, engine.ApplyOptions{
 					Executor: exe, Parallelism: *par, Events: pr.event, Args: os.Args, Faults: faultsFromEnv(env),
-					Signer: signer, Version: version,
+					Signer: signer, Version: version, Registry: reg, TrustedKeys: keys,
 				})
 				pr.close()
 				if err != nil {
 					fmt.Fprintf(env.stderr, "foundry apply: %v\n", err)
 					return exitError
+				}
+				for _, rj := range res.Rejections {
+					fmt.Fprintf(env.stderr, "\nRejected candidate (a later recipe was admitted instead):\n%s\n", rj.String())
 				}
 				for _, f := range res.Failed {
 					failureReport(env.stderr, f)

@@ -97,5 +97,13 @@ func planWithCache(dir string, g *engine.Graph) (*engine.Plan, error) {
 		return nil, err
 	}
 	defer ws.Close()
-	return ws.Plan(context.Background(), g)
+	reg, err := projectRegistry(g, false)
+	if err != nil {
+		return nil, err
+	}
+	keys, err := trustedKeys(dir, nil)
+	if err != nil {
+		return nil, err
+	}
+	return ws.Plan(context.Background(), g, reg, keys)
 }

@@ -1,0 +1,50 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/foundry-build/foundry/engine"
+	"github.com/foundry-build/foundry/provenance"
+	"github.com/foundry-build/foundry/registry"
+)
+
+// defaultRegistry is where a project without a registry attribute keeps admitted capabilities.
+const defaultRegistry = "oci-layout:" + engine.StateDir + "/registry"
+
+// projectRegistry opens the project's registry. A relative OCI layout path is relative to
+// the project directory. With create false, a layout that does not exist yet is not made
+// (plan writes nothing) and nil is returned.
+func projectRegistry(g *engine.Graph, create bool) (registry.Store, error) {
+	addr := g.Config.Project.Registry
+	if addr == "" {
+		addr = defaultRegistry
+	}
+	if p, ok := strings.CutPrefix(addr, registry.LayoutScheme); ok {
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(g.Config.Dir, p)
+		}
+		if !create {
+			if _, err := os.Stat(p); err != nil {
+				return nil, nil
+			}
+		}
+		addr = registry.LayoutScheme + p
+	}
+	return registry.Open(addr)
+}
+
+// trustedKeys are the public keys whose signatures Foundry accepts on what it pulls: the
+// project's own signing key, and any -trust-key given.
+func trustedKeys(dir string, extra []string) ([]*provenance.Verifier, error) {
+	paths := append([]string{}, extra...)
+	own := filepath.Join(dir, engine.StateDir, "keys", "signing.pub")
+	if fileExists(own) {
+		paths = append(paths, own)
+	}
+	if len(paths) == 0 {
+		return nil, nil
+	}
+	return provenance.LoadVerifiers(paths...)
+}
