@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -149,5 +151,46 @@ func TestVerifyAdmissionChain(t *testing.T) {
 	// Provenance alone still verifies as provenance: the default type is unaffected.
 	if code, out, _ := runCLI(t, "verify", "-key", f.pub, "-attestations", dir, bin); code != exitOK {
 		t.Fatalf("provenance: exit %d\n%s", code, out)
+	}
+}
+
+// TestCosignVerifiesAdmission: the test result and the summary are ordinary signed in-toto
+// attestations to cosign, verified with the project key and filtered by their predicate
+// type, as an auditor would check them without foundry.
+func TestCosignVerifiesAdmission(t *testing.T) {
+	cosign := findCosign(t)
+	f := newVerifyFixture(t)
+	bin := f.write(t, "out/tool", []byte("#!/bin/sh\necho tool\n"))
+	d, _, err := digest.File(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prov := f.attest(t, "tool", string(d), "containerd", provenance.IsolationContainer)
+	sealed := f.testResult(t, string(d), provenance.SuiteSealed)
+	vsa, err := f.admit(t, string(d), prov, sealed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := f.write(t, "out/other", []byte("other"))
+	for _, tc := range []struct {
+		env      []byte
+		typ      string
+		artifact string
+		ok       bool
+	}{
+		{sealed, provenance.PredicateTestResult, bin, true},
+		{vsa, provenance.PredicateVSA, bin, true},
+		{vsa, provenance.PredicateVSA, other, false},             // another artifact
+		{vsa, provenance.PredicateTestResult, bin, false},        // another type
+		{sealed, provenance.PredicateSLSAProvenance, bin, false}, // another type
+	} {
+		envPath := f.write(t, "cosign.intoto.json", tc.env)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		out, err := exec.CommandContext(ctx, cosign, "verify-blob-attestation", "--key", f.pub,
+			"--signature", envPath, "--type", tc.typ, "--insecure-ignore-tlog", tc.artifact).CombinedOutput()
+		cancel()
+		if (err == nil) != tc.ok {
+			t.Errorf("cosign --type %s on %s: err=%v, want ok=%v\n%s", tc.typ, filepath.Base(tc.artifact), err, tc.ok, out)
+		}
 	}
 }
