@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -34,6 +35,26 @@ func SplitReference(s string) (addr, ref string, err error) {
 		return s[:colon], s[colon+1:], nil
 	}
 	return "", "", fmt.Errorf("reference %q has no tag or digest (want REPO:TAG or REPO@sha256:HEX)", s)
+}
+
+// OpenReference opens the store a full reference names and resolves it to a manifest
+// digest, resolving a tag exactly once. It is what a command that takes "REPO:TAG" or
+// "REPO@sha256:HEX" (foundry verify with OCI references) needs before it looks anything up
+// by digest: afterwards only the digest is used.
+func OpenReference(ctx context.Context, ref string) (Store, digest.Digest, error) {
+	addr, tagOrDigest, err := SplitReference(ref)
+	if err != nil {
+		return nil, "", err
+	}
+	s, err := Open(addr)
+	if err != nil {
+		return nil, "", err
+	}
+	d, err := resolveRef(ctx, s, tagOrDigest)
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: %w", ref, err)
+	}
+	return s, d, nil
 }
 
 // ReadOnly wraps a registry handler so that only reads (GET, HEAD) reach it; writes get

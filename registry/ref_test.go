@@ -22,3 +22,25 @@ func TestSplitReference(t *testing.T) {
 		}
 	}
 }
+
+func TestOpenReference(t *testing.T) {
+	f := newFixture(t)
+	addr := LayoutScheme + t.TempDir() + "/layout"
+	s, err := Open(addr)
+	must(t, err)
+	md, err := Publish(bg, s, f.src, f.capability("stable"))
+	must(t, err)
+	for _, ref := range []string{addr + ":stable", addr + "@" + string(md)} {
+		rs, d, err := OpenReference(bg, ref)
+		if err != nil || d != md || rs.String() != s.String() {
+			t.Fatalf("OpenReference(%q) = %v, %s, %v", ref, rs, d, err)
+		}
+		// What foundry verify does with it: attestations through RemoteSource.
+		if atts, err := (RemoteSource{rs}).Lookup(bg, string(d)); err != nil || len(atts) != 0 {
+			t.Fatalf("Lookup = %v, %v", atts, err)
+		}
+	}
+	if _, _, err := OpenReference(bg, addr+":missing"); err == nil {
+		t.Fatal("OpenReference of a missing tag succeeded")
+	}
+}
