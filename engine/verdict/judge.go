@@ -21,8 +21,9 @@ type Observation struct {
 }
 
 // Verdict is the judgment of one case. Expected and Got are short and human-readable
-// (quoted text for bytes and lines, compact JSON otherwise, truncated), meant to be shown
-// as a counterexample; they are empty when the case passes.
+// (quoted text for bytes and lines, compact JSON for json and numeric, the exit status and a
+// little stdout or stderr for exit-status failures; all truncated), meant to be shown as a
+// counterexample; they are empty when the case passes.
 type Verdict struct {
 	Pass     bool
 	Reason   string // why it failed; empty on a pass
