@@ -15,19 +15,29 @@ type Quarantine interface {
 	IsQuarantined(ctx context.Context, d digest.Digest) (bool, string, error)
 }
 
-// LookupAdmitted finds an admitted version of capability node n in registry s: the artifact
-// its contract tag names (resolved to a digest once, here), if neither the artifact nor its
-// files are quarantined and its verification summary — and through it the sealed test
-// result and the provenance — verifies with keys. Anything less is not admitted, whatever a
-// registry tag or the state database says: nothing else can make resolution pin it.
-func LookupAdmitted(ctx context.Context, s registry.Store, keys []*provenance.Verifier, q Quarantine, n *Node) (*Admitted, error) {
+// Inspection is what the registry holds for one capability contract.
+type Inspection struct {
+	Manifest    digest.Digest      `json:"manifest,omitempty"` // empty: nothing published under the contract tag
+	Tree        digest.Digest      `json:"tree,omitempty"`
+	Ref         string             `json:"ref,omitempty"`
+	Quarantined string             `json:"quarantined,omitempty"` // the reason, when quarantined
+	Verified    bool               `json:"verified"`              // its verification summary chain verifies
+	Report      *provenance.Report `json:"report,omitempty"`
+}
+
+// InspectAdmitted reads what registry s holds under capability node n's contract tag
+// (resolved to a digest once, here), whether it is quarantined, and whether its
+// verification summary — and through it the sealed test result and the provenance —
+// verifies with keys.
+func InspectAdmitted(ctx context.Context, s registry.Store, keys []*provenance.Verifier, q Quarantine, n *Node) (*Inspection, error) {
 	m, err := s.Resolve(ctx, ContractTag(n.Digest))
 	if errors.Is(err, registry.ErrNotFound) {
-		return nil, nil
+		return &Inspection{}, nil
 	}
 	if err != nil {
 		return nil, err
 	}
+	in := &Inspection{Manifest: m, Ref: s.String() + "@" + string(m)}
 	raw, _, err := s.Manifest(ctx, m)
 	if err != nil {
 		return nil, err
@@ -36,14 +46,19 @@ func LookupAdmitted(ctx context.Context, s registry.Store, keys []*provenance.Ve
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", m, err)
 	}
-	tree := digest.Digest(man.Annotations[registry.AnnotationTree])
-	for _, d := range []digest.Digest{m, tree} {
-		if bad, _, err := q.IsQuarantined(ctx, d); err != nil || bad {
-			return nil, err // quarantined: not a candidate for resolution
+	in.Tree = digest.Digest(man.Annotations[registry.AnnotationTree])
+	for _, d := range []digest.Digest{m, in.Tree} {
+		bad, reason, err := q.IsQuarantined(ctx, d)
+		if err != nil {
+			return nil, err
+		}
+		if bad {
+			in.Quarantined = reason
+			return in, nil
 		}
 	}
 	if len(keys) == 0 {
-		return nil, nil
+		return in, nil
 	}
 	atts, err := registry.Referrers(ctx, s, m)
 	if err != nil {
@@ -58,14 +73,23 @@ func LookupAdmitted(ctx context.Context, s registry.Store, keys []*provenance.Ve
 		Policy:       provenance.Policy{PredicateTypes: []string{provenance.PredicateVSA}},
 		Source:       attSet(given),
 		Attestations: given,
-	}, provenance.Subject{Name: n.Address, Digest: string(tree)})
+	}, provenance.Subject{Name: n.Address, Digest: string(in.Tree)})
 	if err != nil {
 		return nil, err
 	}
-	if !rep.OK {
-		return nil, nil // present but not proven: never pinned
+	in.Verified, in.Report = rep.OK, rep
+	return in, nil
+}
+
+// LookupAdmitted returns the admitted version of capability node n in registry s, or nil:
+// a version is admitted only when it is not quarantined and its verification summary chain
+// verifies with keys. A registry tag or a row in the state database alone is never enough.
+func LookupAdmitted(ctx context.Context, s registry.Store, keys []*provenance.Verifier, q Quarantine, n *Node) (*Admitted, error) {
+	in, err := InspectAdmitted(ctx, s, keys, q, n)
+	if err != nil || !in.Verified || in.Quarantined != "" {
+		return nil, err
 	}
-	return &Admitted{Ref: s.String() + "@" + string(m), Digest: m}, nil
+	return &Admitted{Ref: in.Ref, Digest: in.Manifest}, nil
 }
 
 // attSet is an AttestationSource over a fixed set of envelopes: lookups by subject digest

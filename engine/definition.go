@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"time"
@@ -232,11 +231,13 @@ func contractDefinition(c *lang.Capability) (any, error) {
 	}
 	if it := c.Interface; it != nil {
 		idef := map[string]any{"kind": it.Kind, "entrypoint": it.Entrypoint}
+		// Schemas are hashed as text: as JSON values, canonicalization would round their
+		// numbers, and two schemas that differ only in a 64-bit bound would collide.
 		if it.InputSchema != "" {
-			idef["input"] = json.RawMessage(it.InputSchema)
+			idef["input"] = it.InputSchema
 		}
 		if it.OutputSchema != "" {
-			idef["output"] = json.RawMessage(it.OutputSchema)
+			idef["output"] = it.OutputSchema
 		}
 		if it.Kind == "cli" {
 			idef["errors"] = it.Errors

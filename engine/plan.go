@@ -130,6 +130,9 @@ type PlanOptions struct {
 	// Admitted finds an admitted, unquarantined version of a capability in the registry;
 	// nil means there is no registry to consult.
 	Admitted func(*Node) (*Admitted, error)
+	// Quarantined maps quarantined digests to the reason. A node whose own digest or any
+	// input's digest is quarantined is missing, and everything built from it is affected.
+	Quarantined map[digest.Digest]string
 }
 
 // MakePlan decides each node's status.
@@ -171,15 +174,33 @@ func MakePlan(g *Graph, opt PlanOptions) (*Plan, error) {
 	if err := g.resolveCapabilities(p, status, opt.Admitted); err != nil {
 		return nil, err
 	}
-	// A node that needs a missing node is missing too; say which one.
+	quarantined := map[string]bool{}
+	if len(opt.Quarantined) > 0 {
+		for _, a := range g.Order {
+			if d, reason := g.Nodes[a].quarantinedInput(opt.Quarantined); d != "" {
+				status[a].Status, status[a].Reason = StatusMissing, fmt.Sprintf("quarantined: %s (%s)", short(d), reason)
+				quarantined[a] = true
+			}
+		}
+	}
+	// A node that needs a missing node is missing too; say which one, and call a node built
+	// from a quarantined one affected.
+	origin := map[string]string{}
+	for a := range quarantined {
+		origin[a] = a
+	}
 	for _, pn := range p.Nodes {
-		if pn.Status == StatusAlternative || pn.Kind == KindCapability {
+		if pn.Status == StatusAlternative || pn.Kind == KindCapability || quarantined[pn.Address] {
 			continue
 		}
 		for _, d := range pn.Deps {
 			if dn := status[d]; dn.Status == StatusMissing {
 				pn.Status = StatusMissing
 				pn.Reason = "needs " + d + ", which is missing"
+				if o := origin[d]; o != "" {
+					origin[pn.Address] = o
+					pn.Reason = "affected: built from " + o + ", which is quarantined"
+				}
 				break
 			}
 		}
@@ -338,4 +359,32 @@ func short(d digest.Digest) string {
 		return s[:19]
 	}
 	return s
+}
+
+// quarantinedInput returns the first quarantined digest among the node's own digest and
+// the digests of the content it reads, with the reason.
+func (n *Node) quarantinedInput(q map[digest.Digest]string) (digest.Digest, string) {
+	if r, ok := q[n.Digest]; ok {
+		return n.Digest, r
+	}
+	for _, a := range n.artifacts() {
+		if r, ok := q[a.Digest]; ok && a.Digest != "" {
+			return a.Digest, r
+		}
+	}
+	if n.Seed != nil {
+		for _, l := range n.Seed.Layers {
+			for _, f := range l.Files {
+				if r, ok := q[f.Digest]; ok {
+					return f.Digest, r
+				}
+			}
+			if l.Dir != nil {
+				if r, ok := q[l.Dir.Digest]; ok {
+					return l.Dir.Digest, r
+				}
+			}
+		}
+	}
+	return "", ""
 }

@@ -119,7 +119,14 @@ func (w *Workspace) Plan(ctx context.Context, g *Graph, reg registry.Store, keys
 	if err != nil {
 		return nil, err
 	}
-	opt := PlanOptions{Cached: func(n *Node) bool { return cached[n.Address] }}
+	opt := PlanOptions{Cached: func(n *Node) bool { return cached[n.Address] }, Quarantined: map[digest.Digest]string{}}
+	qs, err := w.State.QuarantineList(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, q := range qs {
+		opt.Quarantined[q.Digest] = q.Reason
+	}
 	if reg != nil {
 		opt.Admitted = func(n *Node) (*Admitted, error) { return LookupAdmitted(ctx, reg, keys, w.State, n) }
 	}

@@ -2,6 +2,7 @@ package lang
 
 import (
 	"bytes"
+	"encoding/json"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -463,13 +464,18 @@ func (in *inputs) jsonschemaFunc() function.Function {
 	})
 }
 
-// CompileSchema checks that b is a valid, self-contained JSON Schema and returns its canonical JSON.
+// CompileSchema checks that b is valid, self-contained JSON Schema and returns it with
+// insignificant whitespace removed. It is deliberately not RFC 8785 canonical: JCS rounds
+// numbers to doubles, and a schema's "maximum": 9223372036854775807 must keep its meaning.
 func CompileSchema(name string, b []byte) ([]byte, error) {
-	canon, err := digest.Canonicalize(b)
-	if err != nil {
+	if _, err := digest.Canonicalize(b); err != nil {
 		return nil, fmt.Errorf("%s is not valid JSON: %v", name, err)
 	}
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(canon))
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, b); err != nil {
+		return nil, fmt.Errorf("%s is not valid JSON: %v", name, err)
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(compact.Bytes()))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v", name, err)
 	}
@@ -483,7 +489,7 @@ func CompileSchema(name string, b []byte) ([]byte, error) {
 	if _, err := c.Compile(loc); err != nil {
 		return nil, fmt.Errorf("%s is not a valid JSON Schema: %v", name, err)
 	}
-	return canon, nil
+	return compact.Bytes(), nil
 }
 
 // filesha256(path) returns the hex SHA-256 of a project file.

@@ -210,3 +210,18 @@ func TestUntypedVariableTakesHCLValues(t *testing.T) {
 		t.Errorf("-var s=hello world gave %#v", v)
 	}
 }
+
+// A schema keeps its numbers exactly: canonicalization would round 2^63-1 to a double.
+func TestSchemaKeepsLargeIntegers(t *testing.T) {
+	dir := writeProject(t, map[string]string{
+		"main.hcl": "capability \"c\" {\n  interface \"cli\" {\n    entrypoint = [\"/x\"]\n    input = jsonschema(\"s.json\")\n  }\n}\n",
+		"s.json":   `{"type": "integer", "maximum": 9223372036854775807}`,
+	})
+	cfg, diags := Load(dir, Options{})
+	if diags.HasErrors() {
+		t.Fatal(diags.Error())
+	}
+	if got := cfg.Capabilities["c"].Interface.InputSchema; !strings.Contains(got, "9223372036854775807") {
+		t.Fatalf("schema lost its bound: %s", got)
+	}
+}

@@ -78,7 +78,7 @@ func (p *progress) event(e engine.Event) {
 		p.plain(e)
 	case "tty":
 		// Finished nodes scroll above the live block; running ones are redrawn by loop.
-		if e.Type == "node_done" || e.Type == "node_failed" || e.Type == "node_cached" || e.Type == "node_skipped" {
+		if e.Type != "node_started" && e.Type != "run_started" && e.Type != "run_finished" {
 			p.clear()
 			p.plain(e)
 			p.draw()
@@ -104,6 +104,14 @@ func (p *progress) plain(e engine.Event) {
 		fmt.Fprintf(p.w, "  ERR %s%s: %s\n", e.Node, el, e.Message)
 	case "node_skipped":
 		fmt.Fprintf(p.w, "  --  %s skipped: %s\n", e.Node, e.Message)
+	case "suite_evaluated":
+		fmt.Fprintf(p.w, "  eval %s: %s\n", e.Node, e.Message)
+	case "candidate_rejected":
+		fmt.Fprintf(p.w, "  REJ %s:\n%s\n", e.Node, e.Message)
+	case "capability_admitted":
+		fmt.Fprintf(p.w, "  ADM %s: %s\n", e.Node, e.Message)
+	case "capability_pinned":
+		fmt.Fprintf(p.w, "  @   %s pinned to %s\n", e.Node, e.Message)
 	case "run_finished":
 		fmt.Fprintf(p.w, "run %s finished in %s: %s\n", e.Run, e.Elapsed.Round(time.Millisecond), e.Message)
 	}

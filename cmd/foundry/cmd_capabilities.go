@@ -1,0 +1,106 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+
+	"github.com/foundry-build/foundry/engine"
+)
+
+func init() {
+	register(&command{
+		name:    "capabilities",
+		summary: "List the project's capabilities and their admitted versions, with evidence status",
+		usage:   "foundry capabilities [options] [DIR]",
+		help: `
+Capabilities lists every capability contract of the project in DIR with its contract
+digest and what the project's registry holds for it: the admitted version (pinned by
+digest), whether it is quarantined, and whether its evidence verifies with the trusted
+keys — the verification summary, the sealed test result it relies on, and the provenance
+of the build. Only a verified, unquarantined version is used by plan and apply.
+
+Examples:
+  foundry capabilities
+  foundry capabilities -json -trust-key team.pub
+
+Exit codes: 0 success, 1 configuration or registry errors, 2 usage error.`,
+		setup: func(fs *flag.FlagSet) func(*cliEnv, []string) int {
+			var v varFlags
+			v.register(fs)
+			var trust stringList
+			fs.Var(&trust, "trust-key", "also trust this public key `PEM` (repeatable; the project's own key is always trusted)")
+			jsonOut := fs.Bool("json", false, "print JSON")
+			return func(env *cliEnv, args []string) int {
+				dir, ok := projectDir(env, "capabilities", args)
+				if !ok {
+					return exitUsage
+				}
+				g, _ := loadGraph(env, dir, &v, false)
+				if g == nil {
+					return exitError
+				}
+				reg, err := projectRegistry(g, false)
+				if err != nil {
+					fmt.Fprintf(env.stderr, "foundry capabilities: %v\n", err)
+					return exitError
+				}
+				keys, err := trustedKeys(dir, trust)
+				if err != nil {
+					fmt.Fprintf(env.stderr, "foundry capabilities: %v\n", err)
+					return exitError
+				}
+				var ws *engine.Workspace
+				if reg != nil {
+					if ws, err = engine.OpenWorkspace(dir); err != nil {
+						fmt.Fprintf(env.stderr, "foundry capabilities: %v\n", err)
+						return exitError
+					}
+					defer ws.Close()
+				}
+				type row struct {
+					Address  string             `json:"address"`
+					Contract string             `json:"contract_digest"`
+					Registry *engine.Inspection `json:"registry,omitempty"`
+				}
+				var rows []row
+				for _, a := range g.Order {
+					n := g.Nodes[a]
+					if n.Kind != engine.KindCapability {
+						continue
+					}
+					r := row{Address: a, Contract: string(n.Digest)}
+					if reg != nil {
+						in, err := engine.InspectAdmitted(context.Background(), reg, keys, ws.State, n)
+						if err != nil {
+							fmt.Fprintf(env.stderr, "foundry capabilities: %s: %v\n", a, err)
+							return exitError
+						}
+						in.Report = nil
+						r.Registry = in
+					}
+					rows = append(rows, r)
+				}
+				if *jsonOut {
+					writeJSON(env.stdout, rows)
+					return exitOK
+				}
+				for _, r := range rows {
+					fmt.Fprintf(env.stdout, "%s\n  contract %s\n", r.Address, r.Contract)
+					in := r.Registry
+					switch {
+					case in == nil || in.Manifest == "":
+						fmt.Fprintln(env.stdout, "  no admitted version in the registry")
+					case in.Quarantined != "":
+						fmt.Fprintf(env.stdout, "  %s\n  QUARANTINED: %s\n", in.Ref, in.Quarantined)
+					case in.Verified:
+						fmt.Fprintf(env.stdout, "  admitted %s\n  files %s\n  evidence verified: verification summary → sealed test result → provenance\n", in.Ref, in.Tree)
+					default:
+						fmt.Fprintf(env.stdout, "  %s\n  NOT ADMITTED: its evidence does not verify with the trusted keys (see 'foundry verify')\n", in.Ref)
+					}
+				}
+				return exitOK
+			}
+		},
+	})
+}
