@@ -294,6 +294,27 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 	tr.mark("container")
 	stdout, stderr := writerOr(a.Stdout), writerOr(a.Stderr)
 	task, err := container.NewTask(lctx, cio.NewCreator(cio.WithStreams(nil, stdout, stderr)), containerd.WithRootFS(mounts))
+	if err != nil && so.Annotations != nil && ctx.Err() == nil && shimFailure(err) {
+		// The shared shim may be gone (killed, or its keeper lost): stop sharing and retry
+		// once with a shim of the task's own, which needs the spec without the group.
+		e.shimGroup.Store(nil)
+		if derr := container.Delete(cctx); derr != nil && !errdefs.IsNotFound(derr) {
+			return fail("create task", errors.Join(err, derr))
+		}
+		container = nil
+		spec.Annotations = nil
+		container, err = e.client.NewContainer(lctx, a.ID,
+			containerd.WithSnapshotter(snapshotter),
+			containerd.WithRuntime(runtimeName, nil),
+			containerd.WithSpec(spec),
+			containerd.WithContainerLabels(map[string]string{"foundry.action": a.ID}),
+		)
+		if err != nil {
+			container = nil
+			return fail("create container", err)
+		}
+		task, err = container.NewTask(lctx, cio.NewCreator(cio.WithStreams(nil, stdout, stderr)), containerd.WithRootFS(mounts))
+	}
 	if err != nil {
 		return fail("create task", err)
 	}
@@ -387,6 +408,14 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 }
 
 var errTimeout = errors.New("deadline reached")
+
+// shimFailure reports whether err says the shim could not be reached (as opposed to the
+// runtime refusing the task, e.g. a missing argv[0]).
+func shimFailure(err error) bool {
+	m := err.Error()
+	return strings.Contains(m, "failed to start shim") || strings.Contains(m, "ttrpc: closed") ||
+		errors.Is(err, errdefs.ErrUnavailable)
+}
 
 // image imports and unpacks img once and returns the chain ID of its unpacked rootfs.
 func (e *Executor) image(ctx context.Context, img executors.Image) (string, error) {

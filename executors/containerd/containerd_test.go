@@ -5,7 +5,9 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	ctrd "github.com/containerd/containerd"
 	"github.com/containerd/containerd/namespaces"
@@ -121,4 +123,66 @@ func keepers(t *testing.T, pid int) []string {
 		}
 	}
 	return ks
+}
+
+// TestSharedShimLost kills the executor's shared shim; the next action must still run (with a
+// shim of its own).
+func TestSharedShimLost(t *testing.T) {
+	e := newExecutor(t)
+	img := executortest.BusyboxLayout(t)
+	run := func(id string) {
+		t.Helper()
+		a := &executors.Action{ID: id, Image: img, Argv: []string{"/bin/true"}, OutDir: t.TempDir()}
+		if r, err := e.Run(context.Background(), a); err != nil || r.ExitCode != 0 {
+			t.Fatalf("%s: %+v %v", id, r, err)
+		}
+	}
+	run("shimlost-1")
+	var ks []string
+	for i := 0; i < 100 && len(ks) == 0; i++ {
+		ks = keepers(t, os.Getpid())
+		time.Sleep(100 * time.Millisecond)
+	}
+	if len(ks) != 1 {
+		t.Fatalf("keepers of this process: %v", ks)
+	}
+	run("shimlost-2") // through the shared shim
+	pid := shimPid(t, ks[0])
+	if pid == 0 {
+		t.Fatalf("no shim process for %s", ks[0])
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	run("shimlost-3")
+	run("shimlost-4")
+	_ = e.Close() // the keeper's task died with its shim; Close may report that
+	if err := func() error {
+		e2 := newExecutor(t)
+		defer e2.Close()
+		return e2.Cleanup(context.Background(), "shimlost-")
+	}(); err != nil {
+		t.Errorf("Cleanup: %v", err)
+	}
+	if left := leftovers(t, "shimlost-"); len(left) > 0 {
+		t.Errorf("leftovers: %v", left)
+	}
+}
+
+// shimPid finds the shim process started for container id.
+func shimPid(t *testing.T, id string) int {
+	ents, _ := os.ReadDir("/proc")
+	for _, ent := range ents {
+		b, err := os.ReadFile("/proc/" + ent.Name() + "/cmdline")
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(b), "\x00")
+		if len(args) > 0 && strings.HasSuffix(args[0], "containerd-shim-runc-v2") && strings.Contains(string(b), "\x00-id\x00"+id+"\x00") {
+			pid, _ := strconv.Atoi(ent.Name())
+			return pid
+		}
+	}
+	return 0
 }

@@ -193,8 +193,13 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 	}
 	// `runc run` returned, so the container's init was reaped, and the init of a pid
 	// namespace is reaped only after every other process in it has exited.
-	oom, oomErr := e.oomKilled(cgroupsPath)
-	created := e.exists(a.ID)
+	st, stErr := e.state(a.ID)
+	created := stErr == nil
+	var oom bool
+	var oomErr error
+	if created {
+		oom, oomErr = st.oomKilled()
+	}
 	// runc exits non-zero on its own failures too (bad spec, missing argv[0]); those are
 	// logged at level error, and the container never ran, so they are errors, not results.
 	if rerr := runcError(logPath); rerr != "" && killedBy == nil && (!created || exitCode != 0) {
@@ -217,13 +222,13 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 	return res, nil
 }
 
-// release deletes the container and removes the bundle in the background.
+// release deletes the (stopped) container and removes the bundle in the background.
 func (e *Executor) release(id, bundle string) {
 	e.bgSlots <- struct{}{}
 	e.bg.Add(1)
 	go func() {
 		defer func() { <-e.bgSlots; e.bg.Done() }()
-		err := e.delete(id)
+		err := e.deleteStopped(id)
 		if rerr := e.removeBundle(bundle); rerr != nil {
 			err = errors.Join(err, rerr)
 		}
@@ -315,6 +320,59 @@ func (e *Executor) delete(id string) error {
 	return nil
 }
 
+// runcState is the part of runc's state.json the executor reads.
+type runcState struct {
+	dir string
+	// CgroupPaths maps each controller ("" for the unified hierarchy) to the container's
+	// cgroup directory.
+	CgroupPaths map[string]string `json:"cgroup_paths"`
+}
+
+// state reads runc's state of container id.
+func (e *Executor) state(id string) (*runcState, error) {
+	dir := filepath.Join(e.stateDir, id)
+	b, err := os.ReadFile(filepath.Join(dir, "state.json"))
+	if err != nil {
+		return nil, err
+	}
+	st := &runcState{dir: dir}
+	if err := json.Unmarshal(b, st); err != nil {
+		return nil, fmt.Errorf("runc state of %s: %w", id, err)
+	}
+	return st, nil
+}
+
+// oomKilled reads the OOM-kill counter of the container's memory cgroup: memory.oom_control
+// on a v1 memory hierarchy, memory.events on v2.
+func (st *runcState) oomKilled() (bool, error) {
+	if p, ok := st.CgroupPaths["memory"]; ok {
+		return oomCounter(filepath.Join(p, "memory.oom_control"))
+	}
+	if p, ok := st.CgroupPaths[""]; ok {
+		return oomCounter(filepath.Join(p, "memory.events"))
+	}
+	return false, nil
+}
+
+// deleteStopped does what `runc delete` does for a stopped container (remove its cgroups and
+// its state) without starting another runc process, which is most of its cost. Anything
+// unexpected (a cgroup still busy, no state) falls back to `runc delete --force`.
+func (e *Executor) deleteStopped(id string) error {
+	st, err := e.state(id)
+	if err != nil {
+		return e.delete(id)
+	}
+	for _, p := range st.CgroupPaths {
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return e.delete(id)
+		}
+	}
+	if err := os.RemoveAll(st.dir); err != nil {
+		return fmt.Errorf("remove runc state: %w", err)
+	}
+	return nil
+}
+
 // exists reports whether runc has state for id.
 func (e *Executor) exists(id string) bool {
 	_, err := os.Stat(filepath.Join(e.stateDir, id, "state.json"))
@@ -350,19 +408,19 @@ func (e *Executor) Cleanup(ctx context.Context, prefix string) error {
 	return nil
 }
 
-// oomKilled reads the OOM-kill counter of the (stopped, kept) container's memory cgroup.
-func (e *Executor) oomKilled(cgroupsPath string) (bool, error) {
-	return OOMKills(cgroupsPath)
-}
-
 // OOMKills reports whether the kernel OOM-killed a process in the memory cgroup at
 // cgroupsPath (relative to the cgroup root), on cgroup v2 or the v1 memory hierarchy. A missing
 // cgroup reports false.
 func OOMKills(cgroupsPath string) (bool, error) {
-	file, key := "/sys/fs/cgroup"+cgroupsPath+"/memory.events", "oom_kill"
 	if isV1Memory() {
-		file = "/sys/fs/cgroup/memory" + cgroupsPath + "/memory.oom_control"
+		return oomCounter("/sys/fs/cgroup/memory" + cgroupsPath + "/memory.oom_control")
 	}
+	return oomCounter("/sys/fs/cgroup" + cgroupsPath + "/memory.events")
+}
+
+// oomCounter reads the oom_kill line of a memory.oom_control (v1) or memory.events (v2) file.
+// A missing file reports false.
+func oomCounter(file string) (bool, error) {
 	f, err := os.Open(file)
 	if errors.Is(err, os.ErrNotExist) {
 		return false, nil
@@ -374,7 +432,7 @@ func OOMKills(cgroupsPath string) (bool, error) {
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		k, v, _ := strings.Cut(sc.Text(), " ")
-		if k == key {
+		if k == "oom_kill" {
 			return v != "0", nil
 		}
 	}
