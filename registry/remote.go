@@ -103,6 +103,10 @@ func (r *Remote) remoteErr(what string, err error) error {
 func (r *Remote) Resolve(ctx context.Context, tag string) (digest.Digest, error) {
 	ref := r.repo.Tag(tag)
 	desc, err := remote.Head(ref, r.with(ctx)...)
+	var te *transport.Error
+	if errors.As(err, &te) && te.StatusCode == http.StatusNotFound {
+		return "", r.remoteErr("resolve tag "+tag, err)
+	}
 	if err != nil {
 		// Some registries answer HEAD without Docker-Content-Digest; GET always names it.
 		d, gerr := remote.Get(ref, r.with(ctx)...)
