@@ -239,6 +239,22 @@ func TestPullRefusesMismatchesAndOversize(t *testing.T) {
 			t.Fatalf("Pull = %v", err)
 		}
 	})
+	t.Run("non-canonical-contract", func(t *testing.T) {
+		s, _ := OpenLayout(filepath.Join(t.TempDir(), "l"))
+		md := pushRaw(t, s, good, nil, goodTree)
+		raw, _, _ := s.Manifest(bg, md)
+		m, _ := ParseManifest(raw)
+		contract := []byte(`{ "name" : "evil" }`)
+		m.Config = descriptorOf(MediaTypeContract, contract)
+		must(t, putBytes(bg, s, m.Config.Digest, contract))
+		raw, _ = json.Marshal(m)
+		md, _ = s.PutManifest(bg, raw, MediaTypeManifest)
+		dest := filepath.Join(t.TempDir(), "out")
+		if _, err := Pull(bg, s, string(md), dest, PullOptions{NoVerify: true}); err == nil || !strings.Contains(err.Error(), "canonical") {
+			t.Fatalf("Pull = %v", err)
+		}
+		assertAbsent(t, dest)
+	})
 	t.Run("dest-exists", func(t *testing.T) {
 		s, _ := OpenLayout(filepath.Join(t.TempDir(), "l"))
 		md := pushRaw(t, s, good, nil, goodTree)

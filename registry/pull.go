@@ -2,6 +2,7 @@ package registry
 
 import (
 	"archive/tar"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/klauspost/compress/gzip"
+	"golang.org/x/sys/unix"
 
 	"github.com/foundry-build/foundry/engine/digest"
 	"github.com/foundry-build/foundry/engine/store"
@@ -78,10 +80,12 @@ type Pulled struct {
 	Digest   digest.Digest `json:"digest"` // the capability manifest
 	Tree     digest.Digest `json:"tree"`
 	Contract digest.Digest `json:"contract"`
-	Name     string        `json:"name"`
-	Version  string        `json:"version"`
-	Target   string        `json:"target"`
-	Dest     string        `json:"dest"`
+	// ContractJSON is the contract itself (canonical JSON, hashing to Contract).
+	ContractJSON []byte `json:"-"`
+	Name         string `json:"name"`
+	Version      string `json:"version"`
+	Target       string `json:"target"`
+	Dest         string `json:"dest"`
 	// Verified is false only with NoVerify.
 	Verified bool `json:"verified"`
 	// VerifiedSubject is the digest the accepted attestations name: the manifest digest or
@@ -175,9 +179,16 @@ func Pull(ctx context.Context, s Store, ref, dest string, opt PullOptions) (*Pul
 			return out, fmt.Errorf("pull %s: %w", ref, err)
 		}
 	}
-	if _, err := fetchBlobBytes(ctx, s, m.Config, maxContractBytes); err != nil {
+	contract, err := fetchBlobBytes(ctx, s, m.Config, maxContractBytes)
+	if err != nil {
 		return nil, fmt.Errorf("pull %s: contract: %w", ref, err)
 	}
+	// The contract's identity is the digest of its canonical form; anything else was not
+	// published by Foundry.
+	if canon, err := digest.Canonicalize(contract); err != nil || !bytes.Equal(canon, contract) {
+		return nil, fmt.Errorf("pull %s: contract %s is not canonical JSON (RFC 8785)", ref, m.Config.Digest)
+	}
+	out.ContractJSON = contract
 	for _, l := range m.Layers {
 		if l.Size > lim.MaxLayerBytes {
 			return nil, fmt.Errorf("pull %s: layer %s of %d bytes: %w (limit %d)", ref, l.Digest, l.Size, ErrTooLarge, lim.MaxLayerBytes)
@@ -221,8 +232,10 @@ func Pull(ctx context.Context, s Store, ref, dest string, opt PullOptions) (*Pul
 	if err := os.Chmod(tmp, 0o755); err != nil {
 		return nil, fmt.Errorf("pull %s: %w", ref, err)
 	}
-	if err := os.Rename(tmp, dest); err != nil {
-		return nil, fmt.Errorf("pull %s: %w", ref, err)
+	// RENAME_NOREPLACE: a dest created since the check above is never replaced (a plain
+	// rename would replace an empty directory).
+	if err := unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, dest, unix.RENAME_NOREPLACE); err != nil {
+		return nil, fmt.Errorf("pull %s: %s: %w", ref, dest, err)
 	}
 	done = true
 	return out, nil
