@@ -235,6 +235,14 @@ func (s *suite) identity(t *testing.T) {
 	if r.ExitCode != 0 || st.stdout.String() != want {
 		t.Errorf("identity: exit %d\n got %q\nwant %q\nstderr %q", r.ExitCode, st.stdout.String(), want, st.stderr.String())
 	}
+	// A private cgroup namespace: the step's own cgroup is its root.
+	st = s.newStep(t, sh("cat /proc/self/cgroup")...)
+	s.run(t, st)
+	for _, line := range strings.Split(strings.TrimSpace(st.stdout.String()), "\n") {
+		if !strings.HasSuffix(line, ":/") {
+			t.Errorf("/proc/self/cgroup shows the host's tree: %q", line)
+		}
+	}
 	st = s.newStep(t, sh("id -u")...)
 	st.a.User = "1234:5678"
 	s.run(t, st)

@@ -115,6 +115,8 @@ func Spec(a *executors.Action, o SpecOptions) (*specs.Spec, error) {
 		{Type: specs.IPCNamespace},
 		{Type: specs.UTSNamespace},
 		{Type: specs.MountNamespace},
+		// The step sees its own cgroup as the root of /sys/fs/cgroup, not the host's tree.
+		{Type: specs.CgroupNamespace},
 	}
 	if a.Network != executors.NetworkHost {
 		// An empty network namespace: runc configures loopback and nothing else.
