@@ -77,26 +77,8 @@ func Publish(ctx context.Context, dst Store, src *store.Store, c Capability) (di
 	if err != nil {
 		return "", fmt.Errorf("publish %s: %w", c.Name, err)
 	}
-	// Two passes over the tree instead of a temporary copy of the layer: the first hashes
-	// the tar, the second streams the same bytes to the store. The tar is a pure function
-	// of the tree, and the registry (or the layout) checks the second pass against the
-	// digest of the first. File bytes are not re-hashed against the tree here (content
-	// store blobs are immutable and were verified when stored); every pull recomputes the
-	// tree digest from the layer and refuses a mismatch, so corruption cannot go unseen.
-	h := sha256.New()
-	n, err := writeTreeTar(ctx, h, src, tree)
+	layer, err := putLayer(ctx, dst, src, tree)
 	if err != nil {
-		return "", fmt.Errorf("publish %s: layer: %w", c.Name, err)
-	}
-	layer := Descriptor{MediaType: MediaTypeLayerTar, Digest: digest.Digest("sha256:" + hex.EncodeToString(h.Sum(nil))), Size: n}
-	if err := dst.PutBlob(ctx, layer.Digest, layer.Size, func() (io.ReadCloser, error) {
-		pr, pw := io.Pipe()
-		go func() {
-			_, err := writeTreeTar(ctx, pw, src, tree)
-			pw.CloseWithError(err)
-		}()
-		return pr, nil
-	}); err != nil {
 		return "", fmt.Errorf("publish %s: layer: %w", c.Name, err)
 	}
 	cfg := descriptorOf(MediaTypeContract, config)
@@ -128,6 +110,46 @@ func Publish(ctx context.Context, dst Store, src *store.Store, c Capability) (di
 		}
 	}
 	return md, nil
+}
+
+// putLayer stores the tree's tar as a blob. Where the store can take a blob whose digest
+// is computed as it is written, the tar is generated once and streamed (a republish then
+// uploads the bytes again; the digest is the same). Otherwise, or if streaming fails, it
+// makes two passes instead of a temporary copy: one to hash the tar, one to stream it,
+// which the store checks against the first pass's digest (the tar is a pure function of the
+// tree, so a layer already there is not uploaded again).
+//
+// File bytes are not re-hashed against the tree here: content-store blobs are immutable
+// and were verified when stored, and every pull recomputes the tree digest from the layer
+// and refuses a mismatch, so corruption cannot go unseen.
+func putLayer(ctx context.Context, dst Store, src *store.Store, tree *digest.Manifest) (Descriptor, error) {
+	stream := func() io.ReadCloser {
+		pr, pw := io.Pipe()
+		go func() {
+			_, err := writeTreeTar(ctx, pw, src, tree)
+			pw.CloseWithError(err)
+		}()
+		return pr
+	}
+	if bs, ok := dst.(blobStreamer); ok {
+		rc := stream()
+		d, n, err := bs.putBlobStream(ctx, rc)
+		rc.Close() // stops the writer if the upload gave up early
+		if err == nil {
+			return Descriptor{MediaType: MediaTypeLayerTar, Digest: d, Size: n}, nil
+		}
+		if ctx.Err() != nil {
+			return Descriptor{}, err
+		}
+	}
+	h := sha256.New()
+	n, err := writeTreeTar(ctx, h, src, tree)
+	if err != nil {
+		return Descriptor{}, err
+	}
+	layer := Descriptor{MediaType: MediaTypeLayerTar, Digest: digest.Digest("sha256:" + hex.EncodeToString(h.Sum(nil))), Size: n}
+	err = dst.PutBlob(ctx, layer.Digest, layer.Size, func() (io.ReadCloser, error) { return stream(), nil })
+	return layer, err
 }
 
 func putBytes(ctx context.Context, s Store, d digest.Digest, b []byte) error {

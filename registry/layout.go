@@ -446,6 +446,39 @@ func writeFileAtomic(p string, b []byte) error {
 	return err
 }
 
+// putBlobStream stores what r yields as a blob in one pass, named by the digest computed
+// as it is written (Publish's single-pass layer upload).
+func (l *Layout) putBlobStream(_ context.Context, r io.Reader) (digest.Digest, int64, error) {
+	f, err := os.CreateTemp(filepath.Join(l.dir, "blobs", "sha256"), ".tmp-")
+	if err != nil {
+		return "", 0, fmt.Errorf("%s: put blob: %w", l, err)
+	}
+	h := sha256.New()
+	n, err := io.Copy(io.MultiWriter(f, h), r)
+	d := digest.Digest("sha256:" + hex.EncodeToString(h.Sum(nil)))
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil && l.hasBlob(d, n) {
+		os.Remove(f.Name())
+		return d, n, nil
+	}
+	if err == nil {
+		err = os.Chmod(f.Name(), 0o644)
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), l.blobPath(d))
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return "", 0, fmt.Errorf("%s: put blob: %w", l, err)
+	}
+	return d, n, nil
+}
+
 // putStream stores a blob of unknown size from r (a server upload), checking the digest.
 func (l *Layout) putStream(d digest.Digest, r io.Reader) error {
 	dir := filepath.Dir(l.blobPath(d))

@@ -2,11 +2,14 @@ package registry
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"sync"
 	"time"
 
@@ -31,9 +34,8 @@ type Remote struct {
 	addr string
 	opts []remote.Option
 
-	blobOnce   sync.Once
-	blobClient *http.Client // authenticated for pulls from repo; see Blob
-	blobErr    error
+	mu      sync.Mutex
+	clients map[string]*http.Client // authenticated clients by scope action; see client
 }
 
 // OpenRemote opens the repository at addr ("host[:port]/repo"). It does not contact the
@@ -175,30 +177,16 @@ func (r *Remote) Blob(ctx context.Context, d digest.Digest) (io.ReadCloser, erro
 	if err := d.Validate(); err != nil {
 		return nil, err
 	}
-	r.blobOnce.Do(func() {
-		auth, err := authn.DefaultKeychain.Resolve(r.repo)
-		if err != nil {
-			r.blobErr = err
-			return
-		}
-		t, err := transport.NewWithContext(context.WithoutCancel(ctx), r.repo.Registry, auth,
-			transport.NewUserAgent(loopbackOnlyHTTP{remote.DefaultTransport}, "foundry"),
-			[]string{r.repo.Scope(transport.PullScope)})
-		if err != nil {
-			r.blobErr = err
-			return
-		}
-		r.blobClient = &http.Client{Transport: t}
-	})
-	if r.blobErr != nil {
-		return nil, r.remoteErr("blob "+string(d), r.blobErr)
+	c, err := r.client(ctx, transport.PullScope)
+	if err != nil {
+		return nil, r.remoteErr("blob "+string(d), err)
 	}
 	u := fmt.Sprintf("%s://%s/v2/%s/blobs/%s", r.repo.Registry.Scheme(), r.repo.RegistryStr(), r.repo.RepositoryStr(), d)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := r.blobClient.Do(req)
+	resp, err := c.Do(req)
 	if err != nil {
 		return nil, r.remoteErr("blob "+string(d), err)
 	}
@@ -207,6 +195,102 @@ func (r *Remote) Blob(ctx context.Context, d digest.Digest) (io.ReadCloser, erro
 		return nil, r.remoteErr("blob "+string(d), err)
 	}
 	return resp.Body, nil
+}
+
+// client returns an HTTP client authenticated for action ("pull" or "push") on the
+// repository, made once (the token handshake is a round trip or two).
+func (r *Remote) client(ctx context.Context, action string) (*http.Client, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if c := r.clients[action]; c != nil {
+		return c, nil
+	}
+	auth, err := authn.DefaultKeychain.Resolve(r.repo)
+	if err != nil {
+		return nil, err
+	}
+	scopes := []string{r.repo.Scope(action)}
+	if action == transport.PushScope {
+		scopes = []string{r.repo.Scope(transport.PushScope)} // push scope is "pull,push"
+	}
+	t, err := transport.NewWithContext(context.WithoutCancel(ctx), r.repo.Registry, auth,
+		transport.NewUserAgent(loopbackOnlyHTTP{remote.DefaultTransport}, "foundry"), scopes)
+	if err != nil {
+		return nil, err
+	}
+	if r.clients == nil {
+		r.clients = map[string]*http.Client{}
+	}
+	r.clients[action] = &http.Client{Transport: t}
+	return r.clients[action], nil
+}
+
+// putBlobStream uploads body as one blob in a single pass, hashing it on the way: POST
+// opens an upload, one PATCH sends the bytes, PUT commits them under the digest computed at
+// the end (the registry checks it). It is how Publish avoids reading a layer twice. An
+// upload location on another host is refused (Publish then falls back to PutBlob).
+func (r *Remote) putBlobStream(ctx context.Context, body io.Reader) (digest.Digest, int64, error) {
+	c, err := r.client(ctx, transport.PushScope)
+	if err != nil {
+		return "", 0, r.remoteErr("upload", err)
+	}
+	do := func(method, u string, body io.Reader, want ...int) (*http.Response, error) {
+		req, err := http.NewRequestWithContext(ctx, method, u, body)
+		if err != nil {
+			return nil, err
+		}
+		if body != nil {
+			req.Header.Set("Content-Type", "application/octet-stream")
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			return nil, err
+		}
+		if err := transport.CheckError(resp, want...); err != nil {
+			resp.Body.Close()
+			return nil, err
+		}
+		resp.Body.Close()
+		return resp, nil
+	}
+	next := func(resp *http.Response) (string, error) {
+		loc, err := url.Parse(resp.Header.Get("Location"))
+		if err != nil || resp.Header.Get("Location") == "" {
+			return "", fmt.Errorf("upload: bad or missing Location header %q", resp.Header.Get("Location"))
+		}
+		u := resp.Request.URL.ResolveReference(loc)
+		if u.Host != resp.Request.URL.Host || u.Scheme != resp.Request.URL.Scheme {
+			return "", fmt.Errorf("upload: Location %s is on another host", u.Redacted())
+		}
+		return u.String(), nil
+	}
+	start := fmt.Sprintf("%s://%s/v2/%s/blobs/uploads/", r.repo.Registry.Scheme(), r.repo.RegistryStr(), r.repo.RepositoryStr())
+	resp, err := do(http.MethodPost, start, nil, http.StatusAccepted)
+	if err != nil {
+		return "", 0, r.remoteErr("upload", err)
+	}
+	loc, err := next(resp)
+	if err != nil {
+		return "", 0, r.remoteErr("upload", err)
+	}
+	h := sha256.New()
+	cw := &countWriter{w: h}
+	resp, err = do(http.MethodPatch, loc, io.TeeReader(body, cw), http.StatusAccepted, http.StatusNoContent, http.StatusCreated)
+	if err != nil {
+		return "", 0, r.remoteErr("upload", err)
+	}
+	if loc, err = next(resp); err != nil {
+		return "", 0, r.remoteErr("upload", err)
+	}
+	d := digest.Digest("sha256:" + hex.EncodeToString(h.Sum(nil)))
+	u, _ := url.Parse(loc)
+	q := u.Query()
+	q.Set("digest", string(d))
+	u.RawQuery = q.Encode()
+	if _, err := do(http.MethodPut, u.String(), nil, http.StatusCreated); err != nil {
+		return "", 0, r.remoteErr("upload commit "+string(d), err)
+	}
+	return d, cw.n, nil
 }
 
 // uploadLayer adapts an opener to go-containerregistry's v1.Layer for upload. The bytes are

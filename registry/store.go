@@ -56,6 +56,12 @@ type subjectLocker interface {
 	lockSubject(ctx context.Context, d digest.Digest) (unlock func(), err error)
 }
 
+// blobStreamer is implemented by stores that can take a blob whose digest is computed
+// while it is written (Publish uses it to read a layer once instead of twice).
+type blobStreamer interface {
+	putBlobStream(ctx context.Context, r io.Reader) (digest.Digest, int64, error)
+}
+
 // tagPutter is implemented by stores that can store a manifest and tag it in one step.
 type tagPutter interface {
 	putTagged(ctx context.Context, raw []byte, mediaType, tag string) (digest.Digest, error)

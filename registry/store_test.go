@@ -32,6 +32,26 @@ func TestStoreConformance(t *testing.T) {
 			t.Fatalf("Blob = %q, want %q", got, blob)
 		}
 
+		// Single-pass upload, where the store has it (both backends do).
+		bs, ok := s.(blobStreamer)
+		if !ok {
+			t.Fatalf("%T cannot stream blobs", s)
+		}
+		streamed := []byte(strings.Repeat("streamed ", 10000))
+		sd, sn, err := bs.putBlobStream(bg, strings.NewReader(string(streamed)))
+		if err != nil || sd != digest.FromBytes(streamed) || sn != int64(len(streamed)) {
+			t.Fatalf("putBlobStream = %s, %d, %v", sd, sn, err)
+		}
+		rc, err = s.Blob(bg, sd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ = io.ReadAll(rc)
+		rc.Close()
+		if string(got) != string(streamed) {
+			t.Fatal("streamed blob reads back differently")
+		}
+
 		// Content that does not match its digest never becomes the blob.
 		wrong := digest.FromBytes([]byte("other"))
 		if err := putBytes(bg, s, wrong, blob); err == nil {
