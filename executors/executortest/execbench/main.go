@@ -41,12 +41,15 @@ func main() {
 	sleep := flag.Duration("sleep", 200*time.Millisecond, "duration of each sleep-bound step")
 	addr := flag.String("containerd-address", envOr("FOUNDRY_CONTAINERD_ADDRESS", containerd.DefaultAddress), "containerd socket")
 	which := flag.String("executors", "runc,containerd", "executors to measure")
+	flag.BoolVar(&noSharedShim, "no-shared-shim", false, "containerd: one shim per task (to compare)")
 	flag.Parse()
 	if err := run(*n, *rounds, *steps, *par, *sleep, *addr, strings.Split(*which, ",")); err != nil {
 		fmt.Fprintln(os.Stderr, "execbench:", err)
 		os.Exit(1)
 	}
 }
+
+var noSharedShim bool
 
 func envOr(k, def string) string {
 	if v := os.Getenv(k); v != "" {
@@ -104,7 +107,7 @@ func run(n, rounds, steps, par int, sleep time.Duration, addr string, which []st
 			if !containerd.Available(ctx, addr) {
 				return fmt.Errorf("containerd at %s does not answer (scripts/containerd.sh start)", addr)
 			}
-			e, err := containerd.New(ctx, containerd.Options{Address: addr})
+			e, err := containerd.New(ctx, containerd.Options{Address: addr, NoSharedShim: noSharedShim})
 			if err != nil {
 				return err
 			}
