@@ -22,8 +22,10 @@ import (
 // `foundry registry serve`. It is go-containerregistry's registry implementation
 // (pkg/registry, with the referrers API) made persistent:
 //
-//   - blobs are read from and written to the layout's blobs/ directory (a blob handler that
-//     checks the digest before an atomic rename), so they survive a restart;
+//   - blobs are read from the layout's blobs/ directory, and uploads stream into it (a file
+//     per upload with a running SHA-256, renamed into place once the digest checks out;
+//     go-containerregistry's own uploads would buffer each layer in memory), so they
+//     survive a restart and a large layer costs no memory;
 //   - manifests live in that implementation's memory, so Handler loads every manifest of
 //     the layout at start (tags included) and writes every manifest a client pushes back
 //     into the layout (blob and index.json entry, tag if pushed by tag) before answering;
@@ -42,7 +44,7 @@ func Handler(l *Layout, repo string, logger *log.Logger) (http.Handler, error) {
 	}
 	inner := ggcrregistry.New(ggcrregistry.WithReferrersSupport(true),
 		ggcrregistry.WithBlobHandler(layoutBlobs{l}), ggcrregistry.Logger(logger))
-	h := &serveHandler{l: l, repo: repo, inner: inner, log: logger}
+	h := &serveHandler{l: l, repo: repo, inner: inner, log: logger, uploads: newUploads(l)}
 	if err := h.load(); err != nil {
 		return nil, err
 	}
@@ -50,10 +52,11 @@ func Handler(l *Layout, repo string, logger *log.Logger) (http.Handler, error) {
 }
 
 type serveHandler struct {
-	l     *Layout
-	repo  string
-	inner http.Handler
-	log   *log.Logger
+	l       *Layout
+	repo    string
+	inner   http.Handler
+	log     *log.Logger
+	uploads *uploads
 }
 
 // load replays the layout's manifests into the in-memory manifest table: image manifests
@@ -145,6 +148,10 @@ func (h *serveHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if kind == "manifests" && r.Method == http.MethodPut {
 		h.putManifest(w, r, target)
+		return
+	}
+	if kind == "blobs" && (target == "uploads" || strings.HasPrefix(target, "uploads/")) {
+		h.uploads.serve(w, r, repo, strings.Trim(strings.TrimPrefix(target, "uploads"), "/"))
 		return
 	}
 	h.inner.ServeHTTP(w, r)
