@@ -6,7 +6,8 @@
 // and the tree, and extracts the files), and what attaching the attestation adds.
 //
 // Run: go run ./bench/registry [-mib 100] [-runs 3]. It needs crane (scripts/crane.sh) and
-// uses Debian's docker-registry when installed, else Foundry's own served layout.
+// uses Debian's docker-registry when installed, else Foundry's own served layout
+// (-registry serve forces the latter).
 package main
 
 import (
@@ -24,6 +25,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/foundry-build/foundry/engine/digest"
@@ -35,6 +37,7 @@ import (
 func main() {
 	mib := flag.Int("mib", 100, "capability size in MiB")
 	runs := flag.Int("runs", 5, "measured runs (the median is reported)")
+	server := flag.String("registry", "auto", "registry to measure against: docker-registry, serve (foundry registry serve), or auto (docker-registry if installed)")
 	flag.Parse()
 	log.SetFlags(0)
 	log.SetPrefix("bench/registry: ")
@@ -45,7 +48,7 @@ func main() {
 	check(err)
 	defer os.RemoveAll(work)
 
-	host, kind, stop := startRegistry(work)
+	host, kind, stop := startRegistry(work, *server)
 	defer stop()
 
 	// The capability: files of random bytes (incompressible, like binaries) in a content store.
@@ -150,10 +153,14 @@ func fmtRatios(rs []float64) string {
 
 // startRegistry starts Debian's docker-registry on a free loopback port, or Foundry's
 // served layout when it is not installed, and returns host:port and a stop function.
-func startRegistry(work string) (string, string, func()) {
+func startRegistry(work, which string) (string, string, func()) {
 	port := freePort()
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	if bin, err := exec.LookPath("docker-registry"); err == nil {
+	bin, err := exec.LookPath("docker-registry")
+	if which == "docker-registry" && err != nil {
+		log.Fatalf("docker-registry not found: apt-get install docker-registry")
+	}
+	if which != "serve" && err == nil {
 		cfg := filepath.Join(work, "registry.yml")
 		check(os.WriteFile(cfg, []byte(fmt.Sprintf("version: 0.1\nlog:\n  level: error\n  accesslog:\n    disabled: true\nstorage:\n  filesystem:\n    rootdirectory: %s\nhttp:\n  addr: %s\n",
 			filepath.Join(work, "registry-data"), addr)), 0o644))
@@ -162,13 +169,33 @@ func startRegistry(work string) (string, string, func()) {
 		waitHTTP(addr)
 		return addr, "Debian docker-registry", func() { cmd.Process.Kill(); cmd.Wait() }
 	}
-	l, err := registry.OpenLayout(filepath.Join(work, "served"))
-	check(err)
-	h, err := registry.Handler(l, "bench", nil)
-	check(err)
+	// foundry registry serve serves one repository per layout; the bench wants a fresh
+	// repository per run, so it routes each repository name to its own served layout.
+	var mu sync.Mutex
+	handlers := map[string]http.Handler{}
+	mux := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rest := strings.TrimPrefix(r.URL.Path, "/v2/")
+		parts := strings.SplitN(rest, "/", 3)
+		if len(parts) < 3 {
+			w.WriteHeader(http.StatusOK) // the /v2/ ping
+			return
+		}
+		name := parts[0] + "/" + parts[1]
+		mu.Lock()
+		h := handlers[name]
+		if h == nil {
+			l, err := registry.OpenLayout(filepath.Join(work, "served", strings.ReplaceAll(name, "/", "_")))
+			check(err)
+			h, err = registry.Handler(l, name, nil)
+			check(err)
+			handlers[name] = h
+		}
+		mu.Unlock()
+		h.ServeHTTP(w, r)
+	})
 	ln, err := net.Listen("tcp", addr)
 	check(err)
-	srv := &http.Server{Handler: h}
+	srv := &http.Server{Handler: mux}
 	go srv.Serve(ln)
 	return addr, "foundry registry serve", func() { srv.Close() }
 }
