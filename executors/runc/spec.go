@@ -30,6 +30,8 @@ const (
 	// DefaultPath is added to the environment when it has no PATH, as Docker and containerd
 	// do; without it the runtime cannot resolve argv[0].
 	DefaultPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	// ociVersion is the spec's ociVersion.
+	ociVersion = "1.0.2"
 	// cpuPeriod is the CFS period a CPU quota is expressed in.
 	cpuPeriod = 100000
 )
@@ -124,7 +126,9 @@ func Spec(a *executors.Action, o SpecOptions) (*specs.Spec, error) {
 	}
 
 	s := &specs.Spec{
-		Version:  specs.Version,
+		// Every field used here is in runtime-spec 1.0.2; crun 1.8 (Debian 12) refuses a
+		// newer version string, runc accepts any 1.x.
+		Version:  ociVersion,
 		Hostname: "foundry",
 		Root:     &specs.Root{Path: rootPath, Readonly: true},
 		Process: &specs.Process{
