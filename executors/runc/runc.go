@@ -31,7 +31,8 @@ import (
 
 // Options configure the runc executor. Zero values pick the defaults.
 type Options struct {
-	// Runtime is the OCI runtime binary ("runc"; crun accepts the same bundle).
+	// Runtime is the runc binary (default "runc" on PATH). Other OCI runtimes are not
+	// supported: the executor reads runc's state.json (cgroup paths) after a run.
 	Runtime string
 	// Root holds runc's state (runc --root) and the per-run bundles.
 	// Default /run/foundry-runc.
