@@ -132,3 +132,11 @@ func (w *Workspace) Plan(ctx context.Context, g *Graph, reg registry.Store, keys
 	}
 	return MakePlan(g, opt)
 }
+
+// SQLForTest runs a raw statement against the state database; tests use it to play an
+// attacker who can write the database file.
+func (w *Workspace) SQLForTest(t interface{ Fatal(...any) }, query string, args ...any) {
+	if _, err := w.State.SQL().Exec(query, args...); err != nil {
+		t.Fatal(err)
+	}
+}

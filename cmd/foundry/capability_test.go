@@ -1,0 +1,206 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/foundry-build/foundry/engine"
+	"github.com/foundry-build/foundry/engine/digest"
+	"github.com/foundry-build/foundry/registry"
+)
+
+// copyExample copies an example project without its state directory.
+func copyExample(t *testing.T, name string) string {
+	t.Helper()
+	src := filepath.Join("..", "..", "examples", name)
+	dst := t.TempDir()
+	err := filepath.Walk(src, func(p string, info os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		if rel == engine.StateDir || strings.HasPrefix(rel, engine.StateDir+string(filepath.Separator)) {
+			return filepath.SkipDir
+		}
+		target := filepath.Join(dst, rel)
+		if info.IsDir() {
+			return os.MkdirAll(target, 0o755)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(target, b, info.Mode().Perm())
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+// The int-sort example end to end: the cheap recipe is built, fails its sealed suite and is
+// rejected with its counterexample; the correct one is admitted and published; the next
+// plan pins it from the registry; a candidate never meets the sealed suite twice; and
+// nothing without a verified admission is ever pinned.
+func TestIntSortCapabilityAdmission(t *testing.T) {
+	needSandbox(t)
+	if _, err := os.Stat("/usr/local/go/bin/go"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("needs the Go toolchain at /usr/local/go for the example's seed")
+		}
+		t.Skip("needs /usr/local/go")
+	}
+	dir := copyExample(t, "int-sort")
+
+	code, out, errs := foundry(t, dir, "plan")
+	if code != 0 || !strings.Contains(out, "+ capability.int-sort") || !strings.Contains(out, "+ recipe.int-sort-set") || !strings.Contains(out, "? recipe.int-sort-go") {
+		t.Fatalf("first plan: exit %d\n%s%s", code, out, errs)
+	}
+
+	r := apply(t, dir, nil, "-progress", "plain")
+	if r.code != 0 {
+		t.Fatalf("apply: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	for _, want := range []string{
+		"recipe.int-sort-set: failed the sealed suite",
+		"counterexample sealed/all-equal.json",
+		"input:    [7,7,7]",
+		"got:      [7]",
+		"ADM capability.int-sort: recipe.int-sort-go admitted",
+	} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("apply output lacks %q:\n%s", want, r.stderr)
+		}
+	}
+
+	// The admitted version is pinned: nothing to build.
+	code, out, _ = foundry(t, dir, "plan", "-json")
+	p := decodePlan(t, out)
+	if code != 0 || p.Capabilities[0].Status != engine.StatusRegistry || p.Summary.Run != 0 {
+		t.Fatalf("second plan: %+v %+v", p.Capabilities[0], p.Summary)
+	}
+	code, out, _ = foundry(t, dir, "capabilities")
+	if code != 0 || !strings.Contains(out, "evidence verified") {
+		t.Errorf("capabilities:\n%s", out)
+	}
+
+	// The disclosed counterexample left the sealed set.
+	ws, err := engine.OpenWorkspace(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	retired, err := ws.State.RetiredCases(context.Background(), "int-sort")
+	ws.Close()
+	if err != nil || len(retired) != 1 {
+		t.Fatalf("retired cases: %v %v", retired, err)
+	}
+	for _, name := range retired {
+		if name != "sealed/all-equal.json" {
+			t.Errorf("retired %s, want the counterexample shown", name)
+		}
+	}
+
+	// Without the registry copy, apply resolves again: both candidates are rebuilt from
+	// the cache and neither meets the sealed suite a second time.
+	if err := os.RemoveAll(filepath.Join(dir, ".foundry", "registry")); err != nil {
+		t.Fatal(err)
+	}
+	r = apply(t, dir, nil, "-progress", "plain")
+	if r.code != 0 || len(r.executed) != 0 {
+		t.Fatalf("re-apply: exit %d, executed %v\n%s", r.code, r.executed, r.stderr)
+	}
+	if strings.Contains(r.stderr, "eval capability.int-sort: sealed suite") {
+		t.Errorf("a sealed suite ran again for a candidate that had met it:\n%s", r.stderr)
+	}
+	if !strings.Contains(r.stderr, "(recorded sealed evaluation)") || !strings.Contains(r.stderr, "recipe.int-sort-go admitted") {
+		t.Errorf("re-apply must reuse the recorded sealed outcomes:\n%s", r.stderr)
+	}
+}
+
+// A capability artifact published under the contract's tag without a verified admission
+// (no signed verification summary) is never pinned.
+func TestUnadmittedArtifactIsNotPinned(t *testing.T) {
+	dir := t.TempDir()
+	tool := filepath.Join(dir, "tool")
+	os.WriteFile(tool, []byte("#!/bin/sh\n"), 0o755)
+	src := `
+capability "c" {
+  interface "cli" { entrypoint = ["/bin/c"] }
+  suite "sealed" { cases = "sealed/*.json" }
+}
+seed "b" {
+  layer { files = { "/bin/sh" = host_file("` + tool + `") } }
+}
+recipe "r" {
+  provides = capability.c
+  step "build" {
+    image   = seed.b
+    run     = ["sh"]
+    outputs = ["/out/c"]
+  }
+  package { files = { "/bin/c" = step.build.output["/out/c"] } }
+}
+`
+	os.MkdirAll(filepath.Join(dir, "sealed"), 0o755)
+	os.WriteFile(filepath.Join(dir, "sealed", "1.json"), []byte(`{"input": 1, "output": 1}`), 0o644)
+	os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(src), 0o644)
+	code, out, errs := runCLI(t, "plan", "-json", dir)
+	if code != 0 {
+		t.Fatal(errs)
+	}
+	p := decodePlan(t, out)
+	contract := p.Capabilities[0].ContractDigest
+
+	// Forge: publish files under the contract tag, with no attestations at all, and mark
+	// the candidate as passed in the state database.
+	ws, err := engine.OpenWorkspace(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := filepath.Join(t.TempDir(), "files", "bin")
+	os.MkdirAll(files, 0o755)
+	os.WriteFile(filepath.Join(files, "c"), []byte("fake"), 0o755)
+	tree, _, err := ws.Store.PutDir(filepath.Dir(files))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := registry.Open("oci-layout:" + filepath.Join(dir, ".foundry", "registry"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := registry.Publish(context.Background(), reg, ws.Store, registry.Capability{
+		Contract: []byte(`{}`), Tree: tree, Name: "c", Version: "forged", Target: "linux/amd64", Tag: engine.ContractTag(contract),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ws.SQLForTest(t, `INSERT INTO evaluations (contract_digest, candidate_digest, suite, passed, record, evaluated) VALUES (?, ?, 'sealed', 1, '{}', 0)`,
+		string(contract), string(tree))
+	ws.Close()
+	_ = digest.Digest("")
+
+	code, out, _ = runCLI(t, "plan", "-json", dir)
+	p = decodePlan(t, out)
+	if code != 0 || p.Capabilities[0].Status == engine.StatusRegistry {
+		t.Fatalf("a forged, unattested artifact was pinned: %+v", p.Capabilities[0])
+	}
+	code, out, _ = runCLI(t, "capabilities", dir)
+	if !strings.Contains(out, "NOT ADMITTED") {
+		t.Errorf("capabilities must flag the forged artifact:\n%s", out)
+	}
+}
+
+func decodePlan(t *testing.T, out string) *engine.Plan {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "plan.json")
+	if err := os.WriteFile(f, []byte(out), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p, err := engine.LoadPlan(f)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	return p
+}
