@@ -44,6 +44,8 @@ example: deps build
 	cd examples/hello && ../../$(BIN) validate && ../../$(BIN) plan && \
 	  ../../$(BIN) apply -auto-approve -progress plain && \
 	  ../../$(BIN) output step.report /out/report.txt
+	cd examples/int-sort && ../../$(BIN) apply -auto-approve -progress plain && \
+	  ../../$(BIN) plan && ../../$(BIN) capabilities
 
 clean:
 	rm -rf bin
