@@ -15,9 +15,11 @@
 //     referrers tag schema where it does not), plus cosign's "sha256-<hex>.att" image so
 //     that cosign verify-attestation finds the same envelopes. Referrers lists them back.
 //   - Pull resolves a tag to a digest once, fetches by digest, verifies attestations and the
-//     subject binding before it writes anything, and extracts through engine/store's
-//     materializer, which never writes outside the destination.
-//   - Handler serves a layout store over the distribution API (foundry registry serve).
+//     subject binding before it writes anything, then extracts entry by entry, each checked
+//     first, through an os.Root into a temporary sibling of the destination that is renamed
+//     into place only when the files hash to the declared tree.
+//   - Handler serves a layout store over the distribution API (foundry registry serve):
+//     go-containerregistry's registry with the referrers API, made persistent.
 //   - RemoteSource lets provenance.Verify find attestations in a Store.
 //
 // Everything that comes back from a Store is untrusted: manifests are checked against the
