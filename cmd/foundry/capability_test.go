@@ -86,6 +86,11 @@ func TestIntSortCapabilityAdmission(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "evidence verified") {
 		t.Errorf("capabilities:\n%s", out)
 	}
+	// An auditor verifies the registry copy: summary → sealed test result → provenance.
+	code, out, errs = foundry(t, dir, "verify", "-key", filepath.Join(dir, ".foundry", "keys", "signing.pub"), p.Capabilities[0].Pinned.Ref)
+	if code != 0 || !strings.Contains(out, "PASS sealed-evaluation") || !strings.Contains(out, "PASS provenance") {
+		t.Errorf("verify of the admitted artifact: exit %d\n%s%s", code, out, errs)
+	}
 
 	// The disclosed counterexample left the sealed set.
 	ws, err := engine.OpenWorkspace(dir)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/foundry-build/foundry/engine/digest"
 	"github.com/foundry-build/foundry/provenance"
+	"github.com/foundry-build/foundry/registry"
 )
 
 func init() {
@@ -106,8 +107,14 @@ check failed and why) or a key, policy or artifact could not be read, 2 usage er
 				if len(args) == 0 {
 					return usage("no ARTIFACT to verify")
 				}
-				if *dir == "" && len(envelopes) == 0 {
-					return usage("no attestations: give -attestations DIR or -attestation FILE")
+				ociRefs := 0
+				for _, a := range args {
+					if isOCIRef(a) {
+						ociRefs++
+					}
+				}
+				if *dir == "" && len(envelopes) == 0 && ociRefs < len(args) {
+					return usage("no attestations: give -attestations DIR or -attestation FILE (OCI references bring their attached ones)")
 				}
 				verifiers, err := provenance.LoadVerifiers(keys...)
 				if err != nil {
@@ -168,11 +175,30 @@ check failed and why) or a key, policy or artifact could not be read, 2 usage er
 
 				subjects := make([]provenance.Subject, 0, len(args))
 				for _, a := range args {
+					if isOCIRef(a) {
+						// A capability in a registry: its attached attestations are candidates,
+						// and the subject is its files' tree, which the verification summary,
+						// the test results and the admission name.
+						tree, atts, err := ociAttestations(context.Background(), a)
+						if err != nil {
+							return failed("%v", err)
+						}
+						opts.Attestations = append(opts.Attestations, atts...)
+						subjects = append(subjects, provenance.Subject{Name: a, Digest: string(tree)})
+						if len(types) == 0 && *policyPath == "" {
+							pol.PredicateTypes = appendNew(pol.PredicateTypes, provenance.PredicateVSA)
+							opts.Policy = pol
+						}
+						continue
+					}
 					d, err := artifactDigest(a)
 					if err != nil {
 						return failed("%v", err)
 					}
 					subjects = append(subjects, provenance.Subject{Name: a, Digest: d})
+				}
+				if opts.Source == nil && len(opts.Attestations) > 0 {
+					opts.Source = attestationList(opts.Attestations)
 				}
 				rep, err := provenance.Verify(context.Background(), opts, subjects...)
 				if err != nil {
@@ -250,4 +276,51 @@ func appendNew(list []string, add ...string) []string {
 		}
 	}
 	return list
+}
+
+// isOCIRef reports whether an argument names a registry artifact (REPO@sha256:HEX,
+// REPO:TAG or oci-layout:PATH@…) rather than a file, directory or bare digest.
+func isOCIRef(a string) bool {
+	if _, err := os.Lstat(a); err == nil {
+		return false
+	}
+	if strings.HasPrefix(a, "sha256:") {
+		return false
+	}
+	_, _, err := registry.SplitReference(a)
+	return err == nil
+}
+
+// ociAttestations resolves a capability reference (a tag exactly once) and returns its
+// files' tree digest and every attestation attached to it, unverified.
+func ociAttestations(ctx context.Context, ref string) (digest.Digest, []provenance.Attestation, error) {
+	s, m, err := registry.OpenReference(ctx, ref)
+	if err != nil {
+		return "", nil, err
+	}
+	raw, _, err := s.Manifest(ctx, m)
+	if err != nil {
+		return "", nil, err
+	}
+	man, err := registry.ParseCapability(raw)
+	if err != nil {
+		return "", nil, fmt.Errorf("%s: %w", ref, err)
+	}
+	atts, err := registry.Referrers(ctx, s, m)
+	if err != nil {
+		return "", nil, err
+	}
+	var out []provenance.Attestation
+	for _, a := range atts {
+		out = append(out, provenance.Attestation{Source: s.String() + "@" + string(a.Digest), Envelope: a.Envelope})
+	}
+	return digest.Digest(man.Annotations[registry.AnnotationTree]), out, nil
+}
+
+// attestationList is an AttestationSource over fixed envelopes: every lookup returns them
+// all, and verification keeps the ones that apply.
+type attestationList []provenance.Attestation
+
+func (a attestationList) Lookup(context.Context, string) ([]provenance.Attestation, error) {
+	return a, nil
 }
