@@ -293,7 +293,16 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 
 	tr.mark("container")
 	stdout, stderr := writerOr(a.Stdout), writerOr(a.Stderr)
-	task, err := container.NewTask(lctx, cio.NewCreator(cio.WithStreams(nil, stdout, stderr)), containerd.WithRootFS(mounts))
+	// A step's stdin (the evaluator's case input) is copied into the task's stdin fifo; when
+	// it is exhausted the fifo must be closed through the shim (CloseIO), or the process
+	// never sees end of input.
+	var stdin io.Reader
+	var stdinDone chan struct{}
+	if a.Stdin != nil {
+		stdinDone = make(chan struct{})
+		stdin = &eofNotifier{r: a.Stdin, done: stdinDone}
+	}
+	task, err := container.NewTask(lctx, cio.NewCreator(cio.WithStreams(stdin, stdout, stderr)), containerd.WithRootFS(mounts))
 	if err != nil && so.Annotations != nil && ctx.Err() == nil && shimFailure(err) {
 		// The shared shim may be gone (killed, or its keeper lost): stop sharing and retry
 		// once with a shim of the task's own, which needs the spec without the group.
@@ -313,7 +322,7 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 			container = nil
 			return fail("create container", err)
 		}
-		task, err = container.NewTask(lctx, cio.NewCreator(cio.WithStreams(nil, stdout, stderr)), containerd.WithRootFS(mounts))
+		task, err = container.NewTask(lctx, cio.NewCreator(cio.WithStreams(stdin, stdout, stderr)), containerd.WithRootFS(mounts))
 	}
 	if err != nil {
 		return fail("create task", err)
@@ -329,6 +338,15 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 	if err := task.Start(lctx); err != nil {
 		task.Delete(cctx, containerd.WithProcessKill)
 		return fail("start task", err)
+	}
+	if stdinDone != nil {
+		go func() {
+			select {
+			case <-stdinDone:
+				task.CloseIO(lctx, containerd.WithStdinCloser)
+			case <-cctx.Done():
+			}
+		}()
 	}
 
 	tr.mark("start")
@@ -605,4 +623,19 @@ func (t *trace) done() {
 	if traceOn {
 		fmt.Fprintf(os.Stderr, "trace %s:%s\n", t.id, t.b.String())
 	}
+}
+
+// eofNotifier closes done when its reader is exhausted (or fails).
+type eofNotifier struct {
+	r    io.Reader
+	done chan struct{}
+	once sync.Once
+}
+
+func (e *eofNotifier) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	if err != nil {
+		e.once.Do(func() { close(e.done) })
+	}
+	return n, err
 }

@@ -38,6 +38,7 @@ func Run(t *testing.T, c Config) {
 	s := &suite{c: c, prefix: "t" + randHex(4) + "-"}
 	t.Run("ExitCode", s.exitCode)
 	t.Run("Output", s.output)
+	t.Run("Stdin", s.stdin)
 	t.Run("ArgvEnvWorkdir", s.argvEnvWorkdir)
 	t.Run("Deadline", s.deadline)
 	t.Run("Cancel", s.cancel)
@@ -132,6 +133,21 @@ func (s *suite) output(t *testing.T) {
 	}
 	if st.stderr.String() != "to-stderr\n" {
 		t.Errorf("stderr = %q", st.stderr.String())
+	}
+}
+
+// stdin: the input reaches the process, and its end is seen (the process exits).
+func (s *suite) stdin(t *testing.T) {
+	input := strings.Repeat("[3,1,2]\n", 5000) // more than a pipe buffer
+	st := s.newStep(t, sh("n=0; while read -r line; do n=$((n+1)); done; echo $n lines")...)
+	st.a.Stdin = strings.NewReader(input)
+	r := s.run(t, st)
+	if r.ExitCode != 0 || r.TimedOut || strings.TrimSpace(st.stdout.String()) != "5000 lines" {
+		t.Errorf("stdin: exit %d, timed out %v, stdout %q, stderr %q", r.ExitCode, r.TimedOut, st.stdout.String(), st.stderr.String())
+	}
+	empty := s.newStep(t, sh("cat; echo done")...)
+	if r := s.run(t, empty); r.ExitCode != 0 || strings.TrimSpace(empty.stdout.String()) != "done" {
+		t.Errorf("no stdin: exit %d, stdout %q", r.ExitCode, empty.stdout.String())
 	}
 }
 

@@ -97,7 +97,7 @@ func (*Executor) Run(ctx context.Context, a *executors.Action) (*executors.Resul
 		}
 		bin = p
 	}
-	cmd := &exec.Cmd{Path: bin, Args: append([]string(nil), a.Argv...), Env: env, Dir: dir, Stdout: a.Stdout, Stderr: a.Stderr}
+	cmd := &exec.Cmd{Path: bin, Args: append([]string(nil), a.Argv...), Env: env, Dir: dir, Stdin: a.Stdin, Stdout: a.Stdout, Stderr: a.Stderr}
 	// Its own process group, so the deadline can kill its descendants too; and it dies if
 	// foundry dies.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
