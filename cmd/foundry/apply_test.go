@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"encoding/base64"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -290,5 +291,44 @@ func TestGCKeepsCachedResults(t *testing.T) {
 		if r.code != 0 || len(r.executed) != 0 || len(r.cached) != 4 {
 			t.Errorf("after gc, -var top=%s: executed %v, cached %v", top, r.executed, r.cached)
 		}
+	}
+}
+
+// The default executor: containerd, when its socket answers (scripts/containerd.sh starts a
+// private one for tests and CI).
+func TestApplyWithContainerd(t *testing.T) {
+	needSandbox(t)
+	addr := os.Getenv("FOUNDRY_CONTAINERD_ADDRESS")
+	if addr == "" {
+		addr = defaultContainerdAddress
+	}
+	if !socketAnswers(addr) {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("containerd does not answer on %s; scripts/containerd.sh start must run first", addr)
+		}
+		t.Skipf("containerd does not answer on %s (scripts/containerd.sh start)", addr)
+	}
+	dir := helloProject(t)
+	cmd := exec.Command(foundryBin, "apply", "-auto-approve", "-progress", "plain")
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("apply with the default executor: %v\n%s", err, out)
+	}
+	_, rep, _ := foundry(t, dir, "output", "step.report", "/out/report.txt")
+	if !strings.Contains(rep, "the top 3:") {
+		t.Fatalf("report:\n%s", rep)
+	}
+	// The provenance names the executor that ran the steps.
+	envs, _ := filepath.Glob(filepath.Join(dir, ".foundry", "attestations", "*.intoto.json"))
+	if len(envs) != 4 {
+		t.Fatalf("%d attestations, want 4", len(envs))
+	}
+	b, _ := os.ReadFile(envs[0])
+	var env struct{ Payload string }
+	json.Unmarshal(b, &env)
+	payload, _ := base64.StdEncoding.DecodeString(env.Payload)
+	if !strings.Contains(string(payload), "https://foundry.dev/builder/containerd@v1?isolation=container") {
+		t.Errorf("provenance does not name the containerd builder:\n%s", payload)
 	}
 }
