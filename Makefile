@@ -35,9 +35,10 @@ test: deps test-tools vet
 fuzz:
 	bash scripts/fuzz.sh 60s
 
-bench: deps build
+bench: deps build test-tools
 	$(GO) run ./bench/plan
-	[ ! -f scripts/bench.sh ] || bash scripts/bench.sh
+	$(GO) run ./bench/apply -foundry $(BIN)
+	bash scripts/bench.sh
 
 # example runs examples/hello end to end.
 example: deps build
