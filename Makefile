@@ -39,6 +39,7 @@ bench: deps build test-tools
 	$(GO) run ./bench/plan
 	$(GO) run ./bench/apply -foundry $(BIN)
 	bash scripts/bench.sh
+	$(GO) run ./bench/registry
 
 # example runs examples/hello end to end.
 example: deps build
