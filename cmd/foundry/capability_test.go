@@ -15,29 +15,8 @@ import (
 // copyExample copies an example project without its state directory.
 func copyExample(t *testing.T, name string) string {
 	t.Helper()
-	src := filepath.Join("..", "..", "examples", name)
 	dst := t.TempDir()
-	err := filepath.Walk(src, func(p string, info os.FileInfo, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, p)
-		if rel == engine.StateDir || strings.HasPrefix(rel, engine.StateDir+string(filepath.Separator)) {
-			return filepath.SkipDir
-		}
-		target := filepath.Join(dst, rel)
-		if info.IsDir() {
-			return os.MkdirAll(target, 0o755)
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(target, b, info.Mode().Perm())
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	copyTree(t, filepath.Join("..", "..", "examples", name), dst)
 	return dst
 }
 

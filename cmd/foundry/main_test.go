@@ -125,6 +125,7 @@ func planOf(t *testing.T, dir, tool string) *engine.Plan {
 	return p
 }
 
+// copyTree copies a project directory, leaving out its state directory.
 func copyTree(t *testing.T, src, dst string) {
 	t.Helper()
 	err := filepath.Walk(src, func(p string, info os.FileInfo, err error) error {
@@ -132,6 +133,9 @@ func copyTree(t *testing.T, src, dst string) {
 			return err
 		}
 		rel, _ := filepath.Rel(src, p)
+		if info.IsDir() && rel == ".foundry" {
+			return filepath.SkipDir
+		}
 		target := filepath.Join(dst, rel)
 		if info.IsDir() {
 			return os.MkdirAll(target, 0o755)
