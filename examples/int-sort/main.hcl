@@ -58,7 +58,7 @@ recipe "int-sort-set" {
     run     = ["go", "build", "-trimpath", "-o", "/out/int-sort", "."]
     outputs = ["/out/int-sort"]
     limits {
-      memory = "1GiB"
+      memory = "2GiB"
       time   = "10m"
     }
   }
@@ -78,7 +78,7 @@ recipe "int-sort-go" {
     run     = ["go", "build", "-trimpath", "-o", "/out/int-sort", "."]
     outputs = ["/out/int-sort"]
     limits {
-      memory = "1GiB"
+      memory = "2GiB"
       time   = "10m"
     }
   }
