@@ -63,7 +63,9 @@ func main() {
 }
 
 // generate writes a project of n steps on one seed: each step mounts the outputs of up to
-// three random earlier steps, and every tenth mounts a project directory.
+// three random earlier steps, and every tenth mounts a project directory. Steps are spread
+// over files of 100, as a large project would be (hclsyntax lexes one huge file in
+// superlinear time).
 func generate(dir string, n int) error {
 	tool := filepath.Join(dir, "tool")
 	if err := os.WriteFile(tool, []byte("#!/bin/sh\n"), 0o755); err != nil {
@@ -78,7 +80,17 @@ func generate(dir string, n int) error {
 	r := rand.New(rand.NewSource(1))
 	var b strings.Builder
 	fmt.Fprintf(&b, "seed \"base\" {\n  layer { files = { \"/bin/sh\" = host_file(%q) } }\n}\n", tool)
+	flush := func(k int) error {
+		err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("steps-%05d.hcl", k)), []byte(b.String()), 0o644)
+		b.Reset()
+		return err
+	}
 	for i := 0; i < n-1; i++ {
+		if i > 0 && i%100 == 0 {
+			if err := flush(i / 100); err != nil {
+				return err
+			}
+		}
 		var mounts []string
 		for k := 0; k < 3 && i > 0; k++ {
 			j := r.Intn(i)
@@ -89,7 +101,7 @@ func generate(dir string, n int) error {
 		}
 		fmt.Fprintf(&b, "step \"s%d\" {\n  image   = seed.base\n  run     = [\"sh\", \"-c\", \"echo %d > /out/o\"]\n  mounts  = { %s }\n  outputs = [\"/out/o\"]\n}\n", i, i, strings.Join(mounts, ", "))
 	}
-	return os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(b.String()), 0o644)
+	return flush(n/100 + 1)
 }
 
 func measure(dir string) (time.Duration, int64, error) {
