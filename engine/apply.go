@@ -125,6 +125,10 @@ type runner struct {
 	// candidates turned down on the way to an admission.
 	nested     []*ApplyResult
 	rejections []Rejection
+
+	sealedOnce sync.Once
+	sealed     map[digest.Digest]string
+	sealedErr  error
 }
 
 // containerPrefix starts the ID of every container of this run: the next apply cleans up

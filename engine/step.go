@@ -230,12 +230,18 @@ func (r *runner) mounts(ctx context.Context, st *lang.Step) ([]input, error) {
 			// Mounted in place, after checking that it still has the content the action
 			// digest was computed from.
 			src = r.hostPath(a)
-			_, d, herr := digest.Dir(src)
+			man, d, herr := digest.Dir(src)
 			if herr != nil {
 				return nil, fmt.Errorf("input %s: %v", a.Path, herr)
 			}
 			if d != a.Digest {
 				return nil, fmt.Errorf("input %s changed since it was planned (%s, now %s); plan again", a.Path, short(a.Digest), short(d))
+			}
+			// The compiler refused sealed cases in any mount by path; check again by content,
+			// right before the sandbox sees the files, so that a copy or a hard link of a
+			// sealed case under another name is refused too.
+			if err := r.refuseSealed(a.Path, man); err != nil {
+				return nil, err
 			}
 			dep.URI = "project:" + a.Path
 		case lang.ArtifactInline:
@@ -616,3 +622,40 @@ func (c *cappedFile) Close() error { return c.f.Close() }
 // sandboxDefaultUser is the user the sandboxed executors run a step as when it names none
 // (nobody:nogroup; see executors/runc DefaultUser), recorded in provenance.
 const sandboxDefaultUser = "65534:65534"
+
+// refuseSealed fails when a tree about to be mounted into a builder step holds a file with
+// the content of a sealed case of any capability.
+func (r *runner) refuseSealed(name string, man *digest.Manifest) error {
+	sealed, err := r.sealedDigests()
+	if err != nil {
+		return err
+	}
+	for _, e := range man.Entries {
+		if c, ok := sealed[e.Digest]; ok && e.Type == digest.TypeFile {
+			return fmt.Errorf("refusing to mount %s: its file %s has the content of %s, a sealed case", name, e.Path, c)
+		}
+	}
+	return nil
+}
+
+// sealedDigests maps the content digest of every sealed case file to its name, read once.
+func (r *runner) sealedDigests() (map[digest.Digest]string, error) {
+	r.sealedOnce.Do(func() {
+		r.sealed = map[digest.Digest]string{}
+		for _, c := range r.g.Config.Capabilities {
+			s := c.Suites["sealed"]
+			if s == nil {
+				continue
+			}
+			for _, f := range s.Files {
+				d, _, err := digest.File(filepath.Join(r.g.Config.Dir, filepath.FromSlash(f)))
+				if err != nil {
+					r.sealedErr = fmt.Errorf("reading sealed case %s: %w", f, err)
+					return
+				}
+				r.sealed[d] = fmt.Sprintf("%s of capability %q", f, c.Name)
+			}
+		}
+	})
+	return r.sealed, r.sealedErr
+}

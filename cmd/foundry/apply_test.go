@@ -332,3 +332,32 @@ func TestApplyWithContainerd(t *testing.T) {
 		t.Errorf("provenance does not name the containerd builder:\n%s", payload)
 	}
 }
+
+// The runtime check behind the compiler's: a copy of a sealed case under another name is
+// refused when a builder step would mount it.
+func TestSealedCopyRefusedAtRuntime(t *testing.T) {
+	needSandbox(t)
+	dir := t.TempDir()
+	src := failingProject[:strings.Index(failingProject, "step \"bad\"")] + `
+capability "c" {
+  interface "cli" { entrypoint = ["/bin/c"] }
+  suite "sealed" { cases = "sealed/*.json" }
+}
+step "peek" {
+  image   = seed.bb
+  mounts  = { "/src" = dir("src") }
+  run     = ["sh", "-c", "cat /src/* > /out/p"]
+  outputs = ["/out/p"]
+}
+`
+	sealed := `{"input": [2, 1], "output": [1, 2]}`
+	os.MkdirAll(filepath.Join(dir, "sealed"), 0o755)
+	os.MkdirAll(filepath.Join(dir, "src"), 0o755)
+	os.WriteFile(filepath.Join(dir, "sealed", "1.json"), []byte(sealed), 0o644)
+	os.WriteFile(filepath.Join(dir, "src", "innocent.json"), []byte(sealed), 0o644)
+	os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(src), 0o644)
+	r := apply(t, dir, nil)
+	if r.code != exitError || !sameSet(r.failed, "step.peek") || !strings.Contains(r.stderr, "has the content of sealed/1.json") {
+		t.Fatalf("exit %d, failed %v\n%s", r.code, r.failed, r.stderr)
+	}
+}
