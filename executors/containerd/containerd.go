@@ -16,7 +16,8 @@
 //     stopping a shim per task;
 //   - the task, container, snapshot and lease of a finished action are deleted in the
 //     background once every process is gone and the output is captured; Close waits for it;
-//   - the snapshot's mounts go straight into the task request.
+//   - the snapshot's mounts go straight into the task request, with the overlay marked
+//     "volatile" so that unmounting it does not sync the host's whole root filesystem.
 //
 // Setting FOUNDRY_EXEC_TRACE=1 prints the time of each phase of every action to stderr.
 package containerd
@@ -279,6 +280,16 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 	mounts, err := e.client.SnapshotService(snapshotter).Prepare(lctx, a.ID, chainID)
 	if err != nil {
 		return fail("prepare snapshot", err)
+	}
+	// The snapshot is removed after the step, so its overlay need not be durable; without
+	// "volatile" the shim's unmount syncs the whole upper filesystem (the host's root, usually)
+	// once per step. See runc.OverlayVolatile.
+	if runc.OverlayVolatile() {
+		for i := range mounts {
+			if mounts[i].Type == "overlay" {
+				mounts[i].Options = append(append([]string(nil), mounts[i].Options...), "volatile")
+			}
+		}
 	}
 	container, err = e.client.NewContainer(lctx, a.ID,
 		containerd.WithSnapshotter(snapshotter),

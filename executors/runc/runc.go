@@ -135,6 +135,8 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 		return nil, fmt.Errorf("runc executor: action %s: chown OutDir: %w", a.ID, err)
 	}
 
+	tr := newTrace(a.ID)
+	defer tr.done()
 	bundle := filepath.Join(e.bundleDir, a.ID)
 	if err := e.prepareBundle(bundle, a.Image.Rootfs, spec); err != nil {
 		e.removeBundle(bundle)
@@ -160,6 +162,7 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 	// runtime bug leaves one open.
 	cmd.WaitDelay = 10 * time.Second
 
+	tr.mark("bundle")
 	res := &executors.Result{Started: time.Now()}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("runc executor: action %s: start %s: %w", a.ID, e.runtime, err)
@@ -183,6 +186,7 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 		werr = e.killUntilExit(a.ID, waitErr)
 	}
 	res.Finished = time.Now()
+	tr.mark("run")
 
 	exitCode := -1
 	if cmd.ProcessState != nil {
@@ -283,6 +287,9 @@ func (e *Executor) prepareBundle(bundle, lower string, spec any) error {
 	}
 	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", lower,
 		filepath.Join(bundle, "upper"), filepath.Join(bundle, "work"))
+	if OverlayVolatile() {
+		opts += ",volatile"
+	}
 	if err := unix.Mount("overlay", filepath.Join(bundle, "rootfs"), "overlay", 0, opts); err != nil {
 		return fmt.Errorf("mount overlay rootfs: %w", err)
 	}
@@ -291,6 +298,37 @@ func (e *Executor) prepareBundle(bundle, lower string, spec any) error {
 		return err
 	}
 	return os.WriteFile(filepath.Join(bundle, "config.json"), b, 0o600)
+}
+
+var (
+	volatileOnce sync.Once
+	volatileOK   bool
+)
+
+// OverlayVolatile reports whether overlayfs accepts the "volatile" option (Linux 5.10+),
+// probing once with a throwaway mount. A per-step upper layer is discarded after the step, so
+// it needs no durability; without volatile, unmounting an overlay syncs its whole upper
+// filesystem (usually the host's root), flushing every dirty page on the machine once per
+// step, which costs far more than the step itself on a busy host.
+func OverlayVolatile() bool {
+	volatileOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "foundry-ovl-probe-")
+		if err != nil {
+			return
+		}
+		defer os.RemoveAll(dir)
+		for _, d := range []string{"lower", "upper", "work", "mnt"} {
+			if os.Mkdir(filepath.Join(dir, d), 0o700) != nil {
+				return
+			}
+		}
+		opts := fmt.Sprintf("lowerdir=%s/lower,upperdir=%s/upper,workdir=%s/work,volatile", dir, dir, dir)
+		if unix.Mount("overlay", filepath.Join(dir, "mnt"), "overlay", 0, opts) == nil {
+			volatileOK = true
+			_ = unix.Unmount(filepath.Join(dir, "mnt"), unix.MNT_DETACH)
+		}
+	})
+	return volatileOK
 }
 
 // removeBundle unmounts the overlay (if mounted) and deletes the bundle.
@@ -474,4 +512,31 @@ func runcError(logPath string) string {
 		}
 	}
 	return strings.Join(msgs, "; ")
+}
+
+// trace prints per-phase times of each run to stderr when FOUNDRY_EXEC_TRACE is set.
+type trace struct {
+	id   string
+	last time.Time
+	b    strings.Builder
+}
+
+var traceOn = os.Getenv("FOUNDRY_EXEC_TRACE") != ""
+
+func newTrace(id string) *trace { return &trace{id: id, last: time.Now()} }
+
+func (t *trace) mark(what string) {
+	if !traceOn {
+		return
+	}
+	now := time.Now()
+	fmt.Fprintf(&t.b, " %s=%.1fms", what, float64(now.Sub(t.last))/1e6)
+	t.last = now
+}
+
+func (t *trace) done() {
+	if traceOn {
+		t.mark("post")
+		fmt.Fprintf(os.Stderr, "trace %s:%s\n", t.id, t.b.String())
+	}
 }

@@ -2,7 +2,7 @@
 //
 //   - per-step overhead: a trivial step (`true`) run N times by the runc executor, the
 //     containerd executor and a raw `runc run` of an equivalent prepared bundle (same spec,
-//     a rootfs copy that already has its mount points), interleaved in rounds so that load
+//     a rootfs copy that already has its mount points), interleaved step by step so that load
 //     from other work on the machine hits all three alike; reported as median and mean per
 //     step and as ratios to the raw run;
 //   - parallel efficiency: S sleep-bound steps (`sleep 0.2`) at parallelism P, reported as
@@ -34,8 +34,7 @@ import (
 )
 
 func main() {
-	n := flag.Int("n", 60, "trivial steps per executor (split over rounds)")
-	rounds := flag.Int("rounds", 6, "interleaved rounds")
+	n := flag.Int("n", 60, "trivial steps per executor")
 	steps := flag.Int("steps", 100, "sleep-bound steps for the parallel measurement")
 	par := flag.Int("parallel", 8, "parallelism for the parallel measurement")
 	sleep := flag.Duration("sleep", 200*time.Millisecond, "duration of each sleep-bound step")
@@ -43,7 +42,7 @@ func main() {
 	which := flag.String("executors", "runc,containerd", "executors to measure")
 	flag.BoolVar(&noSharedShim, "no-shared-shim", false, "containerd: one shim per task (to compare)")
 	flag.Parse()
-	if err := run(*n, *rounds, *steps, *par, *sleep, *addr, strings.Split(*which, ",")); err != nil {
+	if err := run(*n, *steps, *par, *sleep, *addr, strings.Split(*which, ",")); err != nil {
 		fmt.Fprintln(os.Stderr, "execbench:", err)
 		os.Exit(1)
 	}
@@ -66,7 +65,7 @@ type bench struct {
 	d    []time.Duration
 }
 
-func run(n, rounds, steps, par int, sleep time.Duration, addr string, which []string) error {
+func run(n, steps, par int, sleep time.Duration, addr string, which []string) error {
 	ctx := context.Background()
 	tmp, err := os.MkdirTemp("", "foundry-execbench-")
 	if err != nil {
@@ -159,19 +158,19 @@ func run(n, rounds, steps, par int, sleep time.Duration, addr string, which []st
 		}
 	}
 
-	per := max(1, n/rounds)
-	for r := 0; r < rounds; r++ {
-		for _, b := range benches {
-			for i := 0; i < per; i++ {
-				t0 := time.Now()
-				if err := b.step(i); err != nil {
-					return fmt.Errorf("%s: %w", b.name, err)
-				}
-				b.d = append(b.d, time.Since(t0))
+	// Steps alternate between the benches one by one (in a rotating order), so that bursts of
+	// load from other work on the machine hit all of them alike.
+	for i := 0; i < n; i++ {
+		for j := range benches {
+			b := benches[(i+j)%len(benches)]
+			t0 := time.Now()
+			if err := b.step(i); err != nil {
+				return fmt.Errorf("%s: %w", b.name, err)
 			}
+			b.d = append(b.d, time.Since(t0))
 		}
 	}
-	fmt.Printf("per-step time of a trivial step (`true`), %d steps each, %d interleaved rounds:\n", per*rounds, rounds)
+	fmt.Printf("per-step time of a trivial step (`true`), %d steps each, interleaved step by step:\n", n)
 	rawMed, rawMean := stats(raw.d)
 	for _, b := range benches {
 		med, mean := stats(b.d)
