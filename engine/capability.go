@@ -291,6 +291,7 @@ func (r *runner) evaluate(ctx context.Context, n *Node, tree digest.Digest, base
 type rejection struct {
 	Rejection
 	caseDigest digest.Digest
+	inputLen   int // the smallest counterexample is the failing case with the shortest input
 }
 
 // candidateImage is the base image with the package tree laid over it at /.
@@ -336,8 +337,8 @@ func (r *runner) runSuite(ctx context.Context, n *Node, img executors.Image, tre
 			continue
 		}
 		rej := &rejection{Rejection: Rejection{Suite: s.Name, Reason: v.Reason, Case: sc.c.Name,
-			Input: abbreviate(string(sc.c.Input), 120), Expected: v.Expected, Got: v.Got}, caseDigest: sc.digest}
-		if worst == nil || len(sc.c.Input) < len(worst.Input) {
+			Input: abbreviate(string(sc.c.Input), 120), Expected: v.Expected, Got: v.Got}, caseDigest: sc.digest, inputLen: len(sc.c.Input)}
+		if worst == nil || rej.inputLen < worst.inputLen {
 			worst = rej
 		}
 	}
@@ -530,7 +531,12 @@ func (r *runner) admit(ctx context.Context, n *Node, recipe string, tree digest.
 		return "", err
 	}
 	if eff.Status == state.EffectSucceeded {
-		return eff.Result, nil // published by an earlier apply: never twice
+		// Published by an earlier apply: never twice. But a version quarantined since
+		// must not come back as admitted.
+		if err := r.refuseQuarantined(ctx, tree, eff.Result); err != nil {
+			return "", err
+		}
+		return eff.Result, nil
 	}
 	if err := r.ws.State.EffectDispatching(ctx, id, r.runID); err != nil {
 		return "", err
@@ -543,7 +549,30 @@ func (r *runner) admit(ctx context.Context, n *Node, recipe string, tree digest.
 	if err := r.ws.State.EffectFinished(ctx, id, state.EffectSucceeded, ref); err != nil {
 		return "", err
 	}
+	if err := r.refuseQuarantined(ctx, tree, ref); err != nil {
+		return "", err
+	}
 	return ref, nil
+}
+
+// refuseQuarantined fails when the candidate's files or its published manifest (the digest
+// after the last "@" of ref) are quarantined: a rebuild of a withdrawn artifact is the same
+// artifact, and is not admitted again.
+func (r *runner) refuseQuarantined(ctx context.Context, tree digest.Digest, ref string) error {
+	ds := []digest.Digest{tree}
+	if i := strings.LastIndex(ref, "@"); i >= 0 {
+		ds = append(ds, digest.Digest(ref[i+1:]))
+	}
+	for _, d := range ds {
+		bad, reason, err := r.ws.State.IsQuarantined(ctx, d)
+		if err != nil {
+			return err
+		}
+		if bad {
+			return fmt.Errorf("the candidate's artifact %s is quarantined (%s); it is not admitted again", d, reason)
+		}
+	}
+	return nil
 }
 
 // publish stores the capability artifact and attaches its attestations. Both are

@@ -183,6 +183,11 @@ func MakePlan(g *Graph, opt PlanOptions) (*Plan, error) {
 			}
 		}
 	}
+	for _, c := range p.Capabilities {
+		if quarantined[c.Address] {
+			c.Status, c.Reason, c.Ready, c.Pinned = StatusMissing, status[c.Address].Reason, false, nil
+		}
+	}
 	// A node that needs a missing node is missing too; say which one, and call a node built
 	// from a quarantined one affected.
 	origin := map[string]string{}

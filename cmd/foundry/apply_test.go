@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/foundry-build/foundry/engine/digest"
 )
 
 // These tests drive the real binary through real sandboxes (runc), as a user would.
@@ -359,5 +361,31 @@ step "peek" {
 	r := apply(t, dir, nil)
 	if r.code != exitError || !sameSet(r.failed, "step.peek") || !strings.Contains(r.stderr, "has the content of sealed/1.json") {
 		t.Fatalf("exit %d, failed %v\n%s", r.code, r.failed, r.stderr)
+	}
+}
+
+// A quarantined input is refused by plan and apply, and what is built from it is reported
+// as affected; apply then exits non-zero.
+func TestQuarantinedInputRefused(t *testing.T) {
+	needSandbox(t)
+	dir := helloProject(t)
+	_, out, _ := foundry(t, dir, "plan", "-json")
+	p := decodePlan(t, out)
+	var text digest.Digest
+	for _, in := range p.Inputs {
+		if in.Path == "text" {
+			text = in.Digest
+		}
+	}
+	if code, _, errs := foundry(t, dir, "quarantine", "add", "-reason", "leaked secret", string(text)); code != 0 {
+		t.Fatalf("quarantine add: %s", errs)
+	}
+	_, out, _ = foundry(t, dir, "plan")
+	if !strings.Contains(out, "quarantined: "+string(text)[:19]+" (leaked secret)") || !strings.Contains(out, "affected: built from step.words, which is quarantined") {
+		t.Errorf("plan does not report the quarantine:\n%s", out)
+	}
+	r := apply(t, dir, nil)
+	if r.code != exitError || len(r.executed) != 0 || !strings.Contains(r.stderr, "could not be produced") {
+		t.Fatalf("apply with a quarantined input: exit %d, executed %v\n%s", r.code, r.executed, r.stderr)
 	}
 }

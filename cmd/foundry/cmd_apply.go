@@ -95,11 +95,6 @@ is stale, 2 usage error.`,
 				defer ws.Close()
 				ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 				defer stop()
-				signer, err := projectSigner(env, ws, *keyPath)
-				if err != nil {
-					fmt.Fprintf(env.stderr, "foundry apply: %v\n", err)
-					return exitError
-				}
 				reg, err := projectRegistry(g, true)
 				if err != nil {
 					fmt.Fprintf(env.stderr, "foundry apply: registry: %v\n", err)
@@ -134,6 +129,11 @@ is stale, 2 usage error.`,
 				if plan.Summary.Missing > 0 {
 					fmt.Fprintf(env.stderr, "foundry apply: %d node(s) are missing and will not run; see 'foundry plan'.\n", plan.Summary.Missing)
 				}
+				signer, err := projectSigner(env, ws, *keyPath)
+				if err != nil {
+					fmt.Fprintf(env.stderr, "foundry apply: %v\n", err)
+					return exitError
+				}
 				exe, err := ex.open(env)
 				if err != nil {
 					fmt.Fprintf(env.stderr, "foundry apply: %v\n", err)
@@ -161,9 +161,13 @@ is stale, 2 usage error.`,
 					failureReport(env.stderr, f)
 				}
 				fmt.Fprintf(env.stdout, "Apply %s: %d executed, %d cached, %d failed, %d skipped in %s.\n",
-					map[bool]string{true: "complete", false: "failed"}[len(res.Failed) == 0],
+					map[bool]string{true: "complete", false: "failed"}[len(res.Failed) == 0 && plan.Summary.Missing == 0],
 					res.Executed, res.Cached, len(res.Failed), len(res.Skipped), res.Elapsed.Round(1e6))
 				if len(res.Failed) > 0 {
+					return exitError
+				}
+				if plan.Summary.Missing > 0 {
+					fmt.Fprintf(env.stderr, "foundry apply: %d node(s) could not be produced (missing); see 'foundry plan'.\n", plan.Summary.Missing)
 					return exitError
 				}
 				return exitOK

@@ -41,6 +41,8 @@ Exit codes: 0 success, 1 configuration errors, 2 usage error,
 			jsonOut := fs.Bool("json", false, "print the plan as JSON (spec/plan-json.md) instead of text")
 			out := fs.String("out", "", "also save the plan to `FILE` for a later 'foundry apply FILE'")
 			detailed := fs.Bool("detailed-exitcode", false, "exit 3 when the plan has work to do, 0 when it has none")
+			var trust stringList
+			fs.Var(&trust, "trust-key", "also trust this public key `PEM` for admitted capabilities in the registry (repeatable; the project's own key is always trusted)")
 			return func(env *cliEnv, args []string) int {
 				dir, ok := projectDir(env, "plan", args)
 				if !ok {
@@ -53,7 +55,7 @@ Exit codes: 0 success, 1 configuration errors, 2 usage error,
 					}
 					return exitError
 				}
-				p, err := planWithCache(dir, g)
+				p, err := planWithCache(dir, g, trust)
 				if err != nil {
 					fmt.Fprintf(env.stderr, "foundry plan: %v\n", err)
 					return exitInternal
@@ -88,7 +90,7 @@ Exit codes: 0 success, 1 configuration errors, 2 usage error,
 
 // planWithCache plans against the project's action cache when it has one; a project that
 // was never applied has nothing cached, and plan must not create its state directory.
-func planWithCache(dir string, g *engine.Graph) (*engine.Plan, error) {
+func planWithCache(dir string, g *engine.Graph, trust []string) (*engine.Plan, error) {
 	if !fileExists(filepath.Join(dir, engine.StateDir, "state.db")) {
 		return engine.MakePlan(g, engine.PlanOptions{})
 	}
@@ -101,7 +103,7 @@ func planWithCache(dir string, g *engine.Graph) (*engine.Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	keys, err := trustedKeys(dir, nil)
+	keys, err := trustedKeys(dir, trust)
 	if err != nil {
 		return nil, err
 	}
