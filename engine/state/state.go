@@ -4,9 +4,12 @@
 // last action definition of each node address (for `foundry explain`), and the raw records
 // of the action cache.
 //
-// What it guarantees: every write is one SQLite transaction in WAL mode with
-// synchronous=FULL, so a process killed at any point (kill -9) leaves either the old or the
-// new row, never a torn one; the schema is versioned (PRAGMA user_version) and migrated in
+// What it guarantees: every write is one SQLite transaction in WAL mode, so a process
+// killed at any point (kill -9) leaves either the old or the new row, never a torn one;
+// synchronous=NORMAL keeps that (a committed transaction is in the WAL before the writer
+// returns) without an fsync per commit, which would serialize parallel steps on the disk.
+// A power loss may lose the last commits, never corrupt the database: they are then redone
+// (an action whose result record was lost runs again; nothing is cached that did not run); the schema is versioned (PRAGMA user_version) and migrated in
 // order; foreign keys are enforced.
 //
 // How a killed apply is resumed (invariant 6): the engine writes AttemptStarted — with the
@@ -76,7 +79,7 @@ func OpenState(path string) (*DB, error) {
 	q := url.Values{}
 	q.Set("_busy_timeout", fmt.Sprint(busyTimeout.Milliseconds()))
 	q.Set("_journal_mode", "WAL")
-	q.Set("_synchronous", "FULL")
+	q.Set("_synchronous", "NORMAL")
 	q.Set("_foreign_keys", "1")
 	// Write transactions start with BEGIN IMMEDIATE: they take the write lock up front and
 	// wait for it (busy timeout) instead of failing when a read lock cannot be upgraded.

@@ -43,8 +43,8 @@ func TestMigrateFromEmpty(t *testing.T) {
 	db.SQL().QueryRow("PRAGMA journal_mode").Scan(&mode)
 	db.SQL().QueryRow("PRAGMA foreign_keys").Scan(&fk)
 	db.SQL().QueryRow("PRAGMA synchronous").Scan(&sync)
-	if mode != "wal" || fk != 1 || sync != 2 {
-		t.Fatalf("journal_mode=%q foreign_keys=%d synchronous=%d; want wal, 1, 2 (FULL)", mode, fk, sync)
+	if mode != "wal" || fk != 1 || sync != 1 {
+		t.Fatalf("journal_mode=%q foreign_keys=%d synchronous=%d; want wal, 1, 1 (NORMAL)", mode, fk, sync)
 	}
 	for _, table := range []string{"runs", "nodes", "attempts", "quarantine", "definitions", "action_cache"} {
 		var n int
