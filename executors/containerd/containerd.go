@@ -12,8 +12,8 @@
 // a crashed earlier run left.
 //
 // What does not need to be on a step's critical path is not:
-//   - all tasks of an executor share one runc shim (keeper.go), instead of starting and
-//     stopping a shim per task;
+//   - tasks share a few long-lived runc shims (keeper.go), instead of starting and stopping
+//     a shim per task;
 //   - the task, container, snapshot and lease of a finished action are deleted in the
 //     background once every process is gone and the output is captured; Close waits for it;
 //   - the snapshot's mounts go straight into the task request, with the overlay marked
@@ -32,7 +32,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -100,9 +99,7 @@ type Executor struct {
 	bgMu    sync.Mutex
 	bgErrs  []error // deletion failures, reported by Close
 
-	keeperDone chan struct{}          // closed when keeper creation has finished
-	keeper     *keeper                // nil until created, or if creation failed
-	shimGroup  atomic.Pointer[string] // set once the keeper exists
+	shims shimPool // shared shims (keeper.go)
 }
 
 var _ executors.Executor = (*Executor)(nil)
@@ -150,30 +147,13 @@ func New(ctx context.Context, o Options) (*Executor, error) {
 		return nil, fmt.Errorf("containerd executor: %s does not answer: %w", o.Address, err)
 	}
 	e := &Executor{
-		client:     c,
-		ns:         o.Namespace,
-		seccomp:    !o.NoSeccomp,
-		images:     map[string]*imageEntry{},
-		bgSlots:    make(chan struct{}, maxBackgroundDeletes),
-		keeperDone: make(chan struct{}),
+		client:  c,
+		ns:      o.Namespace,
+		seccomp: !o.NoSeccomp,
+		images:  map[string]*imageEntry{},
+		bgSlots: make(chan struct{}, maxBackgroundDeletes),
 	}
-	if o.NoSharedShim {
-		close(e.keeperDone)
-		return e, nil
-	}
-	// The keeper is made off the critical path; actions run with their own shims until then.
-	go func() {
-		defer close(e.keeperDone)
-		kctx := e.nsCtx(context.WithoutCancel(ctx))
-		e.removeStaleKeepers(kctx)
-		k, err := e.startKeeper(kctx)
-		if err != nil {
-			// Not fatal: without a keeper every task gets its own shim, as by default.
-			return
-		}
-		e.keeper = k
-		e.shimGroup.Store(&k.group)
-	}()
+	e.shims.init(e, o.NoSharedShim)
 	return e, nil
 }
 
@@ -186,18 +166,13 @@ func (e *Executor) Isolation() string { return executors.IsolationContainer }
 // Close waits for background deletions, closes the connection and reports deletions that
 // failed (Cleanup with the action IDs' prefix removes what they left).
 func (e *Executor) Close() error {
-	<-e.keeperDone
 	e.bg.Wait()
 	e.bgMu.Lock()
 	err := errors.Join(e.bgErrs...)
 	e.bgErrs = nil
 	e.bgMu.Unlock()
-	if e.keeper != nil {
-		if kerr := e.keeper.stop(e.nsCtx(context.Background())); kerr != nil {
-			err = errors.Join(err, kerr)
-		}
-		e.keeper = nil
-		e.shimGroup.Store(nil)
+	if kerr := e.shims.close(e.nsCtx(context.Background())); kerr != nil {
+		err = errors.Join(err, kerr)
 	}
 	if cerr := e.client.Close(); cerr != nil {
 		err = errors.Join(err, cerr)
@@ -230,8 +205,12 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 	}
 	cgroupsPath := "/" + e.ns + "/" + a.ID
 	so := runc.SpecOptions{RootPath: "rootfs", CgroupsPath: cgroupsPath, Seccomp: e.seccomp}
-	if g := e.shimGroup.Load(); g != nil {
-		so.Annotations = map[string]string{shimGroupAnnotation: *g}
+	// A shared shim serves one task creation at a time (its Create holds a lock across
+	// `runc create`), so an action holds its shim only until its task exists.
+	shim := e.shims.acquire()
+	defer func() { e.shims.release(shim) }()
+	if shim != nil {
+		so.Annotations = map[string]string{shimGroupAnnotation: shim.group}
 	}
 	spec, err := runc.Spec(a, so)
 	if err != nil {
@@ -314,10 +293,11 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 		stdin = &eofNotifier{r: a.Stdin, done: stdinDone}
 	}
 	task, err := container.NewTask(lctx, cio.NewCreator(cio.WithStreams(stdin, stdout, stderr)), containerd.WithRootFS(mounts))
-	if err != nil && so.Annotations != nil && ctx.Err() == nil && shimFailure(err) {
-		// The shared shim may be gone (killed, or its keeper lost): stop sharing and retry
-		// once with a shim of the task's own, which needs the spec without the group.
-		e.shimGroup.Store(nil)
+	if err != nil && shim != nil && ctx.Err() == nil && shimFailure(err) {
+		// The shared shim may be gone (killed, or its keeper lost): retire it and retry once
+		// with a shim of the task's own, which needs the spec without the group.
+		e.shims.retire(shim)
+		shim = nil
 		if derr := container.Delete(cctx); derr != nil && !errdefs.IsNotFound(derr) {
 			return fail("create task", errors.Join(err, derr))
 		}
@@ -335,6 +315,8 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 		}
 		task, err = container.NewTask(lctx, cio.NewCreator(cio.WithStreams(stdin, stdout, stderr)), containerd.WithRootFS(mounts))
 	}
+	e.shims.release(shim)
+	shim = nil
 	if err != nil {
 		return fail("create task", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -28,9 +29,13 @@ import (
 // group of containers (Kubernetes uses this for the containers of a pod): tasks whose spec
 // carries the same shimGroupAnnotation share one shim. A shim exits when its last container is
 // deleted, and a task created while the previous one's shim is exiting fails ("failed to start
-// shim ... connect: no such file"), so each executor keeps a keeper in its group: a task that
-// is created and never started (runc init parked before exec, no image needed) and that lives
-// until Close. Actions join the group only once the keeper exists.
+// shim ... connect: no such file"), so each group has a keeper: a task that is created and
+// never started (runc init parked before exec, no image needed) and that lives until Close.
+//
+// A shim creates one task at a time (its Create holds a lock across `runc create`), so the
+// executor keeps a pool of groups: an action takes an idle group for the creation of its task
+// only; when none is idle it uses a shim of its own and the pool grows (in the background, up
+// to maxShimGroups), so the pool ends up as large as the creations that overlap.
 //
 // A keeper is labelled with the boot ID and pid of the foundry process that made it; New
 // deletes keepers whose process is gone, so a crash leaves at most one idle shim until the next
@@ -39,6 +44,126 @@ const (
 	shimGroupAnnotation = "io.containerd.runc.v2.group"
 	keeperLabel         = "foundry.keeper"
 )
+
+// maxShimGroups bounds the pool; each group costs one idle shim and one parked runc init.
+const maxShimGroups = 8
+
+// shimPool holds the executor's shim groups.
+type shimPool struct {
+	e        *Executor
+	disabled bool
+	idle     chan *keeper
+
+	mu       sync.Mutex
+	all      []*keeper
+	creating int
+	failures int
+	closed   bool
+	wg       sync.WaitGroup // keeper creations in flight
+}
+
+func (p *shimPool) init(e *Executor, disabled bool) {
+	p.e = e
+	p.disabled = disabled
+	p.idle = make(chan *keeper, maxShimGroups)
+	if !disabled {
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			e.removeStaleKeepers(e.nsCtx(context.Background()))
+		}()
+		p.grow()
+	}
+}
+
+// acquire returns an idle group, or nil (and grows the pool) when there is none.
+func (p *shimPool) acquire() *keeper {
+	if p.disabled {
+		return nil
+	}
+	select {
+	case k := <-p.idle:
+		return k
+	default:
+		p.grow()
+		return nil
+	}
+}
+
+// release returns k to the idle groups.
+func (p *shimPool) release(k *keeper) {
+	if k != nil {
+		p.idle <- k
+	}
+}
+
+// retire drops k from the pool (its shim is gone) and deletes what is left of it.
+func (p *shimPool) retire(k *keeper) {
+	if k == nil {
+		return
+	}
+	p.mu.Lock()
+	for i, x := range p.all {
+		if x == k {
+			p.all = append(p.all[:i], p.all[i+1:]...)
+			break
+		}
+	}
+	p.mu.Unlock()
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		_ = k.stop(p.e.nsCtx(context.Background()))
+	}()
+}
+
+// grow starts creating one more group, off the critical path.
+func (p *shimPool) grow() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	// Three failed keepers mean groups do not work here: stop trying.
+	if p.closed || p.failures >= 3 || len(p.all)+p.creating >= maxShimGroups {
+		return
+	}
+	p.creating++
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		ctx := p.e.nsCtx(context.Background())
+		k, err := p.e.startKeeper(ctx)
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.creating--
+		if err != nil {
+			p.failures++
+			return
+		}
+		if p.closed {
+			_ = k.stop(ctx)
+			return
+		}
+		p.all = append(p.all, k)
+		p.idle <- k
+	}()
+}
+
+// close stops every group; no action may be running.
+func (p *shimPool) close(ctx context.Context) error {
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+	p.wg.Wait()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var errs []error
+	for _, k := range p.all {
+		if err := k.stop(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	p.all = nil
+	return errors.Join(errs...)
+}
 
 type keeper struct {
 	id     string
