@@ -18,6 +18,12 @@ import (
 	"github.com/foundry-build/foundry/executors/executortest"
 )
 
+func TestMain(m *testing.M) {
+	code := m.Run()
+	executortest.RemoveImages()
+	os.Exit(code)
+}
+
 func address() string {
 	if a := os.Getenv("FOUNDRY_CONTAINERD_ADDRESS"); a != "" {
 		return a

@@ -223,6 +223,17 @@ func buildLayout() (executors.Image, error) {
 	return executors.Image{Digest: d.String(), LayoutPath: dir, Env: busyboxEnv}, nil
 }
 
+// RemoveImages deletes the images built by BusyboxRootfs and BusyboxLayout; call it from
+// TestMain after m.Run, since they are shared by the tests of a process.
+func RemoveImages() {
+	if rootfsDir != "" {
+		os.RemoveAll(rootfsDir)
+	}
+	if layoutImg.LayoutPath != "" {
+		os.RemoveAll(layoutImg.LayoutPath)
+	}
+}
+
 // Both returns an image with both a layout and a rootfs, for tests that run every executor.
 func Both(t testing.TB) executors.Image {
 	img := BusyboxLayout(t)

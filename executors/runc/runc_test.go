@@ -12,6 +12,12 @@ import (
 	"github.com/foundry-build/foundry/executors/runc"
 )
 
+func TestMain(m *testing.M) {
+	code := m.Run()
+	executortest.RemoveImages()
+	os.Exit(code)
+}
+
 func available() bool {
 	_, err := exec.LookPath("runc")
 	return err == nil && os.Geteuid() == 0
