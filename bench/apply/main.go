@@ -68,7 +68,8 @@ func main() {
 
 	wide := project(func(b *strings.Builder) {
 		for i := 0; i < *big; i++ {
-			fmt.Fprintf(b, "step \"s%d\" {\n  image = seed.bb\n  run = [\"sh\", \"-c\", \"echo %d > /out/o\"]\n  outputs = [\"/out/o\"]\n}\n", i, i)
+			// $FOUNDRY_OUT is where the local executor (usable to fill the cache fast) puts /out.
+			fmt.Fprintf(b, "step \"s%d\" {\n  image = seed.bb\n  run = [\"sh\", \"-c\", \"echo %d > $${FOUNDRY_OUT:-/out}/o\"]\n  outputs = [\"/out/o\"]\n}\n", i, i)
 		}
 	})
 	defer os.RemoveAll(wide)
