@@ -586,6 +586,14 @@ func (r *runner) publish(ctx context.Context, n *Node, tree digest.Digest, prov,
 	if err != nil {
 		return "", err
 	}
+	// The packaging itself is an action Foundry observed (on the host, unsandboxed): its
+	// provenance names the published manifest, which is what OCI tools such as cosign look
+	// for, and the tree, with the step outputs it was assembled from as dependencies.
+	if pkg, err := r.packageProvenance(n, tree, m); err != nil {
+		return "", fmt.Errorf("provenance of the package: %w", err)
+	} else if pkg != nil {
+		prov = append(prov, pkg)
+	}
 	for _, group := range []struct {
 		envs  [][]byte
 		ptype string
@@ -637,4 +645,76 @@ func (r *runner) pullAdmitted(ctx context.Context, n *Node, pin *Admitted) (dige
 		return "", fmt.Errorf("pulled files hash to %s, the artifact says %s", tree, pulled.Tree)
 	}
 	return tree, nil
+}
+
+// packageProvenance mints and signs the provenance of assembling and publishing a
+// capability artifact: subjects are the manifest and the tree; dependencies are the base
+// image and every packaged step output, by digest, with its producer. It returns nil when
+// the package has no base image to name as its environment.
+func (r *runner) packageProvenance(n *Node, tree, manifest digest.Digest) ([]byte, error) {
+	var recipe string
+	for _, c := range r.plan.Capabilities {
+		if c.Address == n.Address {
+			recipe = c.Recipe
+		}
+	}
+	snap := r.snapshot()
+	for a := range snap {
+		if strings.HasPrefix(a, "recipe.") && strings.HasSuffix(a, ".package") && snap[a].tree == tree {
+			recipe = strings.TrimSuffix(a, ".package")
+		}
+	}
+	pkgNode := r.g.Nodes[recipe+".package"]
+	if pkgNode == nil || pkgNode.Package.Base == nil {
+		return nil, nil
+	}
+	base := snap[pkgNode.Package.Base.Node]
+	if base == nil {
+		return nil, nil
+	}
+	e := &provenance.Execution{
+		InvocationID: fmt.Sprintf("%s/%s/publish", r.runID, n.Address),
+		Executor:     "packager", Isolation: provenance.IsolationNone,
+		Versions:     map[string]string{"foundry": r.opt.Version},
+		Step:         pkgNode.Definition,
+		ActionDigest: string(pkgNode.Digest), Platform: n.Capability.Target,
+		Network:      provenance.Network{Mode: executors.NetworkNone},
+		Image:        provenance.Dependency{Name: "image", URI: "foundry:" + pkgNode.Package.Base.Node, Digest: base.image.Digest},
+		Outputs: []provenance.Artifact{
+			{Name: "manifest", Digest: string(manifest), MediaType: "application/vnd.oci.image.manifest.v1+json"},
+			{Name: "files", Digest: string(tree)},
+		},
+		StartedOn: time.Now(), FinishedOn: time.Now(),
+	}
+	for _, path := range sortedKeys(pkgNode.Package.Files) {
+		a := pkgNode.Package.Files[path]
+		if a.Kind != lang.ArtifactStepOutput {
+			continue
+		}
+		prod := snap[a.Node]
+		if prod == nil || prod.step == nil {
+			continue
+		}
+		for _, o := range prod.step.Outputs {
+			if o.Path == a.Path {
+				e.Inputs = append(e.Inputs, provenance.Dependency{Name: path, URI: "foundry:" + a.Node + "#" + a.Path,
+					Digest: string(o.Digest), Producer: string(prod.step.Action)})
+			}
+		}
+	}
+	st, err := provenance.NewProvenance(e)
+	if err != nil {
+		return nil, err
+	}
+	env, err := provenance.Sign(r.opt.Signer, st)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := r.ws.Store.PutBytes(env); err != nil {
+		return nil, err
+	}
+	if _, err := provenance.WriteEnvelope(r.ws.AttestationDir(), env); err != nil {
+		return nil, err
+	}
+	return env, nil
 }
