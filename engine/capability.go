@@ -678,8 +678,8 @@ func (r *runner) packageProvenance(n *Node, tree, manifest digest.Digest) ([]byt
 		Versions:     map[string]string{"foundry": r.opt.Version},
 		Step:         pkgNode.Definition,
 		ActionDigest: string(pkgNode.Digest), Platform: n.Capability.Target,
-		Network:      provenance.Network{Mode: executors.NetworkNone},
-		Image:        provenance.Dependency{Name: "image", URI: "foundry:" + pkgNode.Package.Base.Node, Digest: base.image.Digest},
+		Network: provenance.Network{Mode: executors.NetworkNone},
+		Image:   provenance.Dependency{Name: "image", URI: "foundry:" + pkgNode.Package.Base.Node, Digest: base.image.Digest},
 		Outputs: []provenance.Artifact{
 			{Name: "manifest", Digest: string(manifest), MediaType: "application/vnd.oci.image.manifest.v1+json"},
 			{Name: "files", Digest: string(tree)},
