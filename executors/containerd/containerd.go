@@ -222,8 +222,8 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 
 	// Cleanup must run even when ctx is cancelled.
 	cctx := context.WithoutCancel(ctx)
-	tr := newTrace(a.ID)
-	defer tr.done()
+	tr := executors.NewTrace(a.ID)
+	defer tr.Done()
 	lctx, doneLease, err := e.client.WithLease(ctx, leases.WithID(a.ID), leases.WithExpiration(leaseTTL))
 	if err != nil {
 		return nil, fmt.Errorf("containerd executor: action %s: lease: %w", a.ID, err)
@@ -251,7 +251,7 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 		return nil, fmt.Errorf("containerd executor: action %s: %s: %w", a.ID, what, err)
 	}
 
-	tr.mark("lease")
+	tr.Mark("lease")
 	// The snapshot is held by the action's lease, not referenced from the container record,
 	// and its mounts go straight into the task request: that saves the client three
 	// round trips per action (snapshot lookup at container creation, mounts and spec reads at
@@ -281,7 +281,7 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 		return fail("create container", err)
 	}
 
-	tr.mark("container")
+	tr.Mark("container")
 	stdout, stderr := writerOr(a.Stdout), writerOr(a.Stderr)
 	// A step's stdin (the evaluator's case input) is copied into the task's stdin fifo; when
 	// it is exhausted the fifo must be closed through the shim (CloseIO), or the process
@@ -320,7 +320,7 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 	if err != nil {
 		return fail("create task", err)
 	}
-	tr.mark("newtask")
+	tr.Mark("newtask")
 	// Wait before Start, or a fast exit can be missed.
 	statusC, err := task.Wait(cctx)
 	if err != nil {
@@ -342,7 +342,7 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 		}()
 	}
 
-	tr.mark("start")
+	tr.Mark("start")
 	timer := time.NewTimer(runc.EffectiveLimits(a.Limits).Timeout)
 	defer timer.Stop()
 	var killedBy error
@@ -369,7 +369,7 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 		}
 	}
 	res.Finished = time.Now()
-	tr.mark("exit")
+	tr.Mark("exit")
 	code, _, serr := st.Result()
 	if serr != nil {
 		task.Delete(cctx, containerd.WithProcessKill)
@@ -387,7 +387,7 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 	}
 	// The cgroup lives until the task is deleted.
 	oom, oomErr := runc.OOMKills(cgroupsPath)
-	tr.mark("io+oom")
+	tr.Mark("io+oom")
 	// Every process of the step is gone (the pid namespace died with its init, or the
 	// kill-all above ended them) and its output is captured: deleting the task (runc delete,
 	// shim shutdown), container, snapshot and lease only frees resources, so it happens off
@@ -591,31 +591,6 @@ func writerOr(w io.Writer) io.Writer {
 		return io.Discard
 	}
 	return w
-}
-
-type trace struct {
-	id   string
-	last time.Time
-	b    strings.Builder
-}
-
-var traceOn = os.Getenv("FOUNDRY_EXEC_TRACE") != ""
-
-func newTrace(id string) *trace { return &trace{id: id, last: time.Now()} }
-
-func (t *trace) mark(what string) {
-	if !traceOn {
-		return
-	}
-	now := time.Now()
-	fmt.Fprintf(&t.b, " %s=%.1fms", what, float64(now.Sub(t.last))/1e6)
-	t.last = now
-}
-
-func (t *trace) done() {
-	if traceOn {
-		fmt.Fprintf(os.Stderr, "trace %s:%s\n", t.id, t.b.String())
-	}
 }
 
 // eofNotifier closes done when its reader is exhausted (or fails).

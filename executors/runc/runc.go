@@ -135,8 +135,8 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 		return nil, fmt.Errorf("runc executor: action %s: chown OutDir: %w", a.ID, err)
 	}
 
-	tr := newTrace(a.ID)
-	defer tr.done()
+	tr := executors.NewTrace(a.ID)
+	defer tr.Done()
 	bundle := filepath.Join(e.bundleDir, a.ID)
 	if err := e.prepareBundle(bundle, a.Image.Rootfs, spec); err != nil {
 		e.removeBundle(bundle)
@@ -162,7 +162,7 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 	// runtime bug leaves one open.
 	cmd.WaitDelay = 10 * time.Second
 
-	tr.mark("bundle")
+	tr.Mark("bundle")
 	res := &executors.Result{Started: time.Now()}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("runc executor: action %s: start %s: %w", a.ID, e.runtime, err)
@@ -186,7 +186,7 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 		werr = e.killUntilExit(a.ID, waitErr)
 	}
 	res.Finished = time.Now()
-	tr.mark("run")
+	tr.Mark("run")
 
 	exitCode := -1
 	if cmd.ProcessState != nil {
@@ -512,31 +512,4 @@ func runcError(logPath string) string {
 		}
 	}
 	return strings.Join(msgs, "; ")
-}
-
-// trace prints per-phase times of each run to stderr when FOUNDRY_EXEC_TRACE is set.
-type trace struct {
-	id   string
-	last time.Time
-	b    strings.Builder
-}
-
-var traceOn = os.Getenv("FOUNDRY_EXEC_TRACE") != ""
-
-func newTrace(id string) *trace { return &trace{id: id, last: time.Now()} }
-
-func (t *trace) mark(what string) {
-	if !traceOn {
-		return
-	}
-	now := time.Now()
-	fmt.Fprintf(&t.b, " %s=%.1fms", what, float64(now.Sub(t.last))/1e6)
-	t.last = now
-}
-
-func (t *trace) done() {
-	if traceOn {
-		t.mark("post")
-		fmt.Fprintf(os.Stderr, "trace %s:%s\n", t.id, t.b.String())
-	}
 }
