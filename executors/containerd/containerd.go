@@ -544,11 +544,8 @@ func (e *Executor) Cleanup(ctx context.Context, prefix string) error {
 		if !strings.HasPrefix(c.ID(), prefix) {
 			continue
 		}
-		if t, err := c.Task(ctx, nil); err == nil {
-			_ = t.Kill(ctx, syscall.SIGKILL, containerd.WithKillAll)
-			if _, err := t.Delete(ctx, containerd.WithProcessKill); err != nil && !errdefs.IsNotFound(err) {
-				errs = append(errs, fmt.Errorf("delete task %s: %w", c.ID(), err))
-			}
+		if err := deleteTask(ctx, c); err != nil {
+			errs = append(errs, fmt.Errorf("delete task %s: %w", c.ID(), err))
 		}
 		if err := c.Delete(ctx, containerd.WithSnapshotCleanup); err != nil && !errdefs.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("delete container %s: %w", c.ID(), err))
@@ -584,6 +581,32 @@ func (e *Executor) Cleanup(ctx context.Context, prefix string) error {
 		return fmt.Errorf("containerd executor: cleanup %q: %w", prefix, err)
 	}
 	return nil
+}
+
+// deleteTask kills and deletes a container's task, if it has one. The executor that ran the
+// task may be deleting it at the same moment (its step just died), and its shim may go away
+// under us ("ttrpc: closed"): an error counts only if the task is still there afterwards.
+func deleteTask(ctx context.Context, c containerd.Container) error {
+	var last error
+	for i := 0; i < 20; i++ {
+		t, err := c.Task(ctx, nil)
+		if errdefs.IsNotFound(err) {
+			return nil
+		}
+		if err == nil {
+			_ = t.Kill(ctx, syscall.SIGKILL, containerd.WithKillAll)
+			if _, err = t.Delete(ctx, containerd.WithProcessKill); err == nil || errdefs.IsNotFound(err) {
+				return nil
+			}
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			return errors.Join(last, ctx.Err())
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	return last
 }
 
 func writerOr(w io.Writer) io.Writer {
