@@ -377,8 +377,15 @@ func TestQuarantinedInputRefused(t *testing.T) {
 			text = in.Digest
 		}
 	}
+	// A plan saved before the quarantine must not get around it.
+	if code, _, errs := foundry(t, dir, "plan", "-out", "before.plan"); code != 0 {
+		t.Fatal(errs)
+	}
 	if code, _, errs := foundry(t, dir, "quarantine", "add", "-reason", "leaked secret", string(text)); code != 0 {
 		t.Fatalf("quarantine add: %s", errs)
+	}
+	if r := apply(t, dir, nil, "before.plan"); r.code != exitError || len(r.executed) != 0 {
+		t.Fatalf("a saved plan made before the quarantine ran: exit %d, executed %v\n%s", r.code, r.executed, r.stderr)
 	}
 	_, out, _ = foundry(t, dir, "plan")
 	if !strings.Contains(out, "quarantined: "+string(text)[:19]+" (leaked secret)") || !strings.Contains(out, "affected: built from step.words, which is quarantined") {
