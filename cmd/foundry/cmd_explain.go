@@ -80,6 +80,9 @@ Exit codes: 0 success, 1 configuration errors or unknown node, 2 usage error.`,
 				for a, m := range g.Nodes {
 					byDigest[`"`+string(m.Digest)+`"`] = a
 				}
+				if changes == nil {
+					changes = []state.Change{}
+				}
 				if *jsonOut {
 					writeJSON(env.stdout, map[string]any{"node": addr, "action": n.Digest, "cached": hit,
 						"previous_action": prev.Action, "has_previous": found, "changes": changes})

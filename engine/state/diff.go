@@ -23,10 +23,10 @@ type Change struct {
 	// Path names the value: object members as .name (or ["name"] when name is not an
 	// identifier), array elements as [i]; the document root is "$". Examples:
 	// inputs["/src"].digest, argv[2], limits.memory.
-	Path string
-	Kind ChangeKind
-	Old  json.RawMessage // nil when Added
-	New  json.RawMessage // nil when Removed
+	Path string          `json:"path"`
+	Kind ChangeKind      `json:"kind"`
+	Old  json.RawMessage `json:"old,omitempty"` // nil when Added
+	New  json.RawMessage `json:"new,omitempty"` // nil when Removed
 }
 
 // DiffJSON compares two JSON documents — normally the previous and the current canonical

@@ -25,14 +25,14 @@ const (
 
 // Node is one node of one run.
 type Node struct {
-	RunID    string
-	Address  string // the node's address in the graph, e.g. recipe.int-sort-go.step.build
-	Action   digest.Digest
-	Status   NodeStatus
-	ExitCode *int   // nil when no process exit was observed
-	Error    string // why it failed or was skipped
-	Started  time.Time
-	Finished time.Time
+	RunID    string        `json:"run"`
+	Address  string        `json:"address"` // the node's address in the graph, e.g. recipe.int-sort-go.step.build
+	Action   digest.Digest `json:"action"`
+	Status   NodeStatus    `json:"status"`
+	ExitCode *int          `json:"exit_code"`       // nil when no process exit was observed
+	Error    string        `json:"error,omitempty"` // why it failed or was skipped
+	Started  time.Time     `json:"started"`
+	Finished time.Time     `json:"finished"`
 }
 
 // NodeRef names a node and the action digest it has in a run.

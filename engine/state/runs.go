@@ -26,14 +26,14 @@ const (
 
 // Run is one apply.
 type Run struct {
-	ID       string
-	Started  time.Time
-	Finished time.Time // zero while running
-	Status   RunStatus
-	Plan     digest.Digest // digest of the plan the run applied
-	Args     []string      // the command line, for `foundry status`
-	Host     string
-	PID      int
+	ID       string        `json:"id"`
+	Started  time.Time     `json:"started"`
+	Finished time.Time     `json:"finished"` // zero while running
+	Status   RunStatus     `json:"status"`
+	Plan     digest.Digest `json:"plan_digest"` // digest of the plan the run applied
+	Args     []string      `json:"args"`        // the command line, for `foundry status`
+	Host     string        `json:"host"`
+	PID      int           `json:"pid"`
 }
 
 // BeginRun records a new run and takes its run lock, which this process holds until
