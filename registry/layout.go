@@ -343,35 +343,15 @@ func (l *Layout) putBytes(d digest.Digest, b []byte) error {
 	return l.putReader(d, int64(len(b)), bytes.NewReader(b))
 }
 
-// putReader writes r to a temporary file beside the blob, checks size and digest, fsyncs
-// and renames: a blob file that exists is complete and correct.
+// putReader stores a blob of known digest and size from r; anything else is refused.
 func (l *Layout) putReader(d digest.Digest, size int64, r io.Reader) error {
-	dir := filepath.Dir(l.blobPath(d))
-	f, err := os.CreateTemp(dir, ".tmp-")
-	if err != nil {
-		return fmt.Errorf("%s: put blob %s: %w", l, d, err)
-	}
-	h := sha256.New()
-	n, err := io.Copy(io.MultiWriter(f, h), io.LimitReader(r, size+1))
-	if err == nil {
-		if got := "sha256:" + hex.EncodeToString(h.Sum(nil)); n != size || got != string(d) {
-			err = fmt.Errorf("content is %d bytes with digest %s, want %d bytes with %s", n, got, size, d)
+	_, _, err := l.writeBlob(io.LimitReader(r, size+1), func(got digest.Digest, n int64) error {
+		if n != size || got != d {
+			return fmt.Errorf("content is %d bytes with digest %s, want %d bytes with %s", n, got, size, d)
 		}
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(f.Name(), 0o644)
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), l.blobPath(d))
-	}
+		return nil
+	})
 	if err != nil {
-		os.Remove(f.Name())
 		return fmt.Errorf("%s: put blob %s: %w", l, d, err)
 	}
 	return nil
@@ -449,13 +429,41 @@ func writeFileAtomic(p string, b []byte) error {
 // putBlobStream stores what r yields as a blob in one pass, named by the digest computed
 // as it is written (Publish's single-pass layer upload).
 func (l *Layout) putBlobStream(_ context.Context, r io.Reader) (digest.Digest, int64, error) {
-	f, err := os.CreateTemp(filepath.Join(l.dir, "blobs", "sha256"), ".tmp-")
+	d, n, err := l.writeBlob(r, nil)
 	if err != nil {
 		return "", 0, fmt.Errorf("%s: put blob: %w", l, err)
+	}
+	return d, n, nil
+}
+
+// putStream stores a blob of unknown size from r (a server upload), checking the digest.
+func (l *Layout) putStream(d digest.Digest, r io.Reader) error {
+	_, _, err := l.writeBlob(r, func(got digest.Digest, _ int64) error {
+		if got != d {
+			return fmt.Errorf("content has digest %s: %w", got, ErrDigestMismatch)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("%s: put blob %s: %w", l, d, err)
+	}
+	return nil
+}
+
+// writeBlob copies r to a temporary file beside the blobs while hashing it, lets check
+// refuse what it got, then fsyncs and renames it to its digest: a blob file that exists is
+// complete and correct. A blob already present is kept and the copy dropped.
+func (l *Layout) writeBlob(r io.Reader, check func(got digest.Digest, n int64) error) (digest.Digest, int64, error) {
+	f, err := os.CreateTemp(filepath.Join(l.dir, "blobs", "sha256"), ".tmp-")
+	if err != nil {
+		return "", 0, err
 	}
 	h := sha256.New()
 	n, err := io.Copy(io.MultiWriter(f, h), r)
 	d := digest.Digest("sha256:" + hex.EncodeToString(h.Sum(nil)))
+	if err == nil && check != nil {
+		err = check(d, n)
+	}
 	if err == nil {
 		err = f.Sync()
 	}
@@ -474,40 +482,7 @@ func (l *Layout) putBlobStream(_ context.Context, r io.Reader) (digest.Digest, i
 	}
 	if err != nil {
 		os.Remove(f.Name())
-		return "", 0, fmt.Errorf("%s: put blob: %w", l, err)
+		return "", 0, err
 	}
 	return d, n, nil
-}
-
-// putStream stores a blob of unknown size from r (a server upload), checking the digest.
-func (l *Layout) putStream(d digest.Digest, r io.Reader) error {
-	dir := filepath.Dir(l.blobPath(d))
-	f, err := os.CreateTemp(dir, ".tmp-")
-	if err != nil {
-		return fmt.Errorf("%s: put blob %s: %w", l, d, err)
-	}
-	h := sha256.New()
-	_, err = io.Copy(io.MultiWriter(f, h), r)
-	if err == nil {
-		if got := "sha256:" + hex.EncodeToString(h.Sum(nil)); got != string(d) {
-			err = fmt.Errorf("content has digest %s: %w", got, ErrDigestMismatch)
-		}
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(f.Name(), 0o644)
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), l.blobPath(d))
-	}
-	if err != nil {
-		os.Remove(f.Name())
-		return fmt.Errorf("%s: put blob %s: %w", l, d, err)
-	}
-	return nil
 }
