@@ -450,13 +450,13 @@ func encodeSealed(rej *rejection, env []byte) []byte {
 	if rej != nil {
 		rec.Rejection, rec.CaseDigest = &rej.Rejection, rej.caseDigest
 	}
-	b, _ := jsonMarshal(rec)
+	b, _ := json.Marshal(rec)
 	return b
 }
 
 func decodeSealed(b []byte) (*Rejection, []byte, error) {
 	var rec sealedRecord
-	if err := jsonUnmarshal(b, &rec); err != nil {
+	if err := json.Unmarshal(b, &rec); err != nil {
 		return nil, nil, fmt.Errorf("reading the recorded sealed evaluation: %w", err)
 	}
 	if rec.Rejection != nil {
@@ -467,8 +467,6 @@ func decodeSealed(b []byte) (*Rejection, []byte, error) {
 	return nil, rec.TestResult, nil
 }
 
-func jsonMarshal(v any) ([]byte, error)   { return json.Marshal(v) }
-func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
 
 // admit mints the verification summary over the candidate's provenance and test results,
 // publishes the capability to the project registry and attaches every attestation to it.
@@ -541,7 +539,7 @@ func (r *runner) admit(ctx context.Context, n *Node, recipe string, tree digest.
 	if err := r.ws.State.EffectDispatching(ctx, id, r.runID); err != nil {
 		return "", err
 	}
-	ref, err := r.publish(ctx, n, tree, provEnvs, ev.testResults, vsa)
+	ref, err := r.publish(ctx, n, recipe, tree, provEnvs, ev.testResults, vsa)
 	if err != nil {
 		r.ws.State.EffectFinished(context.WithoutCancel(ctx), id, state.EffectFailed, err.Error())
 		return "", err
@@ -578,7 +576,7 @@ func (r *runner) refuseQuarantined(ctx context.Context, tree digest.Digest, ref 
 // publish stores the capability artifact and attaches its attestations. Both are
 // idempotent (content-addressed), which is what lets a dispatched-but-unknown publish be
 // reconciled by publishing again.
-func (r *runner) publish(ctx context.Context, n *Node, tree digest.Digest, prov, tests [][]byte, vsa []byte) (string, error) {
+func (r *runner) publish(ctx context.Context, n *Node, recipe string, tree digest.Digest, prov, tests [][]byte, vsa []byte) (string, error) {
 	m, err := registry.Publish(ctx, r.opt.Registry, r.ws.Store, registry.Capability{
 		Contract: n.Definition, Tree: tree, Name: n.Capability.Name, Version: tree.Hex()[:12],
 		Target: n.Capability.Target, Tag: ContractTag(n.Digest),
@@ -589,7 +587,7 @@ func (r *runner) publish(ctx context.Context, n *Node, tree digest.Digest, prov,
 	// The packaging itself is an action Foundry observed (on the host, unsandboxed): its
 	// provenance names the published manifest, which is what OCI tools such as cosign look
 	// for, and the tree, with the step outputs it was assembled from as dependencies.
-	if pkg, err := r.packageProvenance(n, tree, m); err != nil {
+	if pkg, err := r.packageProvenance(n, recipe, tree, m); err != nil {
 		return "", fmt.Errorf("provenance of the package: %w", err)
 	} else if pkg != nil {
 		prov = append(prov, pkg)
@@ -651,19 +649,8 @@ func (r *runner) pullAdmitted(ctx context.Context, n *Node, pin *Admitted) (dige
 // capability artifact: subjects are the manifest and the tree; dependencies are the base
 // image and every packaged step output, by digest, with its producer. It returns nil when
 // the package has no base image to name as its environment.
-func (r *runner) packageProvenance(n *Node, tree, manifest digest.Digest) ([]byte, error) {
-	var recipe string
-	for _, c := range r.plan.Capabilities {
-		if c.Address == n.Address {
-			recipe = c.Recipe
-		}
-	}
+func (r *runner) packageProvenance(n *Node, recipe string, tree, manifest digest.Digest) ([]byte, error) {
 	snap := r.snapshot()
-	for a := range snap {
-		if strings.HasPrefix(a, "recipe.") && strings.HasSuffix(a, ".package") && snap[a].tree == tree {
-			recipe = strings.TrimSuffix(a, ".package")
-		}
-	}
 	pkgNode := r.g.Nodes[recipe+".package"]
 	if pkgNode == nil || pkgNode.Package.Base == nil {
 		return nil, nil
@@ -691,16 +678,12 @@ func (r *runner) packageProvenance(n *Node, tree, manifest digest.Digest) ([]byt
 		if a.Kind != lang.ArtifactStepOutput {
 			continue
 		}
-		prod := snap[a.Node]
-		if prod == nil || prod.step == nil {
-			continue
+		o, producer, err := r.recordedOutput(a)
+		if err != nil {
+			return nil, err
 		}
-		for _, o := range prod.step.Outputs {
-			if o.Path == a.Path {
-				e.Inputs = append(e.Inputs, provenance.Dependency{Name: path, URI: "foundry:" + a.Node + "#" + a.Path,
-					Digest: string(o.Digest), Producer: string(prod.step.Action)})
-			}
-		}
+		e.Inputs = append(e.Inputs, provenance.Dependency{Name: path, URI: "foundry:" + a.Node + "#" + a.Path,
+			Digest: string(o.Digest), Producer: string(producer)})
 	}
 	st, err := provenance.NewProvenance(e)
 	if err != nil {

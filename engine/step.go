@@ -246,32 +246,16 @@ func (r *runner) mounts(ctx context.Context, st *lang.Step) ([]input, error) {
 			dep.URI = "project:" + a.Path
 		case lang.ArtifactInline:
 			var d digest.Digest
-			d, err = r.ws.Store.PutBytes(a.Inline)
-			if err == nil {
-				src, err = r.materializeFile(d, 0o644)
-			}
+			src, d, err = r.inlineFile(a.Inline)
 			dep.URI, dep.Digest = "inline:", string(d)
 		case lang.ArtifactStepOutput:
-			prod := r.result(a.Node)
-			if prod == nil || prod.step == nil {
-				return nil, fmt.Errorf("input %s: %s has no result", target, a.Node)
-			}
 			var o *cache.Output
-			for i := range prod.step.Outputs {
-				if prod.step.Outputs[i].Path == a.Path {
-					o = &prod.step.Outputs[i]
-				}
-			}
-			if o == nil {
-				return nil, fmt.Errorf("input %s: %s did not record output %s", target, a.Node, a.Path)
-			}
-			if o.Kind == cache.Tree {
-				src, err = r.materializeTree(o.Digest)
-			} else {
-				src, err = r.materializeFile(o.Digest, outputMode(o))
+			var producer digest.Digest
+			if src, o, producer, err = r.stepOutput(a); err != nil {
+				return nil, fmt.Errorf("input %s: %w", target, err)
 			}
 			dep.URI = "foundry:" + a.Node + "#" + a.Path
-			dep.Digest, dep.Producer = string(o.Digest), string(prod.step.Action)
+			dep.Digest, dep.Producer = string(o.Digest), string(producer)
 		case lang.ArtifactCapability:
 			prod := r.result(a.Node)
 			if prod == nil || prod.tree == "" {
@@ -342,6 +326,46 @@ func (r *runner) attest(n *Node, attempt int, img executors.Image, inputs []inpu
 		return "", err
 	}
 	return d, nil
+}
+
+// recordedOutput finds the recorded output that a refers to (step.X.output["/out/Y"]) and
+// the producer's action digest.
+func (r *runner) recordedOutput(a *lang.Artifact) (*cache.Output, digest.Digest, error) {
+	prod := r.result(a.Node)
+	if prod == nil || prod.step == nil {
+		return nil, "", fmt.Errorf("%s has no result", a.Node)
+	}
+	for i := range prod.step.Outputs {
+		if o := &prod.step.Outputs[i]; o.Path == a.Path {
+			return o, prod.step.Action, nil
+		}
+	}
+	return nil, "", fmt.Errorf("%s did not record output %s", a.Node, a.Path)
+}
+
+// stepOutput is recordedOutput, materialized for mounting or packaging.
+func (r *runner) stepOutput(a *lang.Artifact) (string, *cache.Output, digest.Digest, error) {
+	o, action, err := r.recordedOutput(a)
+	if err != nil {
+		return "", nil, "", err
+	}
+	var src string
+	if o.Kind == cache.Tree {
+		src, err = r.materializeTree(o.Digest)
+	} else {
+		src, err = r.materializeFile(o.Digest, outputMode(o))
+	}
+	return src, o, action, err
+}
+
+// inlineFile stores text written in the configuration and materializes it as a file.
+func (r *runner) inlineFile(b []byte) (string, digest.Digest, error) {
+	d, err := r.ws.Store.PutBytes(b)
+	if err != nil {
+		return "", "", err
+	}
+	src, err := r.materializeFile(d, 0o644)
+	return src, d, err
 }
 
 // outputMode is the mode a file output is materialized with.
@@ -463,35 +487,16 @@ func (r *runner) assemble(ctx context.Context, files map[string]*lang.Artifact) 
 		var err error
 		switch a.Kind {
 		case lang.ArtifactStepOutput:
-			prod := r.result(a.Node)
-			if prod == nil || prod.step == nil {
-				return "", fmt.Errorf("%s has no result", a.Node)
-			}
-			for _, o := range prod.step.Outputs {
-				if o.Path != a.Path {
-					continue
-				}
-				if o.Kind == cache.Tree {
-					src, err = r.materializeTree(o.Digest)
-				} else {
-					src, err = r.materializeFile(o.Digest, outputMode(&o))
-				}
-			}
+			src, _, _, err = r.stepOutput(a)
 		case lang.ArtifactProjectDir:
 			src = r.hostPath(a)
 		case lang.ArtifactInline:
-			var d digest.Digest
-			if d, err = r.ws.Store.PutBytes(a.Inline); err == nil {
-				src, err = r.materializeFile(d, 0o644)
-			}
+			src, _, err = r.inlineFile(a.Inline)
 		default:
 			return "", fmt.Errorf("cannot package %s", a)
 		}
 		if err != nil {
 			return "", err
-		}
-		if src == "" {
-			return "", fmt.Errorf("%s did not record output %s", a.Node, a.Path)
 		}
 		if err := copyTree(src, dst); err != nil {
 			return "", err
