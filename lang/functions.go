@@ -381,36 +381,16 @@ func hostPath(p string) (string, error) {
 	return filepath.Clean(p), nil
 }
 
-// host_file(path) returns a host file as an Artifact. Symlinks are followed: the content is
-// what is hashed and packed.
-func (in *inputs) hostFileFunc() function.Function {
-	return function.New(&function.Spec{
-		Params: pathParam,
-		Type:   function.StaticReturnType(ArtifactType),
-		Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
-			p, err := hostPath(args[0].AsString())
-			if err != nil {
-				return cty.NilVal, function.NewArgError(0, err)
-			}
-			st, err := os.Stat(p)
-			if err != nil {
-				return cty.NilVal, function.NewArgError(0, err)
-			}
-			if !st.Mode().IsRegular() {
-				return cty.NilVal, function.NewArgErrorf(0, "%q is not a regular file (use host_dir for directories)", p)
-			}
-			d, err := in.hash(ArtifactHostFile, p, false)
-			if err != nil {
-				return cty.NilVal, function.NewArgError(0, err)
-			}
-			in.record(InputRecord{Kind: string(ArtifactHostFile), Path: p, Digest: d})
-			return artifactVal(&Artifact{Kind: ArtifactHostFile, Path: p, Digest: d, Mode: fileMode(st)}), nil
-		},
-	})
-}
+// host_file(path) returns a host file as an Artifact (symlinks are followed: the content is
+// what is hashed and packed); host_dir(path) a host directory tree, by its tree digest.
+func (in *inputs) hostFileFunc() function.Function { return in.hostFunc(false) }
+func (in *inputs) hostDirFunc() function.Function  { return in.hostFunc(true) }
 
-// host_dir(path) returns a host directory tree as an Artifact addressed by its tree digest.
-func (in *inputs) hostDirFunc() function.Function {
+func (in *inputs) hostFunc(dir bool) function.Function {
+	kind, wrong := ArtifactHostFile, "%q is not a regular file (use host_dir for directories)"
+	if dir {
+		kind, wrong = ArtifactHostDir, "%q is not a directory (use host_file for files)"
+	}
 	return function.New(&function.Spec{
 		Params: pathParam,
 		Type:   function.StaticReturnType(ArtifactType),
@@ -423,15 +403,19 @@ func (in *inputs) hostDirFunc() function.Function {
 			if err != nil {
 				return cty.NilVal, function.NewArgError(0, err)
 			}
-			if !st.IsDir() {
-				return cty.NilVal, function.NewArgErrorf(0, "%q is not a directory (use host_file for files)", p)
+			if dir != st.IsDir() || (!dir && !st.Mode().IsRegular()) {
+				return cty.NilVal, function.NewArgErrorf(0, wrong, p)
 			}
-			d, err := in.hash(ArtifactHostDir, p, true)
+			d, err := in.hash(kind, p, dir)
 			if err != nil {
 				return cty.NilVal, function.NewArgErrorf(0, "hashing %q: %v", p, err)
 			}
-			in.record(InputRecord{Kind: string(ArtifactHostDir), Path: p, Digest: d})
-			return artifactVal(&Artifact{Kind: ArtifactHostDir, Path: p, IsDir: true, Digest: d}), nil
+			in.record(InputRecord{Kind: string(kind), Path: p, Digest: d})
+			a := &Artifact{Kind: kind, Path: p, Digest: d, IsDir: dir}
+			if !dir {
+				a.Mode = fileMode(st)
+			}
+			return artifactVal(a), nil
 		},
 	})
 }
