@@ -28,7 +28,7 @@ vet:
 	$(GO) vet ./...
 
 # test runs the whole suite: vet, unit and end-to-end tests, and each fuzz target briefly.
-test: deps test-tools vet
+test: deps test-tools vet build
 	# -p 1: packages share one containerd and one runc root; one at a time keeps them apart.
 	$(GO) test -p 1 -count=1 -timeout 45m ./...
 	bash scripts/fuzz.sh 10s
