@@ -78,6 +78,12 @@ type Action struct {
 	// Stdout and Stderr receive the process output as it is produced. The engine bounds them.
 	Stdout io.Writer
 	Stderr io.Writer
+	// Attach, when set, makes the action a service: once its process has started, Attach is
+	// called with a Dialer that connects from inside the sandbox's network namespace (the
+	// host's for the local executor). When Attach returns, the executor kills the action and
+	// Run returns with Result.Stopped set. If the process ends first (exit, deadline, memory
+	// limit, ctx), Attach's ctx is cancelled and Run waits for Attach to return.
+	Attach AttachFunc
 }
 
 // Result is what the executor observed.
@@ -89,6 +95,7 @@ type Result struct {
 	Signal    string // "SIGKILL" etc., when known
 	TimedOut  bool   // killed at the deadline
 	OOMKilled bool   // the kernel OOM-killed a process of the step at its memory limit
+	Stopped   bool   // killed because Action.Attach returned (ExitCode -1, Signal SIGKILL)
 	Started   time.Time
 	Finished  time.Time
 }

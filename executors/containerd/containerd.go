@@ -343,6 +343,11 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 	}
 
 	tr.Mark("start")
+	// The task's pid is its init in the host's pid namespace; its network namespace is the
+	// sandbox's.
+	at := executors.StartAttach(a, func(context.Context) (executors.Dialer, func() error, error) {
+		return executors.NetnsDialer(int(task.Pid()))
+	})
 	timer := time.NewTimer(runc.EffectiveLimits(a.Limits).Timeout)
 	defer timer.Stop()
 	var killedBy error
@@ -354,6 +359,9 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 		killedBy = errTimeout
 	case <-ctx.Done():
 		killedBy = ctx.Err()
+	case <-at.Done():
+		res.Stopped = true
+		killedBy = errStopped
 	}
 	if killedBy != nil {
 		// WithKillAll signals every process in the task's cgroup, not just init.
@@ -369,6 +377,10 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 		}
 	}
 	res.Finished = time.Now()
+	if err := at.Stop(); err != nil {
+		task.Delete(cctx, containerd.WithProcessKill)
+		return fail("attach", err)
+	}
 	tr.Mark("exit")
 	code, _, serr := st.Result()
 	if serr != nil {
@@ -412,13 +424,16 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 		res.ExitCode = -1
 		res.Signal = "SIGKILL"
 	}
-	if killedBy != nil && !res.TimedOut {
+	if killedBy != nil && !res.TimedOut && !res.Stopped {
 		return res, fmt.Errorf("containerd executor: action %s: cancelled: %w", a.ID, killedBy)
 	}
 	return res, nil
 }
 
-var errTimeout = errors.New("deadline reached")
+var (
+	errTimeout = errors.New("deadline reached")
+	errStopped = errors.New("stopped after Attach returned")
+)
 
 // shimFailure reports whether err says the shim could not be reached (as opposed to the
 // runtime refusing the task, e.g. a missing argv[0]).

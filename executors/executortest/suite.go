@@ -7,7 +7,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -43,6 +45,8 @@ func Run(t *testing.T, c Config) {
 	t.Run("Deadline", s.deadline)
 	t.Run("Cancel", s.cancel)
 	t.Run("BadArgv", s.badArgv)
+	t.Run("Service", s.service)
+	t.Run("ServiceExits", s.serviceExits)
 	if c.Sandboxed {
 		t.Run("Identity", s.identity)
 		t.Run("ReadOnlyMounts", s.readOnlyMounts)
@@ -171,6 +175,19 @@ func (s *suite) argvEnvWorkdir(t *testing.T) {
 	if got := strings.TrimSpace(st.stdout.String()); got != "/tmp" {
 		t.Errorf("image env: HOME=%q, want /tmp", got)
 	}
+}
+
+// procRunning reports whether a process on the host has a command line containing s
+// (arguments separated by NUL).
+func procRunning(s string) bool {
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && strings.Contains(string(b), s) {
+			return true
+		}
+	}
+	return false
 }
 
 // procGone reports whether no process on the host has exactly argv.
@@ -321,6 +338,94 @@ echo ok > /out/result && echo ok > /tmp/scratch && cat /tmp/scratch && mkdir -p 
 		if err != nil || len(ents) != 1 || ents[0].Name() != "bin" {
 			t.Errorf("image rootfs changed: %v %v", ents, err)
 		}
+	}
+}
+
+// freePort returns a TCP port nothing listens on on the host's loopback.
+func freePort(t *testing.T) int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// service runs an HTTP server as an action and reaches it through Attach's dialer. In a
+// sandbox the server listens on the sandbox's loopback, which the host cannot reach: the
+// dialer must connect from inside the sandbox's network namespace. When Attach returns the
+// action is killed.
+func (s *suite) service(t *testing.T) {
+	port := freePort(t)
+	marker := randHex(6)
+	st := s.newStep(t, sh(fmt.Sprintf(`d=$(mktemp -d) && echo served-%s > "$d/index.html" && exec busybox httpd -f -p 127.0.0.1:%d -h "$d"`, marker, port))...)
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	var body string
+	var lastErr error
+	hostReached := false
+	st.a.Attach = func(ctx context.Context, dial executors.Dialer) {
+		client := &http.Client{Transport: &http.Transport{DialContext: dial, DisableKeepAlives: true}, Timeout: 5 * time.Second}
+		deadline := time.Now().Add(30 * time.Second)
+		for time.Now().Before(deadline) && ctx.Err() == nil {
+			req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/", nil)
+			resp, err := client.Do(req)
+			if err == nil {
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode == 200 {
+					body = string(b)
+					break
+				}
+				err = fmt.Errorf("status %d", resp.StatusCode)
+			}
+			lastErr = err
+			time.Sleep(20 * time.Millisecond)
+		}
+		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+			hostReached = true
+			c.Close()
+		}
+	}
+	start := time.Now()
+	r := s.run(t, st)
+	if body != "served-"+marker+"\n" {
+		t.Fatalf("GET through the dialer: body %q, last error %v; stderr %q", body, lastErr, st.stderr.String())
+	}
+	if s.c.Sandboxed && hostReached {
+		t.Errorf("the sandboxed service was reachable on the host's loopback at %s", addr)
+	}
+	if !s.c.Sandboxed && !hostReached {
+		t.Errorf("the unsandboxed service should listen on the host's loopback at %s", addr)
+	}
+	if !r.Stopped || r.ExitCode != -1 || r.Signal != "SIGKILL" || r.TimedOut {
+		t.Errorf("after Attach returned: got %+v, want Stopped with SIGKILL", r)
+	}
+	if d := time.Since(start); d > 40*time.Second {
+		t.Errorf("Run took %v after Attach returned", d)
+	}
+	if procRunning("httpd\x00-f\x00-p\x00" + addr + "\x00") {
+		t.Errorf("httpd on %s still running after Run returned", addr)
+	}
+}
+
+// serviceExits: a service that exits on its own cancels Attach's context, and Run reports
+// its exit status.
+func (s *suite) serviceExits(t *testing.T) {
+	st := s.newStep(t, sh("exit 3")...)
+	cancelled := false
+	st.a.Attach = func(ctx context.Context, dial executors.Dialer) {
+		select {
+		case <-ctx.Done():
+			cancelled = true
+		case <-time.After(30 * time.Second):
+		}
+	}
+	r := s.run(t, st)
+	if !cancelled {
+		t.Errorf("Attach's context was not cancelled when the process exited")
+	}
+	if r.Stopped || r.ExitCode != 3 {
+		t.Errorf("got %+v, want exit 3 and not Stopped", r)
 	}
 }
 

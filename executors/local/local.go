@@ -111,6 +111,10 @@ func (*Executor) Run(ctx context.Context, a *executors.Action) (*executors.Resul
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
+	// Unsandboxed, a service listens in the host's own network namespace.
+	at := executors.StartAttach(a, func(context.Context) (executors.Dialer, func() error, error) {
+		return executors.HostDialer, func() error { return nil }, nil
+	})
 	timer := time.NewTimer(runc.EffectiveLimits(a.Limits).Timeout)
 	defer timer.Stop()
 	var killedBy error
@@ -122,6 +126,9 @@ func (*Executor) Run(ctx context.Context, a *executors.Action) (*executors.Resul
 		killedBy = errors.New("deadline reached")
 	case <-ctx.Done():
 		killedBy = ctx.Err()
+	case <-at.Done():
+		res.Stopped = true
+		killedBy = errors.New("stopped after Attach returned")
 	}
 	if killedBy != nil {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
@@ -131,6 +138,9 @@ func (*Executor) Run(ctx context.Context, a *executors.Action) (*executors.Resul
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	}
 	res.Finished = time.Now()
+	if err := at.Stop(); err != nil {
+		return nil, fmt.Errorf("local executor: action %s: attach: %w", a.ID, err)
+	}
 	var exitErr *exec.ExitError
 	if werr != nil && !errors.As(werr, &exitErr) && !errors.Is(werr, exec.ErrWaitDelay) {
 		return nil, fmt.Errorf("local executor: action %s: wait: %w", a.ID, werr)
@@ -142,7 +152,7 @@ func (*Executor) Run(ctx context.Context, a *executors.Action) (*executors.Resul
 	} else {
 		res.ExitCode = ws.ExitStatus()
 	}
-	if killedBy != nil && !res.TimedOut {
+	if killedBy != nil && !res.TimedOut && !res.Stopped {
 		return res, fmt.Errorf("local executor: action %s: cancelled: %w", a.ID, killedBy)
 	}
 	return res, nil

@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -150,8 +151,9 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 	logPath := filepath.Join(bundle, "runc.log")
 	// --keep leaves the stopped container (and its cgroup) in place so that the OOM counter
 	// can be read before `runc delete` removes it.
+	pidFile := filepath.Join(bundle, "init.pid")
 	cmd := exec.Command(e.runtime, "--root", e.stateDir, "--log", logPath, "--log-format", "json",
-		"run", "--keep", "--bundle", bundle, a.ID)
+		"run", "--keep", "--pid-file", pidFile, "--bundle", bundle, a.ID)
 	// nil writers become /dev/null; an *os.File is handed to the step directly.
 	cmd.Stdin = a.Stdin // nil: /dev/null
 	cmd.Stdout = a.Stdout
@@ -169,6 +171,15 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 	}
 	waitErr := make(chan error, 1)
 	go func() { waitErr <- cmd.Wait() }()
+	// A service's network is reached through its init's namespace; runc writes the init's
+	// pid once the container exists.
+	at := executors.StartAttach(a, func(ctx context.Context) (executors.Dialer, func() error, error) {
+		pid, err := waitPidFile(ctx, pidFile)
+		if err != nil {
+			return nil, nil, err
+		}
+		return executors.NetnsDialer(pid)
+	})
 
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
@@ -181,11 +192,17 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 		killedBy = errTimeout
 	case <-ctx.Done():
 		killedBy = ctx.Err()
+	case <-at.Done():
+		res.Stopped = true
+		killedBy = errStopped
 	}
 	if killedBy != nil {
 		werr = e.killUntilExit(a.ID, waitErr)
 	}
 	res.Finished = time.Now()
+	if err := at.Stop(); err != nil {
+		return nil, fmt.Errorf("runc executor: action %s: attach: %w", a.ID, err)
+	}
 	tr.Mark("run")
 
 	exitCode := -1
@@ -221,7 +238,7 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 		res.ExitCode = -1
 		res.Signal = "SIGKILL"
 	}
-	if killedBy != nil && !res.TimedOut {
+	if killedBy != nil && !res.TimedOut && !res.Stopped {
 		return res, fmt.Errorf("runc executor: action %s: cancelled: %w", a.ID, killedBy)
 	}
 	return res, nil
@@ -245,7 +262,30 @@ func (e *Executor) release(id, bundle string) {
 	}()
 }
 
-var errTimeout = errors.New("deadline reached")
+var (
+	errTimeout = errors.New("deadline reached")
+	errStopped = errors.New("stopped after Attach returned")
+)
+
+// waitPidFile waits for runc to write the container init's pid.
+func waitPidFile(ctx context.Context, path string) (int, error) {
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if b, err := os.ReadFile(path); err == nil && len(b) > 0 {
+			pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+			if err != nil || pid <= 0 {
+				return 0, fmt.Errorf("pid file %s: %q is not a pid", path, b)
+			}
+			return pid, nil
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
 
 // killUntilExit sends SIGKILL to every process of the container until `runc run` returns.
 // The first kill can race container creation, so it is repeated.
