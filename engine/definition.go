@@ -239,10 +239,12 @@ func contractDefinition(c *lang.Capability) (any, error) {
 		if it.OutputSchema != "" {
 			idef["output"] = it.OutputSchema
 		}
-		if it.Kind == "cli" {
-			idef["errors"] = it.Errors
-		} else {
+		idef["errors"] = it.Errors
+		if it.Kind == "service" {
 			idef["port"] = it.Port
+			if it.Ready != "" {
+				idef["ready"] = it.Ready
+			}
 		}
 		def["interface"] = idef
 	}

@@ -108,8 +108,9 @@ type Interface struct {
 	Entrypoint   []string
 	InputSchema  string         // canonical JSON of a Draft 2020-12 schema, or empty
 	OutputSchema string         // likewise
-	Errors       map[string]int // error name → exit code (cli)
-	Port         int            // service
+	Errors       map[string]int // error name → exit code (cli) or HTTP status (service)
+	Port         int            // service: the TCP port it listens on inside its sandbox
+	Ready        string         // service: an HTTP path that answers 2xx once it is ready; "" = the port accepts
 	Range        hcl.Range
 }
 

@@ -234,10 +234,9 @@ func (l *loader) decodeInterface(b *hcl.Block, ctx *hcl.EvalContext) *Interface 
 		l.diags = append(l.diags, errorf(b.LabelRanges[0].Ptr(), "Invalid interface kind", "%q is not an interface kind; use \"cli\" or \"service\".%s", it.Kind, didYouMean(it.Kind, []string{"cli", "service"})))
 	}
 	attrs := []hcl.AttributeSchema{{Name: "entrypoint", Required: true}, {Name: "input"}, {Name: "output"}}
+	attrs = append(attrs, hcl.AttributeSchema{Name: "errors"})
 	if it.Kind == "service" {
-		attrs = append(attrs, hcl.AttributeSchema{Name: "port", Required: true})
-	} else {
-		attrs = append(attrs, hcl.AttributeSchema{Name: "errors"})
+		attrs = append(attrs, hcl.AttributeSchema{Name: "port", Required: true}, hcl.AttributeSchema{Name: "ready"})
 	}
 	content, diags := l.content(b.Body, &hcl.BodySchema{Attributes: attrs})
 	l.diags = append(l.diags, diags...)
@@ -281,7 +280,11 @@ func (l *loader) decodeInterface(b *hcl.Block, ctx *hcl.EvalContext) *Interface 
 				for iter := v.ElementIterator(); iter.Next(); {
 					k, e := iter.Element()
 					n, ok := l.number(e, a.Expr.Range(), fmt.Sprintf("errors[%q]", k.AsString()))
-					if ok && (n != math.Trunc(n) || n < 1 || n > 255) {
+					if ok && it.Kind == "service" && (n != math.Trunc(n) || n < 400 || n > 599) {
+						l.diags = append(l.diags, errorf(a.Expr.Range().Ptr(), "Invalid error status", "errors[%q] = %v: a service's errors are HTTP statuses from 400 to 599.", k.AsString(), n))
+						continue
+					}
+					if ok && it.Kind != "service" && (n != math.Trunc(n) || n < 1 || n > 255) {
 						l.diags = append(l.diags, errorf(a.Expr.Range().Ptr(), "Invalid exit code", "errors[%q] = %v: error exit codes are integers from 1 to 255 (0 means success).", k.AsString(), n))
 						continue
 					}
@@ -289,6 +292,16 @@ func (l *loader) decodeInterface(b *hcl.Block, ctx *hcl.EvalContext) *Interface 
 						it.Errors[k.AsString()] = int(n)
 					}
 				}
+			}
+		}
+	}
+	if a := content.Attributes["ready"]; a != nil {
+		if v, d := l.eval(a.Expr, ctx, nil); !d.HasErrors() {
+			if p, ok := l.str(v, a.Expr.Range(), "ready"); ok {
+				if !ValidHTTPPath(p) {
+					l.diags = append(l.diags, errorf(a.Expr.Range().Ptr(), "Invalid ready path", "ready = %q: the readiness check is an HTTP path starting with \"/\", without spaces or a fragment.", p))
+				}
+				it.Ready = p
 			}
 		}
 	}
@@ -811,3 +824,17 @@ func (c *Config) allSteps() []*Step {
 
 // AllSteps returns every step of the configuration ordered by address.
 func (c *Config) AllSteps() []*Step { return c.allSteps() }
+
+// ValidHTTPPath reports whether p can be sent as an HTTP request target as written: an
+// absolute path with an optional query, printable ASCII without spaces or a fragment.
+func ValidHTTPPath(p string) bool {
+	if !strings.HasPrefix(p, "/") || strings.HasPrefix(p, "//") {
+		return false
+	}
+	for i := 0; i < len(p); i++ {
+		if c := p[i]; c <= ' ' || c >= 0x7f || c == '#' {
+			return false
+		}
+	}
+	return true
+}

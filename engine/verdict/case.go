@@ -25,6 +25,10 @@ type Case struct {
 	Input json.RawMessage
 
 	Expect Expectation
+
+	// Requests are a service case's HTTP exchanges, sent in order to one fresh instance of
+	// the candidate (Input and Expect are then unused). See spec/capability-cases.md §6.
+	Requests []Request
 }
 
 // Expectation is what a case expects; exactly one of its fields is set.
@@ -57,8 +61,8 @@ func ParseCase(name string, data []byte, c *lang.Capability) (*Case, error) {
 	fail := func(format string, args ...any) (*Case, error) {
 		return nil, fmt.Errorf("case %s: %s", name, fmt.Sprintf(format, args...))
 	}
-	if c == nil || c.Interface == nil || c.Interface.Kind != "cli" {
-		return fail("case files describe cli capabilities only")
+	if c == nil || c.Interface == nil || (c.Interface.Kind != "cli" && c.Interface.Kind != "service") {
+		return fail("case files describe cli and service capabilities only")
 	}
 	eq := equivalence(c)
 	if !knownEquivalence[eq] {
@@ -76,6 +80,9 @@ func ParseCase(name string, data []byte, c *lang.Capability) (*Case, error) {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(data, &m); err != nil {
 		return fail("%v", err)
+	}
+	if c.Interface.Kind == "service" {
+		return parseServiceCase(name, m, c)
 	}
 	var unknown []string
 	for k := range m {

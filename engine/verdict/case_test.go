@@ -79,7 +79,7 @@ func TestParseCaseRefuses(t *testing.T) {
 		{"number overflow", `{"input":[1e400],"error":"invalid_input"}`, jsonCap, "overflows"},
 		{"empty file", ``, jsonCap, "not valid JSON"},
 		{"too large", `{"input":"` + strings.Repeat("x", MaxCaseBytes) + `","error":"invalid_input"}`, jsonCap, "limited to"},
-		{"service capability", `{"input":1,"output":1}`, svc, "cli capabilities only"},
+		{"cli case for a service", `{"input":1,"output":1}`, svc, `unknown member "input", "output"; a service case has requests`},
 		{"unknown equivalence", `{"input":1,"output":1}`, capability("approx", "", "", nil), "unknown equivalence"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

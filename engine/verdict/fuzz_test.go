@@ -24,6 +24,8 @@ func FuzzParseCase(f *testing.F) {
 		`{"input":[1e400],"error":"too_large"}`,
 		`{"input":null,"output":["NaN","Infinity","-Infinity"]}`,
 		`[]`, `null`, ``, "{\"input\":\"\xff\"}",
+		`{"requests":[{"path":"/sort","input":[2,1],"output":[1,2]},{"method":"GET","path":"/n","body":"1"},{"path":"/sort","input":"x","error":"invalid_input"}]}`,
+		`{"requests":[]}`, `{"requests":[{"path":"sort","output":1}]}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -32,6 +34,8 @@ func FuzzParseCase(f *testing.F) {
 		capability("bytes", "", "", nil),
 		capability("lines", "", intList, nil),
 		capability("numeric", "", "", &lang.Tolerance{Relative: 1e-9}),
+		service("json", intList, intList),
+		service("bytes", "", ""),
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, c := range caps {
@@ -40,6 +44,10 @@ func FuzzParseCase(f *testing.F) {
 				if !strings.HasPrefix(err.Error(), "case f.json: ") {
 					t.Fatalf("error does not name the case: %v", err)
 				}
+				continue
+			}
+			if c.Interface.Kind == "service" {
+				checkServiceCase(t, c, k)
 				continue
 			}
 			n := 0

@@ -39,7 +39,7 @@ func Judge(c *lang.Capability, k *Case, o Observation) Verdict {
 	if c == nil || c.Interface == nil || c.Interface.Kind != "cli" || k == nil {
 		return Verdict{Reason: "cannot judge: not a case of a cli capability"}
 	}
-	want := expectedText(k)
+	want := k.Expect.text()
 	switch {
 	case o.TimedOut:
 		return Verdict{Reason: "timed out", Expected: want, Got: "killed at the deadline"}
@@ -73,38 +73,44 @@ func Judge(c *lang.Capability, k *Case, o Observation) Verdict {
 		return Verdict{Reason: fmt.Sprintf("exited with %s, want 0 (success)", exitMeaning(o.ExitCode, errs)), Expected: want, Got: got}
 	}
 
-	// Success: the output schema first (schema-invalid output fails whatever the
-	// equivalence), then the equivalence.
+	return judgeOutput(c, &k.Expect, o.Stdout, "stdout")
+}
+
+// judgeOutput judges what a successful run produced (a cli's stdout, a service's response
+// body, named by what) against the expectation: the output schema first (schema-invalid
+// output fails whatever the equivalence), then the equivalence.
+func judgeOutput(c *lang.Capability, e *Expectation, out []byte, what string) Verdict {
+	want := e.text()
 	var got any
 	parsed := false
 	if c.Interface.OutputSchema != "" {
-		v, err := decodeStrict(o.Stdout)
+		v, err := decodeStrict(out)
 		if err != nil {
-			return Verdict{Reason: "stdout is not JSON: " + short(err.Error(), maxShown), Expected: want, Got: quoted(o.Stdout, maxShown)}
+			return Verdict{Reason: what + " is not JSON: " + short(err.Error(), maxShown), Expected: want, Got: quoted(out, maxShown)}
 		}
 		if err := validate(c.Interface.OutputSchema, v); err != nil {
-			return Verdict{Reason: "output violates the output schema: " + err.Error(), Expected: want, Got: short(string(compact(o.Stdout)), maxShown)}
+			return Verdict{Reason: "output violates the output schema: " + err.Error(), Expected: want, Got: short(string(compact(out)), maxShown)}
 		}
 		got, parsed = v, true
 	}
 
 	switch eq := equivalence(c); eq {
 	case "bytes":
-		return judgeBytes(k, o.Stdout)
+		return judgeBytes(e, out, what)
 	case "lines":
-		return judgeLines(k, o.Stdout)
+		return judgeLines(e, out)
 	case "json", "numeric":
-		if k.Expect.Output == nil {
+		if e.Output == nil {
 			return Verdict{Reason: fmt.Sprintf("cannot judge: the %s equivalence needs an expected output", eq)}
 		}
-		wantV, err := decodeStrict(k.Expect.Output)
+		wantV, err := decodeStrict(e.Output)
 		if err != nil {
 			return Verdict{Reason: "cannot judge: expected output is not JSON"}
 		}
 		if !parsed {
-			v, err := decodeStrict(o.Stdout)
+			v, err := decodeStrict(out)
 			if err != nil {
-				return Verdict{Reason: "stdout is not JSON: " + short(err.Error(), maxShown), Expected: want, Got: quoted(o.Stdout, maxShown)}
+				return Verdict{Reason: what + " is not JSON: " + short(err.Error(), maxShown), Expected: want, Got: quoted(out, maxShown)}
 			}
 			got = v
 		}
@@ -113,7 +119,7 @@ func Judge(c *lang.Capability, k *Case, o Observation) Verdict {
 			tol = tolerance{abs: clean(c.Tolerance.Absolute), rel: clean(c.Tolerance.Relative), nanEqual: c.Tolerance.NaNEqual}
 		}
 		if m := compareValues(got, wantV, "$", eq == "numeric", tol); m != nil {
-			return Verdict{Reason: "output differs " + m.String(), Expected: want, Got: short(string(compact(o.Stdout)), maxShown)}
+			return Verdict{Reason: "output differs " + m.String(), Expected: want, Got: short(string(compact(out)), maxShown)}
 		}
 		return Verdict{Pass: true}
 	default:
@@ -121,15 +127,15 @@ func Judge(c *lang.Capability, k *Case, o Observation) Verdict {
 	}
 }
 
-// expectedText describes a case's expectation for Verdict.Expected.
-func expectedText(k *Case) string {
+// text describes an expectation for Verdict.Expected.
+func (e *Expectation) text() string {
 	switch {
-	case k.Expect.Error != "":
-		return fmt.Sprintf("error %q", k.Expect.Error)
-	case k.Expect.Stdout != nil:
-		return quoted([]byte(*k.Expect.Stdout), maxShown)
+	case e.Error != "":
+		return fmt.Sprintf("error %q", e.Error)
+	case e.Stdout != nil:
+		return quoted([]byte(*e.Stdout), maxShown)
 	default:
-		return short(string(k.Expect.Output), maxShown)
+		return short(string(e.Output), maxShown)
 	}
 }
 
@@ -151,17 +157,17 @@ func exitMeaning(code int, errs map[string]int) string {
 	return fmt.Sprintf("%d (error %s)", code, strings.Join(names, ", "))
 }
 
-// expectedBytes returns the text stdout must equal under bytes and lines, and whether a
+// expectedBytes returns the text the output must equal under bytes and lines, and whether a
 // missing final newline is tolerated (true when the case gives output rather than stdout).
-func expectedBytes(k *Case) ([]byte, bool) {
-	if k.Expect.Stdout != nil {
-		return []byte(*k.Expect.Stdout), false
+func expectedBytes(e *Expectation) ([]byte, bool) {
+	if e.Stdout != nil {
+		return []byte(*e.Stdout), false
 	}
-	return append(append([]byte{}, k.Expect.Output...), '\n'), true
+	return append(append([]byte{}, e.Output...), '\n'), true
 }
 
-func judgeBytes(k *Case, got []byte) Verdict {
-	want, lenient := expectedBytes(k)
+func judgeBytes(e *Expectation, got []byte, what string) Verdict {
+	want, lenient := expectedBytes(e)
 	if bytes.Equal(got, want) || lenient && bytes.Equal(got, want[:len(want)-1]) {
 		return Verdict{Pass: true}
 	}
@@ -173,11 +179,11 @@ func judgeBytes(k *Case, got []byte) Verdict {
 	var reason string
 	switch {
 	case i == len(got):
-		reason = fmt.Sprintf("stdout ends at byte %d (line %d); want %d bytes", i, line, len(want))
+		reason = fmt.Sprintf("%s ends at byte %d (line %d); want %d bytes", what, i, line, len(want))
 	case i == len(want):
-		reason = fmt.Sprintf("stdout has %d bytes after the expected %d", len(got)-i, len(want))
+		reason = fmt.Sprintf("%s has %d bytes after the expected %d", what, len(got)-i, len(want))
 	default:
-		reason = fmt.Sprintf("stdout differs at byte %d (line %d)", i, line)
+		reason = fmt.Sprintf("%s differs at byte %d (line %d)", what, i, line)
 	}
 	return Verdict{Reason: reason, Expected: window(want, i), Got: window(got, i)}
 }
@@ -199,8 +205,8 @@ func splitLines(b []byte) []string {
 	return parts
 }
 
-func judgeLines(k *Case, got []byte) Verdict {
-	wantText, _ := expectedBytes(k)
+func judgeLines(e *Expectation, got []byte) Verdict {
+	wantText, _ := expectedBytes(e)
 	w, g := splitLines(wantText), splitLines(got)
 	for i := 0; i < len(w) && i < len(g); i++ {
 		if w[i] != g[i] {

@@ -1,0 +1,232 @@
+package verdict
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/foundry-build/foundry/lang"
+)
+
+// MaxRequests bounds the exchanges of one service case.
+const MaxRequests = 1000
+
+// Request is one HTTP exchange of a service case.
+type Request struct {
+	Method string // GET, POST, PUT, PATCH or DELETE
+	Path   string // request target: an absolute path with an optional query
+	// Input is the request body, a JSON value kept as written (see Case.Input), sent with
+	// Content-Type application/json; nil sends no body.
+	Input  json.RawMessage
+	Expect Expectation // Stdout holds the case's "body" (exact response text)
+}
+
+// Describe renders the request for a counterexample: method, path and body.
+func (r *Request) Describe() string {
+	if r.Input == nil {
+		return r.Method + " " + r.Path
+	}
+	return r.Method + " " + r.Path + " " + string(r.Input)
+}
+
+var (
+	serviceCaseFields = map[string]bool{"description": true, "requests": true}
+	requestFields     = map[string]bool{"method": true, "path": true, "input": true, "output": true, "body": true, "error": true}
+	requestMethods    = map[string]bool{"GET": true, "POST": true, "PUT": true, "PATCH": true, "DELETE": true}
+)
+
+// parseServiceCase parses the members of a service case file (already checked to be one
+// strict JSON object): a description and a non-empty list of requests.
+func parseServiceCase(name string, m map[string]json.RawMessage, c *lang.Capability) (*Case, error) {
+	fail := func(format string, args ...any) (*Case, error) {
+		return nil, fmt.Errorf("case %s: %s", name, fmt.Sprintf(format, args...))
+	}
+	if u := unknownMembers(m, serviceCaseFields); u != "" {
+		return fail("unknown member %s; a service case has requests and an optional description", u)
+	}
+	k := &Case{Name: name}
+	if d, ok := m["description"]; ok {
+		if err := json.Unmarshal(d, &k.Description); err != nil {
+			return fail("description must be a string")
+		}
+	}
+	raw, ok := m["requests"]
+	if !ok {
+		return fail("missing requests (a service case is a list of HTTP requests and what each must answer)")
+	}
+	var reqs []json.RawMessage
+	if err := json.Unmarshal(raw, &reqs); err != nil || len(reqs) == 0 {
+		return fail("requests must be a non-empty list of request objects")
+	}
+	if len(reqs) > MaxRequests {
+		return fail("%d requests; a case has at most %d", len(reqs), MaxRequests)
+	}
+	for i, r := range reqs {
+		req, err := parseRequest(r, c)
+		if err != nil {
+			return fail("requests[%d]: %v", i, err)
+		}
+		k.Requests = append(k.Requests, *req)
+	}
+	return k, nil
+}
+
+func parseRequest(raw json.RawMessage, c *lang.Capability) (*Request, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
+		return nil, fmt.Errorf("a request is a JSON object")
+	}
+	if u := unknownMembers(m, requestFields); u != "" {
+		return nil, fmt.Errorf("unknown member %s; a request has path, optional method and input, and one of output, body or error", u)
+	}
+	r := &Request{}
+	if err := json.Unmarshal(m["path"], &r.Path); err != nil || !lang.ValidHTTPPath(r.Path) {
+		return nil, fmt.Errorf("path must be an HTTP path starting with \"/\" (printable ASCII, no spaces or fragment)")
+	}
+	if in, ok := m["input"]; ok {
+		r.Input = compact(in)
+	}
+	if mm, ok := m["method"]; ok {
+		if err := json.Unmarshal(mm, &r.Method); err != nil || !requestMethods[r.Method] {
+			return nil, fmt.Errorf("method must be one of GET, POST, PUT, PATCH, DELETE")
+		}
+	} else if r.Input != nil {
+		r.Method = "POST"
+	} else {
+		r.Method = "GET"
+	}
+	if r.Method == "GET" && r.Input != nil {
+		return nil, fmt.Errorf("a GET request carries no input; use POST, PUT or PATCH")
+	}
+
+	var given []string
+	for _, f := range []string{"output", "body", "error"} {
+		if _, ok := m[f]; ok {
+			given = append(given, f)
+		}
+	}
+	switch len(given) {
+	case 0:
+		return nil, fmt.Errorf("needs one of output, body or error")
+	case 1:
+	default:
+		return nil, fmt.Errorf("has both %s and %s; a request expects exactly one of output, body or error", given[0], given[1])
+	}
+	it, eq := c.Interface, equivalence(c)
+	switch given[0] {
+	case "error":
+		if err := json.Unmarshal(m["error"], &r.Expect.Error); err != nil || r.Expect.Error == "" {
+			return nil, fmt.Errorf("error must be the name of an error of the contract")
+		}
+		if _, ok := it.Errors[r.Expect.Error]; !ok {
+			return nil, fmt.Errorf("error %q is not declared by capability %q (declared: %s)", r.Expect.Error, c.Name, errorNames(it.Errors))
+		}
+	case "body":
+		if eq == "json" || eq == "numeric" {
+			return nil, fmt.Errorf("body is for the bytes and lines equivalences; capability %q compares with %s, so give output", c.Name, eq)
+		}
+		var s string
+		if err := json.Unmarshal(m["body"], &s); err != nil {
+			return nil, fmt.Errorf("body must be a string")
+		}
+		r.Expect.Stdout = &s
+		if it.OutputSchema != "" {
+			v, err := decodeStrict([]byte(s))
+			if err != nil {
+				return nil, fmt.Errorf("body is not JSON, but the output schema requires JSON: %v", err)
+			}
+			if err := validate(it.OutputSchema, v); err != nil {
+				return nil, fmt.Errorf("expected body violates the output schema, so no response could pass: %v", err)
+			}
+		}
+	case "output":
+		r.Expect.Output = compact(m["output"])
+		v, err := decodeStrict(m["output"])
+		if err != nil {
+			return nil, fmt.Errorf("output: %v", err)
+		}
+		if it.OutputSchema != "" {
+			if err := validate(it.OutputSchema, v); err != nil {
+				return nil, fmt.Errorf("expected output violates the output schema, so no response could pass: %v", err)
+			}
+		}
+		if eq == "numeric" && !nanEqual(c) && containsNaN(v) {
+			return nil, fmt.Errorf("expected output contains %q, which equals nothing unless the tolerance sets nan_equal", tokenNaN)
+		}
+	}
+	if it.InputSchema != "" && r.Input != nil && r.Expect.Error == "" {
+		v, _ := decodeStrict(r.Input)
+		if err := validate(it.InputSchema, v); err != nil {
+			return nil, fmt.Errorf("input violates the input schema (allowed only in a request that expects an error): %v", err)
+		}
+	}
+	return r, nil
+}
+
+func unknownMembers(m map[string]json.RawMessage, known map[string]bool) string {
+	var unknown []string
+	for k := range m {
+		if !known[k] {
+			unknown = append(unknown, fmt.Sprintf("%q", k))
+		}
+	}
+	sort.Strings(unknown)
+	return strings.Join(unknown, ", ")
+}
+
+// Response is what the evaluator received for one request.
+type Response struct {
+	Status    int
+	Body      []byte // up to the evaluator's output limit
+	Truncated bool   // the body exceeded the output limit; Body holds a prefix
+}
+
+// JudgeResponse judges one response of a service candidate against request r of a case of
+// capability c: an expected error passes exactly on its declared status; otherwise the
+// status must be 2xx and the body is judged as a cli's stdout is (output schema, then the
+// equivalence). Like Judge, it never fails open.
+func JudgeResponse(c *lang.Capability, r *Request, resp Response) Verdict {
+	if c == nil || c.Interface == nil || c.Interface.Kind != "service" || r == nil {
+		return Verdict{Reason: "cannot judge: not a request of a service capability"}
+	}
+	want := r.Expect.text()
+	if resp.Truncated {
+		return Verdict{Reason: "the response body exceeded the output limit", Expected: want, Got: quoted(resp.Body, maxShown)}
+	}
+	errs := c.Interface.Errors
+	if name := r.Expect.Error; name != "" {
+		code, ok := errs[name]
+		if !ok {
+			return Verdict{Reason: fmt.Sprintf("cannot judge: error %q is not declared by the contract", name)}
+		}
+		if resp.Status == code {
+			return Verdict{Pass: true}
+		}
+		return Verdict{Reason: fmt.Sprintf("answered %s, want %d (error %q)", statusMeaning(resp.Status, errs), code, name),
+			Expected: want, Got: "status " + statusMeaning(resp.Status, errs) + "; body " + quoted(resp.Body, maxShown/2)}
+	}
+	if resp.Status < 200 || resp.Status > 299 {
+		return Verdict{Reason: fmt.Sprintf("answered %s, want 2xx (success)", statusMeaning(resp.Status, errs)),
+			Expected: want, Got: "status " + statusMeaning(resp.Status, errs) + "; body " + quoted(resp.Body, maxShown/2)}
+	}
+	return judgeOutput(c, &r.Expect, resp.Body, "body")
+}
+
+// statusMeaning names an HTTP status: a declared error or not.
+func statusMeaning(code int, errs map[string]int) string {
+	var names []string
+	for n, c := range errs {
+		if c == code {
+			names = append(names, fmt.Sprintf("%q", n))
+		}
+	}
+	if len(names) == 0 {
+		if code >= 200 && code <= 299 {
+			return fmt.Sprint(code)
+		}
+		return fmt.Sprintf("%d (not a declared error status)", code)
+	}
+	sort.Strings(names)
+	return fmt.Sprintf("%d (error %s)", code, strings.Join(names, ", "))
+}
