@@ -216,8 +216,8 @@ func (r *runner) loadSuite(ctx context.Context, capb *lang.Capability, s *lang.S
 // once per candidate: a recorded sealed outcome is reused, never re-run.
 func (r *runner) evaluate(ctx context.Context, n *Node, tree digest.Digest, base executors.Image) (*Rejection, *evidence, error) {
 	capb := n.Capability
-	if capb.Interface == nil || capb.Interface.Kind != "cli" {
-		return &Rejection{Reason: "only cli capabilities can be evaluated by this version of Foundry"}, nil, nil
+	if capb.Interface == nil || (capb.Interface.Kind != "cli" && capb.Interface.Kind != "service") {
+		return &Rejection{Reason: "the capability has no interface Foundry can evaluate"}, nil, nil
 	}
 	key, _, err := digest.Of(map[string]any{"tree": tree, "base": base.Digest})
 	if err != nil {
@@ -328,7 +328,15 @@ func (r *runner) runSuite(ctx context.Context, n *Node, img executors.Image, tre
 	var results []provenance.CaseResult
 	var worst *rejection
 	for _, sc := range cases {
-		v, err := r.runCase(ctx, capb, img, sc.c)
+		var v verdict.Verdict
+		var shown string
+		var err error
+		if capb.Interface.Kind == "service" {
+			v, shown, err = r.runServiceCase(ctx, capb, img, sc.c)
+		} else {
+			v, err = r.runCase(ctx, capb, img, sc.c)
+			shown = string(sc.c.Input)
+		}
 		if err != nil {
 			return nil, nil, err
 		}
@@ -337,7 +345,7 @@ func (r *runner) runSuite(ctx context.Context, n *Node, img executors.Image, tre
 			continue
 		}
 		rej := &rejection{Rejection: Rejection{Suite: s.Name, Reason: v.Reason, Case: sc.c.Name,
-			Input: abbreviate(string(sc.c.Input), 120), Expected: v.Expected, Got: v.Got}, caseDigest: sc.digest, inputLen: len(sc.c.Input)}
+			Input: abbreviate(shown, 160), Expected: v.Expected, Got: v.Got}, caseDigest: sc.digest, inputLen: caseSize(sc.c)}
 		if worst == nil || rej.inputLen < worst.inputLen {
 			worst = rej
 		}
@@ -405,11 +413,42 @@ func (r *runner) runCase(ctx context.Context, capb *lang.Capability, img executo
 		Limits: executors.Limits{MemoryBytes: evalMemoryBytes, CPUs: 1, Pids: 256, Timeout: evalTimeout},
 		Stdout: stdout, Stderr: stderr,
 	})
+	if errors.Is(err, executors.ErrNotStarted) {
+		return notStarted(err, c.Expect.Output), nil
+	}
 	if err != nil {
 		return verdict.Verdict{}, fmt.Errorf("running case %s: %w", c.Name, err)
 	}
 	return verdict.Judge(capb, c, verdict.Observation{Stdout: stdout.b.Bytes(), Stderr: stderr.b.Bytes(), ExitCode: xr.ExitCode,
 		TimedOut: xr.TimedOut, OOMKilled: xr.OOMKilled, StdoutTruncated: stdout.truncated}), nil
+}
+
+// notStarted is the verdict on a candidate whose entrypoint could not be executed: the
+// candidate's fault (it was built without it, or not executable), so a failing case, not an
+// error of the run.
+func notStarted(err error, expected []byte) verdict.Verdict {
+	msg := err.Error()
+	if i := strings.Index(msg, "exec: "); i >= 0 {
+		msg = msg[i:]
+	}
+	want := "a running entrypoint"
+	if expected != nil {
+		want = abbreviate(string(expected), 200)
+	}
+	return verdict.Verdict{Reason: "the entrypoint could not be started", Expected: want, Got: abbreviate(msg, 200)}
+}
+
+// caseSize measures a case for choosing the smallest counterexample: the length of its
+// input, or of all its requests.
+func caseSize(c *verdict.Case) int {
+	if len(c.Requests) == 0 {
+		return len(c.Input)
+	}
+	n := 0
+	for i := range c.Requests {
+		n += len(c.Requests[i].Describe())
+	}
+	return n
 }
 
 // limitedBuffer keeps at most limit bytes and notes whether more came.
@@ -466,7 +505,6 @@ func decodeSealed(b []byte) (*Rejection, []byte, error) {
 	}
 	return nil, rec.TestResult, nil
 }
-
 
 // admit mints the verification summary over the candidate's provenance and test results,
 // publishes the capability to the project registry and attaches every attestation to it.

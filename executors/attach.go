@@ -2,11 +2,14 @@ package executors
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"runtime"
 	"sync"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -16,6 +19,9 @@ import (
 // connects from inside the sandbox's network namespace: the candidate is never given a port
 // on the host.
 type Dialer func(ctx context.Context, network, address string) (net.Conn, error)
+
+// errProcessGone: the action's process exited before its namespace could be opened.
+var errProcessGone = errors.New("exited before its network could be reached")
 
 // AttachFunc is called once an action's process has started (see Action.Attach).
 type AttachFunc func(ctx context.Context, dial Dialer)
@@ -33,6 +39,9 @@ func HostDialer(ctx context.Context, network, address string) (net.Conn, error) 
 // dials reach it even if pid has meanwhile exited and been reused.
 func NetnsDialer(pid int) (Dialer, func() error, error) {
 	ns, err := os.Open(fmt.Sprintf("/proc/%d/ns/net", pid))
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
+		return nil, nil, fmt.Errorf("process %d: %w", pid, errProcessGone)
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("network namespace of process %d: %w", pid, err)
 	}
@@ -44,17 +53,7 @@ func NetnsDialer(pid int) (Dialer, func() error, error) {
 		}
 		ch := make(chan result, 1)
 		go func() {
-			// The thread is never unlocked: it leaves the host's namespace, so it must end
-			// with this goroutine rather than go back to the scheduler's pool.
-			runtime.LockOSThread()
-			if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
-				ch <- result{err: fmt.Errorf("entering the sandbox's network namespace: %w", err)}
-				return
-			}
-			// An IP-literal address dials serially in this goroutine, so the socket is
-			// created on this thread, inside the namespace.
-			var d net.Dialer
-			c, err := d.DialContext(ctx, network, address)
+			c, err := dialIn(ctx, fd, network, address)
 			ch <- result{c, err}
 		}()
 		r := <-ch
@@ -63,6 +62,35 @@ func NetnsDialer(pid int) (Dialer, func() error, error) {
 	var once sync.Once
 	var cerr error
 	return dial, func() error { once.Do(func() { cerr = ns.Close() }); return cerr }, nil
+}
+
+// dialIn dials from a thread moved into the network namespace nsFD and moves it back.
+//
+// The thread must not die in the sandbox's namespace, and must not die at all if it can be
+// helped: a child started with Pdeathsig (runc, the local executor's processes) is killed
+// when the *thread* that forked it exits, and Go ends a thread whose goroutine exits while
+// locked to it. So the thread is restored and unlocked; only if restoring fails is it left
+// locked, to end with this goroutine rather than serve others from the wrong namespace.
+func dialIn(ctx context.Context, nsFD int, network, address string) (net.Conn, error) {
+	runtime.LockOSThread()
+	home, err := os.Open("/proc/thread-self/ns/net")
+	if err != nil {
+		runtime.UnlockOSThread()
+		return nil, fmt.Errorf("this thread's network namespace: %w", err)
+	}
+	defer home.Close()
+	if err := unix.Setns(nsFD, unix.CLONE_NEWNET); err != nil {
+		runtime.UnlockOSThread()
+		return nil, fmt.Errorf("entering the sandbox's network namespace: %w", err)
+	}
+	// An IP-literal address dials serially in this goroutine, so the socket is created on
+	// this thread, inside the namespace; it stays there after the thread leaves.
+	var d net.Dialer
+	c, err := d.DialContext(ctx, network, address)
+	if rerr := unix.Setns(int(home.Fd()), unix.CLONE_NEWNET); rerr == nil {
+		runtime.UnlockOSThread()
+	}
+	return c, err
 }
 
 // Attachment runs an Action's Attach function beside its process. Executors use it as:
@@ -90,6 +118,11 @@ func StartAttach(a *Action, connect func(ctx context.Context) (Dialer, func() er
 	go func() {
 		defer close(at.done)
 		dial, release, err := connect(ctx)
+		if errors.Is(err, errProcessGone) {
+			// It exited before it could be reached: Run reports how it ended.
+			<-ctx.Done()
+			return
+		}
 		if err != nil {
 			if ctx.Err() == nil {
 				at.err = err

@@ -8,9 +8,22 @@ package executors
 
 import (
 	"context"
+	"errors"
 	"io"
+	"strings"
 	"time"
 )
+
+// ErrNotStarted marks a Run error caused by the action's own program: argv[0] is missing,
+// not executable, or not an executable format. The engine can then blame the action (a
+// candidate whose entrypoint cannot start fails its case) rather than the executor.
+var ErrNotStarted = errors.New("the program could not be started")
+
+// ExecFailure reports whether an OCI runtime's error message says that the container's
+// process could not be executed (runc: "unable to start container process: exec: ...").
+func ExecFailure(msg string) bool {
+	return strings.Contains(msg, "container process: exec: ") || strings.Contains(msg, "container process caused: exec: ")
+}
 
 // Isolation modes recorded in provenance.
 const (

@@ -318,6 +318,9 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 	e.shims.release(shim)
 	shim = nil
 	if err != nil {
+		if executors.ExecFailure(err.Error()) {
+			err = fmt.Errorf("%w: %w", executors.ErrNotStarted, err)
+		}
 		return fail("create task", err)
 	}
 	tr.Mark("newtask")

@@ -252,8 +252,13 @@ func (s *suite) badArgv(t *testing.T) {
 	e := s.c.New(t)
 	defer e.Close()
 	st := s.newStep(t, "/no/such/binary")
-	if r, err := e.Run(context.Background(), st.a); err == nil {
-		t.Errorf("Run(/no/such/binary) = %+v, nil; want an error", r)
+	if r, err := e.Run(context.Background(), st.a); !errors.Is(err, executors.ErrNotStarted) {
+		t.Errorf("Run(/no/such/binary) = %+v, %v; want ErrNotStarted", r, err)
+	}
+	// A path that exists but cannot be executed: the program's fault, not the executor's.
+	st = s.newStep(t, "/bin")
+	if r, err := e.Run(context.Background(), st.a); !errors.Is(err, executors.ErrNotStarted) {
+		t.Errorf("Run(/bin) = %+v, %v; want ErrNotStarted", r, err)
 	}
 	st = s.newStep(t)
 	if r, err := e.Run(context.Background(), st.a); err == nil {

@@ -93,9 +93,12 @@ func (*Executor) Run(ctx context.Context, a *executors.Action) (*executors.Resul
 	if !strings.Contains(bin, "/") {
 		p, err := lookPath(bin, env)
 		if err != nil {
-			return nil, fmt.Errorf("local executor: action %s: %w", a.ID, err)
+			return nil, fmt.Errorf("local executor: action %s: %w: %w", a.ID, executors.ErrNotStarted, err)
 		}
 		bin = p
+	}
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("local executor: action %s: working directory %s is not a directory (%v)", a.ID, dir, err)
 	}
 	cmd := &exec.Cmd{Path: bin, Args: append([]string(nil), a.Argv...), Env: env, Dir: dir, Stdin: a.Stdin, Stdout: a.Stdout, Stderr: a.Stderr}
 	// Its own process group, so the deadline can kill its descendants too; and it dies if
@@ -107,7 +110,9 @@ func (*Executor) Run(ctx context.Context, a *executors.Action) (*executors.Resul
 
 	res := &executors.Result{Started: time.Now()}
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("local executor: action %s: %w", a.ID, err)
+		// With the working directory checked above, Start fails only when the program
+		// cannot be executed (missing, not executable, bad format).
+		return nil, fmt.Errorf("local executor: action %s: %w: %w", a.ID, executors.ErrNotStarted, err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()

@@ -225,6 +225,9 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 	// runc exits non-zero on its own failures too (bad spec, missing argv[0]); those are
 	// logged at level error, and the container never ran, so they are errors, not results.
 	if rerr := runcError(logPath); rerr != "" && killedBy == nil && (!created || exitCode != 0) {
+		if executors.ExecFailure(rerr) {
+			return nil, fmt.Errorf("runc executor: action %s: %w: %s", a.ID, executors.ErrNotStarted, rerr)
+		}
 		return nil, fmt.Errorf("runc executor: action %s: runc: %s", a.ID, rerr)
 	}
 	if oomErr != nil {

@@ -1,0 +1,226 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/foundry-build/foundry/engine/verdict"
+	"github.com/foundry-build/foundry/executors"
+	"github.com/foundry-build/foundry/lang"
+)
+
+// readyPoll is how often the evaluator probes a starting service.
+const readyPoll = 25 * time.Millisecond
+
+// serviceRun is what the evaluator observed while driving one service case.
+type serviceRun struct {
+	ready   bool
+	next    int             // index of the request being sent or judged
+	verdict verdict.Verdict // the failing judgment, or a pass once every request passed
+	judged  bool            // verdict is set
+}
+
+// runServiceCase runs one service case in a fresh sandbox: the entrypoint is started with
+// no network but its own loopback, the evaluator waits until it is ready (its ready path
+// answers 2xx, or its port accepts a connection), then sends the case's requests in order
+// from inside the sandbox's network namespace and judges each response. The first failing
+// request decides; the candidate is then stopped. It returns the verdict and, for a
+// counterexample, the request that failed.
+func (r *runner) runServiceCase(ctx context.Context, capb *lang.Capability, img executors.Image, c *verdict.Case) (verdict.Verdict, string, error) {
+	scratch := filepath.Join(r.scratch, "eval-"+newID())
+	out := filepath.Join(scratch, "out")
+	if err := os.MkdirAll(out, 0o777); err != nil {
+		return verdict.Verdict{}, "", err
+	}
+	os.Chmod(out, 0o777)
+	defer os.RemoveAll(scratch)
+	// The service's own output only explains a failure.
+	stdout := &limitedBuffer{limit: 64 << 10}
+	stderr := &limitedBuffer{limit: 64 << 10}
+	it := capb.Interface
+	addr := fmt.Sprintf("127.0.0.1:%d", it.Port)
+	run := &serviceRun{}
+	id := r.containerPrefix() + "eval-" + newID()
+	xr, err := r.opt.Executor.Run(ctx, &executors.Action{
+		ID: id, Image: img, Argv: it.Entrypoint, Env: img.Env, Workdir: "/",
+		OutDir: out, Network: executors.NetworkNone,
+		Limits: executors.Limits{MemoryBytes: evalMemoryBytes, CPUs: 1, Pids: 256, Timeout: evalTimeout},
+		Stdout: stdout, Stderr: stderr,
+		Attach: func(ctx context.Context, dial executors.Dialer) {
+			drive(ctx, capb, c, addr, dial, run)
+		},
+	})
+	if errors.Is(err, executors.ErrNotStarted) {
+		return notStarted(err, nil), "(startup)", nil
+	}
+	if err != nil {
+		return verdict.Verdict{}, "", fmt.Errorf("running case %s: %w", c.Name, err)
+	}
+	failing := ""
+	if run.next < len(c.Requests) {
+		failing = fmt.Sprintf("request %d of %d: %s", run.next+1, len(c.Requests), c.Requests[run.next].Describe())
+	}
+	if run.judged {
+		return run.verdict, failing, nil
+	}
+	// No response decided the case: the candidate ended (or never became ready) first.
+	stage := "before it was ready"
+	if run.ready {
+		stage = "while answering " + failing
+	}
+	want := "ready on " + addr
+	if run.ready {
+		want = "an answer to " + failing
+	}
+	v := verdict.Verdict{Expected: want}
+	switch {
+	case xr.TimedOut:
+		v.Reason, v.Got = fmt.Sprintf("timed out %s", stage), fmt.Sprintf("killed at the %v deadline", evalTimeout)
+	case xr.OOMKilled:
+		v.Reason, v.Got = fmt.Sprintf("killed for exceeding its memory limit %s", stage), "killed: out of memory"
+	default:
+		v.Reason = fmt.Sprintf("exited %s", stage)
+		v.Got = fmt.Sprintf("exit %d", xr.ExitCode)
+		if xr.Signal != "" {
+			v.Got = "killed by " + xr.Signal
+		}
+		if tail := lastLines(append(stdout.b.Bytes(), stderr.b.Bytes()...), 3); tail != "" {
+			v.Got += "; output " + abbreviate(fmt.Sprintf("%q", tail), 200)
+		}
+	}
+	if failing == "" {
+		failing = "(startup)"
+	}
+	return v, failing, nil
+}
+
+// drive waits for the service to be ready and sends the case's requests, recording what it
+// saw in run. It returns when a response fails, every request has passed, or ctx ends (the
+// candidate exited or hit its deadline).
+func drive(ctx context.Context, capb *lang.Capability, c *verdict.Case, addr string, dial executors.Dialer, run *serviceRun) {
+	client := &http.Client{
+		Transport: &http.Transport{
+			DialContext:            dial,
+			Proxy:                  nil, // never the host's proxy: the service is in the sandbox
+			DisableKeepAlives:      true,
+			DisableCompression:     true, // the body is judged as sent
+			MaxResponseHeaderBytes: 1 << 20,
+		},
+		// A redirect is an answer to judge, not an instruction to follow.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	defer client.CloseIdleConnections()
+	it := capb.Interface
+	for !ready(ctx, client, dial, addr, it.Ready) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(readyPoll):
+		}
+	}
+	run.ready = true
+	for i := range c.Requests {
+		run.next = i
+		req := &c.Requests[i]
+		resp, err := send(ctx, client, addr, req)
+		if err != nil {
+			if ctx.Err() != nil {
+				return // the candidate ended: the caller reports how
+			}
+			run.verdict = verdict.Verdict{Reason: "no HTTP response: " + abbreviate(err.Error(), 200),
+				Expected: expectationText(req), Got: "connection error"}
+			run.judged = true
+			return
+		}
+		if v := verdict.JudgeResponse(capb, req, resp); !v.Pass {
+			run.verdict, run.judged = v, true
+			return
+		}
+	}
+	run.next = len(c.Requests)
+	run.verdict, run.judged = verdict.Verdict{Pass: true}, true
+}
+
+// ready probes the service once: its ready path answers 2xx, or (without one) its port
+// accepts a connection.
+func ready(ctx context.Context, client *http.Client, dial executors.Dialer, addr, path string) bool {
+	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if path == "" {
+		conn, err := dial(pctx, "tcp", addr)
+		if err != nil {
+			return false
+		}
+		conn.Close()
+		return true
+	}
+	req, err := http.NewRequestWithContext(pctx, http.MethodGet, "http://"+addr+path, nil)
+	if err != nil {
+		return false
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return false
+	}
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	resp.Body.Close()
+	return resp.StatusCode >= 200 && resp.StatusCode <= 299
+}
+
+// send sends one request and reads its response, the body bounded by the output limit.
+func send(ctx context.Context, client *http.Client, addr string, r *verdict.Request) (verdict.Response, error) {
+	var body io.Reader
+	if r.Input != nil {
+		body = bytes.NewReader(r.Input)
+	}
+	req, err := http.NewRequestWithContext(ctx, r.Method, "http://"+addr+r.Path, body)
+	if err != nil {
+		return verdict.Response{}, err
+	}
+	if r.Input != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		return verdict.Response{}, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, evalOutputBytes+1))
+	if err != nil {
+		return verdict.Response{}, fmt.Errorf("reading the response body: %w", err)
+	}
+	out := verdict.Response{Status: resp.StatusCode, Body: b}
+	if len(b) > evalOutputBytes {
+		out.Body, out.Truncated = b[:evalOutputBytes], true
+	}
+	return out, nil
+}
+
+func expectationText(r *verdict.Request) string {
+	switch {
+	case r.Expect.Error != "":
+		return fmt.Sprintf("error %q", r.Expect.Error)
+	case r.Expect.Stdout != nil:
+		return abbreviate(fmt.Sprintf("%q", *r.Expect.Stdout), 200)
+	default:
+		return abbreviate(string(r.Expect.Output), 200)
+	}
+}
+
+// lastLines returns the last n non-empty lines of b.
+func lastLines(b []byte, n int) string {
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.TrimSpace(strings.Join(lines, "\n"))
+}
