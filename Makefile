@@ -42,11 +42,13 @@ bench: deps build test-tools
 	bash scripts/bench.sh
 	$(GO) run ./bench/registry
 
-# example runs examples/hello end to end.
+# example runs examples/hello, greeter and int-sort end to end.
 example: deps build
 	cd examples/hello && ../../$(BIN) validate && ../../$(BIN) plan && \
 	  ../../$(BIN) apply -auto-approve -progress plain && \
 	  ../../$(BIN) output step.report /out/report.txt
+	cd examples/greeter && ../../$(BIN) apply -auto-approve -progress plain && \
+	  ../../$(BIN) plan && ../../$(BIN) capabilities
 	cd examples/int-sort && ../../$(BIN) apply -auto-approve -progress plain && \
 	  ../../$(BIN) plan && ../../$(BIN) capabilities
 

@@ -266,3 +266,41 @@ recipe "r" {
 		t.Error("changing a step the package does not use changed the package's digest")
 	}
 }
+
+// Every attribute of a service interface is part of the contract's identity; its suites
+// and summary are not.
+func TestServiceContractDigest(t *testing.T) {
+	base := map[string]string{"port": "8080", "ready": `"/healthz"`, "errors": "{ bad = 400 }", "entrypoint": `["/bin/s"]`}
+	src := func(over map[string]string, extra string) string {
+		a := map[string]string{}
+		for k, v := range base {
+			a[k] = v
+		}
+		for k, v := range over {
+			a[k] = v
+		}
+		body := ""
+		for _, k := range []string{"entrypoint", "port", "ready", "errors"} {
+			if a[k] != "" {
+				body += fmt.Sprintf("    %s = %s\n", k, a[k])
+			}
+		}
+		return fmt.Sprintf("capability \"s\" {\n%s  interface \"service\" {\n%s  }\n}\n", extra, body)
+	}
+	digestOf := func(hcl string) digest.Digest {
+		dir := t.TempDir()
+		must(t, os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(hcl), 0o644))
+		return compileDir(t, dir)["capability.s"]
+	}
+	ref := digestOf(src(nil, ""))
+	for _, over := range []map[string]string{
+		{"port": "8081"}, {"ready": `"/ready"`}, {"ready": ""}, {"errors": "{ bad = 422 }"}, {"errors": "{ worse = 400 }"}, {"entrypoint": `["/bin/t"]`},
+	} {
+		if digestOf(src(over, "")) == ref {
+			t.Errorf("changing %v left the contract digest unchanged", over)
+		}
+	}
+	if digestOf(src(nil, "  summary = \"documentation\"\n")) != ref {
+		t.Error("the summary changed the contract digest")
+	}
+}
