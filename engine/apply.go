@@ -300,16 +300,11 @@ func (r *runner) activeNodes() ([]string, map[string][]string) {
 		}
 		return ""
 	}
-	var active []string
 	deps := map[string][]string{}
-	for _, a := range r.g.Order {
-		pn := status[a]
-		if pn == nil || pn.Status == StatusMissing || inRecipe(a) != "" {
-			continue
-		}
-		active = append(active, a)
-		deps[a] = append([]string{}, r.g.Nodes[a].Deps...)
-	}
+	// What the recipes of capabilities being built need from outside themselves: a seed
+	// that only a fallback recipe uses is planned as an alternative, but must be ready in
+	// case the fallback is tried.
+	fallbackNeeds := map[string]bool{}
 	for _, c := range r.plan.Capabilities {
 		if c.Status != StatusBuild {
 			continue
@@ -331,6 +326,21 @@ func (r *runner) activeNodes() ([]string, map[string][]string) {
 			}
 		}
 		deps[c.Address] = append(deps[c.Address], sortedKeys(need)...)
+		for d := range need {
+			fallbackNeeds[d] = true
+		}
+	}
+	var active []string
+	for _, a := range r.g.Order {
+		pn := status[a]
+		if pn == nil || pn.Status == StatusMissing || inRecipe(a) != "" {
+			continue
+		}
+		if pn.Status == StatusAlternative && !fallbackNeeds[a] {
+			continue
+		}
+		active = append(active, a)
+		deps[a] = append(deps[a], r.g.Nodes[a].Deps...)
 	}
 	return active, deps
 }

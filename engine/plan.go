@@ -174,6 +174,31 @@ func MakePlan(g *Graph, opt PlanOptions) (*Plan, error) {
 	if err := g.resolveCapabilities(p, status, opt.Admitted); err != nil {
 		return nil, err
 	}
+	// A seed that only unchosen recipes (fallbacks, or those of a pinned capability) use is
+	// not built unless apply falls back to one of them.
+	users := map[string][]string{}
+	for _, pn := range p.Nodes {
+		for _, d := range pn.Deps {
+			if status[d].Kind == KindSeed {
+				users[d] = append(users[d], pn.Address)
+			}
+		}
+	}
+	for _, pn := range p.Nodes {
+		if pn.Kind != KindSeed || len(users[pn.Address]) == 0 {
+			continue
+		}
+		needed := false
+		for _, u := range users[pn.Address] {
+			if status[u].Status != StatusAlternative {
+				needed = true
+				break
+			}
+		}
+		if !needed {
+			pn.Status, pn.Reason = StatusAlternative, "used only by recipes that are not chosen"
+		}
+	}
 	quarantined := map[string]bool{}
 	if len(opt.Quarantined) > 0 {
 		for _, a := range g.Order {

@@ -84,8 +84,14 @@ func TestGreeterServiceAdmission(t *testing.T) {
 
 	code, out, _ := foundry(t, dir, "plan", "-json")
 	p := decodePlan(t, out)
-	if code != 0 || p.Capabilities[0].Status != engine.StatusRegistry || p.Summary.Run != 0 {
+	// Pinned: nothing to run or build, not even the seed only its recipes use.
+	if code != 0 || p.Capabilities[0].Status != engine.StatusRegistry || p.Summary.Run != 0 || p.Summary.Build != 0 {
 		t.Fatalf("second plan: %+v %+v", p.Capabilities[0], p.Summary)
+	}
+	for _, n := range p.Nodes {
+		if n.Address == "seed.busybox" && n.Status != engine.StatusAlternative {
+			t.Errorf("seed.busybox is %q in the second plan; only unchosen recipes use it", n.Status)
+		}
 	}
 	code, out, errs := foundry(t, dir, "verify", "-key", filepath.Join(dir, ".foundry", "keys", "signing.pub"), p.Capabilities[0].Pinned.Ref)
 	if code != 0 || !strings.Contains(out, "PASS sealed-evaluation") {
