@@ -64,6 +64,9 @@ type Event struct {
 	ExitCode *int          `json:"exit_code,omitempty"`
 	Message  string        `json:"message,omitempty"`
 	Total    int           `json:"total,omitempty"`
+	// Capabilities (run_started) counts the capabilities this run builds; their recipes'
+	// steps are not in Total, since which recipes run depends on evaluation.
+	Capabilities int `json:"capabilities,omitempty"`
 }
 
 // StepError is a failed step: what ran, how it ended, and where its full log is.
@@ -185,7 +188,13 @@ func Apply(ctx context.Context, ws *Workspace, g *Graph, p *Plan, opt ApplyOptio
 	if err := r.prefetchCache(ctx, refs); err != nil {
 		return nil, err
 	}
-	r.emit(Event{Type: "run_started", Run: run.ID, Total: len(refs)})
+	building := 0
+	for _, a := range active {
+		if g.Nodes[a].Kind == KindCapability && r.capStatus(a) == StatusBuild {
+			building++
+		}
+	}
+	r.emit(Event{Type: "run_started", Run: run.ID, Total: len(refs), Capabilities: building})
 	res := r.walk(ctx, active, deps)
 	for _, nr := range r.nested {
 		res.Executed += nr.Executed
@@ -281,6 +290,16 @@ func (r *runner) recover(ctx context.Context) error {
 		return err
 	}
 	return nil
+}
+
+// capStatus is the planned status of capability a.
+func (r *runner) capStatus(a string) string {
+	for _, c := range r.plan.Capabilities {
+		if c.Address == a {
+			return c.Status
+		}
+	}
+	return ""
 }
 
 // activeNodes returns the nodes this apply must settle, in graph order, and each one's

@@ -93,7 +93,11 @@ func (p *progress) plain(e engine.Event) {
 	}
 	switch e.Type {
 	case "run_started":
-		fmt.Fprintf(p.w, "run %s: %d steps\n", e.Run, e.Total)
+		if e.Capabilities > 0 {
+			fmt.Fprintf(p.w, "run %s: %d steps, %d capabilities to build\n", e.Run, e.Total, e.Capabilities)
+		} else {
+			fmt.Fprintf(p.w, "run %s: %d steps\n", e.Run, e.Total)
+		}
 	case "node_started":
 		fmt.Fprintf(p.w, "  ... %s\n", e.Node)
 	case "node_done":
