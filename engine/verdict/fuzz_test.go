@@ -183,3 +183,43 @@ func small(lit string) bool {
 	i := strings.IndexAny(lit, "eE")
 	return i < 0 || len(strings.TrimLeft(lit[i+1:], "+-0")) <= 3
 }
+
+// FuzzJudgeResponse feeds arbitrary statuses and bodies to JudgeResponse under every
+// equivalence: no panic, deterministic, a reason for every failure and only failures, and an
+// expected error passes on its status alone.
+func FuzzJudgeResponse(f *testing.F) {
+	f.Add(200, []byte(`[1,2]`))
+	f.Add(400, []byte(`oops`))
+	f.Add(201, []byte("[1,\n2]\n"))
+	f.Add(500, []byte{0xff})
+	caps := []*lang.Capability{service("json", intList, intList), service("bytes", "", ""), service("lines", "", ""), service("numeric", "", "")}
+	f.Fuzz(func(t *testing.T, status int, body []byte) {
+		for _, c := range caps {
+			file := `{"requests":[{"path":"/s","input":[2,1],"output":[1,2]},{"path":"/s","input":"x","error":"invalid_input"}]}`
+			k, err := ParseCase("f.json", []byte(file), c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range k.Requests {
+				r := &k.Requests[i]
+				resp := Response{Status: status, Body: body}
+				v := JudgeResponse(c, r, resp)
+				if v != JudgeResponse(c, r, resp) {
+					t.Fatal("not deterministic")
+				}
+				if v.Pass == (v.Reason != "") {
+					t.Fatalf("pass=%v with reason %q", v.Pass, v.Reason)
+				}
+				if r.Expect.Error != "" && v.Pass != (status == 400) {
+					t.Fatalf("expected error: status %d judged %+v", status, v)
+				}
+				if r.Expect.Error == "" && v.Pass && (status < 200 || status > 299) {
+					t.Fatalf("status %d passed a success expectation", status)
+				}
+				if len(v.Expected) > 600 || len(v.Got) > 600 {
+					t.Fatalf("counterexample text too long: %d/%d", len(v.Expected), len(v.Got))
+				}
+			}
+		}
+	})
+}
