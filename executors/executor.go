@@ -95,7 +95,8 @@ type Action struct {
 	// called with a Dialer that connects from inside the sandbox's network namespace (the
 	// host's for the local executor). When Attach returns, the executor kills the action and
 	// Run returns with Result.Stopped set. If the process ends first (exit, deadline, memory
-	// limit, ctx), Attach's ctx is cancelled and Run waits for Attach to return.
+	// limit, ctx), Attach's ctx is cancelled and Run waits for Attach to return; a process
+	// that ends before its network can be reached may end without Attach being called.
 	Attach AttachFunc
 }
 

@@ -5,8 +5,10 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/ext/typeexpr"
@@ -96,22 +98,13 @@ func (l *loader) load(opts Options) {
 	}
 	sort.Strings(names)
 	var blocks []*hcl.Block
-	for _, name := range names {
-		src, err := os.ReadFile(name)
-		if err != nil {
-			l.diags = append(l.diags, errorf(nil, "Cannot read configuration file", "%v", err))
+	for _, pf := range parseFiles(l.cfg.Dir, names) {
+		l.diags = append(l.diags, pf.diags...)
+		if pf.file == nil {
 			continue
 		}
-		rel, _ := filepath.Rel(l.cfg.Dir, name)
-		f, diags := l.parser.ParseHCL(src, rel)
-		l.diags = append(l.diags, diags...)
-		if f == nil {
-			continue
-		}
-		content, diags := f.Body.Content(rootSchema)
-		suggest(diags, rootSchema)
-		l.diags = append(l.diags, diags...)
-		blocks = append(blocks, content.Blocks...)
+		l.parser.AddFile(pf.rel, pf.file)
+		blocks = append(blocks, pf.blocks...)
 	}
 	if l.diags.HasErrors() {
 		return
@@ -157,6 +150,59 @@ func (l *loader) load(opts Options) {
 		}
 	}
 	l.checkSealed(suites)
+}
+
+// parsedFile is one configuration file, parsed and split into its top-level blocks.
+type parsedFile struct {
+	rel    string
+	file   *hcl.File
+	blocks []*hcl.Block
+	diags  hcl.Diagnostics
+}
+
+// parseFiles reads and parses the files in parallel (parsing dominates loading a large
+// project) and returns them in the order given, so that diagnostics and blocks keep the
+// sorted file order.
+func parseFiles(dir string, names []string) []parsedFile {
+	out := make([]parsedFile, len(names))
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for w := 0; w < min(runtime.GOMAXPROCS(0), len(names)); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				out[i] = parseFile(dir, names[i])
+			}
+		}()
+	}
+	for i := range names {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	return out
+}
+
+func parseFile(dir, name string) parsedFile {
+	rel, _ := filepath.Rel(dir, name)
+	pf := parsedFile{rel: rel}
+	src, err := os.ReadFile(name)
+	if err != nil {
+		pf.diags = hcl.Diagnostics{errorf(nil, "Cannot read configuration file", "%v", err)}
+		return pf
+	}
+	f, diags := hclsyntax.ParseConfig(src, rel, hcl.InitialPos)
+	pf.diags = diags
+	if f == nil {
+		return pf
+	}
+	pf.file = f
+	content, diags := f.Body.Content(rootSchema)
+	suggest(diags, rootSchema)
+	pf.diags = append(pf.diags, diags...)
+	pf.blocks = content.Blocks
+	return pf
 }
 
 // declare records a named block and reports a duplicate.

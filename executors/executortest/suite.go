@@ -414,23 +414,33 @@ func (s *suite) service(t *testing.T) {
 }
 
 // serviceExits: a service that exits on its own cancels Attach's context, and Run reports
-// its exit status.
+// its exit status. One that exits at once may end before Attach is called at all.
 func (s *suite) serviceExits(t *testing.T) {
-	st := s.newStep(t, sh("exit 3")...)
-	cancelled := false
-	st.a.Attach = func(ctx context.Context, dial executors.Dialer) {
-		select {
-		case <-ctx.Done():
-			cancelled = true
-		case <-time.After(30 * time.Second):
+	for _, script := range []string{"sleep 1; exit 3", "exit 3"} {
+		st := s.newStep(t, sh(script)...)
+		called, cancelled := false, false
+		st.a.Attach = func(ctx context.Context, dial executors.Dialer) {
+			called = true
+			select {
+			case <-ctx.Done():
+				cancelled = true
+			case <-time.After(30 * time.Second):
+			}
 		}
-	}
-	r := s.run(t, st)
-	if !cancelled {
-		t.Errorf("Attach's context was not cancelled when the process exited")
-	}
-	if r.Stopped || r.ExitCode != 3 {
-		t.Errorf("got %+v, want exit 3 and not Stopped", r)
+		start := time.Now()
+		r := s.run(t, st)
+		if script != "exit 3" && !called {
+			t.Errorf("%q: Attach was not called while the process ran", script)
+		}
+		if called && !cancelled {
+			t.Errorf("%q: Attach's context was not cancelled when the process exited", script)
+		}
+		if r.Stopped || r.ExitCode != 3 {
+			t.Errorf("%q: got %+v, want exit 3 and not Stopped", script, r)
+		}
+		if d := time.Since(start); d > 20*time.Second {
+			t.Errorf("%q: Run took %v", script, d)
+		}
 	}
 }
 
