@@ -83,8 +83,10 @@ func Load(dir string, opts Options) (*Config, hcl.Diagnostics) {
 	l.load(opts)
 	l.cfg.Inputs = in.sorted()
 	// The parser owns every file read, including var files: expose them all for rendering.
+	// Rendering needs only the source text; dropping the syntax trees lets a large project's
+	// ASTs be collected as soon as decoding is done.
 	for name, f := range l.parser.Files() {
-		l.cfg.Files[name] = f
+		l.cfg.Files[name] = &hcl.File{Bytes: f.Bytes}
 	}
 	return l.cfg, l.diags
 }

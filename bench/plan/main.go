@@ -13,6 +13,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -25,6 +27,8 @@ import (
 func main() {
 	child := flag.String("child", "", "internal: plan the project in this directory and print the elapsed nanoseconds")
 	sizes := flag.String("sizes", "1000,10000,100000", "comma-separated node counts")
+	flag.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of planning the last size to this file")
+	flag.StringVar(&memProfile, "memprofile", "", "write a heap profile, taken after planning the last size, to this file")
 	flag.Parse()
 	if *child != "" {
 		os.Exit(runChild(*child))
@@ -104,12 +108,14 @@ func generate(dir string, n int) error {
 	return flush(n/100 + 1)
 }
 
+var cpuProfile, memProfile string
+
 func measure(dir string) (time.Duration, int64, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return 0, 0, err
 	}
-	cmd := exec.Command(self, "-child", dir)
+	cmd := exec.Command(self, "-child", dir, "-cpuprofile", cpuProfile, "-memprofile", memProfile)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {
@@ -124,21 +130,50 @@ func measure(dir string) (time.Duration, int64, error) {
 }
 
 func runChild(dir string) int {
+	if cpuProfile != "" {
+		f, err := os.Create(cpuProfile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer f.Close()
+		pprof.StartCPUProfile(f)
+		defer pprof.StopCPUProfile()
+	}
 	start := time.Now()
 	cfg, diags := lang.Load(dir, lang.Options{})
 	if diags.HasErrors() {
 		fmt.Fprintln(os.Stderr, diags.Error())
 		return 1
 	}
+	loaded := time.Now()
 	g, diags := engine.Compile(cfg)
+	compiled := time.Now()
 	if diags.HasErrors() {
 		fmt.Fprintln(os.Stderr, diags.Error())
 		return 1
 	}
-	if _, err := engine.MakePlan(g, engine.PlanOptions{}); err != nil {
+	p, err := engine.MakePlan(g, engine.PlanOptions{})
+	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	fmt.Println(time.Since(start).Nanoseconds())
+	elapsed := time.Since(start)
+	if os.Getenv("FOUNDRY_BENCH_PHASES") != "" {
+		fmt.Fprintf(os.Stderr, "load %v compile %v plan %v\n", loaded.Sub(start), compiled.Sub(loaded), time.Since(compiled))
+	}
+	if memProfile != "" {
+		f, err := os.Create(memProfile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		runtime.GC()
+		pprof.WriteHeapProfile(f)
+		f.Close()
+		runtime.KeepAlive(p)
+		runtime.KeepAlive(cfg)
+	}
+	fmt.Println(elapsed.Nanoseconds())
 	return 0
 }

@@ -1,0 +1,111 @@
+package engine
+
+import (
+	"bytes"
+	"math/rand"
+	"strings"
+	"testing"
+
+	"github.com/foundry-build/foundry/engine/digest"
+)
+
+// pieces from which random strings are built: JSON's escapes, characters encoding/json
+// escapes but RFC 8785 does not, and the characters where UTF-8 and UTF-16 order disagree.
+var pieces = []string{"", "a", "Z", "/out/o", "\"", "\\", "\b", "\t", "\n", "\f", "\r", "\x00", "\x1f", "\x7f",
+	"<", ">", "&", "\u2028", "\u2029", "é", "\ue000", "\uffff", "\U0001f600", "\U00010000", " ", "sha256:ab"}
+
+func randString(r *rand.Rand) string {
+	var b strings.Builder
+	for n := r.Intn(4); n > 0; n-- {
+		b.WriteString(pieces[r.Intn(len(pieces))])
+	}
+	return b.String()
+}
+
+func randRef(r *rand.Rand) inputRef {
+	ref := inputRef{Kind: randString(r)}
+	if r.Intn(2) == 0 {
+		ref.Digest = digest.Digest(randString(r))
+	}
+	if r.Intn(2) == 0 {
+		ref.From = digest.Digest(randString(r))
+	}
+	if r.Intn(2) == 0 {
+		ref.Path = randString(r)
+	}
+	ref.Dir = r.Intn(2) == 0
+	if r.Intn(2) == 0 {
+		ref.Mode = r.Uint32()
+	}
+	return ref
+}
+
+var bigInts = []int64{0, 1, -1, 1 << 53, 1<<53 + 1, 1<<63 - 1, -1 << 63, 2 << 30, 1e15, 123456789012345678}
+
+func randStep(r *rand.Rand) StepDefinition {
+	d := StepDefinition{Kind: randString(r), V: r.Intn(5), Image: randRef(r), Workdir: randString(r),
+		User: randString(r), Platform: randString(r), Network: randString(r),
+		Limits: limitsDefinition{MemoryBytes: bigInts[r.Intn(len(bigInts))], CPUs: randString(r),
+			Pids: r.Int63(), TimeMillis: bigInts[r.Intn(len(bigInts))], OutputBytes: r.Int63n(1 << 40)}}
+	if r.Intn(4) > 0 {
+		d.Argv = []string{}
+		for n := r.Intn(4); n > 0; n-- {
+			d.Argv = append(d.Argv, randString(r))
+		}
+	}
+	if r.Intn(4) > 0 {
+		d.Outputs = []string{}
+		for n := r.Intn(3); n > 0; n-- {
+			d.Outputs = append(d.Outputs, randString(r))
+		}
+	}
+	if r.Intn(4) > 0 {
+		d.Env = map[string]string{}
+		for n := r.Intn(5); n > 0; n-- {
+			d.Env[randString(r)] = randString(r)
+		}
+	}
+	if r.Intn(4) > 0 {
+		d.Inputs = map[string]inputRef{}
+		for n := r.Intn(5); n > 0; n-- {
+			d.Inputs[randString(r)] = randRef(r)
+		}
+	}
+	return d
+}
+
+// The hand-written step encoding must be byte-for-byte what the generic canonicalizer gives,
+// or every step digest would silently change meaning.
+func TestStepCanonicalMatchesGeneric(t *testing.T) {
+	r := rand.New(rand.NewSource(7))
+	for i := 0; i < 20000; i++ {
+		d := randStep(r)
+		want, werr := digest.Canonical(d)
+		got, gerr := d.canonical()
+		if (werr != nil) != (gerr != nil) {
+			t.Fatalf("errors differ for %#v: generic %v, direct %v", d, werr, gerr)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("encodings differ for %#v:\ngeneric %s\ndirect  %s", d, want, got)
+		}
+	}
+	bad := StepDefinition{Argv: []string{"ok", "\xff"}}
+	if _, err := bad.canonical(); err == nil {
+		t.Fatal("invalid UTF-8 accepted")
+	}
+}
+
+func FuzzStepCanonical(f *testing.F) {
+	f.Add("sh", "/out/o", "PATH", "/bin", int64(1<<53+1))
+	f.Add("\"\\\x01", "\ue000", "\U0001f600", "\xff", int64(-1))
+	f.Fuzz(func(t *testing.T, a, b, c, d string, n int64) {
+		def := StepDefinition{Kind: "step", Argv: []string{a, b}, Env: map[string]string{c: d, d: a},
+			Inputs: map[string]inputRef{b: {Kind: c, Path: d, Mode: uint32(n)}, c: {Kind: a, Digest: digest.Digest(b)}},
+			Outputs: []string{d}, Workdir: c, Limits: limitsDefinition{MemoryBytes: n, CPUs: a}}
+		want, werr := digest.Canonical(def)
+		got, gerr := def.canonical()
+		if (werr != nil) != (gerr != nil) || !bytes.Equal(got, want) {
+			t.Fatalf("generic %s (%v)\ndirect  %s (%v)", want, werr, got, gerr)
+		}
+	})
+}

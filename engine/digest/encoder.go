@@ -1,0 +1,203 @@
+package digest
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
+
+	"github.com/gowebpki/jcs"
+)
+
+// Encoder writes RFC 8785 canonical JSON directly, for definitions built by hand. It
+// produces exactly the bytes Canonical would for the equivalent Go value, without
+// Canonical's marshal → check → parse → transform round trip, which dominated compiling
+// large graphs. The caller writes object members in canonical order: fixed keys in the
+// order SortKeys gives (which for ASCII keys is byte order), map keys through SortKeys.
+//
+// Separators are inserted automatically. The first error (invalid UTF-8 in a string) is
+// kept and returned by Bytes.
+type Encoder struct {
+	b        []byte
+	counts   []int // values written in each open container
+	afterKey bool
+	err      error
+}
+
+// NewEncoder returns an encoder whose buffer starts with capacity n.
+func NewEncoder(n int) *Encoder { return &Encoder{b: make([]byte, 0, n)} }
+
+// Bytes returns the canonical JSON written so far, or the first error.
+func (e *Encoder) Bytes() ([]byte, error) {
+	if e.err != nil {
+		return nil, e.err
+	}
+	if len(e.counts) != 0 || e.afterKey {
+		return nil, fmt.Errorf("digest: encoder: %d containers left open", len(e.counts))
+	}
+	return e.b, nil
+}
+
+func (e *Encoder) sep() {
+	if e.afterKey {
+		e.afterKey = false
+		return
+	}
+	if n := len(e.counts); n > 0 {
+		if e.counts[n-1] > 0 {
+			e.b = append(e.b, ',')
+		}
+		e.counts[n-1]++
+	}
+}
+
+// Open starts an object ('{') or an array ('[').
+func (e *Encoder) Open(c byte) {
+	e.sep()
+	e.b = append(e.b, c)
+	e.counts = append(e.counts, 0)
+}
+
+// Close ends the innermost object ('}') or array (']').
+func (e *Encoder) Close(c byte) {
+	e.counts = e.counts[:len(e.counts)-1]
+	e.b = append(e.b, c)
+}
+
+// Key writes an object member's name; the next value written is its value.
+func (e *Encoder) Key(k string) {
+	e.sep()
+	e.str(k)
+	e.b = append(e.b, ':')
+	e.afterKey = true
+}
+
+// String writes a string value.
+func (e *Encoder) String(s string) {
+	e.sep()
+	e.str(s)
+}
+
+// Int writes an integer the way RFC 8785 does: as the nearest double, in ECMAScript form.
+func (e *Encoder) Int(i int64) {
+	e.sep()
+	s, err := jcs.NumberToJSON(float64(i))
+	if err != nil && e.err == nil {
+		e.err = fmt.Errorf("digest: encoder: %w", err)
+	}
+	e.b = append(e.b, s...)
+}
+
+// Bool writes true or false.
+func (e *Encoder) Bool(v bool) {
+	e.sep()
+	if v {
+		e.b = append(e.b, "true"...)
+	} else {
+		e.b = append(e.b, "false"...)
+	}
+}
+
+// Null writes null (what encoding/json writes for a nil map or slice).
+func (e *Encoder) Null() {
+	e.sep()
+	e.b = append(e.b, "null"...)
+}
+
+// Strings writes a list of strings; nil is null, as encoding/json writes it.
+func (e *Encoder) Strings(list []string) {
+	if list == nil {
+		e.Null()
+		return
+	}
+	e.Open('[')
+	for _, s := range list {
+		e.String(s)
+	}
+	e.Close(']')
+}
+
+// StringMap writes a map of strings as an object; nil is null.
+func (e *Encoder) StringMap(m map[string]string) {
+	if m == nil {
+		e.Null()
+		return
+	}
+	e.Open('{')
+	for _, k := range SortKeys(m) {
+		e.Key(k)
+		e.String(m[k])
+	}
+	e.Close('}')
+}
+
+const hexDigits = "0123456789abcdef"
+
+// str writes s as an RFC 8785 string: only '"', '\\' and control characters are escaped,
+// with the short forms where JSON has them and lower-case \u00xx otherwise.
+func (e *Encoder) str(s string) {
+	if !utf8.ValidString(s) && e.err == nil {
+		e.err = fmt.Errorf("digest: encoder: string %q is not valid UTF-8", s)
+	}
+	e.b = append(e.b, '"')
+	start := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' {
+			continue
+		}
+		e.b = append(e.b, s[start:i]...)
+		switch c {
+		case '"', '\\':
+			e.b = append(e.b, '\\', c)
+		case '\b':
+			e.b = append(e.b, '\\', 'b')
+		case '\t':
+			e.b = append(e.b, '\\', 't')
+		case '\n':
+			e.b = append(e.b, '\\', 'n')
+		case '\f':
+			e.b = append(e.b, '\\', 'f')
+		case '\r':
+			e.b = append(e.b, '\\', 'r')
+		default:
+			e.b = append(e.b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+		}
+		start = i + 1
+	}
+	e.b = append(e.b, s[start:]...)
+	e.b = append(e.b, '"')
+}
+
+// SortKeys returns m's keys in RFC 8785 order: by their UTF-16 code units.
+func SortKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return lessUTF16(keys[i], keys[j]) })
+	return keys
+}
+
+// lessUTF16 compares by UTF-16 code units. UTF-8 byte order agrees with it unless a
+// character above U+FFFF (a surrogate pair in UTF-16) meets one in U+E000–U+FFFF; only
+// strings with such bytes take the slow path.
+func lessUTF16(a, b string) bool {
+	if !hasHighBytes(a) || !hasHighBytes(b) {
+		return a < b
+	}
+	ua, ub := utf16.Encode([]rune(a)), utf16.Encode([]rune(b))
+	for i := 0; i < len(ua) && i < len(ub); i++ {
+		if ua[i] != ub[i] {
+			return ua[i] < ub[i]
+		}
+	}
+	return len(ua) < len(ub)
+}
+
+// hasHighBytes reports whether s may hold a character at or above U+E000 (UTF-8 lead
+// bytes 0xEE and up).
+func hasHighBytes(s string) bool {
+	return strings.IndexFunc(s, func(r rune) bool { return r >= 0xE000 }) >= 0
+}
