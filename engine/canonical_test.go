@@ -100,7 +100,7 @@ func FuzzStepCanonical(f *testing.F) {
 	f.Add("\"\\\x01", "\ue000", "\U0001f600", "\xff", int64(-1))
 	f.Fuzz(func(t *testing.T, a, b, c, d string, n int64) {
 		def := StepDefinition{Kind: "step", Argv: []string{a, b}, Env: map[string]string{c: d, d: a},
-			Inputs: map[string]inputRef{b: {Kind: c, Path: d, Mode: uint32(n)}, c: {Kind: a, Digest: digest.Digest(b)}},
+			Inputs:  map[string]inputRef{b: {Kind: c, Path: d, Mode: uint32(n)}, c: {Kind: a, Digest: digest.Digest(b)}},
 			Outputs: []string{d}, Workdir: c, Limits: limitsDefinition{MemoryBytes: n, CPUs: a}}
 		want, werr := digest.Canonical(def)
 		got, gerr := def.canonical()
