@@ -136,7 +136,7 @@ func drive(ctx context.Context, capb *lang.Capability, c *verdict.Case, addr str
 				return // the candidate ended: the caller reports how
 			}
 			run.verdict = verdict.Verdict{Reason: "no HTTP response: " + abbreviate(err.Error(), 200),
-				Expected: expectationText(req), Got: "connection error"}
+				Expected: req.Expect.Text(), Got: "connection error"}
 			run.judged = true
 			return
 		}
@@ -205,18 +205,7 @@ func send(ctx context.Context, client *http.Client, addr string, r *verdict.Requ
 	return out, nil
 }
 
-func expectationText(r *verdict.Request) string {
-	switch {
-	case r.Expect.Error != "":
-		return fmt.Sprintf("error %q", r.Expect.Error)
-	case r.Expect.Stdout != nil:
-		return abbreviate(fmt.Sprintf("%q", *r.Expect.Stdout), 200)
-	default:
-		return abbreviate(string(r.Expect.Output), 200)
-	}
-}
-
-// lastLines returns the last n non-empty lines of b.
+// lastLines returns the last n lines of b, without surrounding blank space.
 func lastLines(b []byte, n int) string {
 	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
 	if len(lines) > n {

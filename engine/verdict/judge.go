@@ -39,7 +39,7 @@ func Judge(c *lang.Capability, k *Case, o Observation) Verdict {
 	if c == nil || c.Interface == nil || c.Interface.Kind != "cli" || k == nil {
 		return Verdict{Reason: "cannot judge: not a case of a cli capability"}
 	}
-	want := k.Expect.text()
+	want := k.Expect.Text()
 	switch {
 	case o.TimedOut:
 		return Verdict{Reason: "timed out", Expected: want, Got: "killed at the deadline"}
@@ -80,7 +80,7 @@ func Judge(c *lang.Capability, k *Case, o Observation) Verdict {
 // body, named by what) against the expectation: the output schema first (schema-invalid
 // output fails whatever the equivalence), then the equivalence.
 func judgeOutput(c *lang.Capability, e *Expectation, out []byte, what string) Verdict {
-	want := e.text()
+	want := e.Text()
 	var got any
 	parsed := false
 	if c.Interface.OutputSchema != "" {
@@ -127,8 +127,8 @@ func judgeOutput(c *lang.Capability, e *Expectation, out []byte, what string) Ve
 	}
 }
 
-// text describes an expectation for Verdict.Expected.
-func (e *Expectation) text() string {
+// Text describes an expectation, as Verdict.Expected shows it.
+func (e *Expectation) Text() string {
 	switch {
 	case e.Error != "":
 		return fmt.Sprintf("error %q", e.Error)

@@ -190,7 +190,7 @@ func JudgeResponse(c *lang.Capability, r *Request, resp Response) Verdict {
 	if c == nil || c.Interface == nil || c.Interface.Kind != "service" || r == nil {
 		return Verdict{Reason: "cannot judge: not a request of a service capability"}
 	}
-	want := r.Expect.text()
+	want := r.Expect.Text()
 	if resp.Truncated {
 		return Verdict{Reason: "the response body exceeded the output limit", Expected: want, Got: quoted(resp.Body, maxShown)}
 	}
