@@ -62,6 +62,11 @@ func TestCrashAtFaultPointsResumes(t *testing.T) {
 // removes it before it runs anything.
 func TestCrashDuringStepCleansContainer(t *testing.T) {
 	needSandbox(t)
+	// Containers of other projects on this machine are not this apply's to clean.
+	before := map[string]bool{}
+	for _, id := range runcContainers(t) {
+		before[id] = true
+	}
 	dir := t.TempDir()
 	src := strings.Replace(failingProject[:strings.Index(failingProject, "step \"bad\"")], `run     = ["sh", "-c", "echo fine > /tmp/scratch && cat /tmp/scratch > /out/a"]`,
 		`run     = ["sh", "-c", "sleep $${NAP:-0}; echo fine > /out/a"]
@@ -95,7 +100,12 @@ func TestCrashDuringStepCleansContainer(t *testing.T) {
 		t.Fatal("step.ok never started")
 	}
 	time.Sleep(1500 * time.Millisecond) // let the container start its sleep
-	ids := runcContainers(t)
+	var ids []string
+	for _, id := range runcContainers(t) {
+		if !before[id] {
+			ids = append(ids, id)
+		}
+	}
 	if len(ids) == 0 {
 		t.Fatal("no foundry container is running while the step sleeps")
 	}
