@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/foundry-build/foundry/engine"
+	"github.com/foundry-build/foundry/executors/executortest"
 )
 
 // brokenGreeters are recipes added to the greeter example: one whose entrypoint is not
@@ -78,7 +79,7 @@ func TestGreeterServiceAdmission(t *testing.T) {
 	if t.Failed() {
 		t.Fatalf("apply output:\n%s", r.stderr)
 	}
-	if procWith("httpd\x00-f\x00-p\x00127.0.0.1:8080") {
+	if executortest.ProcRunning("httpd\x00-f\x00-p\x00127.0.0.1:8080") {
 		t.Errorf("a candidate's httpd is still running after apply")
 	}
 
@@ -97,16 +98,4 @@ func TestGreeterServiceAdmission(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "PASS sealed-evaluation") {
 		t.Errorf("verify of the admitted service: exit %d\n%s%s", code, out, errs)
 	}
-}
-
-// procWith reports whether a host process's command line (NUL-separated) contains s.
-func procWith(s string) bool {
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err == nil && strings.Contains(string(b), s) {
-			return true
-		}
-	}
-	return false
 }

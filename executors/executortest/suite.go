@@ -177,9 +177,9 @@ func (s *suite) argvEnvWorkdir(t *testing.T) {
 	}
 }
 
-// procRunning reports whether a process on the host has a command line containing s
+// ProcRunning reports whether a process on the host has a command line containing s
 // (arguments separated by NUL).
-func procRunning(s string) bool {
+func ProcRunning(s string) bool {
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
 		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
@@ -408,7 +408,7 @@ func (s *suite) service(t *testing.T) {
 	if d := time.Since(start); d > 40*time.Second {
 		t.Errorf("Run took %v after Attach returned", d)
 	}
-	if procRunning("httpd\x00-f\x00-p\x00" + addr + "\x00") {
+	if ProcRunning("httpd\x00-f\x00-p\x00" + addr + "\x00") {
 		t.Errorf("httpd on %s still running after Run returned", addr)
 	}
 }
