@@ -351,6 +351,8 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 	at := executors.StartAttach(a, func(context.Context) (executors.Dialer, func() error, error) {
 		return executors.NetnsDialer(int(task.Pid()))
 	})
+	// Every return path ends Attach; the explicit Stop below reports its error.
+	defer at.Stop()
 	timer := time.NewTimer(runc.EffectiveLimits(a.Limits).Timeout)
 	defer timer.Stop()
 	var killedBy error

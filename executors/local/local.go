@@ -120,6 +120,8 @@ func (*Executor) Run(ctx context.Context, a *executors.Action) (*executors.Resul
 	at := executors.StartAttach(a, func(context.Context) (executors.Dialer, func() error, error) {
 		return executors.HostDialer, func() error { return nil }, nil
 	})
+	// Every return path ends Attach; the explicit Stop below reports its error.
+	defer at.Stop()
 	timer := time.NewTimer(runc.EffectiveLimits(a.Limits).Timeout)
 	defer timer.Stop()
 	var killedBy error

@@ -180,6 +180,8 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 		}
 		return executors.NetnsDialer(pid)
 	})
+	// Every return path ends Attach; the explicit Stop below reports its error.
+	defer at.Stop()
 
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
