@@ -393,26 +393,31 @@ func countPassed(rs []provenance.CaseResult) int {
 	return n
 }
 
-// runCase runs one case in a fresh sandbox: the entrypoint with the case input on stdin.
-func (r *runner) runCase(ctx context.Context, capb *lang.Capability, img executors.Image, c *verdict.Case) (verdict.Verdict, error) {
+// runCandidate runs the candidate's entrypoint once in a fresh evaluation sandbox: its own
+// empty /out, no network, the evaluation limits. The caller's a supplies stdin, the output
+// writers and, for a service, Attach.
+func (r *runner) runCandidate(ctx context.Context, capb *lang.Capability, img executors.Image, a executors.Action) (*executors.Result, error) {
 	scratch := filepath.Join(r.scratch, "eval-"+newID())
 	out := filepath.Join(scratch, "out")
 	if err := os.MkdirAll(out, 0o777); err != nil {
-		return verdict.Verdict{}, err
+		return nil, err
 	}
 	os.Chmod(out, 0o777)
 	defer os.RemoveAll(scratch)
-	stdout := &limitedBuffer{limit: evalOutputBytes}
-	stderr := &limitedBuffer{limit: 64 << 10}
 	// Evaluations are not nodes of the run: a crashed one's container is found by the
 	// run's container prefix, which the next apply cleans up.
-	id := r.containerPrefix() + "eval-" + newID()
-	xr, err := r.opt.Executor.Run(ctx, &executors.Action{
-		ID: id, Image: img, Argv: capb.Interface.Entrypoint, Env: img.Env, Workdir: "/",
-		OutDir: out, Network: executors.NetworkNone, Stdin: bytes.NewReader(c.Stdin()),
-		Limits: executors.Limits{MemoryBytes: evalMemoryBytes, CPUs: 1, Pids: 256, Timeout: evalTimeout},
-		Stdout: stdout, Stderr: stderr,
-	})
+	a.ID = r.containerPrefix() + "eval-" + newID()
+	a.Image, a.Argv, a.Env, a.Workdir, a.OutDir = img, capb.Interface.Entrypoint, img.Env, "/", out
+	a.Network = executors.NetworkNone
+	a.Limits = executors.Limits{MemoryBytes: evalMemoryBytes, CPUs: 1, Pids: 256, Timeout: evalTimeout}
+	return r.opt.Executor.Run(ctx, &a)
+}
+
+// runCase runs one case in a fresh sandbox: the entrypoint with the case input on stdin.
+func (r *runner) runCase(ctx context.Context, capb *lang.Capability, img executors.Image, c *verdict.Case) (verdict.Verdict, error) {
+	stdout := &limitedBuffer{limit: evalOutputBytes}
+	stderr := &limitedBuffer{limit: 64 << 10}
+	xr, err := r.runCandidate(ctx, capb, img, executors.Action{Stdin: bytes.NewReader(c.Stdin()), Stdout: stdout, Stderr: stderr})
 	if errors.Is(err, executors.ErrNotStarted) {
 		return notStarted(err, c.Expect.Output), nil
 	}

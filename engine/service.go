@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -35,29 +33,13 @@ type serviceRun struct {
 // request decides; the candidate is then stopped. It returns the verdict and, for a
 // counterexample, the request that failed.
 func (r *runner) runServiceCase(ctx context.Context, capb *lang.Capability, img executors.Image, c *verdict.Case) (verdict.Verdict, string, error) {
-	scratch := filepath.Join(r.scratch, "eval-"+newID())
-	out := filepath.Join(scratch, "out")
-	if err := os.MkdirAll(out, 0o777); err != nil {
-		return verdict.Verdict{}, "", err
-	}
-	os.Chmod(out, 0o777)
-	defer os.RemoveAll(scratch)
 	// The service's own output only explains a failure.
 	stdout := &limitedBuffer{limit: 64 << 10}
 	stderr := &limitedBuffer{limit: 64 << 10}
-	it := capb.Interface
-	addr := fmt.Sprintf("127.0.0.1:%d", it.Port)
+	addr := fmt.Sprintf("127.0.0.1:%d", capb.Interface.Port)
 	run := &serviceRun{}
-	id := r.containerPrefix() + "eval-" + newID()
-	xr, err := r.opt.Executor.Run(ctx, &executors.Action{
-		ID: id, Image: img, Argv: it.Entrypoint, Env: img.Env, Workdir: "/",
-		OutDir: out, Network: executors.NetworkNone,
-		Limits: executors.Limits{MemoryBytes: evalMemoryBytes, CPUs: 1, Pids: 256, Timeout: evalTimeout},
-		Stdout: stdout, Stderr: stderr,
-		Attach: func(ctx context.Context, dial executors.Dialer) {
-			drive(ctx, capb, c, addr, dial, run)
-		},
-	})
+	xr, err := r.runCandidate(ctx, capb, img, executors.Action{Stdout: stdout, Stderr: stderr,
+		Attach: func(ctx context.Context, dial executors.Dialer) { drive(ctx, capb, c, addr, dial, run) }})
 	if errors.Is(err, executors.ErrNotStarted) {
 		return notStarted(err, nil), "(startup)", nil
 	}
@@ -72,13 +54,9 @@ func (r *runner) runServiceCase(ctx context.Context, capb *lang.Capability, img 
 		return run.verdict, failing, nil
 	}
 	// No response decided the case: the candidate ended (or never became ready) first.
-	stage := "before it was ready"
+	stage, want := "before it was ready", "ready on "+addr
 	if run.ready {
-		stage = "while answering " + failing
-	}
-	want := "ready on " + addr
-	if run.ready {
-		want = "an answer to " + failing
+		stage, want = "while answering "+failing, "an answer to "+failing
 	}
 	v := verdict.Verdict{Expected: want}
 	switch {

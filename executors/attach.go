@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -152,4 +153,32 @@ func (at *Attachment) Stop() error {
 	at.cancel()
 	<-at.done
 	return at.err
+}
+
+// Reasons Await gives for killing an action.
+var (
+	ErrDeadline = errors.New("deadline reached")
+	ErrStopped  = errors.New("stopped after Attach returned")
+)
+
+// Await waits until the action's process exits (a value on exited), its deadline passes,
+// ctx ends or its Attach returns. It returns the exit value, or the reason the executor must
+// now kill the action (ErrDeadline, ErrStopped or ctx's error), recording a deadline as
+// res.TimedOut and a finished Attach as res.Stopped. at may be nil.
+func Await[T any](ctx context.Context, exited <-chan T, timeout time.Duration, at *Attachment, res *Result) (T, error) {
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	var v T
+	select {
+	case v = <-exited:
+		return v, nil
+	case <-timer.C:
+		res.TimedOut = true
+		return v, ErrDeadline
+	case <-ctx.Done():
+		return v, ctx.Err()
+	case <-at.Done():
+		res.Stopped = true
+		return v, ErrStopped
+	}
 }

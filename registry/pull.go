@@ -355,7 +355,7 @@ func (x *extractor) layer(ctx context.Context, s Store, desc Descriptor) error {
 		return err
 	}
 	defer rc.Close()
-	var r io.Reader = ctxReader{ctx, rc}
+	var r io.Reader = store.ContextReader(ctx, rc)
 	if desc.MediaType == MediaTypeLayerGz {
 		zr, err := gzip.NewReader(r)
 		if err != nil {
@@ -500,17 +500,4 @@ func (x *extractor) tree() ([]byte, digest.Digest, error) {
 		return nil, "", err
 	}
 	return canon, digest.FromBytes(canon), nil
-}
-
-// ctxReader stops a long copy when ctx is cancelled.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
 }

@@ -18,6 +18,8 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	contentstore "github.com/foundry-build/foundry/engine/store"
 )
 
 // MountPoints are the empty directories every built image ends with, as its last layer.
@@ -370,7 +372,7 @@ func copyHostFile(ctx context.Context, w io.Writer, e entry) error {
 	if normMode(fi.Mode()) != e.mode {
 		return fmt.Errorf("%s changed while packing: mode", e.host)
 	}
-	n, err := io.Copy(w, io.LimitReader(ctxReader{ctx, f}, e.size))
+	n, err := io.Copy(w, io.LimitReader(contentstore.ContextReader(ctx, f), e.size))
 	if err != nil {
 		return fmt.Errorf("copy %s: %w", e.host, err)
 	}

@@ -18,6 +18,8 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	contentstore "github.com/foundry-build/foundry/engine/store"
 )
 
 // store is the on-disk state under Builder.Root (see Builder for the layout).
@@ -166,7 +168,7 @@ func (st *store) hasBlob(h v1.Hash) bool {
 // content must have that digest. The bytes pass through a temp file, never through memory.
 func (st *store) writeBlob(ctx context.Context, r io.Reader, want *v1.Hash) (v1.Hash, int64, error) {
 	return st.writeBlobFunc(func(w io.Writer) error {
-		_, err := io.Copy(w, ctxReader{ctx, r})
+		_, err := io.Copy(w, contentstore.ContextReader(ctx, r))
 		return err
 	}, want)
 }
@@ -364,19 +366,6 @@ func (st *store) recordKey(key string, h v1.Hash) error {
 type countWriter struct{ n int64 }
 
 func (c *countWriter) Write(p []byte) (int, error) { c.n += int64(len(p)); return len(p), nil }
-
-// ctxReader fails reads once ctx is done, so long copies stop on cancellation.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
-}
 
 // isExist reports whether err says a rename target already exists (a concurrent winner).
 func isExist(err error) bool {

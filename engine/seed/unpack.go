@@ -19,6 +19,8 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
+
+	contentstore "github.com/foundry-build/foundry/engine/store"
 )
 
 // Unpacking is where untrusted bytes (imported images) meet the host filesystem. Every
@@ -80,7 +82,7 @@ func (b budgetReader) Read(p []byte) (int, error) {
 
 // layer applies one uncompressed tar stream and drains it, so callers can hash all of it.
 func (u *unpacker) layer(ctx context.Context, r io.Reader) error {
-	br := budgetReader{ctxReader{ctx, r}, u}
+	br := budgetReader{contentstore.ContextReader(ctx, r), u}
 	tr := tar.NewReader(br)
 	seen := map[string]bool{}
 	for {

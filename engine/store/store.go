@@ -18,6 +18,7 @@ package store
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -337,4 +338,20 @@ func (s *Store) Sweep(olderThan time.Duration) (int, error) {
 		removed++
 	}
 	return removed, nil
+}
+
+// ContextReader returns a reader that fails once ctx is done, so that long copies (blobs,
+// layers, pulls) stop on cancellation.
+func ContextReader(ctx context.Context, r io.Reader) io.Reader { return ctxReader{ctx, r} }
+
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
 }

@@ -84,15 +84,8 @@ func ParseCase(name string, data []byte, c *lang.Capability) (*Case, error) {
 	if c.Interface.Kind == "service" {
 		return parseServiceCase(name, m, c)
 	}
-	var unknown []string
-	for k := range m {
-		if !caseFields[k] {
-			unknown = append(unknown, fmt.Sprintf("%q", k))
-		}
-	}
-	if len(unknown) > 0 {
-		sort.Strings(unknown)
-		return fail("unknown member %s; a case has input, one of output, stdout or error, and an optional description", strings.Join(unknown, ", "))
+	if u := unknownMembers(m, caseFields); u != "" {
+		return fail("unknown member %s; a case has input, one of output, stdout or error, and an optional description", u)
 	}
 	k := &Case{Name: name}
 	if d, ok := m["description"]; ok {
@@ -106,70 +99,91 @@ func ParseCase(name string, data []byte, c *lang.Capability) (*Case, error) {
 	}
 	k.Input = compact(in)
 
+	expect, err := parseExpectation(m, "stdout", "a case", c)
+	if err != nil {
+		return fail("%v", err)
+	}
+	k.Expect = expect
+	if err := checkInput(in, expect, "a case", c); err != nil {
+		return fail("%v", err)
+	}
+	return k, nil
+}
+
+// parseExpectation reads exactly one of output, the exact-text member (text: "stdout" for a
+// cli case, "body" for a service request) and error from m, and refuses an expectation
+// that no candidate could meet. what names the holder ("a case", "a request") in messages.
+func parseExpectation(m map[string]json.RawMessage, text, what string, c *lang.Capability) (Expectation, error) {
+	var e Expectation
 	var given []string
-	for _, f := range []string{"output", "stdout", "error"} {
+	for _, f := range []string{"output", text, "error"} {
 		if _, ok := m[f]; ok {
 			given = append(given, f)
 		}
 	}
 	switch len(given) {
 	case 0:
-		return fail("needs one of output, stdout or error")
+		return e, fmt.Errorf("needs one of output, %s or error", text)
 	case 1:
 	default:
-		return fail("has both %s and %s; a case expects exactly one of output, stdout or error", given[0], given[1])
+		return e, fmt.Errorf("has both %s and %s; %s expects exactly one of output, %s or error", given[0], given[1], what, text)
 	}
-
-	it := c.Interface
+	it, eq := c.Interface, equivalence(c)
 	switch given[0] {
 	case "error":
-		if err := json.Unmarshal(m["error"], &k.Expect.Error); err != nil || k.Expect.Error == "" {
-			return fail("error must be the name of an error of the contract")
+		if err := json.Unmarshal(m["error"], &e.Error); err != nil || e.Error == "" {
+			return e, fmt.Errorf("error must be the name of an error of the contract")
 		}
-		if _, ok := it.Errors[k.Expect.Error]; !ok {
-			return fail("error %q is not declared by capability %q (declared: %s)", k.Expect.Error, c.Name, errorNames(it.Errors))
+		if _, ok := it.Errors[e.Error]; !ok {
+			return e, fmt.Errorf("error %q is not declared by capability %q (declared: %s)", e.Error, c.Name, errorNames(it.Errors))
 		}
-	case "stdout":
+	case text:
 		if eq == "json" || eq == "numeric" {
-			return fail("stdout is for the bytes and lines equivalences; capability %q compares with %s, so give output", c.Name, eq)
+			return e, fmt.Errorf("%s is for the bytes and lines equivalences; capability %q compares with %s, so give output", text, c.Name, eq)
 		}
 		var s string
-		if err := json.Unmarshal(m["stdout"], &s); err != nil {
-			return fail("stdout must be a string")
+		if err := json.Unmarshal(m[text], &s); err != nil {
+			return e, fmt.Errorf("%s must be a string", text)
 		}
-		k.Expect.Stdout = &s
+		e.Stdout = &s
 		if it.OutputSchema != "" {
 			v, err := decodeStrict([]byte(s))
 			if err != nil {
-				return fail("stdout is not JSON, but the output schema requires JSON: %v", err)
+				return e, fmt.Errorf("%s is not JSON, but the output schema requires JSON: %v", text, err)
 			}
 			if err := validate(it.OutputSchema, v); err != nil {
-				return fail("expected stdout violates the output schema, so no output could pass: %v", err)
+				return e, fmt.Errorf("expected %s violates the output schema, so nothing could pass: %v", text, err)
 			}
 		}
 	case "output":
-		k.Expect.Output = compact(m["output"])
+		e.Output = compact(m["output"])
 		v, err := decodeStrict(m["output"])
 		if err != nil {
-			return fail("output: %v", err) // unreachable: checked with the whole file
+			return e, fmt.Errorf("output: %v", err) // unreachable: checked with the whole file
 		}
 		if it.OutputSchema != "" {
 			if err := validate(it.OutputSchema, v); err != nil {
-				return fail("expected output violates the output schema, so no output could pass: %v", err)
+				return e, fmt.Errorf("expected output violates the output schema, so nothing could pass: %v", err)
 			}
 		}
 		if eq == "numeric" && !nanEqual(c) && containsNaN(v) {
-			return fail("expected output contains %q, which equals nothing unless the tolerance sets nan_equal", tokenNaN)
+			return e, fmt.Errorf("expected output contains %q, which equals nothing unless the tolerance sets nan_equal", tokenNaN)
 		}
 	}
+	return e, nil
+}
 
-	if it.InputSchema != "" && k.Expect.Error == "" {
-		v, _ := decodeStrict(in)
-		if err := validate(it.InputSchema, v); err != nil {
-			return fail("input violates the input schema (allowed only in a case that expects an error): %v", err)
-		}
+// checkInput validates an input against the contract's input schema, unless the
+// expectation is an error: cases that expect an error exist to test rejection.
+func checkInput(in json.RawMessage, e Expectation, what string, c *lang.Capability) error {
+	if c.Interface.InputSchema == "" || e.Error != "" || in == nil {
+		return nil
 	}
-	return k, nil
+	v, _ := decodeStrict(in)
+	if err := validate(c.Interface.InputSchema, v); err != nil {
+		return fmt.Errorf("input violates the input schema (allowed only in %s that expects an error): %v", what, err)
+	}
+	return nil
 }
 
 var knownEquivalence = map[string]bool{"bytes": true, "json": true, "lines": true, "numeric": true}

@@ -100,66 +100,13 @@ func parseRequest(raw json.RawMessage, c *lang.Capability) (*Request, error) {
 		return nil, fmt.Errorf("a GET request carries no input; use POST, PUT or PATCH")
 	}
 
-	var given []string
-	for _, f := range []string{"output", "body", "error"} {
-		if _, ok := m[f]; ok {
-			given = append(given, f)
-		}
+	expect, err := parseExpectation(m, "body", "a request", c)
+	if err != nil {
+		return nil, err
 	}
-	switch len(given) {
-	case 0:
-		return nil, fmt.Errorf("needs one of output, body or error")
-	case 1:
-	default:
-		return nil, fmt.Errorf("has both %s and %s; a request expects exactly one of output, body or error", given[0], given[1])
-	}
-	it, eq := c.Interface, equivalence(c)
-	switch given[0] {
-	case "error":
-		if err := json.Unmarshal(m["error"], &r.Expect.Error); err != nil || r.Expect.Error == "" {
-			return nil, fmt.Errorf("error must be the name of an error of the contract")
-		}
-		if _, ok := it.Errors[r.Expect.Error]; !ok {
-			return nil, fmt.Errorf("error %q is not declared by capability %q (declared: %s)", r.Expect.Error, c.Name, errorNames(it.Errors))
-		}
-	case "body":
-		if eq == "json" || eq == "numeric" {
-			return nil, fmt.Errorf("body is for the bytes and lines equivalences; capability %q compares with %s, so give output", c.Name, eq)
-		}
-		var s string
-		if err := json.Unmarshal(m["body"], &s); err != nil {
-			return nil, fmt.Errorf("body must be a string")
-		}
-		r.Expect.Stdout = &s
-		if it.OutputSchema != "" {
-			v, err := decodeStrict([]byte(s))
-			if err != nil {
-				return nil, fmt.Errorf("body is not JSON, but the output schema requires JSON: %v", err)
-			}
-			if err := validate(it.OutputSchema, v); err != nil {
-				return nil, fmt.Errorf("expected body violates the output schema, so no response could pass: %v", err)
-			}
-		}
-	case "output":
-		r.Expect.Output = compact(m["output"])
-		v, err := decodeStrict(m["output"])
-		if err != nil {
-			return nil, fmt.Errorf("output: %v", err)
-		}
-		if it.OutputSchema != "" {
-			if err := validate(it.OutputSchema, v); err != nil {
-				return nil, fmt.Errorf("expected output violates the output schema, so no response could pass: %v", err)
-			}
-		}
-		if eq == "numeric" && !nanEqual(c) && containsNaN(v) {
-			return nil, fmt.Errorf("expected output contains %q, which equals nothing unless the tolerance sets nan_equal", tokenNaN)
-		}
-	}
-	if it.InputSchema != "" && r.Input != nil && r.Expect.Error == "" {
-		v, _ := decodeStrict(r.Input)
-		if err := validate(it.InputSchema, v); err != nil {
-			return nil, fmt.Errorf("input violates the input schema (allowed only in a request that expects an error): %v", err)
-		}
+	r.Expect = expect
+	if err := checkInput(r.Input, expect, "a request", c); err != nil {
+		return nil, err
 	}
 	return r, nil
 }

@@ -270,12 +270,17 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 			}
 		}
 	}
-	container, err = e.client.NewContainer(lctx, a.ID,
-		containerd.WithSnapshotter(snapshotter),
-		containerd.WithRuntime(runtimeName, nil),
-		containerd.WithSpec(spec),
-		containerd.WithContainerLabels(map[string]string{"foundry.action": a.ID}),
-	)
+	// The spec is read when the container is created: the retry below creates it again
+	// after changing the spec.
+	newContainer := func() (containerd.Container, error) {
+		return e.client.NewContainer(lctx, a.ID,
+			containerd.WithSnapshotter(snapshotter),
+			containerd.WithRuntime(runtimeName, nil),
+			containerd.WithSpec(spec),
+			containerd.WithContainerLabels(map[string]string{"foundry.action": a.ID}),
+		)
+	}
+	container, err = newContainer()
 	if err != nil {
 		container = nil
 		return fail("create container", err)
@@ -303,12 +308,7 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 		}
 		container = nil
 		spec.Annotations = nil
-		container, err = e.client.NewContainer(lctx, a.ID,
-			containerd.WithSnapshotter(snapshotter),
-			containerd.WithRuntime(runtimeName, nil),
-			containerd.WithSpec(spec),
-			containerd.WithContainerLabels(map[string]string{"foundry.action": a.ID}),
-		)
+		container, err = newContainer()
 		if err != nil {
 			container = nil
 			return fail("create container", err)
@@ -353,21 +353,7 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 	})
 	// Every return path ends Attach; the explicit Stop below reports its error.
 	defer at.Stop()
-	timer := time.NewTimer(runc.EffectiveLimits(a.Limits).Timeout)
-	defer timer.Stop()
-	var killedBy error
-	var st containerd.ExitStatus
-	select {
-	case st = <-statusC:
-	case <-timer.C:
-		res.TimedOut = true
-		killedBy = errTimeout
-	case <-ctx.Done():
-		killedBy = ctx.Err()
-	case <-at.Done():
-		res.Stopped = true
-		killedBy = errStopped
-	}
+	st, killedBy := executors.Await(ctx, statusC, runc.EffectiveLimits(a.Limits).Timeout, at, res)
 	if killedBy != nil {
 		// WithKillAll signals every process in the task's cgroup, not just init.
 		if err := task.Kill(cctx, syscall.SIGKILL, containerd.WithKillAll); err != nil && !errdefs.IsNotFound(err) {
@@ -434,11 +420,6 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 	}
 	return res, nil
 }
-
-var (
-	errTimeout = errors.New("deadline reached")
-	errStopped = errors.New("stopped after Attach returned")
-)
 
 // shimFailure reports whether err says the shim could not be reached (as opposed to the
 // runtime refusing the task, e.g. a missing argv[0]).

@@ -122,21 +122,7 @@ func (*Executor) Run(ctx context.Context, a *executors.Action) (*executors.Resul
 	})
 	// Every return path ends Attach; the explicit Stop below reports its error.
 	defer at.Stop()
-	timer := time.NewTimer(runc.EffectiveLimits(a.Limits).Timeout)
-	defer timer.Stop()
-	var killedBy error
-	var werr error
-	select {
-	case werr = <-done:
-	case <-timer.C:
-		res.TimedOut = true
-		killedBy = errors.New("deadline reached")
-	case <-ctx.Done():
-		killedBy = ctx.Err()
-	case <-at.Done():
-		res.Stopped = true
-		killedBy = errors.New("stopped after Attach returned")
-	}
+	werr, killedBy := executors.Await(ctx, done, runc.EffectiveLimits(a.Limits).Timeout, at, res)
 	if killedBy != nil {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		werr = <-done

@@ -183,21 +183,8 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 	// Every return path ends Attach; the explicit Stop below reports its error.
 	defer at.Stop()
 
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
-	var killedBy error // why the executor killed the step, if it did
-	var werr error
-	select {
-	case werr = <-waitErr:
-	case <-timer.C:
-		res.TimedOut = true
-		killedBy = errTimeout
-	case <-ctx.Done():
-		killedBy = ctx.Err()
-	case <-at.Done():
-		res.Stopped = true
-		killedBy = errStopped
-	}
+	// killedBy says why the executor killed the step, if it did.
+	werr, killedBy := executors.Await(ctx, waitErr, timeout, at, res)
 	if killedBy != nil {
 		werr = e.killUntilExit(a.ID, waitErr)
 	}
@@ -266,11 +253,6 @@ func (e *Executor) release(id, bundle string) {
 		}
 	}()
 }
-
-var (
-	errTimeout = errors.New("deadline reached")
-	errStopped = errors.New("stopped after Attach returned")
-)
 
 // waitPidFile waits for runc to write the container init's pid.
 func waitPidFile(ctx context.Context, path string) (int, error) {
