@@ -93,7 +93,9 @@ func (p *progress) plain(e engine.Event) {
 	}
 	switch e.Type {
 	case "run_started":
-		if e.Capabilities > 0 {
+		if e.Capabilities == 1 {
+			fmt.Fprintf(p.w, "run %s: %d steps, 1 capability to build\n", e.Run, e.Total)
+		} else if e.Capabilities > 1 {
 			fmt.Fprintf(p.w, "run %s: %d steps, %d capabilities to build\n", e.Run, e.Total, e.Capabilities)
 		} else {
 			fmt.Fprintf(p.w, "run %s: %d steps\n", e.Run, e.Total)

@@ -60,6 +60,7 @@ func TestGreeterServiceAdmission(t *testing.T) {
 		t.Fatalf("apply: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 	for _, want := range []string{
+		": 0 steps, 1 capability to build",
 		"recipe.greeter-broken: failed the dev suite: the entrypoint could not be started",
 		`got:      exec: "/bin/greeter": permission denied`,
 		"recipe.greeter-crashes: failed the dev suite: exited before it was ready",
