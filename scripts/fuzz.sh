@@ -8,7 +8,10 @@ for pkg in $(go list ./...); do
   for f in $(grep -l '^func Fuzz' "$dir"/*_test.go 2>/dev/null); do
     for t in $(grep -o '^func Fuzz[A-Za-z0-9_]*' "$f" | sed 's/^func //'); do
       echo "fuzz $pkg $t ($dur)"
-      go test -run='^$' -fuzz="^${t}\$" -fuzztime="$dur" "$pkg"
+      # Minimizing a new interesting input may take up to a minute by default, during which
+      # the fuzz time can run out and go test fails with "context deadline exceeded":
+      # bound it well inside the fuzz time.
+      go test -run='^$' -fuzz="^${t}\$" -fuzztime="$dur" -fuzzminimizetime=2s "$pkg"
     done
   done
 done
