@@ -194,7 +194,7 @@ func parseFile(dir, name string) parsedFile {
 		pf.diags = hcl.Diagnostics{errorf(nil, "Cannot read configuration file", "%v", err)}
 		return pf
 	}
-	f, diags := hclsyntax.ParseConfig(src, rel, hcl.InitialPos)
+	f, diags := parseConfig(src, rel)
 	pf.diags = diags
 	if f == nil {
 		return pf
