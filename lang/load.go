@@ -162,49 +162,59 @@ type parsedFile struct {
 	diags  hcl.Diagnostics
 }
 
-// parseFiles reads and parses the files in parallel (parsing dominates loading a large
-// project) and returns them in the order given, so that diagnostics and blocks keep the
-// sorted file order.
+// parseFiles reads and parses the files and returns them in the order given, so that
+// diagnostics and blocks keep the sorted file order. Parsing dominates loading a large
+// project: the pieces of all files (see parse.go) are parsed in parallel.
 func parseFiles(dir string, names []string) []parsedFile {
 	out := make([]parsedFile, len(names))
-	work := make(chan int)
+	srcs := make([][]byte, len(names))
+	pieces := make([][]piece, len(names))
+	type job struct{ file, piece int }
+	var jobs []job
+	for i, name := range names {
+		out[i].rel, _ = filepath.Rel(dir, name)
+		src, err := os.ReadFile(name)
+		if err != nil {
+			out[i].diags = hcl.Diagnostics{errorf(nil, "Cannot read configuration file", "%v", err)}
+			continue
+		}
+		srcs[i], pieces[i] = src, cutPieces(src, minPiece)
+		for k := range pieces[i] {
+			jobs = append(jobs, job{i, k})
+		}
+	}
+	work := make(chan job)
 	var wg sync.WaitGroup
-	for w := 0; w < min(runtime.GOMAXPROCS(0), len(names)); w++ {
+	for w := 0; w < min(runtime.GOMAXPROCS(0), len(jobs)); w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := range work {
-				out[i] = parseFile(dir, names[i])
+			for j := range work {
+				pieces[j.file][j.piece].parse(out[j.file].rel)
 			}
 		}()
 	}
-	for i := range names {
-		work <- i
+	for _, j := range jobs {
+		work <- j
 	}
 	close(work)
 	wg.Wait()
+	for i := range out {
+		if out[i].diags != nil {
+			continue // not readable
+		}
+		f, diags := joinPieces(srcs[i], out[i].rel, pieces[i])
+		out[i].diags = diags
+		if f == nil {
+			continue
+		}
+		out[i].file = f
+		content, diags := f.Body.Content(rootSchema)
+		suggest(diags, rootSchema)
+		out[i].diags = append(out[i].diags, diags...)
+		out[i].blocks = content.Blocks
+	}
 	return out
-}
-
-func parseFile(dir, name string) parsedFile {
-	rel, _ := filepath.Rel(dir, name)
-	pf := parsedFile{rel: rel}
-	src, err := os.ReadFile(name)
-	if err != nil {
-		pf.diags = hcl.Diagnostics{errorf(nil, "Cannot read configuration file", "%v", err)}
-		return pf
-	}
-	f, diags := parseConfig(src, rel)
-	pf.diags = diags
-	if f == nil {
-		return pf
-	}
-	pf.file = f
-	content, diags := f.Body.Content(rootSchema)
-	suggest(diags, rootSchema)
-	pf.diags = append(pf.diags, diags...)
-	pf.blocks = content.Blocks
-	return pf
 }
 
 // declare records a named block and reports a duplicate.

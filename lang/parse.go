@@ -7,57 +7,59 @@ import (
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 )
 
-// parseConfig parses one configuration file like hclsyntax.ParseConfig, with the same
-// result, but block by block where it can.
+// Configuration files are parsed like hclsyntax.ParseConfig, with the same result, but
+// block by block where they can be.
 //
 // Why: hclsyntax lexes a whole file into one token slice before parsing, growing it by
 // append; for a file of a hundred steps that slice reaches ~1 MB and is reallocated and
 // copied dozens of times, which made lexing a third of the time of planning 10k steps.
-// Parsing each top-level block on its own keeps every token slice small.
+// Parsing top-level blocks on their own keeps every token slice small, and lets the pieces
+// of one large file be parsed on several cores.
 //
-// A split point is the start of a line that follows a line holding only "}". Such a
-// point is either a real top-level boundary or lies inside something still open (a block,
-// a heredoc, a /* comment */, brackets); in the latter case the piece before it does not
-// parse cleanly. So when every piece parses without any diagnostic and holds no top-level
-// attribute, the pieces are exactly the file's top-level blocks, with the same ranges (each
-// piece is parsed from its true position). Otherwise the whole file is parsed as one, so
-// diagnostics are exactly hclsyntax's.
+// A cut is the start of a line that follows a line holding only "}". Such a point is either
+// a real top-level boundary or lies inside something still open (a block, a heredoc, a
+// /* comment */, brackets); in the latter case the piece before it does not parse cleanly.
+// So when every piece parses without any diagnostic and holds no top-level attribute, the
+// pieces are exactly the file's top-level blocks, with the same ranges (each piece is parsed
+// from its true position). Otherwise the whole file is parsed as one, so diagnostics are
+// exactly hclsyntax's.
+
+// minPiece is the least size of a piece, so that a file of many tiny blocks is not parsed
+// in a thousand calls.
+const minPiece = 512
+
+// piece is a run of whole lines of a configuration file, parsed from its position.
+type piece struct {
+	src   []byte
+	pos   hcl.Pos
+	body  *hclsyntax.Body
+	clean bool // parsed without diagnostics and without top-level attributes
+}
+
+// parseConfig parses one configuration file.
 func parseConfig(src []byte, filename string) (*hcl.File, hcl.Diagnostics) {
-	return parsePieces(src, filename, 512)
+	return parsePieces(src, filename, minPiece)
 }
 
-// parsePieces is parseConfig with pieces of at least minPiece bytes, so that a file of many
-// tiny blocks is not parsed in a thousand calls.
-func parsePieces(src []byte, filename string, minPiece int) (*hcl.File, hcl.Diagnostics) {
-	pieces := splitTopLevel(src, minPiece)
-	if len(pieces) < 2 {
-		return hclsyntax.ParseConfig(src, filename, hcl.InitialPos)
+func parsePieces(src []byte, filename string, least int) (*hcl.File, hcl.Diagnostics) {
+	ps := cutPieces(src, least)
+	for i := range ps {
+		ps[i].parse(filename)
 	}
-	body := &hclsyntax.Body{Attributes: hclsyntax.Attributes{}}
-	pos := hcl.InitialPos
-	for _, p := range pieces {
-		f, diags := hclsyntax.ParseConfig(p, filename, pos)
-		if len(diags) > 0 || f == nil {
-			return hclsyntax.ParseConfig(src, filename, hcl.InitialPos)
-		}
-		b := f.Body.(*hclsyntax.Body)
-		if len(b.Attributes) > 0 {
-			return hclsyntax.ParseConfig(src, filename, hcl.InitialPos)
-		}
-		body.Blocks = append(body.Blocks, b.Blocks...)
-		body.EndRange = b.EndRange
-		pos.Byte += len(p)
-		pos.Line += bytes.Count(p, []byte{'\n'})
-	}
-	body.SrcRange = hcl.Range{Filename: filename, Start: hcl.InitialPos, End: body.EndRange.End}
-	return &hcl.File{Body: body, Bytes: src}, nil
+	return joinPieces(src, filename, ps)
 }
 
-// splitTopLevel cuts src after lines that are exactly "}" (or "}\r") and are followed by more
-// text, into pieces of at least minPiece bytes.
-func splitTopLevel(src []byte, minPiece int) [][]byte {
-	var pieces [][]byte
-	start := 0
+// cutPieces cuts src after lines that are exactly "}" (or "}\r") and are followed by more
+// text, into pieces of at least the given size.
+func cutPieces(src []byte, least int) []piece {
+	var ps []piece
+	start, pos := 0, hcl.InitialPos
+	cut := func(end int) {
+		ps = append(ps, piece{src: src[start:end], pos: pos})
+		pos.Byte += end - start
+		pos.Line += bytes.Count(src[start:end], []byte{'\n'})
+		start = end
+	}
 	for i := 0; i < len(src); {
 		nl := bytes.IndexByte(src[i:], '\n')
 		if nl < 0 {
@@ -65,12 +67,38 @@ func splitTopLevel(src []byte, minPiece int) [][]byte {
 		}
 		line := src[i : i+nl]
 		i += nl + 1
-		if (len(line) == 1 && line[0] == '}') || (len(line) == 2 && line[0] == '}' && line[1] == '\r') {
-			if i-start >= minPiece && i < len(src) {
-				pieces = append(pieces, src[start:i])
-				start = i
-			}
+		closing := (len(line) == 1 && line[0] == '}') || (len(line) == 2 && line[0] == '}' && line[1] == '\r')
+		if closing && i-start >= least && i < len(src) {
+			cut(i)
 		}
 	}
-	return append(pieces, src[start:])
+	cut(len(src))
+	return ps
+}
+
+func (p *piece) parse(filename string) {
+	f, diags := hclsyntax.ParseConfig(p.src, filename, p.pos)
+	if len(diags) > 0 || f == nil {
+		return
+	}
+	p.body = f.Body.(*hclsyntax.Body)
+	p.clean = len(p.body.Attributes) == 0
+}
+
+// joinPieces returns the file made of the parsed pieces, or parses src whole when one of
+// them did not parse cleanly.
+func joinPieces(src []byte, filename string, ps []piece) (*hcl.File, hcl.Diagnostics) {
+	if len(ps) < 2 {
+		return hclsyntax.ParseConfig(src, filename, hcl.InitialPos)
+	}
+	body := &hclsyntax.Body{Attributes: hclsyntax.Attributes{}}
+	for _, p := range ps {
+		if !p.clean {
+			return hclsyntax.ParseConfig(src, filename, hcl.InitialPos)
+		}
+		body.Blocks = append(body.Blocks, p.body.Blocks...)
+		body.EndRange = p.body.EndRange
+	}
+	body.SrcRange = hcl.Range{Filename: filename, Start: hcl.InitialPos, End: body.EndRange.End}
+	return &hcl.File{Body: body, Bytes: src}, nil
 }

@@ -68,7 +68,7 @@ func checkSameParse(t *testing.T, src []byte, minPiece int) int {
 		}
 		t.Fatalf("parsing %q in pieces of %d: %d lines whole, %d in pieces", src, minPiece, len(w), len(p))
 	}
-	return len(splitTopLevel(src, minPiece))
+	return len(cutPieces(src, minPiece))
 }
 
 func TestParseInPiecesMatchesWhole(t *testing.T) {
