@@ -231,7 +231,7 @@ func (r *runner) prefetchCache(ctx context.Context, refs []state.NodeRef) error 
 	for i, ref := range refs {
 		actions[i] = ref.Action
 	}
-	entries, err := r.ws.Cache.LookupMany(ctx, actions)
+	entries, err := r.ws.lookup(ctx, actions)
 	if err != nil {
 		return err
 	}

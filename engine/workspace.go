@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"syscall"
 
 	"github.com/foundry-build/foundry/engine/cache"
@@ -35,6 +36,19 @@ type Workspace struct {
 	State *state.DB
 	Cache *cache.Cache
 	Seeds *seed.Builder
+
+	lock lockState
+}
+
+// lockState is the apply lock as this process holds it.
+type lockState struct {
+	mu    sync.Mutex
+	file  *os.File // open while held
+	depth int      // Lock calls not yet unlocked
+	// hits are action cache hits found while the lock was held: nothing can remove an
+	// entry or a blob until it is released (gc and apply take it), so they stay hits.
+	// Planning under the lock lets apply settle a no-op graph without a second lookup.
+	hits map[digest.Digest]cache.Entry
 }
 
 // OpenWorkspace opens (creating if needed) the state directory of the project in dir.
@@ -67,19 +81,71 @@ func OpenWorkspace(dir string) (*Workspace, error) {
 }
 
 // Lock takes the project's apply lock, so that two applies never write one workspace at
-// once; it fails at once, naming the lock file, when another apply holds it. The kernel
-// releases the lock if the process dies.
+// once; it fails at once, naming the lock file, when another process holds it. The kernel
+// releases the lock if the process dies. Within one process it nests: `foundry apply` holds
+// it from planning through applying, and Apply's own Lock then only counts.
 func (w *Workspace) Lock() (unlock func(), err error) {
-	path := filepath.Join(w.Dir, "apply.lock")
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	l := &w.lock
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.depth == 0 {
+		path := filepath.Join(w.Dir, "apply.lock")
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+		if err != nil {
+			return nil, err
+		}
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("another foundry apply is running in this project (it holds %s)", path)
+		}
+		l.file, l.hits = f, map[digest.Digest]cache.Entry{}
+	}
+	l.depth++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			if l.depth--; l.depth == 0 {
+				l.file.Close()
+				l.file, l.hits = nil, nil
+			}
+		})
+	}, nil
+}
+
+// lookup is Cache.LookupMany, reusing the hits found earlier under the same hold of the
+// apply lock and remembering new ones. Misses are always looked up again: a step run
+// since may have filled them.
+func (w *Workspace) lookup(ctx context.Context, actions []digest.Digest) (map[digest.Digest]cache.Entry, error) {
+	l := &w.lock
+	out := make(map[digest.Digest]cache.Entry, len(actions))
+	var rest []digest.Digest
+	l.mu.Lock()
+	for _, a := range actions {
+		if e, ok := l.hits[a]; ok {
+			out[a] = e
+		} else {
+			rest = append(rest, a)
+		}
+	}
+	l.mu.Unlock()
+	if len(rest) == 0 {
+		return out, nil
+	}
+	found, err := w.Cache.LookupMany(ctx, rest)
 	if err != nil {
 		return nil, err
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("another foundry apply is running in this project (it holds %s)", path)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for a, e := range found {
+		out[a] = e
+		if e.Hit && l.hits != nil {
+			l.hits[a] = e
+		}
 	}
-	return func() { f.Close() }, nil
+	return out, nil
 }
 
 // AttestationDir holds every attestation this project minted, as
@@ -99,7 +165,7 @@ func (w *Workspace) CachedSteps(ctx context.Context, g *Graph) (map[string]bool,
 			actions = append(actions, n.Digest)
 		}
 	}
-	entries, err := w.Cache.LookupMany(ctx, actions)
+	entries, err := w.lookup(ctx, actions)
 	if err != nil {
 		return nil, err
 	}

@@ -93,6 +93,14 @@ is stale, 2 usage error.`,
 					return exitError
 				}
 				defer ws.Close()
+				// Held from planning through applying: the plan's cache lookups stay true
+				// (nothing can collect their blobs meanwhile), so apply reuses them.
+				unlock, err := ws.Lock()
+				if err != nil {
+					fmt.Fprintf(env.stderr, "foundry apply: %v\n", err)
+					return exitError
+				}
+				defer unlock()
 				ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 				defer stop()
 				reg, err := projectRegistry(g, true)

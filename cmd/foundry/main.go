@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"sort"
 	"strings"
 )
@@ -53,7 +54,30 @@ func register(c *command) {
 
 func main() {
 	env := &cliEnv{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv}
-	os.Exit(run(env, os.Args[1:]))
+	os.Exit(profiled(env, func() int { return run(env, os.Args[1:]) }))
+}
+
+// profiled runs f under a CPU profile written to $FOUNDRY_CPUPROFILE, if set: how to see
+// where a slow plan or apply spends its time (go tool pprof FILE).
+func profiled(env *cliEnv, f func() int) int {
+	path := env.getenv("FOUNDRY_CPUPROFILE")
+	if path == "" {
+		return f()
+	}
+	out, err := os.Create(path)
+	if err == nil {
+		err = pprof.StartCPUProfile(out)
+	}
+	if err != nil {
+		fmt.Fprintf(env.stderr, "Error: FOUNDRY_CPUPROFILE: %v\n", err)
+		return exitUsage
+	}
+	code := f()
+	pprof.StopCPUProfile()
+	if err := out.Close(); err != nil {
+		fmt.Fprintf(env.stderr, "Error: FOUNDRY_CPUPROFILE: %v\n", err)
+	}
+	return code
 }
 
 // run dispatches args to a subcommand and returns the process exit code.
