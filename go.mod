@@ -88,3 +88,6 @@ require (
 	modernc.org/memory v1.12.1 // indirect
 	modernc.org/sqlite v1.62.0 // indirect
 )
+
+// Lazy metaschema compilation; see third_party/jsonschema/FORK.md.
+replace github.com/santhosh-tekuri/jsonschema/v6 => ./third_party/jsonschema

@@ -1,0 +1,52 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// Every foundry command pays for the package initializers of everything linked in. Their
+// cost is measured here in bytes allocated, which, unlike time, does not depend on the
+// machine: upstream jsonschema compiled its metaschemas in init (1.7 MB, ~13 ms of a 45 ms
+// start-up); the copy in third_party compiles them on first use.
+func TestStartupInitializersStayCheap(t *testing.T) {
+	cmd := exec.Command(foundryBin, "version")
+	cmd.Env = append(os.Environ(), "GODEBUG=inittrace=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("foundry version: %v\n%s", err, out)
+	}
+	total := 0
+	perPackage := map[string]int{}
+	for _, line := range strings.Split(string(out), "\n") {
+		// init PKG @0.5 ms, 0.1 ms clock, 1234 bytes, 5 allocs
+		f := strings.Fields(line)
+		if len(f) < 11 || f[0] != "init" || f[8] != "bytes," {
+			continue
+		}
+		n, err := strconv.Atoi(f[7])
+		if err != nil {
+			t.Fatalf("unreadable inittrace line %q", line)
+		}
+		perPackage[f[1]] += n
+		total += n
+	}
+	if len(perPackage) == 0 {
+		t.Fatalf("no inittrace output:\n%s", out)
+	}
+	if n := perPackage["github.com/santhosh-tekuri/jsonschema/v6"]; n > 100_000 {
+		t.Errorf("jsonschema's init allocates %d bytes: are its metaschemas compiled eagerly again (third_party/jsonschema/FORK.md)?", n)
+	}
+	const budget = 2_500_000 // 1.76 MB when written
+	if total > budget {
+		t.Errorf("package initializers allocate %d bytes, over the %d budget; the largest:", total, budget)
+		for p, n := range perPackage {
+			if n > 100_000 {
+				t.Errorf("  %s: %d bytes", p, n)
+			}
+		}
+	}
+}
