@@ -182,9 +182,6 @@ func Apply(ctx context.Context, ws *Workspace, g *Graph, p *Plan, opt ApplyOptio
 			refs = append(refs, state.NodeRef{Address: a, Action: g.Nodes[a].Digest})
 		}
 	}
-	if err := ws.State.AddNodes(ctx, run.ID, refs); err != nil {
-		return nil, err
-	}
 	if err := r.prefetchCache(ctx, refs); err != nil {
 		return nil, err
 	}
@@ -223,9 +220,9 @@ func Apply(ctx context.Context, ws *Workspace, g *Graph, p *Plan, opt ApplyOptio
 	return res, nil
 }
 
-// prefetchCache looks every step up in the action cache with one query and records the hits
-// as cached, and their definitions, in two transactions: a no-op apply then costs a handful
-// of database writes, not several per node.
+// prefetchCache looks every step up in the action cache at once and records the run's
+// nodes, the hits as cached with their definitions, in one transaction: a no-op apply then
+// costs a handful of database writes, not several per node.
 func (r *runner) prefetchCache(ctx context.Context, refs []state.NodeRef) error {
 	actions := make([]digest.Digest, len(refs))
 	for i, ref := range refs {
@@ -235,12 +232,13 @@ func (r *runner) prefetchCache(ctx context.Context, refs []state.NodeRef) error 
 	if err != nil {
 		return err
 	}
-	var hits []state.NodeRef
+	var pending, hits []state.NodeRef
 	var defs []state.Definition
 	r.precached = map[string]bool{}
 	for _, ref := range refs {
 		e := entries[ref.Action]
 		if !e.Hit {
+			pending = append(pending, ref)
 			continue
 		}
 		hits = append(hits, ref)
@@ -248,10 +246,7 @@ func (r *runner) prefetchCache(ctx context.Context, refs []state.NodeRef) error 
 		r.precached[ref.Address] = true
 		r.results[ref.Address] = &nodeResult{step: e.Result}
 	}
-	if err := r.ws.State.NodesCached(ctx, r.runID, hits); err != nil {
-		return err
-	}
-	return r.ws.State.RecordDefinitions(ctx, defs)
+	return r.ws.State.StartNodes(ctx, r.runID, pending, hits, defs)
 }
 
 // recover cleans up after applies that died: their containers (by the ID prefix recorded

@@ -38,34 +38,48 @@ WHERE definitions.action_digest <> excluded.action_digest`,
 	})
 }
 
-// RecordDefinitions is RecordDefinition for many nodes in one transaction (one fsync): a
-// no-op apply records every cached node's definition at once.
+// RecordDefinitions is RecordDefinition for many nodes in one transaction (one fsync).
 func (d *DB) RecordDefinitions(ctx context.Context, defs []Definition) error {
+	if err := checkDefinitions(defs); err != nil {
+		return err
+	}
+	if len(defs) == 0 {
+		return nil
+	}
+	return d.tx(ctx, fmt.Sprintf("record %d definitions", len(defs)), func(tx *sql.Tx) error {
+		return recordDefinitions(ctx, tx, defs)
+	})
+}
+
+func checkDefinitions(defs []Definition) error {
 	for _, df := range defs {
 		if !json.Valid(df.JSON) || !bytes.HasPrefix(bytes.TrimSpace(df.JSON), []byte("{")) {
 			return fmt.Errorf("state: definition of %s (%s) is not a JSON object", df.Address, df.Action)
 		}
 	}
+	return nil
+}
+
+// recordDefinitions stores checked definitions; an unchanged one is not rewritten.
+func recordDefinitions(ctx context.Context, tx *sql.Tx, defs []Definition) error {
 	if len(defs) == 0 {
 		return nil
 	}
 	now := nanos(time.Now())
-	return d.tx(ctx, fmt.Sprintf("record %d definitions", len(defs)), func(tx *sql.Tx) error {
-		stmt, err := tx.PrepareContext(ctx, `
+	stmt, err := tx.PrepareContext(ctx, `
 INSERT INTO definitions (address, action_digest, definition, updated) VALUES (?, ?, ?, ?)
 ON CONFLICT (address) DO UPDATE SET action_digest = excluded.action_digest, definition = excluded.definition, updated = excluded.updated
 WHERE definitions.action_digest <> excluded.action_digest`)
-		if err != nil {
+	if err != nil {
+		return err
+	}
+	defer stmt.Close()
+	for _, df := range defs {
+		if _, err := stmt.ExecContext(ctx, df.Address, string(df.Action), df.JSON, now); err != nil {
 			return err
 		}
-		defer stmt.Close()
-		for _, df := range defs {
-			if _, err := stmt.ExecContext(ctx, df.Address, string(df.Action), df.JSON, now); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	}
+	return nil
 }
 
 // LastDefinition returns the definition recorded for a node address.

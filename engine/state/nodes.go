@@ -44,18 +44,43 @@ type NodeRef struct {
 // AddNodes records the planned nodes of a run as pending, in one transaction. A node that
 // is already recorded for the run keeps its state.
 func (d *DB) AddNodes(ctx context.Context, runID string, nodes []NodeRef) error {
-	arr, err := nodeArray(nodes)
+	return d.StartNodes(ctx, runID, nodes, nil, nil)
+}
+
+// StartNodes records the planned nodes of a run in one transaction (one fsync): pending
+// ones, and the ones already satisfied by the action cache as cached together with their
+// definitions (see RecordDefinitions). A pending node already recorded for the run keeps
+// its state.
+func (d *DB) StartNodes(ctx context.Context, runID string, pending, cached []NodeRef, defs []Definition) error {
+	if err := checkDefinitions(defs); err != nil {
+		return err
+	}
+	pend, err := nodeArray(pending)
 	if err != nil {
 		return fmt.Errorf("state: add nodes to run %s: %w", runID, err)
 	}
-	return d.tx(ctx, fmt.Sprintf("add %d nodes to run %s", len(nodes), runID), func(tx *sql.Tx) error {
-		// One statement over a JSON array: SQLite inserts the rows without a round trip
-		// through the driver per node.
-		_, err := tx.ExecContext(ctx, `
+	hits, err := nodeArray(cached)
+	if err != nil {
+		return fmt.Errorf("state: mark nodes cached in run %s: %w", runID, err)
+	}
+	what := fmt.Sprintf("add %d pending and %d cached nodes to run %s", len(pending), len(cached), runID)
+	return d.tx(ctx, what, func(tx *sql.Tx) error {
+		if len(pending) > 0 {
+			// One statement over a JSON array: SQLite inserts the rows without a round
+			// trip through the driver per node.
+			if _, err := tx.ExecContext(ctx, `
 INSERT INTO nodes (run_id, address, action_digest, status)
 SELECT ?, json_extract(value, '$[0]'), json_extract(value, '$[1]'), 'pending' FROM json_each(?) WHERE true
-ON CONFLICT (run_id, address) DO NOTHING`, runID, arr)
-		return err
+ON CONFLICT (run_id, address) DO NOTHING`, runID, pend); err != nil {
+				return err
+			}
+		}
+		if len(cached) > 0 {
+			if err := markCached(ctx, tx, runID, hits); err != nil {
+				return err
+			}
+		}
+		return recordDefinitions(ctx, tx, defs)
 	})
 }
 
@@ -118,22 +143,27 @@ func (d *DB) NodeFinished(ctx context.Context, runID, address string, res NodeRe
 }
 
 // NodesCached marks many nodes as satisfied from the action cache in one transaction (one
-// fsync), creating their rows as needed. A no-op apply records its whole graph this way.
+// fsync), creating their rows as needed.
 func (d *DB) NodesCached(ctx context.Context, runID string, nodes []NodeRef) error {
 	arr, err := nodeArray(nodes)
 	if err != nil {
 		return fmt.Errorf("state: mark nodes cached in run %s: %w", runID, err)
 	}
-	now := nanos(time.Now())
 	return d.tx(ctx, fmt.Sprintf("mark %d nodes cached in run %s", len(nodes), runID), func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `
+		return markCached(ctx, tx, runID, arr)
+	})
+}
+
+// markCached marks the nodes of a nodeArray cached.
+func markCached(ctx context.Context, tx *sql.Tx, runID, arr string) error {
+	now := nanos(time.Now())
+	_, err := tx.ExecContext(ctx, `
 INSERT INTO nodes (run_id, address, action_digest, status, started, finished)
 SELECT ?, json_extract(value, '$[0]'), json_extract(value, '$[1]'), 'cached', ?, ? FROM json_each(?) WHERE true
 ON CONFLICT (run_id, address) DO UPDATE SET action_digest = excluded.action_digest, status = 'cached',
 	started = excluded.started, finished = excluded.finished, exit_code = NULL, error = ''`,
-			runID, now, now, arr)
-		return err
-	})
+		runID, now, now, arr)
+	return err
 }
 
 const nodeColumns = `n.run_id, n.address, n.action_digest, n.status, n.exit_code, n.error, n.started, n.finished`

@@ -650,3 +650,43 @@ func TestPruneRuns(t *testing.T) {
 		t.Fatalf("nodes of a pruned run survive: %+v", nodes)
 	}
 }
+
+// StartNodes records a run's pending nodes, its cache hits and their definitions at once;
+// a bad definition writes nothing.
+func TestStartNodesInOneTransaction(t *testing.T) {
+	ctx := context.Background()
+	db := openTest(t)
+	run, err := db.BeginRun(ctx, dg("plan"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := []Definition{{Address: "b", Action: dg("B"), JSON: []byte(`{"argv":["b"]}`)}, {Address: "c", Action: dg("C"), JSON: []byte(`[1]`)}}
+	if err := db.StartNodes(ctx, run.ID, []NodeRef{{"a", dg("A")}}, []NodeRef{{"b", dg("B")}, {"c", dg("C")}}, bad); err == nil {
+		t.Fatal("StartNodes accepted a definition that is not a JSON object")
+	}
+	if nodes, _ := db.Nodes(ctx, run.ID); len(nodes) != 0 {
+		t.Fatalf("a refused StartNodes recorded %d nodes", len(nodes))
+	}
+	defs := []Definition{{Address: "b", Action: dg("B"), JSON: []byte(`{"argv":["b"]}`)}, {Address: "c", Action: dg("C"), JSON: []byte(`{"argv":["c"]}`)}}
+	if err := db.StartNodes(ctx, run.ID, []NodeRef{{"a", dg("A")}}, []NodeRef{{"b", dg("B")}, {"c", dg("C")}}, defs); err != nil {
+		t.Fatal(err)
+	}
+	nodes, err := db.Nodes(ctx, run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]NodeStatus{}
+	for _, n := range nodes {
+		got[n.Address] = n.Status
+	}
+	want := map[string]NodeStatus{"a": NodePending, "b": NodeCached, "c": NodeCached}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("statuses %v, want %v", got, want)
+	}
+	for _, d := range defs {
+		def, found, err := db.LastDefinition(ctx, d.Address)
+		if err != nil || !found || def.Action != d.Action || string(def.JSON) != string(d.JSON) {
+			t.Fatalf("definition of %s: %+v %v %v", d.Address, def, found, err)
+		}
+	}
+}
