@@ -27,6 +27,7 @@ var (
 	executor = flag.String("executor", "runc", "executor for the steps that do run")
 	big      = flag.Int("big", 10000, "steps in the no-op graph")
 	fill     = flag.String("fill-executor", "", "executor used to populate the big graph's cache (default: -executor)")
+	parts    = flag.String("parts", "chain,noop,parallel", "which measurements to make: chain (41-step re-apply), noop (big graph), parallel")
 )
 
 const seed = `seed "bb" {
@@ -47,6 +48,23 @@ func main() {
 		*fill = *executor
 	}
 
+	want := map[string]bool{}
+	for _, p := range strings.Split(*parts, ",") {
+		want[p] = true
+	}
+	if want["chain"] {
+		benchChain()
+	}
+	if want["noop"] {
+		benchNoop()
+	}
+	if want["parallel"] {
+		benchParallel()
+	}
+}
+
+// benchChain measures re-applying a fully cached 41-step chain: the cost of a no-op.
+func benchChain() {
 	chain := project(func(b *strings.Builder) {
 		for i := 0; i < 41; i++ {
 			if i == 0 {
@@ -65,7 +83,10 @@ func main() {
 	}
 	fmt.Printf("41-step chain: cold apply %s (%.1f ms/step); fully cached re-apply median %s (goal < 60ms)\n",
 		cold.Round(time.Millisecond), float64(cold.Milliseconds())/41, median(warm).Round(100*time.Microsecond))
+}
 
+// benchNoop measures a no-op apply of a -big step graph, once its cache is populated.
+func benchNoop() {
 	wide := project(func(b *strings.Builder) {
 		for i := 0; i < *big; i++ {
 			// $FOUNDRY_OUT is where the local executor (usable to fill the cache fast) puts /out.
@@ -85,7 +106,11 @@ func main() {
 	}
 	fmt.Printf("%d-step graph: no-op apply median %s, peak RSS %.1f MiB (goals ≤ 1s, ≤ 200 MiB)\n",
 		*big, median(noop).Round(time.Millisecond), float64(rss)/1024)
+}
 
+// benchParallel measures how close 100 independent sleep-bound steps come to ideal
+// parallelism.
+func benchParallel() {
 	par := project(func(b *strings.Builder) {
 		for i := 0; i < 100; i++ {
 			fmt.Fprintf(b, "step \"s%d\" {\n  image = seed.bb\n  run = [\"sh\", \"-c\", \"sleep 0.2; echo %d > /out/o\"]\n  outputs = [\"/out/o\"]\n}\n", i, i)
