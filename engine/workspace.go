@@ -30,6 +30,7 @@ const StateDir = ".foundry"
 //	runs/       per-attempt scratch (/out directories, logs in progress); removed when done
 //	attestations/  signed provenance envelopes, by envelope digest
 //	keys/       the project's default signing key, made on first apply when none is given
+//	stat-cache  input file digests by stat (engine/digest.StatCache), written by loading
 type Workspace struct {
 	Dir   string // the StateDir itself
 	Store *store.Store

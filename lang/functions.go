@@ -42,6 +42,8 @@ type inputs struct {
 	current hcl.Range
 	// quiet suppresses recording: suites read their case files through it.
 	quiet bool
+	// stat remembers file digests across loads (nil: hash everything).
+	stat *digest.StatCache
 }
 
 type readSite struct {
@@ -59,9 +61,9 @@ func (in *inputs) hash(kind ArtifactKind, path string, dir bool) (digest.Digest,
 	var d digest.Digest
 	var err error
 	if dir {
-		_, d, err = digest.Dir(path)
+		_, d, err = digest.DirCached(path, in.stat)
 	} else {
-		d, _, err = digest.File(path)
+		d, _, err = digest.FileCached(path, in.stat)
 	}
 	if err != nil {
 		return "", err

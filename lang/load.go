@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/foundry-build/foundry/engine/digest"
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/ext/typeexpr"
 	"github.com/hashicorp/hcl/v2/hclparse"
@@ -25,6 +26,9 @@ type Options struct {
 	Vars map[string]string
 	// VarFiles are -var-file paths: HCL files of NAME = VALUE attributes, applied in order.
 	VarFiles []string
+	// StatCache, if set, supplies the digests of input files unchanged since it last saw
+	// them (file, dir, host_file, host_dir) and learns the others. The caller saves it.
+	StatCache *digest.StatCache
 }
 
 var rootSchema = &hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{
@@ -69,6 +73,7 @@ func Load(dir string, opts Options) (*Config, hcl.Diagnostics) {
 	if err != nil {
 		return nil, hcl.Diagnostics{errorf(nil, "Invalid project directory", "%v", err)}
 	}
+	in.stat = opts.StatCache
 	l := &loader{
 		cfg: &Config{
 			Dir: in.dir, Files: map[string]*hcl.File{},

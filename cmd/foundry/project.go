@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
 
 	"github.com/foundry-build/foundry/engine"
+	"github.com/foundry-build/foundry/engine/digest"
 	"github.com/foundry-build/foundry/lang"
 )
 
@@ -59,7 +61,16 @@ func projectDir(env *cliEnv, cmd string, args []string) (string, bool) {
 // loadGraph loads and compiles the project in dir, printing diagnostics. It returns nil when
 // there were errors.
 func loadGraph(env *cliEnv, dir string, v *varFlags, jsonOut bool) (*engine.Graph, hcl.Diagnostics) {
-	cfg, diags := lang.Load(dir, lang.Options{Vars: v.vars, VarFiles: v.varFiles})
+	// Input digests are remembered by stat in the project's state directory, when it has
+	// one (commands that only read a project do not create it).
+	var stat *digest.StatCache
+	if st, err := os.Stat(filepath.Join(dir, engine.StateDir)); err == nil && st.IsDir() {
+		stat = digest.OpenStatCache(filepath.Join(dir, engine.StateDir, "stat-cache"))
+	}
+	cfg, diags := lang.Load(dir, lang.Options{Vars: v.vars, VarFiles: v.varFiles, StatCache: stat})
+	if err := stat.Save(); err != nil {
+		fmt.Fprintf(env.stderr, "Warning: %v (input files will be hashed again next time)\n", err)
+	}
 	var g *engine.Graph
 	if !diags.HasErrors() {
 		var cdiags hcl.Diagnostics

@@ -50,3 +50,34 @@ func TestStartupInitializersStayCheap(t *testing.T) {
 		}
 	}
 }
+
+// Loading a project with a state directory remembers input digests in .foundry/stat-cache
+// and plans the same with it as without it.
+func TestPlanRemembersInputDigests(t *testing.T) {
+	dir := t.TempDir()
+	hcl := "seed \"base\" {\n  layer { files = { \"/bin/sh\" = host_file(\"/bin/sh\") } }\n}\n" +
+		"step \"a\" {\n  image   = seed.base\n  run     = [\"sh\", \"-c\", \"echo > /out/a\"]\n  outputs = [\"/out/a\"]\n}\n"
+	if err := os.WriteFile(dir+"/main.hcl", []byte(hcl), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, without, stderr := runCLI(t, "plan", "-json", dir)
+	if code != 0 {
+		t.Fatalf("plan: %d %s", code, stderr)
+	}
+	if _, err := os.Stat(dir + "/.foundry"); err == nil {
+		t.Fatal("plan created the state directory")
+	}
+	if err := os.Mkdir(dir+"/.foundry", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ { // the first fills the cache, the second answers from it
+		code, with, stderr := runCLI(t, "plan", "-json", dir)
+		if code != 0 || with != without {
+			t.Fatalf("plan %d with a stat cache: %d %s\n%s\nwant\n%s", i+1, code, stderr, with, without)
+		}
+	}
+	b, err := os.ReadFile(dir + "/.foundry/stat-cache")
+	if err != nil || !strings.HasSuffix(strings.TrimSpace(string(b)), " /bin/sh") {
+		t.Fatalf("stat cache: %v\n%s", err, b)
+	}
+}

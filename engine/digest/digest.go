@@ -100,7 +100,11 @@ func FromReader(r io.Reader) (Digest, int64, error) {
 
 // File returns the digest and size of the regular file at path. Unlike Dir it
 // opens path with os.Open, so a symbolic link named by path is followed.
-func File(path string) (Digest, int64, error) {
+func File(path string) (Digest, int64, error) { return FileCached(path, nil) }
+
+// FileCached is File, answered from c (nil for none) when the file is unchanged since c
+// last saw it. path should be absolute for c to remember it.
+func FileCached(path string, c *StatCache) (Digest, int64, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return "", 0, fmt.Errorf("digest: %w", err)
@@ -113,9 +117,28 @@ func File(path string) (Digest, int64, error) {
 	if !fi.Mode().IsRegular() {
 		return "", 0, fmt.Errorf("digest: %s: not a regular file (%s)", path, fi.Mode().Type())
 	}
-	d, n, err := hashReader(f)
+	d, n, err := hashOpen(f, path, fi, c)
 	if err != nil {
 		return "", 0, fmt.Errorf("digest: %s: %w", path, err)
+	}
+	return d, n, nil
+}
+
+// hashOpen hashes the open regular file f (at path, described by fi), or takes its
+// digest from c. A fresh digest is remembered only if the file did not change while it
+// was read.
+func hashOpen(f *os.File, path string, fi os.FileInfo, c *StatCache) (Digest, int64, error) {
+	if d, ok := c.Lookup(path, fi); ok {
+		return d, fi.Size(), nil
+	}
+	d, n, err := hashReader(f)
+	if err != nil {
+		return "", n, err
+	}
+	if c != nil {
+		if after, err := f.Stat(); err == nil && sameStat(fi, after) {
+			c.Store(path, fi, d)
+		}
 	}
 	return d, n, nil
 }
