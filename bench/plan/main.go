@@ -126,6 +126,9 @@ func measure(dir string) (time.Duration, int64, error) {
 		return 0, 0, err
 	}
 	ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	if os.Getenv("FOUNDRY_BENCH_PHASES") != "" {
+		fmt.Fprintf(os.Stderr, "page faults %d minor, %d major\n", ru.Minflt, ru.Majflt)
+	}
 	return time.Duration(ns), ru.Maxrss, nil // Maxrss is in KiB on Linux
 }
 
