@@ -87,9 +87,8 @@ func Load(dir string, opts Options) (*Config, hcl.Diagnostics) {
 	}
 	l.load(opts)
 	l.cfg.Inputs = in.sorted()
-	// The parser owns every file read, including var files: expose them all for rendering.
-	// Rendering needs only the source text; dropping the syntax trees lets a large project's
-	// ASTs be collected as soon as decoding is done.
+	// The parser owns every file read, including var files: expose them all for rendering,
+	// which needs only the source text.
 	for name, f := range l.parser.Files() {
 		l.cfg.Files[name] = &hcl.File{Bytes: f.Bytes}
 	}
@@ -110,7 +109,9 @@ func (l *loader) load(opts Options) {
 		if pf.file == nil {
 			continue
 		}
-		l.parser.AddFile(pf.rel, pf.file)
+		// The parser keeps only the text, for rendering diagnostics: the syntax trees
+		// are let go block by block as they are decoded (see decodeSteps).
+		l.parser.AddFile(pf.rel, &hcl.File{Bytes: pf.file.Bytes})
 		blocks = append(blocks, pf.blocks...)
 	}
 	if l.diags.HasErrors() {
@@ -139,10 +140,12 @@ func (l *loader) load(opts Options) {
 	for _, b := range byType["capability"] {
 		l.decodeCapability(b)
 	}
+	blocks = nil
 	top := newStepScope("", nil)
 	for _, b := range byType["step"] {
 		top.add(l, b)
 	}
+	delete(byType, "step")
 	l.decodeSteps(top, l.cfg.Steps)
 	for _, b := range byType["recipe"] {
 		l.decodeRecipe(b)
