@@ -1,0 +1,46 @@
+package engine
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand"
+	"testing"
+
+	"github.com/foundry-build/foundry/engine/digest"
+	"github.com/foundry-build/foundry/lang"
+)
+
+// The plan digest's direct encoding is byte for byte the generic canonical JSON of the
+// plan's identity, for addresses and paths that sort differently by bytes and by UTF-16
+// (U+E000 against a supplementary character), with escapes, and with no inputs at all.
+func TestPlanIdentityMatchesCanonical(t *testing.T) {
+	r := rand.New(rand.NewSource(2))
+	parts := []string{"step.a", "step.\ue000", "step.\U0001F600", "recipe.r.step.b", "capability.c", "q\"uote", "tab\t", "é"}
+	for iter := 0; iter < 500; iter++ {
+		p := &Plan{}
+		for n := r.Intn(8); n > 0; n-- {
+			addr := parts[r.Intn(len(parts))] + fmt.Sprint(r.Intn(3))
+			p.Nodes = append(p.Nodes, &PlanNode{Address: addr, Digest: digest.FromBytes([]byte(addr))})
+		}
+		switch r.Intn(3) {
+		case 0: // nil: encoded as null, as encoding/json does
+		case 1:
+			p.Inputs = []lang.InputRecord{}
+		default:
+			for n := 1 + r.Intn(4); n > 0; n-- {
+				p.Inputs = append(p.Inputs, lang.InputRecord{Kind: "host_dir", Path: "/" + parts[r.Intn(len(parts))], Digest: digest.FromBytes([]byte{byte(n)})})
+			}
+		}
+		got, err := p.identityJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := digest.Canonical(p.identity())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("identity encodings differ:\ndirect:  %s\ngeneric: %s", got, want)
+		}
+	}
+}
