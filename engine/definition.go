@@ -287,24 +287,30 @@ func (r inputRef) encode(e *digest.Encoder) {
 
 func (g *Graph) stepDefinition(n *Node) StepDefinition {
 	s := n.Step
-	lim := EffectiveLimits(s.Limits)
 	def := StepDefinition{
-		Kind: string(n.Kind), V: DefinitionVersion, Argv: s.Run, Env: s.Env, Workdir: s.Workdir,
-		User: s.User, Platform: s.Platform, Inputs: g.refMap(s.Mounts), Outputs: s.Outputs,
-		Network: s.Network,
-		Limits: limitsDefinition{MemoryBytes: lim.MemoryBytes, CPUs: strconv.FormatFloat(lim.CPUs, 'f', -1, 64),
-			Pids: lim.Pids, TimeMillis: lim.Time.Milliseconds(), OutputBytes: lim.OutputBytes},
+		Kind: string(n.Kind), V: DefinitionVersion, Argv: nonNil(s.Run), Env: s.Env, Workdir: s.Workdir,
+		User: s.User, Platform: s.Platform, Inputs: g.refMap(s.Mounts), Outputs: nonNil(s.Outputs),
+		Network: s.Network, Limits: limitsOf(s.Limits),
 	}
 	if s.Image != nil {
 		def.Image = g.ref(s.Image)
 	}
-	if def.Outputs == nil {
-		def.Outputs = []string{}
-	}
-	if def.Argv == nil {
-		def.Argv = []string{}
-	}
 	return def
+}
+
+// limitsOf is the definition form of a step's effective limits.
+func limitsOf(l lang.Limits) limitsDefinition {
+	lim := EffectiveLimits(l)
+	return limitsDefinition{MemoryBytes: lim.MemoryBytes, CPUs: strconv.FormatFloat(lim.CPUs, 'f', -1, 64),
+		Pids: lim.Pids, TimeMillis: lim.Time.Milliseconds(), OutputBytes: lim.OutputBytes}
+}
+
+// nonNil makes an absent list an empty one: definitions and plans write [] for it.
+func nonNil(xs []string) []string {
+	if xs == nil {
+		return []string{}
+	}
+	return xs
 }
 
 // contractDefinition is a capability's canonical contract; its digest is the capability's

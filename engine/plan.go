@@ -312,9 +312,10 @@ func (p *Plan) identity() any {
 
 func (g *Graph) stepView(n *Node) *StepView {
 	s := n.Step
-	def := g.stepDefinition(n)
-	v := &StepView{Argv: def.Argv, Env: def.Env, Workdir: s.Workdir, Mounts: map[string]string{},
-		Outputs: def.Outputs, Limits: def.Limits, Network: s.Network}
+	// What stepDefinition says, without its input references, which the view shows as
+	// mounts instead.
+	v := &StepView{Argv: nonNil(s.Run), Env: s.Env, Workdir: s.Workdir, Mounts: map[string]string{},
+		Outputs: nonNil(s.Outputs), Limits: limitsOf(s.Limits), Network: s.Network}
 	if s.Image != nil {
 		v.Image = s.Image.Node
 	}
