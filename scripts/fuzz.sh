@@ -41,13 +41,18 @@ fuzz_target() { # package, target
   run_count "$pkg" "$t" $((corpus + 1))
   fixed=$elapsed
   rate=$((corpus * 1000 / ((fixed - over) > 50 ? (fixed - over) : 50) + 1))
-  for share in 2 1 1; do
+  # A round's rate can be far below the last one's (new coverage is minimized), so each
+  # round takes a share of the time left and at most 8 times the previous count.
+  prev=$((corpus + 1))
+  for share in 4 2 1 1; do
     left=$((end - $(now_ms) - fixed))
     ((left > 500)) || break
     n=$((rate * left / 1000 / share))
+    n=$((n < 8 * prev ? n : 8 * prev))
     ((n >= 20)) || break
     run_count "$pkg" "$t" $((corpus + n))
     rate=$((n * 1000 / ((elapsed - fixed) > 100 ? (elapsed - fixed) : 100) + 1))
+    prev=$n
   done
 }
 
