@@ -281,9 +281,18 @@ func TestGCKeepsCachedResults(t *testing.T) {
 	if err := os.WriteFile(orphan, []byte("orphan"), 0o444); err != nil {
 		t.Fatal(err)
 	}
-	code, out, errs := foundry(t, dir, "gc", "-min-age", "0")
-	if code != 0 || !strings.Contains(out, "Deleted") {
+	code, out, errs := foundry(t, dir, "gc", "-min-age", "0", "-keep-runs", "1", "-dry-run")
+	if code != 0 || !strings.Contains(out, "Would delete the records of 1 run(s) older than the newest 1.") {
+		t.Fatalf("gc -dry-run: exit %d\n%s%s", code, out, errs)
+	}
+	code, out, errs = foundry(t, dir, "gc", "-min-age", "0", "-keep-runs", "1")
+	if code != 0 || !strings.Contains(out, "Deleted") || !strings.Contains(out, "Deleted the records of 1 run(s) older than the newest 1.") {
 		t.Fatalf("gc: exit %d\n%s%s", code, out, errs)
+	}
+	code, out, errs = foundry(t, dir, "status", "-json")
+	var st struct{ Runs []json.RawMessage }
+	if code != 0 || json.Unmarshal([]byte(out), &st) != nil || len(st.Runs) != 1 {
+		t.Fatalf("status after gc -keep-runs 1: exit %d, want one run\n%s%s", code, out, errs)
 	}
 	if _, err := os.Stat(orphan); err == nil {
 		t.Error("gc kept a blob no record names")

@@ -17,7 +17,7 @@ import (
 func init() {
 	register(&command{
 		name:    "gc",
-		summary: "Delete stored blobs that no cached result needs",
+		summary: "Delete stored blobs that no cached result needs, and old run records",
 		usage:   "foundry gc [options] [DIR]",
 		help: `
 Gc deletes every blob in the project's content store that no action cache record refers
@@ -25,16 +25,26 @@ to (outputs, logs, definitions, attestations), and the materialized copies of in
 .foundry/inputs. Cached results stay usable: a blob a record needs is never deleted. Blobs
 younger than -min-age are spared, so a concurrent apply's fresh blobs survive.
 
+It also deletes the records of all but the newest -keep-runs runs (their nodes and
+attempts, as 'foundry status' shows them). Runs still running and runs that carried out
+effects are kept: the effects outbox is what stops a publish from being repeated.
+
 Examples:
   foundry gc -dry-run
   foundry gc -min-age 0
+  foundry gc -keep-runs 10
 
 Exit codes: 0 success, 1 failure, 2 usage error.`,
 		setup: func(fs *flag.FlagSet) func(*cliEnv, []string) int {
 			dry := fs.Bool("dry-run", false, "report what would be deleted, delete nothing")
 			minAge := fs.Duration("min-age", time.Hour, "spare blobs modified less than `AGE` ago")
+			keepRuns := fs.Int("keep-runs", 100, "keep the records of the newest `N` runs; -1 keeps all")
 			jsonOut := fs.Bool("json", false, "print JSON")
 			return func(env *cliEnv, args []string) int {
+				if *keepRuns < -1 {
+					fmt.Fprintln(env.stderr, "foundry gc: -keep-runs must be -1 (keep all) or more")
+					return exitUsage
+				}
 				dir, ok := projectDir(env, "gc", args)
 				if !ok {
 					return exitUsage
@@ -76,6 +86,13 @@ Exit codes: 0 success, 1 failure, 2 usage error.`,
 					fmt.Fprintf(env.stderr, "foundry gc: %v\n", err)
 					return exitError
 				}
+				pruned := 0
+				if *keepRuns >= 0 {
+					if pruned, err = ws.State.PruneRuns(context.Background(), *keepRuns, *dry); err != nil {
+						fmt.Fprintf(env.stderr, "foundry gc: %v\n", err)
+						return exitError
+					}
+				}
 				inputs := filepath.Join(ws.Dir, "inputs")
 				if !*dry {
 					// Materialized inputs are copies of blobs: always safe to drop under the lock.
@@ -83,7 +100,10 @@ Exit codes: 0 success, 1 failure, 2 usage error.`,
 					os.MkdirAll(inputs, 0o755)
 				}
 				if *jsonOut {
-					writeJSON(env.stdout, stats)
+					writeJSON(env.stdout, struct {
+						store.GCStats
+						RunsPruned int
+					}{stats, pruned})
 					return exitOK
 				}
 				verb := "Deleted"
@@ -92,6 +112,9 @@ Exit codes: 0 success, 1 failure, 2 usage error.`,
 				}
 				fmt.Fprintf(env.stdout, "%s %d blob(s), %.1f MiB; kept %d live, spared %d younger than %s.\n",
 					verb, stats.Deleted, float64(stats.BytesFreed)/(1<<20), stats.Live, stats.Spared, *minAge)
+				if *keepRuns >= 0 {
+					fmt.Fprintf(env.stdout, "%s the records of %d run(s) older than the newest %d.\n", verb, pruned, *keepRuns)
+				}
 				return exitOK
 			}
 		},

@@ -262,17 +262,24 @@ func (d *DB) runAlive(runID string) (bool, error) {
 // PruneRuns deletes all but the newest keep runs, with their nodes and attempts. Runs that
 // are still recorded as running, and runs with effects (the outbox is kept forever: it is
 // what stops an effect from being repeated), are never pruned. It returns how many runs it
-// deleted.
-func (d *DB) PruneRuns(ctx context.Context, keep int) (int, error) {
+// deleted, or with dryRun how many it would delete.
+func (d *DB) PruneRuns(ctx context.Context, keep int, dryRun bool) (int, error) {
 	if keep < 0 {
 		return 0, fmt.Errorf("state: prune runs: keep %d < 0", keep)
 	}
+	const prunable = `status <> 'running'
+	AND id NOT IN (SELECT id FROM runs ORDER BY started DESC, id DESC LIMIT ?)
+	AND id NOT IN (SELECT run_id FROM effects)`
+	if dryRun {
+		var n int
+		if err := d.db.QueryRowContext(ctx, `SELECT count(*) FROM runs WHERE `+prunable, keep).Scan(&n); err != nil {
+			return 0, fmt.Errorf("state: prune runs: %w", err)
+		}
+		return n, nil
+	}
 	var n int64
 	err := d.tx(ctx, "prune runs", func(tx *sql.Tx) error {
-		r, err := tx.ExecContext(ctx, `
-DELETE FROM runs WHERE status <> 'running'
-	AND id NOT IN (SELECT id FROM runs ORDER BY started DESC, id DESC LIMIT ?)
-	AND id NOT IN (SELECT run_id FROM effects)`, keep)
+		r, err := tx.ExecContext(ctx, `DELETE FROM runs WHERE `+prunable, keep)
 		if err != nil {
 			return err
 		}

@@ -638,7 +638,13 @@ func TestPruneRuns(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	// Keep 1: run 4 is newest (and running), run 0 has an effect; runs 1–3 go.
-	n, err := db.PruneRuns(ctx, 1)
+	if n, err := db.PruneRuns(ctx, 1, true); err != nil || n != 3 {
+		t.Fatalf("dry run: would prune %d, %v; want 3", n, err)
+	}
+	if runs, _ := db.Runs(ctx, 0); len(runs) != 5 {
+		t.Fatalf("a dry run pruned: %d runs left", len(runs))
+	}
+	n, err := db.PruneRuns(ctx, 1, false)
 	if err != nil || n != 3 {
 		t.Fatalf("pruned %d, %v; want 3", n, err)
 	}
