@@ -30,7 +30,7 @@ run_count() {
 }
 
 fuzz_target() { # package, target
-  local pkg=$1 t=$2 end over fixed rate n left
+  local pkg=$1 t=$2 end over fixed rate n left prev share
   echo "fuzz $pkg $t (${budget}s)"
   end=$(($(now_ms) + budget * 1000))
   # One execution: the cost of building and starting, and the corpus size.
