@@ -202,6 +202,14 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 	if werr != nil && !errors.As(werr, &exitErr) {
 		return nil, fmt.Errorf("runc executor: action %s: wait: %w", a.ID, werr)
 	}
+	// `runc run` itself died of a signal (killed from outside, or crashed): the step's
+	// outcome is unknown, not "exit -1", and its container may still be running. Kill and
+	// delete it now, so nothing writes OutDir any more, and fail as a runtime error.
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() && killedBy == nil {
+		derr := e.delete(a.ID)
+		return nil, errors.Join(fmt.Errorf("runc executor: action %s: runc was killed by signal %d (%v); the step's outcome is unknown",
+			a.ID, int(ws.Signal()), ws.Signal()), derr)
+	}
 	// `runc run` returned, so the container's init was reaped, and the init of a pid
 	// namespace is reaped only after every other process in it has exited.
 	st, stErr := e.state(a.ID)

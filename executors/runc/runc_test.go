@@ -1,11 +1,15 @@
 package runc_test
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/foundry-build/foundry/executors"
 	"github.com/foundry-build/foundry/executors/executortest"
@@ -53,4 +57,58 @@ func TestConformance(t *testing.T) {
 			return append(append(left, dirs...), more...)
 		},
 	})
+}
+
+// When `runc run` itself is killed, the step has no exit code: Run reports an error, and the
+// container it left running is gone.
+func TestRuncKilledIsAnErrorNotAnExitCode(t *testing.T) {
+	executortest.Require(t, available(), "runc (as root)")
+	root := t.TempDir()
+	e, err := runc.New(runc.Options{Root: root, CgroupParent: "/foundry-test-" + filepath.Base(root)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := "killed-runc-" + filepath.Base(root)
+	a := &executors.Action{ID: id, Image: executortest.BusyboxRootfs(t), Argv: []string{"/bin/sh", "-c", "sleep 47"},
+		OutDir: t.TempDir(), Limits: executors.Limits{Timeout: time.Minute}}
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.Run(context.Background(), a)
+		done <- err
+	}()
+	// Find `runc ... run ... ID` and kill it once the step's process runs.
+	deadline := time.Now().Add(20 * time.Second)
+	pid := 0
+	for pid == 0 && time.Now().Before(deadline) {
+		if executortest.ProcRunning("sleep\x0047") {
+			ents, _ := os.ReadDir("/proc")
+			for _, ent := range ents {
+				b, err := os.ReadFile(filepath.Join("/proc", ent.Name(), "cmdline"))
+				if err == nil && strings.Contains(string(b), "\x00run\x00") && strings.HasSuffix(string(b), "\x00"+id+"\x00") {
+					pid, _ = strconv.Atoi(ent.Name())
+				}
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if pid == 0 {
+		t.Fatal("did not find the step's `runc run` process")
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "runc was killed by signal 9") {
+			t.Fatalf("Run after runc was killed: %v, want an error saying so", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return after runc was killed")
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if executortest.ProcRunning("sleep\x0047") {
+		t.Fatal("the step's process outlived its killed runc")
+	}
 }
