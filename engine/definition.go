@@ -260,28 +260,16 @@ func (d StepDefinition) canonical() ([]byte, error) {
 // encode writes r as encoding/json would (omitempty fields left out), canonically.
 func (r inputRef) encode(e *digest.Encoder) {
 	e.Open('{')
-	if r.Digest != "" {
-		e.Key("digest")
-		e.String(string(r.Digest))
-	}
+	e.OmitEmptyString("digest", string(r.Digest))
 	if r.Dir {
 		e.Key("dir")
 		e.Bool(true)
 	}
-	if r.From != "" {
-		e.Key("from")
-		e.String(string(r.From))
-	}
+	e.OmitEmptyString("from", string(r.From))
 	e.Key("kind")
 	e.String(r.Kind)
-	if r.Mode != 0 {
-		e.Key("mode")
-		e.Int(int64(r.Mode))
-	}
-	if r.Path != "" {
-		e.Key("path")
-		e.String(r.Path)
-	}
+	e.OmitEmptyInt("mode", int64(r.Mode))
+	e.OmitEmptyString("path", r.Path)
 	e.Close('}')
 }
 

@@ -70,7 +70,7 @@ func (r *runner) runServiceCase(ctx context.Context, capb *lang.Capability, img 
 		if xr.Signal != "" {
 			v.Got = "killed by " + xr.Signal
 		}
-		if tail := lastLines(append(stdout.b.Bytes(), stderr.b.Bytes()...), 3); tail != "" {
+		if tail := strings.TrimSpace(strings.Join(TailLines(append(stdout.b.Bytes(), stderr.b.Bytes()...), 3), "\n")); tail != "" {
 			v.Got += "; output " + abbreviate(fmt.Sprintf("%q", tail), 200)
 		}
 	}
@@ -181,13 +181,4 @@ func send(ctx context.Context, client *http.Client, addr string, r *verdict.Requ
 		out.Body, out.Truncated = b[:evalOutputBytes], true
 	}
 	return out, nil
-}
-
-// lastLines returns the last n lines of b, without surrounding blank space.
-func lastLines(b []byte, n int) string {
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.TrimSpace(strings.Join(lines, "\n"))
 }

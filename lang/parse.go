@@ -36,19 +36,6 @@ type piece struct {
 	clean bool // parsed without diagnostics and without top-level attributes
 }
 
-// parseConfig parses one configuration file.
-func parseConfig(src []byte, filename string) (*hcl.File, hcl.Diagnostics) {
-	return parsePieces(src, filename, minPiece)
-}
-
-func parsePieces(src []byte, filename string, least int) (*hcl.File, hcl.Diagnostics) {
-	ps := cutPieces(src, least)
-	for i := range ps {
-		ps[i].parse(filename)
-	}
-	return joinPieces(src, filename, ps)
-}
-
 // cutPieces cuts src after lines that are exactly "}" (or "}\r") and are followed by more
 // text, into pieces of at least the given size.
 func cutPieces(src []byte, least int) []piece {

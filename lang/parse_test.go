@@ -53,6 +53,15 @@ func writeBody(b *strings.Builder, body *hclsyntax.Body) {
 	}
 }
 
+// parsePieces is what parseFiles does to one file, in order: cut, parse each piece, join.
+func parsePieces(src []byte, filename string, least int) (*hcl.File, hcl.Diagnostics) {
+	ps := cutPieces(src, least)
+	for i := range ps {
+		ps[i].parse(filename)
+	}
+	return joinPieces(src, filename, ps)
+}
+
 // checkSameParse fails when parsing src in pieces differs in any node, range or diagnostic
 // from parsing it whole, and returns the number of pieces tried.
 func checkSameParse(t *testing.T, src []byte, minPiece int) int {

@@ -117,20 +117,19 @@ func FileCached(path string, c *StatCache) (Digest, int64, error) {
 	if !fi.Mode().IsRegular() {
 		return "", 0, fmt.Errorf("digest: %s: not a regular file (%s)", path, fi.Mode().Type())
 	}
-	d, n, err := hashOpen(f, path, fi, c)
+	if d, ok := c.Lookup(path, fi); ok {
+		return d, fi.Size(), nil
+	}
+	d, n, err := hashAndRemember(f, path, fi, c)
 	if err != nil {
 		return "", 0, fmt.Errorf("digest: %s: %w", path, err)
 	}
 	return d, n, nil
 }
 
-// hashOpen hashes the open regular file f (at path, described by fi), or takes its
-// digest from c. A fresh digest is remembered only if the file did not change while it
-// was read.
-func hashOpen(f *os.File, path string, fi os.FileInfo, c *StatCache) (Digest, int64, error) {
-	if d, ok := c.Lookup(path, fi); ok {
-		return d, fi.Size(), nil
-	}
+// hashAndRemember hashes the open regular file f (at path, described by fi) and, if it
+// did not change while it was read, remembers the digest in c (nil for none).
+func hashAndRemember(f *os.File, path string, fi os.FileInfo, c *StatCache) (Digest, int64, error) {
 	d, n, err := hashReader(f)
 	if err != nil {
 		return "", n, err

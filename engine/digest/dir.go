@@ -151,7 +151,7 @@ func fileEntry(p, rel string, d fs.DirEntry, c *StatCache) (Entry, error) {
 	if !os.SameFile(lst, st) {
 		return Entry{}, fmt.Errorf("%s: changed while hashing", p)
 	}
-	dg, n, err := hashOpen(f, p, st, c)
+	dg, n, err := hashAndRemember(f, p, st, c)
 	if err != nil {
 		return Entry{}, fmt.Errorf("%s: %w", p, err)
 	}
@@ -218,22 +218,13 @@ func canonicalManifest(entries []Entry) ([]byte, error) {
 	e.Open('[')
 	for _, en := range entries {
 		e.Open('{')
-		if en.Digest != "" {
-			e.Key("digest")
-			e.String(string(en.Digest))
-		}
+		e.OmitEmptyString("digest", string(en.Digest))
 		e.Key("mode")
 		e.Int(int64(en.Mode))
 		e.Key("path")
 		e.String(en.Path)
-		if en.Size != 0 {
-			e.Key("size")
-			e.Int(en.Size)
-		}
-		if en.Target != "" {
-			e.Key("target")
-			e.String(en.Target)
-		}
+		e.OmitEmptyInt("size", en.Size)
+		e.OmitEmptyString("target", en.Target)
 		e.Key("type")
 		e.String(en.Type)
 		e.Close('}')

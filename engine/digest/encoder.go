@@ -89,6 +89,23 @@ func (e *Encoder) Int(i int64) {
 	e.b = append(e.b, s...)
 }
 
+// OmitEmptyString writes the member key: s unless s is empty, as encoding/json does for a
+// field tagged omitempty.
+func (e *Encoder) OmitEmptyString(key, s string) {
+	if s != "" {
+		e.Key(key)
+		e.String(s)
+	}
+}
+
+// OmitEmptyInt writes the member key: i unless i is 0 (omitempty).
+func (e *Encoder) OmitEmptyInt(key string, i int64) {
+	if i != 0 {
+		e.Key(key)
+		e.Int(i)
+	}
+}
+
 // Bool writes true or false.
 func (e *Encoder) Bool(v bool) {
 	e.sep()

@@ -25,32 +25,16 @@ type Definition struct {
 // replacing the previous one. canonical must be a JSON object (the engine passes the exact
 // canonical bytes it hashed; this package does not re-serialise them).
 func (d *DB) RecordDefinition(ctx context.Context, address string, action digest.Digest, canonical []byte) error {
-	if !json.Valid(canonical) || !bytes.HasPrefix(bytes.TrimSpace(canonical), []byte("{")) {
-		return fmt.Errorf("state: definition of %s (%s) is not a JSON object", address, action)
-	}
-	return d.tx(ctx, "record definition of "+address, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `
-INSERT INTO definitions (address, action_digest, definition, updated) VALUES (?, ?, ?, ?)
-ON CONFLICT (address) DO UPDATE SET action_digest = excluded.action_digest, definition = excluded.definition, updated = excluded.updated
-WHERE definitions.action_digest <> excluded.action_digest`,
-			address, string(action), canonical, nanos(time.Now()))
-		return err
-	})
-}
-
-// RecordDefinitions is RecordDefinition for many nodes in one transaction (one fsync).
-func (d *DB) RecordDefinitions(ctx context.Context, defs []Definition) error {
+	defs := []Definition{{Address: address, Action: action, JSON: canonical}}
 	if err := checkDefinitions(defs); err != nil {
 		return err
 	}
-	if len(defs) == 0 {
-		return nil
-	}
-	return d.tx(ctx, fmt.Sprintf("record %d definitions", len(defs)), func(tx *sql.Tx) error {
+	return d.tx(ctx, "record definition of "+address, func(tx *sql.Tx) error {
 		return recordDefinitions(ctx, tx, defs)
 	})
 }
 
+// checkDefinitions refuses a definition that is not a JSON object.
 func checkDefinitions(defs []Definition) error {
 	for _, df := range defs {
 		if !json.Valid(df.JSON) || !bytes.HasPrefix(bytes.TrimSpace(df.JSON), []byte("{")) {

@@ -41,15 +41,9 @@ type NodeRef struct {
 	Action  digest.Digest
 }
 
-// AddNodes records the planned nodes of a run as pending, in one transaction. A node that
-// is already recorded for the run keeps its state.
-func (d *DB) AddNodes(ctx context.Context, runID string, nodes []NodeRef) error {
-	return d.StartNodes(ctx, runID, nodes, nil, nil)
-}
-
 // StartNodes records the planned nodes of a run in one transaction (one fsync): pending
 // ones, and the ones already satisfied by the action cache as cached together with their
-// definitions (see RecordDefinitions). A pending node already recorded for the run keeps
+// definitions (see RecordDefinition). A pending node already recorded for the run keeps
 // its state.
 func (d *DB) StartNodes(ctx context.Context, runID string, pending, cached []NodeRef, defs []Definition) error {
 	if err := checkDefinitions(defs); err != nil {
@@ -97,7 +91,7 @@ func nodeArray(nodes []NodeRef) (string, error) {
 	return string(b), err
 }
 
-// NodeStarted marks a node running (creating its row if AddNodes did not).
+// NodeStarted marks a node running (creating its row if StartNodes did not).
 func (d *DB) NodeStarted(ctx context.Context, runID, address string, action digest.Digest) error {
 	return d.tx(ctx, "start node "+address, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `

@@ -101,7 +101,7 @@ func TestRunNodeAttemptLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.AddNodes(ctx, run.ID, []NodeRef{{"a", dg("A")}, {"b", dg("B")}, {"c", dg("C")}}); err != nil {
+	if err := db.StartNodes(ctx, run.ID, []NodeRef{{"a", dg("A")}, {"b", dg("B")}, {"c", dg("C")}}, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.NodeStarted(ctx, run.ID, "a", dg("A")); err != nil {
@@ -175,7 +175,7 @@ func TestRunNodeAttemptLifecycle(t *testing.T) {
 	if err := db.NodesCached(ctx, run2.ID, []NodeRef{{"a", dg("A")}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.AddNodes(ctx, run2.ID, []NodeRef{{"c", dg("C")}}); err != nil {
+	if err := db.StartNodes(ctx, run2.ID, []NodeRef{{"c", dg("C")}}, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	last, found, err := db.LastNodeResult(ctx, "a")

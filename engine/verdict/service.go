@@ -142,6 +142,8 @@ func JudgeResponse(c *lang.Capability, r *Request, resp Response) Verdict {
 		return Verdict{Reason: "the response body exceeded the output limit", Expected: want, Got: quoted(resp.Body, maxShown)}
 	}
 	errs := c.Interface.Errors
+	status := statusMeaning(resp.Status, errs)
+	got := "status " + status + "; body " + quoted(resp.Body, maxShown/2)
 	if name := r.Expect.Error; name != "" {
 		code, ok := errs[name]
 		if !ok {
@@ -150,12 +152,10 @@ func JudgeResponse(c *lang.Capability, r *Request, resp Response) Verdict {
 		if resp.Status == code {
 			return Verdict{Pass: true}
 		}
-		return Verdict{Reason: fmt.Sprintf("answered %s, want %d (error %q)", statusMeaning(resp.Status, errs), code, name),
-			Expected: want, Got: "status " + statusMeaning(resp.Status, errs) + "; body " + quoted(resp.Body, maxShown/2)}
+		return Verdict{Reason: fmt.Sprintf("answered %s, want %d (error %q)", status, code, name), Expected: want, Got: got}
 	}
 	if resp.Status < 200 || resp.Status > 299 {
-		return Verdict{Reason: fmt.Sprintf("answered %s, want 2xx (success)", statusMeaning(resp.Status, errs)),
-			Expected: want, Got: "status " + statusMeaning(resp.Status, errs) + "; body " + quoted(resp.Body, maxShown/2)}
+		return Verdict{Reason: fmt.Sprintf("answered %s, want 2xx (success)", status), Expected: want, Got: got}
 	}
 	return judgeOutput(c, &r.Expect, resp.Body, "body")
 }
