@@ -1,0 +1,7 @@
+//go:build !linux
+
+package hugeheap
+
+func advisable() bool  { return false }
+func limit() int       { return 0 }
+func reserve(int) bool { return false }
