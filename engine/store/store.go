@@ -49,6 +49,10 @@ const blobMode = 0o444
 type Store struct {
 	root string
 	dir  string // root/sha256
+	// tmp (root/tmp) holds blobs being written, on the same file system as dir so that a
+	// rename publishes them. Apart from the blobs, so that sweeping up after a crashed
+	// writer lists a handful of files, not the whole store (30,000 names: ~30 ms).
+	tmp string
 }
 
 // Open opens (creating if needed) the content store rooted at root.
@@ -57,11 +61,21 @@ func Open(root string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: resolve %s: %w", root, err)
 	}
-	dir := filepath.Join(abs, digest.Algorithm)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("store: create %s: %w", dir, err)
+	s := &Store{root: abs, dir: filepath.Join(abs, digest.Algorithm), tmp: filepath.Join(abs, "tmp")}
+	_, statErr := os.Stat(s.tmp)
+	for _, d := range []string{s.dir, s.tmp} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, fmt.Errorf("store: create %s: %w", d, err)
+		}
 	}
-	return &Store{root: abs, dir: dir}, nil
+	if errors.Is(statErr, fs.ErrNotExist) {
+		// A store made before tmp existed kept its temporary files among the blobs: clear
+		// those a crashed writer left, once, if no writer can still own them.
+		if _, err := sweep(s.dir, time.Hour); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
 }
 
 // Root returns the store's root directory.
@@ -122,7 +136,7 @@ func (s *Store) PutBytes(b []byte) (digest.Digest, error) {
 // put writes r to a temporary file, fsyncs it and renames it to its digest. It does not
 // fsync the directory, so a caller storing many blobs can do that once.
 func (s *Store) put(r io.Reader, want digest.Digest) (digest.Digest, int64, error) {
-	tmp, err := os.CreateTemp(s.dir, tempPrefix+"*")
+	tmp, err := os.CreateTemp(s.tmp, tempPrefix+"*")
 	if err != nil {
 		return "", 0, fmt.Errorf("store: put: %w", err)
 	}
@@ -312,9 +326,14 @@ func (s *Store) Walk(fn func(d digest.Digest, size int64, modTime time.Time) err
 // a generous age (an hour) otherwise. A writer whose temporary file is swept fails its
 // Put with an error; it never produces a wrong blob.
 func (s *Store) Sweep(olderThan time.Duration) (int, error) {
-	entries, err := os.ReadDir(s.dir)
+	return sweep(s.tmp, olderThan)
+}
+
+// sweep removes the temporary files in dir untouched for olderThan.
+func sweep(dir string, olderThan time.Duration) (int, error) {
+	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return 0, fmt.Errorf("store: sweep %s: %w", s.dir, err)
+		return 0, fmt.Errorf("store: sweep %s: %w", dir, err)
 	}
 	cutoff := time.Now().Add(-olderThan)
 	removed := 0
@@ -332,7 +351,7 @@ func (s *Store) Sweep(olderThan time.Duration) (int, error) {
 		if olderThan > 0 && fi.ModTime().After(cutoff) {
 			continue
 		}
-		if err := os.Remove(filepath.Join(s.dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return removed, fmt.Errorf("store: sweep %s: %w", e.Name(), err)
 		}
 		removed++

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,7 +29,7 @@ func newStore(t *testing.T) *Store {
 
 func tempFiles(t *testing.T, s *Store) []string {
 	t.Helper()
-	m, err := filepath.Glob(filepath.Join(s.dir, tempPrefix+"*"))
+	m, err := filepath.Glob(filepath.Join(s.tmp, tempPrefix+"*"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +179,7 @@ type hangingReader struct{}
 func (hangingReader) Read([]byte) (int, error) { select {} }
 
 func tempFilesIn(root string) []string {
-	m, _ := filepath.Glob(filepath.Join(root, "sha256", tempPrefix+"*"))
+	m, _ := filepath.Glob(filepath.Join(root, "tmp", tempPrefix+"*"))
 	return m
 }
 
@@ -274,5 +275,43 @@ func TestConcurrentPuts(t *testing.T) {
 	}
 	if tf := tempFiles(t, s); len(tf) != 0 {
 		t.Fatalf("temporary files left: %v", tf)
+	}
+}
+
+// TestOpenSweepsLegacyTempFiles: stores made before blobs/tmp existed kept temporary files
+// among the blobs. The first Open that creates tmp removes the stale ones there, and spares
+// one young enough that a writer of an older version may still own it.
+func TestOpenSweepsLegacyTempFiles(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "blobs")
+	dir := filepath.Join(root, digest.Algorithm)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	stale, young := filepath.Join(dir, tempPrefix+"stale"), filepath.Join(dir, tempPrefix+"young")
+	for _, p := range []string{stale, young} {
+		if err := os.WriteFile(p, []byte("partial"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := time.Now().Add(-2 * time.Hour)
+	if err := os.Chtimes(stale, old, old); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(stale); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a stale legacy temporary file survived Open: %v", err)
+	}
+	if _, err := os.Stat(young); err != nil {
+		t.Errorf("a young legacy temporary file was removed: %v", err)
+	}
+	// New writes never go among the blobs.
+	if _, err := s.PutBytes([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := filepath.Glob(filepath.Join(dir, tempPrefix+"*")); len(m) != 1 {
+		t.Errorf("temporary files among the blobs: %v", m)
 	}
 }
