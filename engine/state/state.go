@@ -81,6 +81,9 @@ func OpenState(path string) (*DB, error) {
 	q.Set("_journal_mode", "WAL")
 	q.Set("_synchronous", "NORMAL")
 	q.Set("_foreign_keys", "1")
+	// Statement journals and temporary tables stay in memory: a multi-row insert otherwise
+	// creates a file in /var/tmp and copies every page it changes there first.
+	q.Add("_pragma", "temp_store(MEMORY)")
 	// Write transactions start with BEGIN IMMEDIATE: they take the write lock up front and
 	// wait for it (busy timeout) instead of failing when a read lock cannot be upgraded.
 	q.Set("_txlock", "immediate")
