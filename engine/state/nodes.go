@@ -46,9 +46,6 @@ type NodeRef struct {
 // definitions (see RecordDefinition). A pending node already recorded for the run keeps
 // its state.
 func (d *DB) StartNodes(ctx context.Context, runID string, pending, cached []NodeRef, defs []Definition) error {
-	if err := checkDefinitions(defs); err != nil {
-		return err
-	}
 	pend, err := nodeArray(pending)
 	if err != nil {
 		return fmt.Errorf("state: add nodes to run %s: %w", runID, err)

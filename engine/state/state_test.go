@@ -696,3 +696,29 @@ func TestStartNodesInOneTransaction(t *testing.T) {
 		}
 	}
 }
+
+// A definition whose action is unchanged is left as it is (a no-op apply of a large graph
+// must not rewrite them all); one whose action changed is replaced.
+func TestStartNodesRewritesOnlyChangedDefinitions(t *testing.T) {
+	ctx := context.Background()
+	db := openTest(t)
+	first := []Definition{{Address: "a", Action: dg("A"), JSON: []byte(`{"argv":["a"]}`)}, {Address: "b", Action: dg("B"), JSON: []byte(`{"argv":["b"]}`)}}
+	for i, defs := range [][]Definition{first, {first[0], {Address: "b", Action: dg("B2"), JSON: []byte(`{"argv":["b2"]}`)}}} {
+		run, err := db.BeginRun(ctx, dg("plan"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := db.StartNodes(ctx, run.ID, nil, []NodeRef{{"a", defs[0].Action}, {"b", defs[1].Action}}, defs); err != nil {
+			t.Fatalf("apply %d: %v", i, err)
+		}
+		time.Sleep(2 * time.Millisecond) // so that a rewrite would show in Updated
+	}
+	a, _, _ := db.LastDefinition(ctx, "a")
+	b, _, _ := db.LastDefinition(ctx, "b")
+	if !a.Updated.Before(b.Updated) {
+		t.Errorf("the unchanged definition of a was rewritten (updated %v, b's %v)", a.Updated, b.Updated)
+	}
+	if b.Action != dg("B2") || string(b.JSON) != `{"argv":["b2"]}` {
+		t.Errorf("the changed definition of b was not replaced: %+v", b)
+	}
+}
