@@ -1,0 +1,69 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/foundry-build/foundry/engine"
+)
+
+// countingWriter records what reaches the terminal or log, and in how many writes.
+type countingWriter struct {
+	mu     sync.Mutex
+	buf    bytes.Buffer
+	writes int
+}
+
+func (w *countingWriter) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.writes++
+	return w.buf.Write(b)
+}
+
+func (w *countingWriter) text() (string, int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String(), w.writes
+}
+
+// Plain progress lines are batched, yet none waits long, and a failure is shown at once.
+func TestPlainProgressBatchesLinesButNeverHoldsThemLong(t *testing.T) {
+	w := &countingWriter{}
+	p, err := newProgress("plain", w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.event(engine.Event{Type: "run_started", Run: "r1", Total: 1001})
+	for i := 0; i < 1000; i++ {
+		p.event(engine.Event{Type: "node_cached", Node: "step.s" + strings.Repeat("x", i%7)})
+	}
+	if _, writes := w.text(); writes > 5 {
+		t.Errorf("1,001 progress lines took %d writes; they should be batched", writes)
+	}
+	// With no further event, the lines still arrive, within about flushDelay.
+	deadline := time.Now().Add(20 * flushDelay)
+	for {
+		if out, _ := w.text(); strings.Count(out, "(cached)") == 1000 {
+			break
+		}
+		if time.Now().After(deadline) {
+			out, _ := w.text()
+			t.Fatalf("buffered lines were not written within %v: have %d lines", 20*flushDelay, strings.Count(out, "\n"))
+		}
+		time.Sleep(flushDelay / 10)
+	}
+	p.event(engine.Event{Type: "node_started", Node: "step.bad"})
+	p.event(engine.Event{Type: "node_failed", Node: "step.bad", Message: "exit 1"})
+	if out, _ := w.text(); !strings.Contains(out, "... step.bad") || !strings.Contains(out, "ERR step.bad: exit 1") {
+		t.Fatalf("a failure was not written at once:\n%s", out[max(0, len(out)-200):])
+	}
+	p.event(engine.Event{Type: "node_cached", Node: "step.last"})
+	p.close()
+	if out, _ := w.text(); !strings.Contains(out, "step.last (cached)") {
+		t.Fatal("close did not write the buffered lines")
+	}
+}
