@@ -199,13 +199,16 @@ func (d *DB) Nodes(ctx context.Context, runID string) ([]Node, error) {
 	return out, nil
 }
 
+const lastNodeResultQuery = `SELECT ` + nodeColumns + ` FROM runs r CROSS JOIN nodes n ON n.run_id = r.id AND n.address = ?
+WHERE n.status IN ('done','cached','failed')
+ORDER BY r.started DESC LIMIT 1`
+
 // LastNodeResult returns the most recent outcome (done, cached or failed) recorded for a
-// node address in any run, for `foundry explain`; found is false when it never ran.
+// node address in any run, for `foundry explain`; found is false when it never ran. The
+// CROSS JOIN keeps runs the outer loop, newest first, each probing the nodes primary key:
+// a few seeks, where the planner would otherwise scan every node row.
 func (d *DB) LastNodeResult(ctx context.Context, address string) (n Node, found bool, err error) {
-	n, err = scanNode(d.db.QueryRowContext(ctx, `
-SELECT `+nodeColumns+` FROM nodes n JOIN runs r ON r.id = n.run_id
-WHERE n.address = ? AND n.status IN ('done','cached','failed')
-ORDER BY r.started DESC, n.finished DESC LIMIT 1`, address))
+	n, err = scanNode(d.db.QueryRowContext(ctx, lastNodeResultQuery, address))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Node{}, false, nil
 	}

@@ -591,6 +591,9 @@ func TestMigrationKeepsData(t *testing.T) {
 	if err := db.QuarantineAdd(ctx, dg("bad"), "recalled"); err != nil {
 		t.Fatal(err)
 	}
+	if err := db.StartNodes(ctx, run.ID, nil, []NodeRef{{"step.a", dg("A")}}, nil); err != nil {
+		t.Fatal(err)
+	}
 	db.FinishRun(ctx, run.ID, RunSucceeded)
 	db.Close()
 	// …is migrated in order by this one, keeping its rows.
@@ -611,6 +614,33 @@ func TestMigrationKeepsData(t *testing.T) {
 	}
 	if _, err := db.Effects(ctx, ""); err != nil {
 		t.Fatalf("effects table missing after migration: %v", err)
+	}
+	if n, found, err := db.LastNodeResult(ctx, "step.a"); err != nil || !found || n.Action != dg("A") || n.Status != NodeCached {
+		t.Fatalf("node result after migration = %+v, %v, %v", n, found, err)
+	}
+}
+
+// LastNodeResult must not read every node row: the table holds a row per node per run.
+// The plan must walk runs newest first and probe the nodes primary key.
+func TestLastNodeResultProbesRunByRun(t *testing.T) {
+	db := openTest(t)
+	rows, err := db.SQL().Query("EXPLAIN QUERY PLAN "+lastNodeResultQuery, "step.a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, detail)
+	}
+	got := strings.Join(plan, "; ")
+	if !strings.Contains(got, "SCAN r USING INDEX runs_by_started") || !strings.Contains(got, "SEARCH n USING INDEX sqlite_autoindex_nodes_1 (run_id=? AND address=?)") || strings.Contains(got, "TEMP B-TREE") {
+		t.Fatalf("query plan %q does not probe nodes run by run", got)
 	}
 }
 
