@@ -1,5 +1,6 @@
-// Package hugeheap prepares the Go heap for a burst of allocation by backing it with
-// transparent huge pages.
+// Package hugeheap tunes the Go heap for Foundry's two shapes of work: short commands, which
+// should end before their first garbage collection (DelayFirstGC), and bursts of allocation
+// such as loading a large project, which should fault memory in 2 MiB at a time (Reserve).
 //
 // Loading a large project allocates hundreds of MiB within a second, nearly all of it fresh
 // memory that the kernel must fault in page by page. On virtual machines a 4 KiB fault can
@@ -25,13 +26,19 @@ var (
 // follow land in it. It never touches the memory, so resident memory grows only as the
 // program really allocates. It reports whether it advised anything: it does not on kernels
 // without transparent huge pages in "madvise" mode, for n under Threshold, or when an
-// earlier call reserved at least as much.
+// earlier call reserved at least as much. From n of Threshold up, it also ends
+// DelayFirstGC's delay: the heap then grows by GOGC's default, so that a large load keeps
+// its memory goal.
 //
 // Reserve runs a garbage collection, so call it early, while the heap is small.
 func Reserve(n int) bool {
+	if n < Threshold {
+		return false
+	}
+	restoreGC()
 	mu.Lock()
 	defer mu.Unlock()
-	if n < Threshold || n <= reserved {
+	if n <= reserved {
 		return false
 	}
 	n = min(n, limit())
