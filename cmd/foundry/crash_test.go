@@ -152,10 +152,13 @@ func runcContainers(t *testing.T) []string {
 // assertClean checks that no temporary blob or run scratch directory is left.
 func assertClean(t *testing.T, dir string) {
 	t.Helper()
-	entries, _ := os.ReadDir(filepath.Join(dir, ".foundry", "blobs", "sha256"))
-	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), ".") {
-			t.Errorf("temporary blob file left behind: %s", e.Name())
+	// Blobs are written in blobs/tmp and renamed into blobs/sha256.
+	for _, sub := range []string{"tmp", "sha256"} {
+		entries, _ := os.ReadDir(filepath.Join(dir, ".foundry", "blobs", sub))
+		for _, e := range entries {
+			if strings.HasPrefix(e.Name(), ".") {
+				t.Errorf("temporary blob file left behind: blobs/%s/%s", sub, e.Name())
+			}
 		}
 	}
 	runs, _ := os.ReadDir(filepath.Join(dir, ".foundry", "runs"))
