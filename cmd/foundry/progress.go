@@ -19,9 +19,10 @@ import (
 type progress struct {
 	mode string
 	w    io.Writer
-	// buf holds plain and json lines for at most flushDelay (a no-op apply of 10,000 steps
-	// made 10,000 writes to stderr, 20-40 ms of them); the lines a reader waits for, a
-	// failure and the end of the run, are written at once.
+	// buf holds node_cached lines for at most flushDelay: a no-op apply of 10,000 steps made
+	// 10,000 writes to stderr, 20-40 ms of them. Every other line reports work or its end
+	// and is written at once, with whatever is buffered, so that a killed apply's log ends
+	// with the last thing it did.
 	buf     *bufio.Writer
 	flusher *time.Timer
 
@@ -183,11 +184,10 @@ func (p *progress) loop() {
 // flushDelay bounds how long a buffered progress line waits.
 const flushDelay = 100 * time.Millisecond
 
-// flushSoon writes buffered lines now if a reader waits for this event, or else within
-// flushDelay. p.mu is held.
+// flushSoon writes buffered lines within flushDelay after a cache hit, and at once after
+// anything else. p.mu is held.
 func (p *progress) flushSoon(event string) {
-	switch event {
-	case "node_failed", "candidate_rejected", "run_finished":
+	if event != "node_cached" {
 		p.buf.Flush()
 		return
 	}

@@ -30,8 +30,10 @@ func (w *countingWriter) text() (string, int) {
 	return w.buf.String(), w.writes
 }
 
-// Plain progress lines are batched, yet none waits long, and a failure is shown at once.
-func TestPlainProgressBatchesLinesButNeverHoldsThemLong(t *testing.T) {
+// Cache hits' progress lines are batched, yet none waits long; a line about work (a step
+// started, done or failed) is written at once, so that a killed apply's log ends with the
+// last thing it did.
+func TestPlainProgressBatchesCacheHitsOnly(t *testing.T) {
 	w := &countingWriter{}
 	p, err := newProgress("plain", w)
 	if err != nil {
@@ -56,9 +58,17 @@ func TestPlainProgressBatchesLinesButNeverHoldsThemLong(t *testing.T) {
 		}
 		time.Sleep(flushDelay / 10)
 	}
-	p.event(engine.Event{Type: "node_started", Node: "step.bad"})
+	p.event(engine.Event{Type: "node_cached", Node: "step.hit"})
+	p.event(engine.Event{Type: "node_started", Node: "step.work"})
+	if out, _ := w.text(); !strings.Contains(out, "step.hit (cached)\n  ... step.work") {
+		t.Fatalf("a started step was not written at once, after the hits before it:\n%s", out[max(0, len(out)-200):])
+	}
+	p.event(engine.Event{Type: "node_done", Node: "step.work"})
+	if out, _ := w.text(); !strings.Contains(out, "ok  step.work") {
+		t.Fatalf("a finished step was not written at once:\n%s", out[max(0, len(out)-200):])
+	}
 	p.event(engine.Event{Type: "node_failed", Node: "step.bad", Message: "exit 1"})
-	if out, _ := w.text(); !strings.Contains(out, "... step.bad") || !strings.Contains(out, "ERR step.bad: exit 1") {
+	if out, _ := w.text(); !strings.Contains(out, "ERR step.bad: exit 1") {
 		t.Fatalf("a failure was not written at once:\n%s", out[max(0, len(out)-200):])
 	}
 	p.event(engine.Event{Type: "node_cached", Node: "step.last"})
