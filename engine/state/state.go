@@ -84,10 +84,6 @@ func OpenState(path string) (*DB, error) {
 	// Statement journals and temporary tables stay in memory: a multi-row insert otherwise
 	// creates a file in /var/tmp and copies every page it changes there first.
 	q.Add("_pragma", "temp_store(MEMORY)")
-	// Read the database through a memory map instead of a pread per page: looking up
-	// 10,000 cached actions read ~8,000 pages, each a system call (~60 ms of a no-op
-	// apply). Writes still go through the WAL.
-	q.Add("_pragma", "mmap_size(268435456)")
 	// Write transactions start with BEGIN IMMEDIATE: they take the write lock up front and
 	// wait for it (busy timeout) instead of failing when a read lock cannot be upgraded.
 	q.Set("_txlock", "immediate")
