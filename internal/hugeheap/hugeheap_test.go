@@ -12,7 +12,16 @@ import (
 
 // TestReservedHeapIsAdvised checks the effect that matters: the small objects allocated
 // after Reserve live in memory that the kernel was asked to back with huge pages.
+// forgetReservations lets a test reserve again, whatever ran before it in this process
+// (go test -count=N runs each test N times).
+func forgetReservations() {
+	mu.Lock()
+	defer mu.Unlock()
+	reserved = 0
+}
+
 func TestReservedHeapIsAdvised(t *testing.T) {
+	forgetReservations()
 	if Reserve(Threshold - 1) {
 		t.Fatal("Reserve below the threshold advised memory")
 	}
