@@ -32,6 +32,7 @@ import (
 	"context"
 	"crypto/rand"
 	"database/sql"
+	"database/sql/driver"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -42,8 +43,33 @@ import (
 	"sync"
 	"time"
 
-	_ "modernc.org/sqlite" // registers the "sqlite" driver (pure Go)
+	"modernc.org/sqlite"
 )
+
+// stateDriver opens the state database's connections. Its own instance, so that its
+// connection hook reaches no other SQLite database in the process.
+var stateDriver = func() *sqlite.Driver {
+	d := &sqlite.Driver{}
+	// Keep the WAL (and its shared-memory index) when the last connection closes. Close
+	// still checkpoints, so state.db alone is complete afterwards; but deleting both files
+	// and creating them again on every command cost a cached 41-step re-apply ~13 ms of
+	// its ~70 (interleaved A/B, 50 runs each, separate projects).
+	d.RegisterConnectionHook(func(c sqlite.ExecQuerierContext, _ string) error {
+		fc, ok := c.(sqlite.FileControl)
+		if !ok {
+			return errors.New("state: the SQLite connection offers no file control")
+		}
+		_, err := fc.FileControlPersistWAL("main", 1)
+		return err
+	})
+	return d
+}()
+
+// connector opens state database connections through stateDriver.
+type connector struct{ dsn string }
+
+func (c connector) Connect(context.Context) (driver.Conn, error) { return stateDriver.Open(c.dsn) }
+func (c connector) Driver() driver.Driver                        { return stateDriver }
 
 // busyTimeout is how long a writer waits for another writer (another goroutine or
 // another foundry process on the same project) before SQLITE_BUSY.
@@ -87,10 +113,7 @@ func OpenState(path string) (*DB, error) {
 	// Write transactions start with BEGIN IMMEDIATE: they take the write lock up front and
 	// wait for it (busy timeout) instead of failing when a read lock cannot be upgraded.
 	q.Set("_txlock", "immediate")
-	sdb, err := sql.Open("sqlite", abs+"?"+q.Encode())
-	if err != nil {
-		return nil, fmt.Errorf("state: open %s: %w", abs, err)
-	}
+	sdb := sql.OpenDB(connector{abs + "?" + q.Encode()})
 	// WAL lets readers run beside one writer; more connections than that only add memory.
 	sdb.SetMaxOpenConns(8)
 	sdb.SetMaxIdleConns(8)

@@ -752,3 +752,53 @@ func TestStartNodesRewritesOnlyChangedDefinitions(t *testing.T) {
 		t.Errorf("the changed definition of b was not replaced: %+v", b)
 	}
 }
+
+// Closing keeps the WAL file (commands do not delete and recreate it every time) but
+// checkpoints it first: state.db copied alone afterwards holds everything committed.
+func TestCloseKeepsWALButCheckpoints(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "state.db")
+	db, err := OpenState(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := db.BeginRun(ctx, dg("plan"), []string{"apply"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.FinishRun(ctx, run.ID, RunSucceeded); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path + "-wal"); err != nil {
+		t.Fatalf("the WAL was removed at close: %v", err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alone := filepath.Join(t.TempDir(), "copy.db")
+	if err := os.WriteFile(alone, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cp, err := OpenState(alone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cp.Close()
+	if r, err := cp.GetRun(ctx, run.ID); err != nil || r.Status != RunSucceeded {
+		t.Fatalf("a copy of state.db alone after close lacks the run: %+v, %v", r, err)
+	}
+	// And the original reopens with its kept WAL.
+	db, err = OpenState(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if r, err := db.GetRun(ctx, run.ID); err != nil || r.Status != RunSucceeded {
+		t.Fatalf("reopened: %+v, %v", r, err)
+	}
+}
