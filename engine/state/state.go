@@ -110,6 +110,11 @@ func OpenState(path string) (*DB, error) {
 	// Statement journals and temporary tables stay in memory: a multi-row insert otherwise
 	// creates a file in /var/tmp and copies every page it changes there first.
 	q.Add("_pragma", "temp_store(MEMORY)")
+	// With the WAL kept (see stateDriver), a limit makes the last close truncate it to
+	// nothing once checkpointed: no stale frames for the next command to read back, and none
+	// to replay into a state.db that was deleted on its own. The limit also caps the file
+	// when a checkpoint restarts it.
+	q.Add("_pragma", "journal_size_limit(4194304)")
 	// Write transactions start with BEGIN IMMEDIATE: they take the write lock up front and
 	// wait for it (busy timeout) instead of failing when a read lock cannot be upgraded.
 	q.Set("_txlock", "immediate")

@@ -754,7 +754,8 @@ func TestStartNodesRewritesOnlyChangedDefinitions(t *testing.T) {
 }
 
 // Closing keeps the WAL file (commands do not delete and recreate it every time) but
-// checkpoints it first: state.db copied alone afterwards holds everything committed.
+// checkpoints it and empties it: state.db copied alone afterwards holds everything
+// committed, and no stale frames wait to be read back.
 func TestCloseKeepsWALButCheckpoints(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -773,8 +774,10 @@ func TestCloseKeepsWALButCheckpoints(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(path + "-wal"); err != nil {
+	if fi, err := os.Stat(path + "-wal"); err != nil {
 		t.Fatalf("the WAL was removed at close: %v", err)
+	} else if fi.Size() != 0 {
+		t.Fatalf("the WAL kept %d bytes of checkpointed frames after close", fi.Size())
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
