@@ -58,13 +58,12 @@ func newProgress(mode string, w io.Writer) (*progress, error) {
 		return nil, fmt.Errorf("-progress must be auto, tty, plain or json, not %q", mode)
 	}
 	p := &progress{mode: mode, w: w, running: map[string]time.Time{}, counts: map[string]int{}, start: time.Now()}
-	if mode != "tty" {
-		p.buf = bufio.NewWriterSize(w, 32<<10)
-		p.w = p.buf
-	}
 	if mode == "tty" {
 		p.stop, p.finished = make(chan struct{}), make(chan struct{})
 		go p.loop()
+	} else {
+		p.buf = bufio.NewWriterSize(w, 32<<10)
+		p.w = p.buf
 	}
 	return p, nil
 }
@@ -180,7 +179,6 @@ func (p *progress) loop() {
 	}
 }
 
-// close stops the live view.
 // flushDelay bounds how long a buffered progress line waits.
 const flushDelay = 100 * time.Millisecond
 
@@ -201,6 +199,7 @@ func (p *progress) flushSoon(event string) {
 	}
 }
 
+// close stops the live view, or writes the lines still buffered.
 func (p *progress) close() {
 	if p.stop != nil {
 		close(p.stop)

@@ -41,7 +41,7 @@ type NodeRef struct {
 	Action  digest.Digest
 }
 
-// StartNodes records the planned nodes of a run in one transaction (one fsync): pending
+// StartNodes records the planned nodes of a run in one transaction (one commit): pending
 // ones, and the ones already satisfied by the action cache as cached together with their
 // definitions (see RecordDefinition). A pending node already recorded for the run keeps
 // its state.

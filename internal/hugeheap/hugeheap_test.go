@@ -2,7 +2,6 @@ package hugeheap
 
 import (
 	"bufio"
-	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -10,8 +9,6 @@ import (
 	"unsafe"
 )
 
-// TestReservedHeapIsAdvised checks the effect that matters: the small objects allocated
-// after Reserve live in memory that the kernel was asked to back with huge pages.
 // forgetReservations lets a test reserve again, whatever ran before it in this process
 // (go test -count=N runs each test N times).
 func forgetReservations() {
@@ -20,6 +17,8 @@ func forgetReservations() {
 	reserved = 0
 }
 
+// TestReservedHeapIsAdvised checks the effect that matters: the small objects allocated
+// after Reserve live in memory that the kernel was asked to back with huge pages.
 func TestReservedHeapIsAdvised(t *testing.T) {
 	forgetReservations()
 	if Reserve(Threshold - 1) {
@@ -97,6 +96,6 @@ func flagged(t *testing.T, addr uintptr) bool {
 			return v.hg
 		}
 	}
-	t.Fatal(fmt.Sprintf("address %#x is in no mapping", addr))
+	t.Fatalf("address %#x is in no mapping", addr)
 	return false
 }
