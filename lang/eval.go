@@ -3,6 +3,7 @@ package lang
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 
@@ -19,8 +20,11 @@ func errorf(rng *hcl.Range, summary, format string, args ...any) *hcl.Diagnostic
 // didYouMean returns " Did you mean "x"?" when a candidate is close to name.
 func didYouMean(name string, candidates []string) string {
 	best, bestD := "", 3
-	sort.Strings(candidates)
-	for _, c := range candidates {
+	// Sorted for a stable choice among equally close names; a copy, because callers pass
+	// slices they print (refRoots was printed in a different order after the first call).
+	sorted := slices.Clone(candidates)
+	sort.Strings(sorted)
+	for _, c := range sorted {
 		if d := levenshtein.Distance(name, c, nil); d < bestD {
 			best, bestD = c, d
 		}
@@ -39,6 +43,8 @@ type stepScope struct {
 	outputs map[string][]string
 	order   []string
 	value   cty.Value // object: name → {output = map(path → artifact)}
+	// outVals holds the artifacts of value by step name and output path, for evalFast.
+	outVals map[string]map[string]cty.Value
 }
 
 func newStepScope(prefix string, _ any) *stepScope {
@@ -108,11 +114,13 @@ func validOutputPath(p string) bool {
 // finish builds the scope's step object once, after every step's outputs are known.
 func (s *stepScope) finish() {
 	attrs := map[string]cty.Value{}
+	s.outVals = make(map[string]map[string]cty.Value, len(s.blocks))
 	for name := range s.blocks {
 		outs := map[string]cty.Value{}
 		for _, o := range s.outputs[name] {
 			outs[o] = artifactVal(&Artifact{Kind: ArtifactStepOutput, Node: s.address(name), Path: o})
 		}
+		s.outVals[name] = outs
 		var outVal cty.Value
 		if len(outs) == 0 {
 			outVal = cty.MapValEmpty(ArtifactType)
@@ -122,6 +130,22 @@ func (s *stepScope) finish() {
 		attrs[name] = cty.ObjectVal(map[string]cty.Value{"output": outVal})
 	}
 	s.value = cty.ObjectVal(attrs)
+}
+
+// outputValue returns what t, a reference checked by checkRef, evaluates to in the scope's
+// step context when it has the form step.NAME.output["PATH"]: the artifact in value.
+func (s *stepScope) outputValue(t hcl.Traversal) (cty.Value, bool) {
+	if s == nil || len(t) != 4 || t.RootName() != "step" {
+		return cty.NilVal, false
+	}
+	name, ok1 := t[1].(hcl.TraverseAttr)
+	out, ok2 := t[2].(hcl.TraverseAttr)
+	idx, ok3 := t[3].(hcl.TraverseIndex)
+	if !ok1 || !ok2 || !ok3 || out.Name != "output" || idx.Key.Type() != cty.String || !idx.Key.IsKnown() || idx.Key.IsNull() || idx.Key.IsMarked() {
+		return cty.NilVal, false
+	}
+	v, ok := s.outVals[name.Name][idx.Key.AsString()]
+	return v, ok
 }
 
 // baseContext is the evaluation context of every expression: variables, locals, seeds,
@@ -180,6 +204,12 @@ var refRoots = []string{"var", "local", "seed", "capability", "step"}
 // first gives one precise diagnostic per bad reference, with a suggestion, instead of cty's
 // generic "unsupported attribute".
 func (l *loader) eval(expr hcl.Expression, ctx *hcl.EvalContext, scope *stepScope) (cty.Value, hcl.Diagnostics) {
+	if fastEval {
+		l.in.current = expr.Range()
+		if v, ok := l.evalFast(expr, ctx, scope); ok {
+			return v, nil
+		}
+	}
 	var diags hcl.Diagnostics
 	for _, t := range expr.Variables() {
 		if d := l.checkRef(t, scope); d != nil {

@@ -35,6 +35,9 @@ type inputs struct {
 	// hashed memoizes tree and file digests by kind and path for one load: a directory
 	// mounted by a thousand steps is hashed once.
 	hashed map[string]digest.Digest
+	// dirs memoizes dir(PATH) by its argument for one load: resolving the path (symlinks,
+	// the .foundry check) cost more than the rest of a step's decoding.
+	dirs map[string]InputRecord
 	// reads remembers, for every record, the real path read and the expression that read
 	// it, so that reads reaching sealed cases can be refused with a source range.
 	reads map[string]readSite
@@ -77,7 +80,7 @@ func newInputs(dir string) (*inputs, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &inputs{dir: real, records: map[string]InputRecord{}, hashed: map[string]digest.Digest{}, reads: map[string]readSite{}}, nil
+	return &inputs{dir: real, records: map[string]InputRecord{}, hashed: map[string]digest.Digest{}, dirs: map[string]InputRecord{}, reads: map[string]readSite{}}, nil
 }
 
 func (in *inputs) record(r InputRecord) {
@@ -86,14 +89,14 @@ func (in *inputs) record(r InputRecord) {
 	}
 	key := r.Kind + "\x00" + r.Path
 	in.records[key] = r
-	real := r.Path
-	if r.Kind == string(ArtifactProjectFile) || r.Kind == string(ArtifactProjectDir) {
-		real = filepath.Join(in.dir, filepath.FromSlash(r.Path))
-	}
-	if rp, err := filepath.EvalSymlinks(real); err == nil {
-		real = rp
-	}
-	if _, seen := in.reads[key]; !seen {
+	if _, seen := in.reads[key]; !seen { // the first read is the one reported
+		real := r.Path
+		if r.Kind == string(ArtifactProjectFile) || r.Kind == string(ArtifactProjectDir) {
+			real = filepath.Join(in.dir, filepath.FromSlash(r.Path))
+		}
+		if rp, err := filepath.EvalSymlinks(real); err == nil {
+			real = rp
+		}
 		fn := map[string]string{string(ArtifactProjectFile): "file", string(ArtifactProjectDir): "dir",
 			string(ArtifactHostFile): "host_file", string(ArtifactHostDir): "host_dir"}[r.Kind]
 		in.reads[key] = readSite{real: real, rng: in.current, what: fmt.Sprintf("%s(%q)", fn, r.Path)}
@@ -272,6 +275,10 @@ func (in *inputs) dirFunc() function.Function {
 		Type:   function.StaticReturnType(ArtifactType),
 		Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
 			p := args[0].AsString()
+			if r, ok := in.dirs[p]; ok {
+				in.record(r)
+				return artifactVal(&Artifact{Kind: ArtifactProjectDir, Path: r.Path, IsDir: true, Digest: r.Digest}), nil
+			}
 			abs, rel, err := in.projectPath(p)
 			if err != nil {
 				return cty.NilVal, function.NewArgError(0, err)
@@ -290,7 +297,9 @@ func (in *inputs) dirFunc() function.Function {
 			if err != nil {
 				return cty.NilVal, function.NewArgErrorf(0, "hashing %q: %v", p, err)
 			}
-			in.record(InputRecord{Kind: string(ArtifactProjectDir), Path: rel, Digest: d})
+			r := InputRecord{Kind: string(ArtifactProjectDir), Path: rel, Digest: d}
+			in.dirs[p] = r
+			in.record(r)
 			return artifactVal(&Artifact{Kind: ArtifactProjectDir, Path: rel, IsDir: true, Digest: d}), nil
 		},
 	})

@@ -1,0 +1,148 @@
+package lang
+
+import (
+	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/ext/customdecode"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/convert"
+)
+
+// fastEval turns evalFast on; the equivalence test turns it off to compare.
+var fastEval = true
+
+// evalFast evaluates the expressions configuration is mostly made of (literals, quoted
+// templates, references, function calls, tuples and objects) to the very value hclsyntax's
+// Value method gives, without its general machinery: it checks each reference as it meets
+// it instead of collecting them first, and resolves step.NAME.output["PATH"] with two map
+// lookups instead of traversing an object of every step. It returns false, having reported
+// nothing, wherever hclsyntax could report a diagnostic or produce an unknown or marked
+// value, or meets another kind of expression; eval then evaluates the whole expression the
+// general way, which reports exactly what it always did. (Functions called before such a
+// fallback are called again; loading's functions are idempotent: records and hashes are
+// memoized per load.)
+//
+// Why: evaluating step attributes was the largest part of loading a large project after
+// parsing, mostly allocation and cache misses in maps of every step.
+func (l *loader) evalFast(expr hcl.Expression, ctx *hcl.EvalContext, scope *stepScope) (cty.Value, bool) {
+	switch e := expr.(type) {
+	case *hclsyntax.LiteralValueExpr:
+		return e.Val, true
+	case *hclsyntax.TemplateExpr:
+		var b strings.Builder
+		for _, part := range e.Parts {
+			v, ok := l.evalFast(part, ctx, scope)
+			if !ok || v.IsNull() || !v.IsKnown() || v.IsMarked() {
+				return cty.NilVal, false
+			}
+			s, err := convert.Convert(v, cty.String)
+			if err != nil {
+				return cty.NilVal, false
+			}
+			b.WriteString(s.AsString())
+		}
+		return cty.StringVal(b.String()), true
+	case *hclsyntax.TemplateWrapExpr:
+		return l.evalFast(e.Wrapped, ctx, scope)
+	case *hclsyntax.ScopeTraversalExpr:
+		if l.checkRef(e.Traversal, scope) != nil {
+			return cty.NilVal, false
+		}
+		if v, ok := scope.outputValue(e.Traversal); ok {
+			return v, true
+		}
+		v, diags := e.Traversal.TraverseAbs(ctx)
+		if len(diags) > 0 {
+			return cty.NilVal, false
+		}
+		return v, true
+	case *hclsyntax.TupleConsExpr:
+		vals := make([]cty.Value, len(e.Exprs))
+		for i, x := range e.Exprs {
+			v, ok := l.evalFast(x, ctx, scope)
+			if !ok {
+				return cty.NilVal, false
+			}
+			vals[i] = v
+		}
+		return cty.TupleVal(vals), true
+	case *hclsyntax.ObjectConsExpr:
+		vals := make(map[string]cty.Value, len(e.Items))
+		for _, item := range e.Items {
+			k, ok := l.objectKey(item.KeyExpr, ctx, scope)
+			if !ok {
+				return cty.NilVal, false
+			}
+			v, ok := l.evalFast(item.ValueExpr, ctx, scope)
+			if !ok {
+				return cty.NilVal, false
+			}
+			vals[k] = v
+		}
+		return cty.ObjectVal(vals), true
+	case *hclsyntax.FunctionCallExpr:
+		return l.callFast(e, ctx, scope)
+	}
+	return cty.NilVal, false
+}
+
+// objectKey is ObjectConsKeyExpr.Value for keys that are strings or bare names.
+func (l *loader) objectKey(expr hclsyntax.Expression, ctx *hcl.EvalContext, scope *stepScope) (string, bool) {
+	k, ok := expr.(*hclsyntax.ObjectConsKeyExpr)
+	if !ok {
+		return "", false
+	}
+	switch w := k.Wrapped.(type) {
+	case *hclsyntax.ScopeTraversalExpr:
+		if k.ForceNonLiteral || len(w.Traversal) != 1 {
+			return "", false
+		}
+		return w.Traversal.RootName(), true // a bare name is the literal key
+	case *hclsyntax.TemplateExpr:
+		v, ok := l.evalFast(w, ctx, scope)
+		if !ok {
+			return "", false
+		}
+		return v.AsString(), true
+	}
+	return "", false
+}
+
+// callFast is FunctionCallExpr.Value for calls whose arguments evaluate without a diagnostic
+// and convert to the parameters' types.
+func (l *loader) callFast(e *hclsyntax.FunctionCallExpr, ctx *hcl.EvalContext, scope *stepScope) (cty.Value, bool) {
+	f, ok := ctx.Functions[e.Name]
+	if !ok || e.ExpandFinal {
+		return cty.NilVal, false
+	}
+	params, varParam := f.Params(), f.VarParam()
+	if len(e.Args) < len(params) || (varParam == nil && len(e.Args) != len(params)) {
+		return cty.NilVal, false
+	}
+	args := make([]cty.Value, len(e.Args))
+	for i, a := range e.Args {
+		param := varParam
+		if i < len(params) {
+			param = &params[i]
+		}
+		if customdecode.CustomExpressionDecoderForType(param.Type) != nil {
+			return cty.NilVal, false
+		}
+		v, ok := l.evalFast(a, ctx, scope)
+		if !ok {
+			return cty.NilVal, false
+		}
+		v, err := convert.Convert(v, param.Type)
+		if err != nil {
+			return cty.NilVal, false
+		}
+		args[i] = v
+	}
+	v, err := f.Call(args)
+	if err != nil {
+		return cty.NilVal, false
+	}
+	return v, true
+}

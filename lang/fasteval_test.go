@@ -1,0 +1,150 @@
+package lang
+
+import (
+	"fmt"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/hcl/v2"
+)
+
+// randomProject writes a project whose step expressions mix what evalFast handles with
+// what it must leave to hclsyntax: bad references, wrong types, nulls, unknown functions,
+// operators, conditionals, for expressions.
+// With clean set it writes only valid forms.
+func randomProject(t *testing.T, r *rand.Rand, clean bool) string {
+	pick := func(xs ...string) string { return xs[r.Intn(len(xs))] }
+	expr := func(kind string) string {
+		if clean {
+			switch kind {
+			case "string":
+				return pick(`"plain"`, `"${var.name}-x"`, `"${local.n}"`, `"${var.num}"`, `"${true}"`, `upper("x")`, `"a${"b"}c"`, `"x" == "y" ? "a" : "b"`)
+			case "list":
+				return pick(`["sh", "-c", "echo 1 > /out/o"]`, `["sh", "-c", "echo ${var.name} > /out/o"]`, `local.l`, `concat(["a"], ["b"])`,
+					`[upper("a"), format("%d", 2)]`, `[for x in local.l : x]`, `["x", 1, true]`)
+			case "map":
+				return pick(`{ A = "1", "B" = "2" }`, `{ (var.name) = "k" }`, `{}`, `local.m`, `{ "${var.name}" = "v" }`, `merge({ A = "1" }, { B = "2" })`, `{ A = 1 }`)
+			case "mounts":
+				return pick(`{ "/src" = dir("src") }`, `{ "/f" = file("src/a.txt") }`, `{ "/t" = "inline text" }`,
+					`{ "/in/a" = step.s0.output["/out/o"], "/src" = dir("src") }`, `{ "/in/a" = step.s0.output[local.key] }`)
+			}
+		}
+		switch kind {
+		case "string":
+			return pick(`"plain"`, `"${var.name}-x"`, `"${local.n}"`, `"${var.num}"`, `"${true}"`, `"${local.nothing}"`,
+				`upper("x")`, `"a${"b"}c"`, `"${local.m}"`, `1`, `["a"]`, `var.name`, `"x" == "y" ? "a" : "b"`, `"${nope.x}"`, `"/"`, `"/w"`)
+		case "list":
+			return pick(`["sh", "-c", "echo 1 > /out/o"]`, `["sh", "-c", "echo ${var.name} > /out/o"]`, `[]`, `["x", 1, true]`,
+				`local.l`, `"sh"`, `[for x in local.l : x]`, `["a", local.nothing]`, `concat(["a"], ["b"])`, `[upper("a"), format("%d", 2)]`, `[step.s0]`)
+		case "map":
+			return pick(`{ A = "1", "B" = "2" }`, `{ A = 1 }`, `{ (var.name) = "k" }`, `{ A = "1", A = "2" }`, `{}`, `local.m`, `{ a.b = "x" }`,
+				`{ "${var.name}" = "v" }`, `{ A = local.nothing }`, `{ true = "t" }`, `"x"`, `merge({ A = "1" }, { B = "2" })`)
+		case "mounts":
+			return pick(`{ "/in/a" = step.s0.output["/out/o"] }`, `{ "/in/a" = step.s0.output["/out/nope"] }`, `{ "/in/a" = step.sX.output["/out/o"] }`,
+				`{ "/src" = dir("src") }`, `{ "/src" = dir("missing") }`, `{ "/f" = file("src/a.txt") }`, `{ "/in" = step.s0.output }`,
+				`{ "/in/a" = step.s0.output["/out/o"], "/src" = dir("src"), "/t" = "inline text" }`, `{ "/x" = seed.base }`,
+				`{ "out" = step.s0.output["/out/o"] }`, `{ "/in/a" = step.s0.outputs["/out/o"] }`, `{ "/in/a" = step.s0.output[local.key] }`,
+				`{ "/s" = step.s1.output["/out/o"] }`, `{ "/n" = 5 }`, `{ "/c" = capability.none }`)
+		}
+		return `"?"`
+	}
+	dir := writeProject(t, map[string]string{
+		"src/a.txt": "a\n",
+		"main.hcl": `
+variable "name" {
+  default = "n"
+}
+variable "num" {
+  type    = number
+  default = 3
+}
+locals {
+  n       = 7
+  l       = ["sh", "-c", "true"]
+  m       = { K = "v" }
+  key     = "/out/o"
+  nothing = null
+}
+seed "base" {
+  layer { files = { "/bin/sh" = file("src/a.txt") } }
+}
+`,
+	})
+	var b strings.Builder
+	for i := 0; i < 6; i++ {
+		fmt.Fprintf(&b, "step \"s%d\" {\n  image = %s\n  run = %s\n", i, map[bool]string{true: "seed.base", false: pick("seed.base", "seed.base", "seed.nope", `"x"`)}[clean], expr("list"))
+		for _, a := range []string{"description", "workdir", "user", "platform"} {
+			if r.Intn(3) == 0 && (!clean || a == "description") {
+				fmt.Fprintf(&b, "  %s = %s\n", a, expr("string"))
+			}
+		}
+		if r.Intn(2) == 0 {
+			fmt.Fprintf(&b, "  env = %s\n", expr("map"))
+		}
+		if m := expr("mounts"); r.Intn(3) > 0 && !(clean && i == 0 && strings.Contains(m, "step.s0")) {
+			fmt.Fprintf(&b, "  mounts = %s\n", m)
+		}
+		outputs := pick(`["/out/o"]`, `["/out/o"]`, `["/out/o", "/out/p"]`, `[]`, `["/out/${var.name}"]`, `local.l`)
+		if clean {
+			outputs = pick(`["/out/o"]`, `["/out/o", "/out/p"]`, `["/out/o", "/out/${var.name}"]`)
+		}
+		fmt.Fprintf(&b, "  outputs = %s\n}\n", outputs)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "steps.hcl"), []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func renderDiags(diags hcl.Diagnostics) string {
+	var b strings.Builder
+	for _, d := range diags {
+		fmt.Fprintf(&b, "%v %q %q %v %v\n", d.Severity, d.Summary, d.Detail, d.Subject, d.Context)
+	}
+	return b.String()
+}
+
+// TestFastEvalSameAsHCLSyntax loads random projects with and without evalFast and requires
+// the same configuration and the same diagnostics.
+func TestFastEvalSameAsHCLSyntax(t *testing.T) {
+	defer func() { fastEval = true }()
+	r := rand.New(rand.NewSource(1))
+	n := 300
+	if testing.Short() {
+		n = 60
+	}
+	clean := 0
+	for i := 0; i < n; i++ {
+		dir := randomProject(t, r, i%2 == 0)
+		fastEval = false
+		want, wantDiags := Load(dir, Options{})
+		fastEval = true
+		got, gotDiags := Load(dir, Options{})
+		if g, w := renderDiags(gotDiags), renderDiags(wantDiags); g != w {
+			src, _ := os.ReadFile(filepath.Join(dir, "steps.hcl"))
+			t.Fatalf("diagnostics differ for\n%s\nwith evalFast:\n%s\nwithout:\n%s", src, g, w)
+		}
+		if !reflect.DeepEqual(got, want) {
+			src, _ := os.ReadFile(filepath.Join(dir, "steps.hcl"))
+			for name, s := range want.Steps {
+				if !reflect.DeepEqual(got.Steps[name], s) {
+					t.Errorf("step %s: with evalFast %+v\nwithout %+v", name, got.Steps[name], s)
+				}
+			}
+			t.Fatalf("configuration differs for\n%s", src)
+		}
+		if !wantDiags.HasErrors() {
+			clean++
+		}
+	}
+	// Both outcomes must be exercised: a generator that always failed would compare only
+	// error paths.
+	t.Logf("%d of %d projects loaded without errors", clean, n)
+	if clean == 0 || clean == n {
+		t.Fatalf("%d of %d projects loaded without errors: the generator no longer covers both", clean, n)
+	}
+}
