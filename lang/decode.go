@@ -5,9 +5,11 @@ import (
 	"math"
 	"path"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
@@ -418,15 +420,70 @@ var limitsSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
 var reservedTargets = []string{"/", "/out", "/tmp", "/proc", "/dev", "/sys"}
 
 // decodeSteps decodes every step of a scope into dst.
+// parallelDecodeMin is the least number of steps per worker worth decoding in parallel.
+const parallelDecodeMin = 256
+
+// parallelDecode turns parallel decoding on; a test turns it off to compare.
+var parallelDecode = true
+
+// decodeSteps decodes the steps of a scope. A large scope is decoded on every core: each
+// worker decodes a contiguous run of the steps with a loader of its own (diagnostics, input
+// records, evaluation context), and the workers' results are joined in step order, so the
+// configuration and its diagnostics are exactly those of decoding the steps one by one.
 func (l *loader) decodeSteps(s *stepScope, dst map[string]*Step) {
 	s.finish()
-	ctx := l.stepContext(s)
-	for _, name := range s.order {
-		dst[name] = l.decodeStep(s.blocks[name], ctx, s)
-		// The name stays (references are checked against it); the syntax tree goes, so
-		// that decoding a large project reuses its memory instead of growing the heap.
-		s.blocks[name] = nil
+	// The names stay in s.blocks (references are checked against them); the syntax trees go
+	// as they are decoded, so that decoding a large project reuses their memory instead of
+	// growing the heap.
+	blocks := make([]*hcl.Block, len(s.order))
+	for i, name := range s.order {
+		blocks[i], s.blocks[name] = s.blocks[name], nil
 	}
+	steps := make([]*Step, len(s.order))
+	workers := min(runtime.GOMAXPROCS(0), len(blocks)/parallelDecodeMin)
+	if !parallelDecode || workers < 2 {
+		workers = 1
+	}
+	forks := make([]*loader, workers)
+	var wg sync.WaitGroup
+	for w := range forks {
+		lo, hi := w*len(blocks)/workers, (w+1)*len(blocks)/workers
+		fl := l
+		if workers > 1 {
+			fl = l.fork()
+		}
+		forks[w] = fl
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx := fl.stepContext(s)
+			for i := lo; i < hi; i++ {
+				steps[i] = fl.decodeStep(blocks[i], ctx, s)
+				blocks[i] = nil
+			}
+		}()
+	}
+	wg.Wait()
+	if workers > 1 {
+		for _, fl := range forks {
+			l.join(fl)
+		}
+	}
+	for i, name := range s.order {
+		dst[name] = steps[i]
+	}
+}
+
+// fork returns a loader for decoding steps on another goroutine: it shares what decoding
+// steps only reads and has its own diagnostics, input records and evaluation context.
+func (l *loader) fork() *loader {
+	return &loader{cfg: l.cfg, in: l.in.fork(), parser: l.parser, declared: l.declared, sealed: l.sealed, localsDone: l.localsDone}
+}
+
+// join adds what a fork found, as if l had done the fork's work after its own.
+func (l *loader) join(f *loader) {
+	l.diags = append(l.diags, f.diags...)
+	l.in.join(f.in)
 }
 
 func (l *loader) decodeStep(b *hcl.Block, ctx *hcl.EvalContext, scope *stepScope) *Step {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -16,7 +17,7 @@ import (
 // what it must leave to hclsyntax: bad references, wrong types, nulls, unknown functions,
 // operators, conditionals, for expressions.
 // With clean set it writes only valid forms.
-func randomProject(t *testing.T, r *rand.Rand, clean bool) string {
+func randomProject(t *testing.T, r *rand.Rand, clean bool, steps int) string {
 	pick := func(xs ...string) string { return xs[r.Intn(len(xs))] }
 	expr := func(kind string) string {
 		if clean {
@@ -75,7 +76,7 @@ seed "base" {
 `,
 	})
 	var b strings.Builder
-	for i := 0; i < 6; i++ {
+	for i := 0; i < steps; i++ {
 		fmt.Fprintf(&b, "step \"s%d\" {\n  image = %s\n  run = %s\n", i, map[bool]string{true: "seed.base", false: pick("seed.base", "seed.base", "seed.nope", `"x"`)}[clean], expr("list"))
 		for _, a := range []string{"description", "workdir", "user", "platform"} {
 			if r.Intn(3) == 0 && (!clean || a == "description") {
@@ -119,7 +120,7 @@ func TestFastEvalSameAsHCLSyntax(t *testing.T) {
 	}
 	clean := 0
 	for i := 0; i < n; i++ {
-		dir := randomProject(t, r, i%2 == 0)
+		dir := randomProject(t, r, i%2 == 0, 6)
 		fastEval = false
 		want, wantDiags := Load(dir, Options{})
 		fastEval = true
@@ -146,5 +147,30 @@ func TestFastEvalSameAsHCLSyntax(t *testing.T) {
 	t.Logf("%d of %d projects loaded without errors", clean, n)
 	if clean == 0 || clean == n {
 		t.Fatalf("%d of %d projects loaded without errors: the generator no longer covers both", clean, n)
+	}
+}
+
+// TestParallelDecodeSameAsSequential loads projects large enough to be decoded on several
+// workers, and requires what decoding them one by one gives: configuration, input records
+// and diagnostics in the same order.
+func TestParallelDecodeSameAsSequential(t *testing.T) {
+	defer func() { parallelDecode = true }()
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2)) // two workers even on one processor
+	r := rand.New(rand.NewSource(3))
+	for i, clean := range []bool{true, false, true, false} {
+		dir := randomProject(t, r, clean, 4*parallelDecodeMin+i)
+		parallelDecode = false
+		want, wantDiags := Load(dir, Options{})
+		parallelDecode = true
+		got, gotDiags := Load(dir, Options{})
+		if g, w := renderDiags(gotDiags), renderDiags(wantDiags); g != w {
+			t.Fatalf("diagnostics differ: parallel\n%s\nsequential:\n%s", g, w)
+		}
+		if clean == wantDiags.HasErrors() {
+			t.Fatalf("project %d: clean=%v but diagnostics: %v", i, clean, wantDiags)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("configuration of project %d differs", i)
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -100,6 +101,26 @@ func (in *inputs) record(r InputRecord) {
 		fn := map[string]string{string(ArtifactProjectFile): "file", string(ArtifactProjectDir): "dir",
 			string(ArtifactHostFile): "host_file", string(ArtifactHostDir): "host_dir"}[r.Kind]
 		in.reads[key] = readSite{real: real, rng: in.current, what: fmt.Sprintf("%s(%q)", fn, r.Path)}
+	}
+}
+
+// fork returns inputs for another goroutine: the same project and stat cache (which locks),
+// its own records and memos, seeded with these.
+func (in *inputs) fork() *inputs {
+	return &inputs{dir: in.dir, records: map[string]InputRecord{}, hashed: maps.Clone(in.hashed),
+		dirs: maps.Clone(in.dirs), reads: map[string]readSite{}, quiet: in.quiet, stat: in.stat}
+}
+
+// join adds the records and memos of a fork, as if in had read them after its own: a read
+// site already known stays, so the first read in step order is the one reported.
+func (in *inputs) join(f *inputs) {
+	maps.Copy(in.records, f.records)
+	maps.Copy(in.hashed, f.hashed)
+	maps.Copy(in.dirs, f.dirs)
+	for k, r := range f.reads {
+		if _, seen := in.reads[k]; !seen {
+			in.reads[k] = r
+		}
 	}
 }
 
