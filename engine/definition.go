@@ -2,7 +2,9 @@ package engine
 
 import (
 	"fmt"
+	"runtime"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/foundry-build/foundry/engine/digest"
@@ -43,25 +45,84 @@ func EffectiveLimits(l lang.Limits) lang.Limits {
 	return l
 }
 
-// digest computes every node's definition and digest, in dependency order.
+// digest computes every node's definition and digest, in dependency order. A large graph is
+// digested a wave at a time on every core: a node's wave is one more than the latest wave
+// of its dependencies, so the nodes of a wave depend only on earlier waves. The digests are
+// those of digesting in order, and so is the error returned: the first in order (every
+// node is digested, since a later wave may hold a node earlier in order).
 func (g *Graph) digest() error {
-	for _, a := range g.Order {
-		n := g.Nodes[a]
-		def, err := g.definition(n)
-		if err != nil {
-			return fmt.Errorf("%s: %w", a, err)
+	workers := runtime.GOMAXPROCS(0)
+	if len(g.Order) < parallelDigestMin || workers < 2 {
+		for _, a := range g.Order {
+			if err := g.digestNode(g.Nodes[a]); err != nil {
+				return err
+			}
 		}
-		var canon []byte
-		if sd, ok := def.(StepDefinition); ok {
-			canon, err = sd.canonical()
-		} else {
-			canon, err = digest.Canonical(def)
-		}
-		if err != nil {
-			return fmt.Errorf("%s: %w", a, err)
-		}
-		n.Digest, n.Definition = digest.FromBytes(canon), canon
+		return nil
 	}
+	wave := make(map[string]int, len(g.Order))
+	var waves [][]*Node
+	for _, a := range g.Order {
+		n, w := g.Nodes[a], 0
+		for _, d := range n.Deps {
+			w = max(w, wave[d]+1)
+		}
+		wave[a] = w
+		if w == len(waves) {
+			waves = append(waves, nil)
+		}
+		waves[w] = append(waves[w], n)
+	}
+	errs := make(map[*Node]error)
+	var mu sync.Mutex
+	for _, nodes := range waves {
+		var wg sync.WaitGroup
+		k := min(workers, (len(nodes)+parallelDigestChunk-1)/parallelDigestChunk)
+		for w := 0; w < k; w++ {
+			wg.Add(1)
+			go func(part []*Node) {
+				defer wg.Done()
+				for _, n := range part {
+					if err := g.digestNode(n); err != nil {
+						mu.Lock()
+						errs[n] = err
+						mu.Unlock()
+					}
+				}
+			}(nodes[w*len(nodes)/k : (w+1)*len(nodes)/k])
+		}
+		wg.Wait()
+	}
+	for _, a := range g.Order {
+		if err := errs[g.Nodes[a]]; err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Below parallelDigestMin nodes a graph is digested on one goroutine; a wave is split into
+// parts of at least parallelDigestChunk nodes.
+const (
+	parallelDigestMin   = 2048
+	parallelDigestChunk = 64
+)
+
+func (g *Graph) digestNode(n *Node) error {
+	def, err := g.definition(n)
+	if err != nil {
+		return fmt.Errorf("%s: %w", n.Address, err)
+	}
+	var canon []byte
+	if sd, ok := def.(StepDefinition); ok {
+		canon, err = sd.canonical()
+	} else {
+		canon, err = digest.Canonical(def)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", n.Address, err)
+	}
+	n.Digest, n.Definition = digest.FromBytes(canon), canon
 	return nil
 }
 

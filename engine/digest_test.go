@@ -5,6 +5,7 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"testing"
@@ -303,4 +304,43 @@ func TestServiceContractDigest(t *testing.T) {
 	if digestOf(src(nil, "  summary = \"documentation\"\n")) != ref {
 		t.Error("the summary changed the contract digest")
 	}
+}
+
+// TestParallelDigestSameAsSequential compiles a graph large enough to be digested in waves
+// on two processors and on one, and requires the same digest for every node.
+func TestParallelDigestSameAsSequential(t *testing.T) {
+	r := rand.New(rand.NewSource(7))
+	p := &genProject{srcs: 3}
+	for i := 0; i < parallelDigestMin+100; i++ {
+		s := genStep{argv: fmt.Sprintf("echo %d", i), env: "a", memory: "64MiB", src: r.Intn(4) - 1}
+		for k := 0; k < 3 && i > 0; k++ {
+			if d := r.Intn(i); !contains(s.deps, d) {
+				s.deps = append(s.deps, d)
+			}
+		}
+		p.steps = append(p.steps, s)
+	}
+	dir := t.TempDir()
+	p.write(t, dir, p.blocks(seedFile(t, "tool"), "  "), 20)
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	sequential := compileDir(t, dir)
+	runtime.GOMAXPROCS(2)
+	parallel := compileDir(t, dir)
+	if len(parallel) < parallelDigestMin {
+		t.Fatalf("only %d nodes: the parallel path did not run", len(parallel))
+	}
+	for a, d := range sequential {
+		if parallel[a] != d {
+			t.Fatalf("%s: digest %s on two processors, %s on one", a, parallel[a], d)
+		}
+	}
+}
+
+func contains(xs []int, x int) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
 }
