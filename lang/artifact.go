@@ -3,6 +3,7 @@ package lang
 import (
 	"fmt"
 	"reflect"
+	"strconv"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
@@ -43,7 +44,7 @@ func (a *Artifact) String() string {
 	case ArtifactSeed, ArtifactCapability:
 		return a.Node
 	case ArtifactStepOutput:
-		return fmt.Sprintf("%s.output[%q]", a.Node, a.Path)
+		return a.Node + ".output[" + strconv.Quote(a.Path) + "]" // as %q, a plan's hot path
 	case ArtifactInline:
 		return fmt.Sprintf("inline(%d bytes)", len(a.Inline))
 	default:

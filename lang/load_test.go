@@ -259,3 +259,14 @@ func TestLargeLoadCollectsItsTrees(t *testing.T) {
 		t.Errorf("loading %d steps (%d bytes) left %d bytes of garbage", len(cfg.Steps), b.Len(), garbage)
 	}
 }
+
+// TestStepOutputStringQuotesAsFmt: Artifact.String builds step output names without fmt,
+// and must still quote paths exactly as %q does (plans show and compare them).
+func TestStepOutputStringQuotesAsFmt(t *testing.T) {
+	for _, p := range []string{"/out/o", "/out/a b", "/out/\"q\"", "/out/\\", "/out/\n\t", "/out/é", "/out/\x00\xff", ""} {
+		a := &Artifact{Kind: ArtifactStepOutput, Node: "step.x", Path: p}
+		if got, want := a.String(), fmt.Sprintf("%s.output[%q]", a.Node, a.Path); got != want {
+			t.Errorf("String() = %s, want %s", got, want)
+		}
+	}
+}
