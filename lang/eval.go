@@ -9,6 +9,7 @@ import (
 
 	"github.com/agext/levenshtein"
 	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/convert"
 )
@@ -67,29 +68,29 @@ func (s *stepScope) add(l *loader, b *hcl.Block) {
 	}
 	s.blocks[name] = b
 	s.order = append(s.order, name)
-	attrs, _ := b.Body.JustAttributes() // errors are reported by the full decode
-	if a := attrs["outputs"]; a != nil {
-		for _, t := range a.Expr.Variables() {
+	if expr := outputsExpr(b.Body); expr != nil {
+		for _, t := range variables(expr) {
 			if r := t.RootName(); r != "var" && r != "local" {
 				l.diags = append(l.diags, errorf(t.SourceRange().Ptr(), "Invalid reference in outputs",
 					"A step's outputs may refer only to variables and locals: other steps see them before this step runs."))
 				return
 			}
 		}
-		val, diags := l.eval(a.Expr, l.baseContext(), nil)
+		val, diags := l.eval(expr, l.baseContext(), nil)
 		if diags.HasErrors() {
 			return
 		}
-		outs := l.stringList(val, a.Expr.Range(), "outputs")
+		rng := expr.Range()
+		outs := l.stringList(val, rng, "outputs")
 		seen := map[string]bool{}
 		for _, o := range outs {
 			if !validOutputPath(o) {
-				l.diags = append(l.diags, errorf(a.Expr.Range().Ptr(), "Invalid output path",
+				l.diags = append(l.diags, errorf(&rng, "Invalid output path",
 					"%q: outputs are absolute, clean paths under /out, for example \"/out/bin/tool\".", o))
 				continue
 			}
 			if seen[o] {
-				l.diags = append(l.diags, errorf(a.Expr.Range().Ptr(), "Duplicate output", "%q is declared twice.", o))
+				l.diags = append(l.diags, errorf(&rng, "Duplicate output", "%q is declared twice.", o))
 				continue
 			}
 			seen[o] = true
@@ -97,6 +98,40 @@ func (s *stepScope) add(l *loader, b *hcl.Block) {
 		}
 		sort.Strings(s.outputs[name])
 	}
+}
+
+// outputsExpr returns the expression of a step body's outputs attribute, or nil. Errors in
+// the body are left to the full decode.
+func outputsExpr(body hcl.Body) hcl.Expression {
+	if sb, ok := body.(*hclsyntax.Body); ok { // what JustAttributes would find, without copying every attribute
+		if a := sb.Attributes["outputs"]; a != nil {
+			return a.Expr
+		}
+		return nil
+	}
+	attrs, _ := body.JustAttributes()
+	if a := attrs["outputs"]; a != nil {
+		return a.Expr
+	}
+	return nil
+}
+
+// variables is expr.Variables(), without walking a tuple of plain strings (outputs are
+// nearly always one), which has none.
+func variables(expr hcl.Expression) []hcl.Traversal {
+	if t, ok := expr.(*hclsyntax.TupleConsExpr); ok {
+		plain := true
+		for _, e := range t.Exprs {
+			if s, ok := e.(*hclsyntax.TemplateExpr); !ok || !s.IsStringLiteral() {
+				plain = false
+				break
+			}
+		}
+		if plain {
+			return nil
+		}
+	}
+	return expr.Variables()
 }
 
 func validOutputPath(p string) bool {

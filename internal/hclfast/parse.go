@@ -19,6 +19,8 @@
 package hclfast
 
 import (
+	"strings"
+
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/zclconf/go-cty/cty"
@@ -291,6 +293,27 @@ func (p *parser) expect(nl bool, k kind) token {
 
 func (p *parser) text(t token) string { return string(p.src[t.start:t.end]) }
 
+// name returns an identifier's text, shared for the words configuration repeats in every
+// block (the map lookup does not allocate; the strings are immutable).
+func (p *parser) name(t token) string {
+	if s, ok := common[string(p.src[t.start:t.end])]; ok {
+		return s
+	}
+	return p.text(t)
+}
+
+var common = func() map[string]string {
+	m := map[string]string{}
+	for _, w := range strings.Fields(`step seed image run mounts outputs output env workdir user platform
+		network limits memory cpus pids time description layer files symlinks dir file host_file
+		host_dir fileset var local capability recipe product package project variable locals
+		default type deliver from to requires provides check interface suite cases sealed
+		brief cost base at tarball oci_layout true false null`) {
+		m[w] = w
+	}
+	return m
+}()
+
 // topBody is hclsyntax's ParseBody(TokenEOF), for blocks only.
 func (p *parser) topBody() *hclsyntax.Body {
 	startRange := p.peek(true).rng
@@ -371,7 +394,7 @@ func (p *parser) attribute(ident token, singleLine bool) *hclsyntax.Attribute {
 		}
 	}
 	return &hclsyntax.Attribute{
-		Name:        p.text(ident),
+		Name:        p.name(ident),
 		Expr:        expr,
 		SrcRange:    hcl.RangeBetween(ident.rng, end),
 		NameRange:   ident.rng,
@@ -396,7 +419,7 @@ header:
 			labels = append(labels, s)
 			labelRanges = append(labelRanges, rng)
 		case kIdent:
-			labels = append(labels, p.text(t))
+			labels = append(labels, p.name(t))
 			labelRanges = append(labelRanges, t.rng)
 		default:
 			decline()
@@ -428,7 +451,7 @@ header:
 		decline()
 	}
 	return &hclsyntax.Block{
-		Type:            p.text(ident),
+		Type:            p.name(ident),
 		Labels:          labels,
 		Body:            body,
 		TypeRange:       ident.rng,
@@ -458,7 +481,7 @@ func (p *parser) term(nl bool) hclsyntax.Expression {
 		if p.peek(nl).kind == kOParen {
 			return p.call(t)
 		}
-		switch name := p.text(t); name {
+		switch name := p.name(t); name {
 		case "true":
 			return &hclsyntax.LiteralValueExpr{Val: cty.True, SrcRange: t.rng}
 		case "false":
@@ -488,7 +511,7 @@ func (p *parser) term(nl bool) hclsyntax.Expression {
 
 func (p *parser) isFor() bool {
 	t := p.peek(false)
-	return t.kind == kIdent && p.text(t) == "for"
+	return t.kind == kIdent && string(p.src[t.start:t.end]) == "for"
 }
 
 // traversals is hclsyntax's parseExpressionTraversals without splats and legacy ".0"
@@ -504,7 +527,7 @@ func (p *parser) traversals(from hclsyntax.Expression, nl bool) hclsyntax.Expres
 				decline()
 			}
 			rng := hcl.RangeBetween(dot.rng, name.rng)
-			ret = makeRelativeTraversal(ret, hcl.TraverseAttr{Name: p.text(name), SrcRange: rng}, rng)
+			ret = makeRelativeTraversal(ret, hcl.TraverseAttr{Name: p.name(name), SrcRange: rng}, rng)
 		case kOBrack:
 			open := p.read(nl)
 			key := p.expr(false)
@@ -567,7 +590,7 @@ func (p *parser) call(name token) hclsyntax.Expression {
 		}
 	}
 	return &hclsyntax.FunctionCallExpr{
-		Name:            p.text(name),
+		Name:            p.name(name),
 		Args:            args,
 		NameRange:       name.rng,
 		OpenParenRange:  open.rng,
