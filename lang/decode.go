@@ -6,6 +6,7 @@ import (
 	"path"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -878,7 +879,20 @@ func (c *Config) allSteps() []*Step {
 			out = append(out, s)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Address() < out[j].Address() })
+	// Each address once, not two per comparison: with 10k steps the comparisons built
+	// 280k strings.
+	type addressed struct {
+		addr string
+		step *Step
+	}
+	byAddr := make([]addressed, len(out))
+	for i, s := range out {
+		byAddr[i] = addressed{s.Address(), s}
+	}
+	slices.SortFunc(byAddr, func(a, b addressed) int { return strings.Compare(a.addr, b.addr) })
+	for i := range byAddr {
+		out[i] = byAddr[i].step
+	}
 	return out
 }
 
