@@ -457,7 +457,7 @@ func (l *loader) decodeSteps(s *stepScope, dst map[string]*Step) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ctx := fl.stepContext(s)
+			ctx := fl.baseContext()
 			for i := lo; i < hi; i++ {
 				steps[i] = fl.decodeStep(blocks[i], ctx, s)
 				blocks[i] = nil
@@ -718,7 +718,7 @@ func (l *loader) decodeRecipe(b *hcl.Block) {
 			l.diags = append(l.diags, errorf(pb.DefRange.Ptr(), "Duplicate package block", "A recipe has one package block."))
 			continue
 		}
-		r.Package = l.decodePackage(pb, l.stepContext(scope), scope)
+		r.Package = l.decodePackage(pb, l.baseContext(), scope)
 	}
 	l.cfg.Recipes[r.Name] = r
 }
@@ -789,7 +789,7 @@ func (l *loader) decodeProduct(b *hcl.Block) {
 		}
 	}
 	l.decodeSteps(scope, p.Steps)
-	sctx := l.stepContext(scope)
+	sctx := l.baseContext()
 	for _, cb := range checks {
 		chk := l.decodeStep(cb, sctx, scope)
 		chk.Kind = "check"

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/agext/levenshtein"
 	"github.com/hashicorp/hcl/v2"
@@ -43,9 +44,11 @@ type stepScope struct {
 	blocks  map[string]*hcl.Block
 	outputs map[string][]string
 	order   []string
-	value   cty.Value // object: name → {output = map(path → artifact)}
-	// outVals holds the artifacts of value by step name and output path, for evalFast.
+	// outVals holds the artifacts of the scope's step outputs by step name and path.
 	outVals map[string]map[string]cty.Value
+	// value is the object step.NAME.output["PATH"] is evaluated in (see stepValue).
+	valueOnce sync.Once
+	value     cty.Value
 }
 
 func newStepScope(prefix string, _ any) *stepScope {
@@ -148,7 +151,6 @@ func validOutputPath(p string) bool {
 
 // finish builds the scope's step object once, after every step's outputs are known.
 func (s *stepScope) finish() {
-	attrs := map[string]cty.Value{}
 	s.outVals = make(map[string]map[string]cty.Value, len(s.blocks))
 	for name := range s.blocks {
 		outs := map[string]cty.Value{}
@@ -156,15 +158,25 @@ func (s *stepScope) finish() {
 			outs[o] = artifactVal(&Artifact{Kind: ArtifactStepOutput, Node: s.address(name), Path: o})
 		}
 		s.outVals[name] = outs
-		var outVal cty.Value
-		if len(outs) == 0 {
-			outVal = cty.MapValEmpty(ArtifactType)
-		} else {
-			outVal = cty.MapVal(outs)
-		}
-		attrs[name] = cty.ObjectVal(map[string]cty.Value{"output": outVal})
 	}
-	s.value = cty.ObjectVal(attrs)
+}
+
+// stepValue returns the scope's step object, built on first use: evalFast resolves step
+// references without it, so only an expression evaluated the general way needs it. It is
+// safe for concurrent use.
+func (s *stepScope) stepValue() cty.Value {
+	s.valueOnce.Do(func() {
+		attrs := make(map[string]cty.Value, len(s.outVals))
+		for name, outs := range s.outVals {
+			outVal := cty.MapValEmpty(ArtifactType)
+			if len(outs) > 0 {
+				outVal = cty.MapVal(outs)
+			}
+			attrs[name] = cty.ObjectVal(map[string]cty.Value{"output": outVal})
+		}
+		s.value = cty.ObjectVal(attrs)
+	})
+	return s.value
 }
 
 // outputValue returns what t, a reference checked by checkRef, evaluates to in the scope's
@@ -184,7 +196,7 @@ func (s *stepScope) outputValue(t hcl.Traversal) (cty.Value, bool) {
 }
 
 // baseContext is the evaluation context of every expression: variables, locals, seeds,
-// capabilities and functions. Steps are added per scope by stepContext.
+// capabilities and functions. A scope's steps are added by eval (withSteps).
 func (l *loader) baseContext() *hcl.EvalContext {
 	if l.ctx != nil {
 		return l.ctx
@@ -223,14 +235,14 @@ func (l *loader) baseContext() *hcl.EvalContext {
 	return ctx
 }
 
-func (l *loader) stepContext(s *stepScope) *hcl.EvalContext {
-	base := l.baseContext()
-	vars := make(map[string]cty.Value, len(base.Variables)+1)
-	for k, v := range base.Variables {
+// withSteps returns ctx with the scope's steps as "step".
+func withSteps(ctx *hcl.EvalContext, s *stepScope) *hcl.EvalContext {
+	vars := make(map[string]cty.Value, len(ctx.Variables)+1)
+	for k, v := range ctx.Variables {
 		vars[k] = v
 	}
-	vars["step"] = s.value
-	return &hcl.EvalContext{Variables: vars, Functions: base.Functions}
+	vars["step"] = s.stepValue()
+	return &hcl.EvalContext{Variables: vars, Functions: ctx.Functions}
 }
 
 var refRoots = []string{"var", "local", "seed", "capability", "step"}
@@ -256,6 +268,9 @@ func (l *loader) eval(expr hcl.Expression, ctx *hcl.EvalContext, scope *stepScop
 		return cty.DynamicVal, diags
 	}
 	l.in.current = expr.Range()
+	if scope != nil {
+		ctx = withSteps(ctx, scope)
+	}
 	val, diags := expr.Value(ctx)
 	l.diags = append(l.diags, diags...)
 	return val, diags
