@@ -48,3 +48,39 @@ func TestReserveEndsTheDelay(t *testing.T) {
 		t.Fatalf("GOGC after a large Reserve = %d, want the default 100", p)
 	}
 }
+
+// Expect lets the heap grow by what is announced before collecting, then puts GOGC back.
+func TestExpectDelaysTheNextCollection(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	Expect(256 << 20)
+	if p := gcPercent(); p <= 100 {
+		t.Fatalf("GOGC after Expect(256 MiB) = %d, want more than 100", p)
+	}
+	// 64 MiB that stays live, in small objects as trees are: with GOGC at 100 this would
+	// run several collections.
+	live := make([][]byte, 0, 64<<10)
+	for i := 0; i < 64<<10; i++ {
+		live = append(live, make([]byte, 1024))
+	}
+	runtime.ReadMemStats(&after)
+	if n := after.NumGC - before.NumGC; n != 0 {
+		t.Errorf("%d collections while allocating 64 MiB of an expected 256 MiB", n)
+	}
+	runtime.KeepAlive(live)
+	deadline := time.Now().Add(5 * time.Second)
+	for gcPercent() != 100 {
+		if time.Now().After(deadline) {
+			t.Fatalf("GOGC is still %d after collections; want the default 100 back", gcPercent())
+		}
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond)
+	}
+	// Nothing to do when GOGC already allows the expected growth.
+	Expect(1 << 10)
+	if p := gcPercent(); p != 100 {
+		t.Errorf("GOGC after a small Expect = %d, want 100", p)
+	}
+}
