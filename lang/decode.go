@@ -420,14 +420,13 @@ var limitsSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
 // reservedTargets are sandbox paths a mount may not cover.
 var reservedTargets = []string{"/", "/out", "/tmp", "/proc", "/dev", "/sys"}
 
-// decodeSteps decodes every step of a scope into dst.
 // parallelDecodeMin is the least number of steps per worker worth decoding in parallel.
 const parallelDecodeMin = 256
 
 // parallelDecode turns parallel decoding on; a test turns it off to compare.
 var parallelDecode = true
 
-// decodeSteps decodes the steps of a scope. A large scope is decoded on every core: each
+// decodeSteps decodes every step of a scope into dst. A large scope is decoded on every core: each
 // worker decodes a contiguous run of the steps with a loader of its own (diagnostics, input
 // records, evaluation context), and the workers' results are joined in step order, so the
 // configuration and its diagnostics are exactly those of decoding the steps one by one.

@@ -149,7 +149,8 @@ func validOutputPath(p string) bool {
 	return true
 }
 
-// finish builds the scope's step object once, after every step's outputs are known.
+// finish makes the artifacts of the scope's step outputs, once every step's outputs are
+// known.
 func (s *stepScope) finish() {
 	s.outVals = make(map[string]map[string]cty.Value, len(s.blocks))
 	for name := range s.blocks {
