@@ -50,28 +50,28 @@ func EffectiveLimits(l lang.Limits) lang.Limits {
 // of its dependencies, so the nodes of a wave depend only on earlier waves. The digests are
 // those of digesting in order, and so is the error returned: the first in order (every
 // node is digested, since a later wave may hold a node earlier in order).
-func (g *Graph) digest() error {
+func (g *Graph) digest(ix *index) error {
 	workers := runtime.GOMAXPROCS(0)
-	if len(g.Order) < parallelDigestMin || workers < 2 {
-		for _, a := range g.Order {
-			if err := g.digestNode(g.Nodes[a]); err != nil {
+	if len(ix.order) < parallelDigestMin || workers < 2 {
+		for _, a := range ix.order {
+			if err := g.digestNode(ix.nodes[a]); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
-	wave := make(map[string]int, len(g.Order))
+	wave := make([]int32, len(ix.addrs))
 	var waves [][]*Node
-	for _, a := range g.Order {
-		n, w := g.Nodes[a], 0
-		for _, d := range n.Deps {
+	for _, a := range ix.order {
+		w := int32(0)
+		for _, d := range ix.deps[a] {
 			w = max(w, wave[d]+1)
 		}
 		wave[a] = w
-		if w == len(waves) {
+		if int(w) == len(waves) {
 			waves = append(waves, nil)
 		}
-		waves[w] = append(waves[w], n)
+		waves[w] = append(waves[w], ix.nodes[a])
 	}
 	errs := make(map[*Node]error)
 	var mu sync.Mutex
@@ -93,8 +93,8 @@ func (g *Graph) digest() error {
 		}
 		wg.Wait()
 	}
-	for _, a := range g.Order {
-		if err := errs[g.Nodes[a]]; err != nil {
+	for _, a := range ix.order {
+		if err := errs[ix.nodes[a]]; err != nil {
 			return err
 		}
 	}

@@ -344,3 +344,98 @@ func contains(xs []int, x int) bool {
 	}
 	return false
 }
+
+// TestOrderIsKahnByAddress checks Graph.Order against Kahn's algorithm on addresses: every
+// node after its dependencies, ties broken by the smallest address.
+func TestOrderIsKahnByAddress(t *testing.T) {
+	r := rand.New(rand.NewSource(11))
+	p := &genProject{srcs: 1}
+	for i := 0; i < 300; i++ {
+		s := genStep{argv: fmt.Sprintf("echo %d", i), env: "a", memory: "64MiB", src: -1}
+		for k := 0; k < 2 && i > 0; k++ {
+			if d := r.Intn(i); !contains(s.deps, d) {
+				s.deps = append(s.deps, d)
+			}
+		}
+		p.steps = append(p.steps, s)
+	}
+	dir := t.TempDir()
+	p.write(t, dir, p.blocks(seedFile(t, "tool"), "  "), 3)
+	cfg, diags := lang.Load(dir, lang.Options{})
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	g, diags := Compile(cfg)
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	placed := map[string]bool{}
+	var want []string
+	for len(want) < len(g.Nodes) {
+		var ready []string
+		for a, n := range g.Nodes {
+			if placed[a] {
+				continue
+			}
+			ok := true
+			for _, d := range n.Deps {
+				ok = ok && placed[d]
+			}
+			if ok {
+				ready = append(ready, a)
+			}
+		}
+		sort.Strings(ready)
+		// Kahn's algorithm takes one ready node at a time; a node that becomes ready after
+		// it competes with those still waiting, so take only the smallest each round.
+		placed[ready[0]] = true
+		want = append(want, ready[0])
+	}
+	if strings.Join(g.Order, " ") != strings.Join(want, " ") {
+		t.Fatalf("Order differs from Kahn's algorithm by address:\n got %v\nwant %v", g.Order[:10], want[:10])
+	}
+}
+
+// A cycle between steps is reported with every node on it, in the direction of data flow.
+func TestDependencyCycleReported(t *testing.T) {
+	dir := t.TempDir()
+	must(t, os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(fmt.Sprintf(`seed "base" {
+  layer { files = { "/bin/tool" = host_file(%q) } }
+}
+step "a" {
+  image   = seed.base
+  run     = ["tool"]
+  mounts  = { "/in" = step.c.output["/out/o"] }
+  outputs = ["/out/o"]
+}
+step "b" {
+  image   = seed.base
+  run     = ["tool"]
+  mounts  = { "/in" = step.a.output["/out/o"] }
+  outputs = ["/out/o"]
+}
+step "c" {
+  image   = seed.base
+  run     = ["tool"]
+  mounts  = { "/in" = step.b.output["/out/o"] }
+  outputs = ["/out/o"]
+}
+`, seedFile(t, "tool"))), 0o644))
+	cfg, diags := lang.Load(dir, lang.Options{})
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	_, diags = Compile(cfg)
+	if !diags.HasErrors() || diags[0].Summary != "Dependency cycle" {
+		t.Fatalf("want a dependency cycle, got %v", diags)
+	}
+	for _, line := range []string{
+		"step.a (main.hcl:4) is needed by step.b",
+		"step.b (main.hcl:10) is needed by step.c",
+		"step.c (main.hcl:16) is needed by step.a",
+	} {
+		if !strings.Contains(diags[0].Detail, line) {
+			t.Errorf("cycle detail lacks %q:\n%s", line, diags[0].Detail)
+		}
+	}
+}

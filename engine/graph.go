@@ -7,6 +7,7 @@ import (
 	"container/heap"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -68,15 +69,16 @@ type Graph struct {
 func Compile(cfg *lang.Config) (*Graph, hcl.Diagnostics) {
 	g := &Graph{Config: cfg, Nodes: map[string]*Node{}}
 	g.addNodes()
-	diags := g.addEdges()
+	ix := g.newIndex()
+	diags := g.addEdges(ix)
 	if diags.HasErrors() {
 		return g, diags
 	}
-	if d := g.checkCycles(); d != nil {
+	if d := g.checkCycles(ix); d != nil {
 		return g, hcl.Diagnostics{d}
 	}
-	g.order()
-	if err := g.digest(); err != nil {
+	g.order(ix)
+	if err := g.digest(ix); err != nil {
 		return g, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Cannot compute digests", Detail: err.Error()}}
 	}
 	return g, nil
@@ -144,10 +146,37 @@ func (n *Node) artifacts() []*lang.Artifact {
 	return out
 }
 
-func (g *Graph) addEdges() hcl.Diagnostics {
+// index numbers the nodes in address order, so that the graph algorithms below work on
+// slices instead of maps keyed by address, and comparing two numbers compares addresses (the
+// order's tie-break). With 100k nodes, hashing and comparing addresses was most of their time.
+type index struct {
+	addrs []string  // by number
+	nodes []*Node   // by number
+	deps  [][]int32 // by number: the numbers of the node's Deps, in Deps order
+	order []int32   // the numbers of Graph.Order
+}
+
+func (g *Graph) newIndex() *index {
+	ix := &index{addrs: sortedKeys(g.Nodes)}
+	ix.nodes = make([]*Node, len(ix.addrs))
+	for i, a := range ix.addrs {
+		ix.nodes[i] = g.Nodes[a]
+	}
+	ix.deps = make([][]int32, len(ix.addrs))
+	return ix
+}
+
+// num returns the number of an address (which must be a node's) by binary search: cheaper
+// than a map of every address, which would be built for one lookup per edge.
+func (ix *index) num(a string) int32 {
+	i, _ := slices.BinarySearch(ix.addrs, a)
+	return int32(i)
+}
+
+func (g *Graph) addEdges(ix *index) hcl.Diagnostics {
 	var diags hcl.Diagnostics
-	for _, addr := range sortedKeys(g.Nodes) {
-		n := g.Nodes[addr]
+	for i, addr := range ix.addrs {
+		n := ix.nodes[i]
 		deps := map[string]bool{}
 		for _, a := range n.artifacts() {
 			if a.Node == "" {
@@ -192,30 +221,36 @@ func (g *Graph) addEdges() hcl.Diagnostics {
 			n.Deps = append(n.Deps, d)
 		}
 		sort.Strings(n.Deps)
+		// Every dependency is a node: artifacts were checked above, and a recipe's or
+		// product's steps, checks and package are nodes of their own (addNodes).
+		ix.deps[i] = make([]int32, len(n.Deps))
+		for k, d := range n.Deps {
+			ix.deps[i][k] = ix.num(d)
+		}
 	}
 	return diags
 }
 
 // checkCycles reports the first cycle found, naming every node on it.
-func (g *Graph) checkCycles() *hcl.Diagnostic {
+func (g *Graph) checkCycles(ix *index) *hcl.Diagnostic {
 	const (
 		unseen = iota
 		onStack
 		done
 	)
-	state := make(map[string]int, len(g.Nodes))
-	var stack []string
-	var cycle []string
-	var visit func(string) bool
-	visit = func(a string) bool {
+	state := make([]uint8, len(ix.addrs))
+	var stack []int32
+	var cycle []int32
+	var visit func(int32) bool
+	visit = func(a int32) bool {
 		state[a] = onStack
 		stack = append(stack, a)
-		for _, d := range g.Nodes[a].Deps {
+		for _, d := range ix.deps[a] {
 			switch state[d] {
 			case onStack:
 				for i := range stack {
 					if stack[i] == d {
-						cycle = append(append([]string{}, stack[i:]...), d)
+						cycle = append(append([]int32{}, stack[i:]...), d)
 						return true
 					}
 				}
@@ -229,8 +264,8 @@ func (g *Graph) checkCycles() *hcl.Diagnostic {
 		state[a] = done
 		return false
 	}
-	for _, a := range sortedKeys(g.Nodes) {
-		if state[a] == unseen && visit(a) {
+	for a := range ix.addrs {
+		if state[a] == unseen && visit(int32(a)) {
 			break
 		}
 	}
@@ -240,10 +275,10 @@ func (g *Graph) checkCycles() *hcl.Diagnostic {
 	// The cycle was found following "needs" edges; print it in the direction of data flow.
 	var lines []string
 	for i := len(cycle) - 1; i > 0; i-- {
-		n := g.Nodes[cycle[i]]
-		lines = append(lines, fmt.Sprintf("  %s (%s:%d) is needed by %s", cycle[i], n.Range.Filename, n.Range.Start.Line, cycle[i-1]))
+		n := ix.nodes[cycle[i]]
+		lines = append(lines, fmt.Sprintf("  %s (%s:%d) is needed by %s", n.Address, n.Range.Filename, n.Range.Start.Line, ix.addrs[cycle[i-1]]))
 	}
-	first := g.Nodes[cycle[0]]
+	first := ix.nodes[cycle[0]]
 	return &hcl.Diagnostic{
 		Severity: hcl.DiagError,
 		Summary:  "Dependency cycle",
@@ -252,27 +287,28 @@ func (g *Graph) checkCycles() *hcl.Diagnostic {
 	}
 }
 
-// order sets g.Order with Kahn's algorithm, taking ready nodes in address order.
-func (g *Graph) order() {
-	indeg := make(map[string]int, len(g.Nodes))
-	users := make(map[string][]string, len(g.Nodes))
-	for a, n := range g.Nodes {
-		indeg[a] = len(n.Deps)
-		for _, d := range n.Deps {
-			users[d] = append(users[d], a)
+// order sets g.Order with Kahn's algorithm, taking ready nodes in address order (the
+// smallest number first).
+func (g *Graph) order(ix *index) {
+	indeg := make([]int32, len(ix.addrs))
+	users := make([][]int32, len(ix.addrs))
+	for a, deps := range ix.deps {
+		indeg[a] = int32(len(deps))
+		for _, d := range deps {
+			users[d] = append(users[d], int32(a))
 		}
 	}
-	ready := &addrHeap{}
+	ready := &numHeap{}
 	for a, k := range indeg {
 		if k == 0 {
-			*ready = append(*ready, a)
+			*ready = append(*ready, int32(a))
 		}
 	}
 	heap.Init(ready)
-	g.Order = make([]string, 0, len(g.Nodes))
+	ix.order = make([]int32, 0, len(ix.addrs))
 	for ready.Len() > 0 {
-		a := heap.Pop(ready).(string)
-		g.Order = append(g.Order, a)
+		a := heap.Pop(ready).(int32)
+		ix.order = append(ix.order, a)
 		for _, u := range users[a] {
 			indeg[u]--
 			if indeg[u] == 0 {
@@ -280,16 +316,20 @@ func (g *Graph) order() {
 			}
 		}
 	}
+	g.Order = make([]string, len(ix.order))
+	for i, a := range ix.order {
+		g.Order[i] = ix.addrs[a]
+	}
 }
 
-// addrHeap is a min-heap of addresses.
-type addrHeap []string
+// numHeap is a min-heap of node numbers.
+type numHeap []int32
 
-func (h addrHeap) Len() int           { return len(h) }
-func (h addrHeap) Less(i, j int) bool { return h[i] < h[j] }
-func (h addrHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *addrHeap) Push(x any)        { *h = append(*h, x.(string)) }
-func (h *addrHeap) Pop() any {
+func (h numHeap) Len() int           { return len(h) }
+func (h numHeap) Less(i, j int) bool { return h[i] < h[j] }
+func (h numHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *numHeap) Push(x any)        { *h = append(*h, x.(int32)) }
+func (h *numHeap) Pop() any {
 	old := *h
 	x := old[len(old)-1]
 	*h = old[:len(old)-1]
