@@ -89,6 +89,12 @@ seed "base" {
 		if m := expr("mounts"); r.Intn(3) > 0 && !(clean && i == 0 && strings.Contains(m, "step.s0")) {
 			fmt.Fprintf(&b, "  mounts = %s\n", m)
 		}
+		if !clean && r.Intn(4) == 0 {
+			b.WriteString(pick("  imagee = seed.base\n", "  limits \"x\" {\n  }\n", "  limit {\n  }\n", "  limits {\n    memory = \"1GiB\"\n  }\n", "  mounts {\n  }\n"))
+		}
+		if clean && r.Intn(4) == 0 {
+			b.WriteString("  limits {\n    memory = \"64MiB\"\n  }\n")
+		}
 		outputs := pick(`["/out/o"]`, `["/out/o"]`, `["/out/o", "/out/p"]`, `[]`, `["/out/${var.name}"]`, `local.l`)
 		if clean {
 			outputs = pick(`["/out/o"]`, `["/out/o", "/out/p"]`, `["/out/o", "/out/${var.name}"]`)
