@@ -306,8 +306,9 @@ func TestServiceContractDigest(t *testing.T) {
 	}
 }
 
-// TestParallelDigestSameAsSequential compiles a graph large enough to be digested in waves
-// on two processors and on one, and requires the same digest for every node.
+// TestParallelDigestSameAsSequential compiles and plans a graph large enough for the
+// parallel passes (edges, digest waves, step views) on two processors and on one, and
+// requires the same plan.
 func TestParallelDigestSameAsSequential(t *testing.T) {
 	r := rand.New(rand.NewSource(7))
 	p := &genProject{srcs: 3}
@@ -322,17 +323,34 @@ func TestParallelDigestSameAsSequential(t *testing.T) {
 	}
 	dir := t.TempDir()
 	p.write(t, dir, p.blocks(seedFile(t, "tool"), "  "), 20)
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-	sequential := compileDir(t, dir)
-	runtime.GOMAXPROCS(2)
-	parallel := compileDir(t, dir)
-	if len(parallel) < parallelDigestMin {
-		t.Fatalf("only %d nodes: the parallel path did not run", len(parallel))
+	cfg, diags := lang.Load(dir, lang.Options{})
+	if diags.HasErrors() {
+		t.Fatal(diags)
 	}
-	for a, d := range sequential {
-		if parallel[a] != d {
-			t.Fatalf("%s: digest %s on two processors, %s on one", a, parallel[a], d)
+	plan := func() string {
+		g, diags := Compile(cfg)
+		if diags.HasErrors() {
+			t.Fatal(diags)
 		}
+		if len(g.Nodes) < max(parallelDigestMin, parallelMin) {
+			t.Fatalf("only %d nodes: the parallel paths do not run", len(g.Nodes))
+		}
+		p, err := MakePlan(g, PlanOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b strings.Builder
+		if err := p.WriteJSON(&b); err != nil {
+			t.Fatal(err)
+		}
+		return b.String()
+	}
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	sequential := plan()
+	runtime.GOMAXPROCS(2)
+	// The JSON plan holds every node's digest, dependencies and step view, in order.
+	if parallel := plan(); parallel != sequential {
+		t.Fatalf("the plan on two processors differs from the plan on one")
 	}
 }
 

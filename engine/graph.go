@@ -7,9 +7,11 @@ import (
 	"container/heap"
 	"encoding/json"
 	"fmt"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/hashicorp/hcl/v2"
 
@@ -173,62 +175,99 @@ func (ix *index) num(a string) int32 {
 	return int32(i)
 }
 
+// addEdges sets every node's Deps (and a capability's Providers). Nodes are independent
+// here, so a large graph's are done on every core; diagnostics keep address order.
 func (g *Graph) addEdges(ix *index) hcl.Diagnostics {
+	nodeDiags := make([]hcl.Diagnostics, len(ix.addrs))
+	inParallel(len(ix.addrs), func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			nodeDiags[i] = g.addNodeEdges(ix, i)
+		}
+	})
 	var diags hcl.Diagnostics
-	for i, addr := range ix.addrs {
-		n := ix.nodes[i]
-		deps := map[string]bool{}
-		for _, a := range n.artifacts() {
-			if a.Node == "" {
-				continue // content read at evaluation time: no producing node
-			}
-			if _, ok := g.Nodes[a.Node]; !ok {
-				rng := a.Range
-				diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Reference to unknown node",
-					Detail: fmt.Sprintf("%s refers to %s, which does not exist.", addr, a.Node), Subject: &rng})
-				continue
-			}
-			deps[a.Node] = true
-		}
-		switch n.Kind {
-		case KindRecipe:
-			// A recipe is built when its package is assembled and all its steps have run
-			// (a step the package does not use is still part of the recipe and its digest).
-			if n.Recipe.Package != nil {
-				deps[addr+".package"] = true
-			}
-			for name := range n.Recipe.Steps {
-				deps[addr+".step."+name] = true
-			}
-		case KindProduct:
-			for name := range n.Product.Steps {
-				deps[addr+".step."+name] = true
-			}
-			for name := range n.Product.Checks {
-				deps[addr+".check."+name] = true
-			}
-		case KindCapability:
-			// Providers are alternatives (OR), not requirements: a cycle through one recipe
-			// may be avoided by another, which only resolution can tell.
-			for _, rn := range sortedKeys(g.Config.Recipes) {
-				r := g.Config.Recipes[rn]
-				if r.Provides != nil && r.Provides.Node == addr {
-					n.Providers = append(n.Providers, "recipe."+rn)
-				}
-			}
-		}
-		for d := range deps {
-			n.Deps = append(n.Deps, d)
-		}
-		sort.Strings(n.Deps)
-		// Every dependency is a node: artifacts were checked above, and a recipe's or
-		// product's steps, checks and package are nodes of their own (addNodes).
-		ix.deps[i] = make([]int32, len(n.Deps))
-		for k, d := range n.Deps {
-			ix.deps[i][k] = ix.num(d)
-		}
+	for _, d := range nodeDiags {
+		diags = append(diags, d...)
 	}
 	return diags
+}
+
+func (g *Graph) addNodeEdges(ix *index, i int) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	addr, n := ix.addrs[i], ix.nodes[i]
+	deps := map[string]bool{}
+	for _, a := range n.artifacts() {
+		if a.Node == "" {
+			continue // content read at evaluation time: no producing node
+		}
+		if _, ok := g.Nodes[a.Node]; !ok {
+			rng := a.Range
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Reference to unknown node",
+				Detail: fmt.Sprintf("%s refers to %s, which does not exist.", addr, a.Node), Subject: &rng})
+			continue
+		}
+		deps[a.Node] = true
+	}
+	switch n.Kind {
+	case KindRecipe:
+		// A recipe is built when its package is assembled and all its steps have run
+		// (a step the package does not use is still part of the recipe and its digest).
+		if n.Recipe.Package != nil {
+			deps[addr+".package"] = true
+		}
+		for name := range n.Recipe.Steps {
+			deps[addr+".step."+name] = true
+		}
+	case KindProduct:
+		for name := range n.Product.Steps {
+			deps[addr+".step."+name] = true
+		}
+		for name := range n.Product.Checks {
+			deps[addr+".check."+name] = true
+		}
+	case KindCapability:
+		// Providers are alternatives (OR), not requirements: a cycle through one recipe
+		// may be avoided by another, which only resolution can tell.
+		for _, rn := range sortedKeys(g.Config.Recipes) {
+			r := g.Config.Recipes[rn]
+			if r.Provides != nil && r.Provides.Node == addr {
+				n.Providers = append(n.Providers, "recipe."+rn)
+			}
+		}
+	}
+	for d := range deps {
+		n.Deps = append(n.Deps, d)
+	}
+	sort.Strings(n.Deps)
+	// Every dependency is a node: artifacts were checked above, and a recipe's or
+	// product's steps, checks and package are nodes of their own (addNodes).
+	ix.deps[i] = make([]int32, len(n.Deps))
+	for k, d := range n.Deps {
+		ix.deps[i][k] = ix.num(d)
+	}
+	return diags
+}
+
+// parallelMin is the least number of nodes for which a graph pass is split over the
+// processors: below it, goroutines cost more than they save.
+const parallelMin = 2048
+
+// inParallel calls fn on contiguous parts of [0, n) that together cover it: one part per
+// processor from parallelMin up, else one part. fn must only write what its part owns.
+func inParallel(n int, fn func(lo, hi int)) {
+	workers := min(runtime.GOMAXPROCS(0), n/(parallelMin/2))
+	if workers < 2 {
+		fn(0, n)
+		return
+	}
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func(lo, hi int) {
+			defer wg.Done()
+			fn(lo, hi)
+		}(w*n/workers, (w+1)*n/workers)
+	}
+	wg.Wait()
 }
 
 // checkCycles reports the first cycle found, naming every node on it.

@@ -148,8 +148,17 @@ func MakePlan(g *Graph, opt PlanOptions) (*Plan, error) {
 	if p.Inputs == nil {
 		p.Inputs = []lang.InputRecord{}
 	}
+	// The views of steps depend on nothing else, and are most of the work of a large plan.
+	views := make([]*StepView, len(g.Order))
+	inParallel(len(g.Order), func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			if n := g.Nodes[g.Order[i]]; n.Kind == KindStep || n.Kind == KindCheck {
+				views[i] = g.stepView(n)
+			}
+		}
+	})
 	status := map[string]*PlanNode{}
-	for _, a := range g.Order {
+	for i, a := range g.Order {
 		n := g.Nodes[a]
 		pn := &PlanNode{Address: a, Kind: n.Kind, Digest: n.Digest, Deps: n.Deps,
 			Source: SourcePos{File: n.Range.Filename, Line: n.Range.Start.Line, Column: n.Range.Start.Column}}
@@ -162,7 +171,7 @@ func MakePlan(g *Graph, opt PlanOptions) (*Plan, error) {
 			if cached != nil && cached(n) {
 				pn.Status = StatusCached
 			}
-			pn.Step = g.stepView(n)
+			pn.Step = views[i]
 		case KindCapability:
 			pn.Status = StatusMissing // settled by resolution below
 		default:
