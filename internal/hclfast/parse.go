@@ -3,11 +3,11 @@
 // range, and declines everything else.
 //
 // Why: hclsyntax first lexes its whole input into a slice of 96-byte tokens (a Ragel machine
-// that also counts grapheme clusters for every column) and then parses the slice; for
-// configuration made of blocks, attributes, strings, references, calls, tuples and objects,
-// that costs about five times the time and three times the memory of the tree itself, and
-// was most of the time of planning a large project. This parser reads bytes once, keeps one
-// token of look-ahead and allocates only the tree.
+// that also counts grapheme clusters for every column) and then parses the slice. For a file
+// of a hundred steps it takes about six times as long as this parser and allocates seven
+// times as much (BenchmarkHCLSyntax, BenchmarkParse), and parsing was most of the time of
+// planning a large project. This parser reads bytes once, keeps one token of look-ahead and
+// allocates little more than the tree.
 //
 // The contract is strict, and tested by comparing the two parsers on generated and fuzzed
 // input: when Parse returns a body, hclsyntax.ParseConfig on the same input returns no

@@ -405,3 +405,34 @@ func ExampleParse() {
 	fmt.Println(ok, body.Blocks[0].Type, body.Blocks[0].Labels, body.Blocks[0].Body.Attributes["run"].SrcRange)
 	// Output: true step [hello] main.hcl:2,3-23
 }
+
+// benchSource is a file of 100 steps like the plan benchmark's.
+func benchSource() []byte {
+	var b strings.Builder
+	for i := 0; i < 100; i++ {
+		fmt.Fprintf(&b, "step \"s%d\" {\n  image   = seed.base\n  run     = [\"sh\", \"-c\", \"echo %d > /out/o\"]\n  mounts  = { \"/in/1\" = step.s1.output[\"/out/o\"], \"/in/2\" = step.s2.output[\"/out/o\"], \"/src\" = dir(\"src\") }\n  outputs = [\"/out/o\"]\n}\n", i, i)
+	}
+	return []byte(b.String())
+}
+
+// BenchmarkParse and BenchmarkHCLSyntax parse the same file; compare them with
+// go test -bench . -benchmem ./internal/hclfast.
+func BenchmarkParse(b *testing.B) {
+	src := benchSource()
+	b.SetBytes(int64(len(src)))
+	for i := 0; i < b.N; i++ {
+		if _, ok := Parse(src, "f.hcl", hcl.InitialPos); !ok {
+			b.Fatal("declined")
+		}
+	}
+}
+
+func BenchmarkHCLSyntax(b *testing.B) {
+	src := benchSource()
+	b.SetBytes(int64(len(src)))
+	for i := 0; i < b.N; i++ {
+		if _, diags := hclsyntax.ParseConfig(src, "f.hcl", hcl.InitialPos); diags.HasErrors() {
+			b.Fatal(diags)
+		}
+	}
+}
