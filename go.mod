@@ -4,6 +4,8 @@ go 1.26.0
 
 require (
 	github.com/agext/levenshtein v1.2.3
+	github.com/apparentlymart/go-textseg/v15 v15.0.0
+	github.com/apparentlymart/go-textseg/v17 v17.0.1
 	github.com/containerd/containerd v1.7.35
 	github.com/containerd/platforms v0.2.1
 	github.com/google/go-cmp v0.7.0
@@ -28,8 +30,6 @@ require (
 	github.com/AdamKorcz/go-118-fuzz-build v0.0.0-20230306123547-8075edf89bb0 // indirect
 	github.com/Microsoft/go-winio v0.6.2 // indirect
 	github.com/Microsoft/hcsshim v0.11.7 // indirect
-	github.com/apparentlymart/go-textseg/v15 v15.0.0 // indirect
-	github.com/apparentlymart/go-textseg/v17 v17.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/containerd/cgroups v1.1.0 // indirect
 	github.com/containerd/containerd/api v1.8.0 // indirect

@@ -13,13 +13,14 @@
 // input: when Parse returns a body, hclsyntax.ParseConfig on the same input returns no
 // diagnostic and a deeply equal body. Anything outside the subset (operators, conditionals,
 // for expressions, splats, heredocs, template directives, "~" strip markers, \u escapes,
-// non-ASCII bytes, carriage returns, control characters, top-level attributes) and any
-// syntax error makes Parse decline, and the caller parses with hclsyntax, which also gives
+// non-ASCII text outside strings and line comments, carriage returns, control characters,
+// top-level attributes) and any syntax error makes Parse decline, and the caller parses with hclsyntax, which also gives
 // the exact diagnostics.
 package hclfast
 
 import (
 	"strings"
+	"unicode/utf8"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
@@ -30,12 +31,18 @@ import (
 // hclsyntax.ParseConfig would, and returns its top-level body, or false when src holds
 // anything outside the subset this parser knows, top-level attributes included.
 func Parse(src []byte, filename string, pos hcl.Pos) (body *hclsyntax.Body, ok bool) {
+	nonASCII := false
 	for _, c := range src {
-		// Columns are counted one per byte, which is what hclsyntax's grapheme clusters
-		// amount to for printable ASCII, tabs and line feeds only.
-		if c >= 0x7f || (c < 0x20 && c != '\n' && c != '\t') {
+		// hclsyntax counts a column per grapheme cluster, which for printable ASCII, tabs
+		// and line feeds is one per byte; other text is allowed only where it is counted
+		// cluster by cluster (see literal).
+		if c == 0x7f || (c < 0x20 && c != '\n' && c != '\t') {
 			return nil, false
 		}
+		nonASCII = nonASCII || c >= 0x80
+	}
+	if nonASCII && !utf8.Valid(src) {
+		return nil, false
 	}
 	p := &parser{src: src, filename: filename, line: pos.Line, lineStart: pos.Byte - pos.Column + 1, base: pos.Byte}
 	defer func() {
@@ -105,6 +112,7 @@ type parser struct {
 
 	prev    hcl.Range // the range of the last token read, as hclsyntax's PrevRange
 	scratch []byte    // reused for the text of string literals
+	escEnd  int       // where the last escape sequence in a string literal ended
 }
 
 func (p *parser) pos(i int) hcl.Pos {
@@ -158,6 +166,9 @@ func (p *parser) lex(nl bool) token {
 				j++
 			}
 			if j == len(src) { // a comment that ends the input has no line feed: skipped
+				if !ascii(src[i:j]) {
+					decline() // the end's column would count its clusters
+				}
 				p.i = j
 				continue
 			}
@@ -179,6 +190,9 @@ func (p *parser) lex(nl bool) token {
 				}
 				if src[j] == '\n' {
 					p.newline(j)
+				}
+				if src[j] >= 0x80 {
+					decline() // columns after it would count its clusters
 				}
 				j++
 			}
@@ -739,6 +753,38 @@ func (p *parser) closeQuote() hcl.Range {
 	return p.prev
 }
 
+// clusters accounts for the text src[i:j] of a literal, which holds non-ASCII characters:
+// hclsyntax counts its columns by grapheme cluster, within the token that holds it. A token
+// of literal text starts after the opening quote, an interpolation, "$", "%", "$${" or
+// "%%{", as the run does; but it also holds escapes, so a cluster could span an escape and
+// the run next to it. Such a run is declined.
+func (p *parser) clusters(i, j int) {
+	src := p.src
+	if i == p.escEnd && src[i] >= 0x80 || j < len(src) && src[j] == '\\' && src[j-1] >= 0x80 {
+		decline()
+	}
+	n := 0
+	for b := src[i:j]; len(b) > 0; n++ {
+		adv, _, err := scanGraphemeClusters(b, true)
+		if err != nil || adv == 0 {
+			decline()
+		}
+		b = b[adv:]
+	}
+	// Columns are computed from byte offsets: move the line's start so that the run counts
+	// n columns, not j-i.
+	p.lineStart += (j - i) - n
+}
+
+func ascii(b []byte) bool {
+	for _, c := range b {
+		if c >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
 // literal appends to lit the text of the literal sequence at p.i in a quoted string and
 // returns the number of bytes read; 0 when p.i is at the closing quote or at "${". It
 // declines at the end of the input or line, on template directives and on the escapes it
@@ -753,6 +799,9 @@ func (p *parser) literal(lit []byte) ([]byte, int) {
 		j++
 	}
 	if j > i {
+		if !ascii(src[i:j]) {
+			p.clusters(i, j)
+		}
 		p.i = j
 		return append(lit, src[i:j]...), j - i
 	}
@@ -784,6 +833,7 @@ func (p *parser) literal(lit []byte) ([]byte, int) {
 			decline()
 		}
 		p.i += 2
+		p.escEnd = p.i
 		return append(lit, s...), 2
 	case '%':
 		if next == '{' {

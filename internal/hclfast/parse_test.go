@@ -72,7 +72,7 @@ func (g *gen) gap() {
 	case 0:
 		g.b.WriteString("\n  ")
 	case 1:
-		g.b.WriteString(" # note\n")
+		g.b.WriteString(g.pick(" # note\n", " # é — note\n", " // 日本\n"))
 	case 2:
 		g.b.WriteString(" // note\n ")
 	default:
@@ -95,10 +95,14 @@ func (g *gen) str() {
 			g.b.WriteString("}")
 		case 1:
 			g.b.WriteString(g.odd(`\n`, `\n`, `\t`, `\"`, `\\`, `\r`, `\u00e9`, `\x`))
+			if g.r.Intn(3) == 0 { // non-ASCII right after an escape
+				g.b.WriteString(g.pick("é", "\u0301", "\u200d", "日"))
+			}
 		case 2:
 			g.b.WriteString(g.odd("$${", "$${", "%%{", "$", "%", "$$", "$$${", "%{ if a }x%{ endif }", "${~ a ~}", "$$$", "%%"))
 		case 3:
-			g.b.WriteString(g.odd("echo 1 > /out/o", "/out/o", "sh", "-c", "echo 1 > /out/o", "é", "{}", "a b", "'q'"))
+			g.b.WriteString(g.pick("echo 1 > /out/o", "/out/o", "sh", "-c", "é", "{}", "a b", "'q'",
+				"naïve — dash", "日本語", "e\u0301", "\u0301x", "👩\u200d💻", "🇫🇷", "\u0600x", "x\u0600", "\ufe0f", "ᄀ\u1161", "\u00a0"))
 		default:
 			g.b.WriteString(g.pick("a", "/in/x", "echo", " ", "1", "."))
 		}
@@ -244,7 +248,7 @@ func (g *gen) block(depth int) {
 		if g.r.Intn(4) == 0 {
 			g.b.WriteString(g.ident())
 		} else {
-			g.b.WriteString(g.odd(`"s1"`, `"s1"`, `"a b"`, `"$${x}"`, `"${x}"`, `"\n"`, `""`, `"%%{"`))
+			g.b.WriteString(g.odd(`"s1"`, `"s1"`, `"a b"`, `"$${x}"`, `"${x}"`, `"\n"`, `""`, `"%%{"`, `"é"`, `"e\u0301"`))
 		}
 	}
 	g.b.WriteString(" {")
@@ -275,7 +279,7 @@ func (g *gen) file() []byte {
 		g.block(2)
 	}
 	if g.r.Intn(10) == 0 {
-		g.b.WriteString(g.pick("  ", "# tail", "/* tail */", "\n\n"))
+		g.b.WriteString(g.pick("  ", "# tail", "/* tail */", "\n\n", "# tail é", "/* é */"))
 	}
 	return []byte(g.b.String())
 }
@@ -334,6 +338,7 @@ func TestAccepts(t *testing.T) {
 		"seed \"base\" {\n  layer { files = { \"/bin/sh\" = host_file(\"/x/tool\") } }\n}\n",
 		"# comment\nstep \"a\" {\n  // c\n  run = [\n    \"sh\", # why\n    \"-c\", /* inline */ \"echo $HOME $${X} 100%\",\n  ]\n  env = {\n    A = \"${var.x}/bin\"\n    \"B\": local.y\n  }\n  limits {\n    memory = \"64MiB\"\n    cpus = 1.5\n  }\n}\n",
 		"product \"p\" {\n  deliver \"d\" {\n    from = step.x.output[\"/out/a\"]\n  }\n}",
+		"step \"é\" { # naïve — dash\n  description = \"日本語, e\u0301, 👩\u200d💻 ${var.x}!\"\n  run = [\"echo\", \"🇫🇷\"] // done\n}\n",
 		"locals {\n  xs = [1, 2, 3,]\n  o = {}\n  t = []\n  e = \"\"\n  f = f()\n  n = null\n  i = a[0][\"k\"].b\n  j = (a)\n}\n",
 	} {
 		if !same(t, []byte(src), hcl.InitialPos) {
@@ -348,11 +353,13 @@ func TestAccepts(t *testing.T) {
 		"a {\n  x = b[*].c\n}\n",
 		"a {\n  x = <<EOT\nhi\nEOT\n}\n",
 		"a {\n  x = \"%{ if b }c%{ endif }\"\n}\n",
-		"a {\n  x = \"é\"\n}\n",       // non-ASCII
-		"a {\r\n  x = 1\r\n}\r\n",     // carriage returns
-		"a {\n  x = 1\n  x = 2\n}\n",  // a duplicate attribute (an error)
-		"a {\n  x = 1\n",              // unclosed
-		"a {\n  x = \"\\u0041\"\n}\n", // \u escapes
+		"a {\n  é = 1\n}\n", // non-ASCII outside strings and line comments
+		"a {\n  x = 1 /* é */\n}\n",
+		"a {\n  x = \"\\n\u0301\"\n}\n", // a cluster that may span an escape
+		"a {\r\n  x = 1\r\n}\r\n",       // carriage returns
+		"a {\n  x = 1\n  x = 2\n}\n",    // a duplicate attribute (an error)
+		"a {\n  x = 1\n",                // unclosed
+		"a {\n  x = \"\\u0041\"\n}\n",   // \u escapes
 	} {
 		if same(t, []byte(src), hcl.InitialPos) {
 			t.Errorf("accepted:\n%s", src)
