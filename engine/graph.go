@@ -171,7 +171,10 @@ func (g *Graph) newIndex() *index {
 // num returns the number of an address (which must be a node's) by binary search: cheaper
 // than a map of every address, which would be built for one lookup per edge.
 func (ix *index) num(a string) int32 {
-	i, _ := slices.BinarySearch(ix.addrs, a)
+	i, found := slices.BinarySearch(ix.addrs, a)
+	if !found {
+		panic("engine: a dependency that is not a node: " + a) // addEdges checks artifacts; the rest are built by addNodes
+	}
 	return int32(i)
 }
 
