@@ -3,6 +3,7 @@ package hugeheap
 import (
 	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"sync"
 	"syscall"
 )
@@ -15,7 +16,33 @@ var (
 	gcMu      sync.Mutex
 	gcDelayed bool
 	gcDefault int
+	// gcDelay numbers the delays: a delay's sentinel may be found by a collection that ran
+	// before a later delay began, and its cleanup runs later still, so a cleanup ends only
+	// its own delay.
+	gcDelay int
 )
+
+// delayNextGC sets GOGC to percent until the next collection ends. Call with gcMu held.
+func delayNextGC(percent int) {
+	prev := debug.SetGCPercent(percent)
+	if !gcDelayed { // a delay in force already knows the default to go back to
+		gcDefault, gcDelayed = prev, true
+	}
+	gcDelay++
+	// The sentinel is garbage at once, so the next collection finds it. It holds a pointer
+	// so it is not a tiny allocation, which a cleanup is not guaranteed to see collected.
+	sentinel := &struct{ _ *int }{}
+	runtime.AddCleanup(sentinel, endDelay, gcDelay)
+}
+
+// endDelay puts back the default GOGC if delay is still the one in force.
+func endDelay(delay int) {
+	gcMu.Lock()
+	defer gcMu.Unlock()
+	if delay == gcDelay {
+		restoreLocked()
+	}
+}
 
 // DelayFirstGC lets a short command finish before its first garbage collection, and puts
 // GOGC back as that collection ends (or when Reserve announces a burst), as cmd/compile
@@ -28,11 +55,7 @@ func DelayFirstGC() {
 	if gcDelayed {
 		return
 	}
-	gcDefault, gcDelayed = debug.SetGCPercent(startGCPercent), true
-	// The sentinel is garbage at once, so the first collection finds it. It holds a pointer
-	// so it is not a tiny allocation, which a cleanup is not guaranteed to see collected.
-	sentinel := &struct{ _ *int }{}
-	runtime.AddCleanup(sentinel, func(struct{}) { restoreGC() }, struct{}{})
+	delayNextGC(startGCPercent)
 }
 
 // Expect tells the collector that about n bytes are about to be allocated and will stay
@@ -45,28 +68,31 @@ func Expect(n int) {
 	if v, set := syscall.Getenv("GOGC"); set && v != "" {
 		return
 	}
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	live := max(ms.HeapAlloc, 1<<20)
-	want := int(uint64(n) * 100 / live)
+	// The next collection starts when the heap reaches live*(1+GOGC/100), live being what
+	// the last collection marked; the heap now also holds what was allocated since.
+	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/gc/heap/allocs:bytes"}, {Name: "/gc/heap/frees:bytes"}}
+	metrics.Read(sample)
+	live := max(sample[0].Value.Uint64(), 1<<20)
+	heap := sample[1].Value.Uint64() - sample[2].Value.Uint64()
+	want := int((heap+uint64(n))*100/live) - 100
 	gcMu.Lock()
 	defer gcMu.Unlock()
-	prev := debug.SetGCPercent(want)
-	if prev < 0 || prev >= want {
-		debug.SetGCPercent(prev)
+	cur := debug.SetGCPercent(-1)
+	debug.SetGCPercent(cur)
+	if cur < 0 || cur >= want {
 		return
 	}
-	if !gcDelayed { // a delay in force already knows the default to go back to
-		gcDefault, gcDelayed = prev, true
-	}
-	sentinel := &struct{ _ *int }{}
-	runtime.AddCleanup(sentinel, func(struct{}) { restoreGC() }, struct{}{})
+	delayNextGC(want)
 }
 
 // restoreGC puts back the GOGC that DelayFirstGC or Expect replaced, once.
 func restoreGC() {
 	gcMu.Lock()
 	defer gcMu.Unlock()
+	restoreLocked()
+}
+
+func restoreLocked() {
 	if gcDelayed {
 		debug.SetGCPercent(gcDefault)
 		gcDelayed = false

@@ -84,3 +84,23 @@ func TestExpectDelaysTheNextCollection(t *testing.T) {
 		t.Errorf("GOGC after a small Expect = %d, want 100", p)
 	}
 }
+
+// A delay's cleanup can run after a later delay began (the collection that found its
+// sentinel ran before): it must not end the later one.
+func TestStaleCleanupKeepsALaterDelay(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	runtime.GC()
+	DelayFirstGC()
+	gcMu.Lock()
+	first := gcDelay
+	gcMu.Unlock()
+	restoreGC() // as a large Reserve does, with the first sentinel still pending
+	Expect(256 << 20)
+	if p := gcPercent(); p <= 100 {
+		t.Fatalf("GOGC after Expect = %d, want more than 100", p)
+	}
+	endDelay(first) // the first sentinel's cleanup, late
+	if p := gcPercent(); p <= 100 {
+		t.Fatalf("a stale cleanup put GOGC back to %d", p)
+	}
+}
