@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"sort"
 	"strings"
 	"testing"
@@ -456,4 +457,40 @@ step "c" {
 			t.Errorf("cycle detail lacks %q:\n%s", line, diags[0].Detail)
 		}
 	}
+}
+
+// Compile announces what it will allocate (hugeheap.Expect): right after it, unless a
+// collection ran meanwhile, GOGC is still raised above the default.
+func TestCompileExpectsItsAllocation(t *testing.T) {
+	p := &genProject{srcs: 1}
+	for i := 0; i < 3000; i++ {
+		p.steps = append(p.steps, genStep{argv: fmt.Sprintf("echo %d", i), env: "a", memory: "64MiB", src: -1})
+	}
+	dir := t.TempDir()
+	p.write(t, dir, p.blocks(seedFile(t, "tool"), "  "), 10)
+	cfg, diags := lang.Load(dir, lang.Options{})
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	// A collection during Compile puts GOGC back; that is right, but then this cannot see
+	// the announcement, so try again.
+	for attempt := 0; attempt < 5; attempt++ {
+		debug.SetGCPercent(100)
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		if _, diags := Compile(cfg); diags.HasErrors() {
+			t.Fatal(diags)
+		}
+		runtime.ReadMemStats(&after)
+		if after.NumGC != before.NumGC {
+			continue
+		}
+		if p := debug.SetGCPercent(100); p <= 100 {
+			t.Fatalf("GOGC after compiling 3000 steps is %d: Compile announced no allocation", p)
+		}
+		return
+	}
+	t.Fatal("a collection ran during every Compile")
 }
