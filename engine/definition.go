@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"runtime"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/foundry-build/foundry/engine/digest"
@@ -51,8 +50,7 @@ func EffectiveLimits(l lang.Limits) lang.Limits {
 // those of digesting in order, and so is the error returned: the first in order (every
 // node is digested, since a later wave may hold a node earlier in order).
 func (g *Graph) digest(ix *index) error {
-	workers := runtime.GOMAXPROCS(0)
-	if len(ix.order) < parallelDigestMin || workers < 2 {
+	if len(ix.order) < parallelDigestMin || runtime.GOMAXPROCS(0) < 2 {
 		for _, a := range ix.order {
 			if err := g.digestNode(ix.nodes[a]); err != nil {
 				return err
@@ -61,7 +59,7 @@ func (g *Graph) digest(ix *index) error {
 		return nil
 	}
 	wave := make([]int32, len(ix.addrs))
-	var waves [][]*Node
+	var waves [][]int32
 	for _, a := range ix.order {
 		w := int32(0)
 		for _, d := range ix.deps[a] {
@@ -71,31 +69,19 @@ func (g *Graph) digest(ix *index) error {
 		if int(w) == len(waves) {
 			waves = append(waves, nil)
 		}
-		waves[w] = append(waves[w], ix.nodes[a])
+		waves[w] = append(waves[w], a)
 	}
-	errs := make(map[*Node]error)
-	var mu sync.Mutex
+	errs := make([]error, len(ix.addrs)) // by node number: each is written by one worker
 	for _, nodes := range waves {
-		var wg sync.WaitGroup
-		k := min(workers, (len(nodes)+parallelDigestChunk-1)/parallelDigestChunk)
-		for w := 0; w < k; w++ {
-			wg.Add(1)
-			go func(part []*Node) {
-				defer wg.Done()
-				for _, n := range part {
-					if err := g.digestNode(n); err != nil {
-						mu.Lock()
-						errs[n] = err
-						mu.Unlock()
-					}
-				}
-			}(nodes[w*len(nodes)/k : (w+1)*len(nodes)/k])
-		}
-		wg.Wait()
+		inParallel(len(nodes), parallelDigestChunk, func(lo, hi int) {
+			for _, a := range nodes[lo:hi] {
+				errs[a] = g.digestNode(ix.nodes[a])
+			}
+		})
 	}
 	for _, a := range ix.order {
-		if err := errs[ix.nodes[a]]; err != nil {
-			return err
+		if errs[a] != nil {
+			return errs[a]
 		}
 	}
 	return nil

@@ -311,23 +311,7 @@ func TestServiceContractDigest(t *testing.T) {
 // parallel passes (edges, digest waves, step views) on two processors and on one, and
 // requires the same plan.
 func TestParallelDigestSameAsSequential(t *testing.T) {
-	r := rand.New(rand.NewSource(7))
-	p := &genProject{srcs: 3}
-	for i := 0; i < parallelDigestMin+100; i++ {
-		s := genStep{argv: fmt.Sprintf("echo %d", i), env: "a", memory: "64MiB", src: r.Intn(4) - 1}
-		for k := 0; k < 3 && i > 0; k++ {
-			if d := r.Intn(i); !contains(s.deps, d) {
-				s.deps = append(s.deps, d)
-			}
-		}
-		p.steps = append(p.steps, s)
-	}
-	dir := t.TempDir()
-	p.write(t, dir, p.blocks(seedFile(t, "tool"), "  "), 20)
-	cfg, diags := lang.Load(dir, lang.Options{})
-	if diags.HasErrors() {
-		t.Fatal(diags)
-	}
+	cfg := loadSparse(t, rand.New(rand.NewSource(7)), parallelDigestMin+100, 3, 20)
 	plan := func() string {
 		g, diags := Compile(cfg)
 		if diags.HasErrors() {
@@ -355,6 +339,30 @@ func TestParallelDigestSameAsSequential(t *testing.T) {
 	}
 }
 
+// loadSparse writes and loads a project of n steps, each mounting the outputs of up to
+// deps random earlier steps (and maybe a source directory), spread over the given number of
+// files: large graphs with few edges, as the plan benchmark makes.
+func loadSparse(t *testing.T, r *rand.Rand, n, deps, files int) *lang.Config {
+	t.Helper()
+	p := &genProject{srcs: 3}
+	for i := 0; i < n; i++ {
+		s := genStep{argv: fmt.Sprintf("echo %d", i), env: "a", memory: "64MiB", src: r.Intn(4) - 1}
+		for k := 0; k < deps && i > 0; k++ {
+			if d := r.Intn(i); !contains(s.deps, d) {
+				s.deps = append(s.deps, d)
+			}
+		}
+		p.steps = append(p.steps, s)
+	}
+	dir := t.TempDir()
+	p.write(t, dir, p.blocks(seedFile(t, "tool"), "  "), files)
+	cfg, diags := lang.Load(dir, lang.Options{})
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	return cfg
+}
+
 func contains(xs []int, x int) bool {
 	for _, y := range xs {
 		if y == x {
@@ -367,23 +375,7 @@ func contains(xs []int, x int) bool {
 // TestOrderIsKahnByAddress checks Graph.Order against Kahn's algorithm on addresses: every
 // node after its dependencies, ties broken by the smallest address.
 func TestOrderIsKahnByAddress(t *testing.T) {
-	r := rand.New(rand.NewSource(11))
-	p := &genProject{srcs: 1}
-	for i := 0; i < 300; i++ {
-		s := genStep{argv: fmt.Sprintf("echo %d", i), env: "a", memory: "64MiB", src: -1}
-		for k := 0; k < 2 && i > 0; k++ {
-			if d := r.Intn(i); !contains(s.deps, d) {
-				s.deps = append(s.deps, d)
-			}
-		}
-		p.steps = append(p.steps, s)
-	}
-	dir := t.TempDir()
-	p.write(t, dir, p.blocks(seedFile(t, "tool"), "  "), 3)
-	cfg, diags := lang.Load(dir, lang.Options{})
-	if diags.HasErrors() {
-		t.Fatal(diags)
-	}
+	cfg := loadSparse(t, rand.New(rand.NewSource(11)), 300, 2, 3)
 	g, diags := Compile(cfg)
 	if diags.HasErrors() {
 		t.Fatal(diags)
@@ -462,16 +454,7 @@ step "c" {
 // Compile announces what it will allocate (hugeheap.Expect): right after it, unless a
 // collection ran meanwhile, GOGC is still raised above the default.
 func TestCompileExpectsItsAllocation(t *testing.T) {
-	p := &genProject{srcs: 1}
-	for i := 0; i < 3000; i++ {
-		p.steps = append(p.steps, genStep{argv: fmt.Sprintf("echo %d", i), env: "a", memory: "64MiB", src: -1})
-	}
-	dir := t.TempDir()
-	p.write(t, dir, p.blocks(seedFile(t, "tool"), "  "), 10)
-	cfg, diags := lang.Load(dir, lang.Options{})
-	if diags.HasErrors() {
-		t.Fatal(diags)
-	}
+	cfg := loadSparse(t, rand.New(rand.NewSource(13)), 3000, 0, 10)
 	defer debug.SetGCPercent(debug.SetGCPercent(100))
 	// A collection during Compile puts GOGC back; that is right, but then this cannot see
 	// the announcement, so try again.

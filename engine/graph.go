@@ -190,7 +190,7 @@ func (ix *index) num(a string) int32 {
 // here, so a large graph's are done on every core; diagnostics keep address order.
 func (g *Graph) addEdges(ix *index) hcl.Diagnostics {
 	nodeDiags := make([]hcl.Diagnostics, len(ix.addrs))
-	inParallel(len(ix.addrs), func(lo, hi int) {
+	inParallel(len(ix.addrs), parallelMin/2, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			nodeDiags[i] = g.addNodeEdges(ix, i)
 		}
@@ -263,9 +263,10 @@ func (g *Graph) addNodeEdges(ix *index, i int) hcl.Diagnostics {
 const parallelMin = 2048
 
 // inParallel calls fn on contiguous parts of [0, n) that together cover it: one part per
-// processor from parallelMin up, else one part. fn must only write what its part owns.
-func inParallel(n int, fn func(lo, hi int)) {
-	workers := min(runtime.GOMAXPROCS(0), n/(parallelMin/2))
+// processor, each of at least minPart, or a single part. fn must only write what its part
+// owns.
+func inParallel(n, minPart int, fn func(lo, hi int)) {
+	workers := min(runtime.GOMAXPROCS(0), n/minPart)
 	if workers < 2 {
 		fn(0, n)
 		return

@@ -150,7 +150,7 @@ func MakePlan(g *Graph, opt PlanOptions) (*Plan, error) {
 	}
 	// The views of steps depend on nothing else, and are most of the work of a large plan.
 	views := make([]*StepView, len(g.Order))
-	inParallel(len(g.Order), func(lo, hi int) {
+	inParallel(len(g.Order), parallelMin/2, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			if n := g.Nodes[g.Order[i]]; n.Kind == KindStep || n.Kind == KindCheck {
 				views[i] = g.stepView(n)

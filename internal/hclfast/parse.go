@@ -586,23 +586,7 @@ func makeRelativeTraversal(expr hclsyntax.Expression, next hcl.Traverser, rng hc
 // call is hclsyntax's finishParsingFunctionCall without "::" names and "..." expansion.
 func (p *parser) call(name token) hclsyntax.Expression {
 	open := p.expect(false, kOParen)
-	var args []hclsyntax.Expression
-	var closing token
-	for {
-		if p.peek(false).kind == kCParen {
-			closing = p.read(false)
-			break
-		}
-		args = append(args, p.expr(false))
-		sep := p.read(false)
-		if sep.kind == kCParen {
-			closing = sep
-			break
-		}
-		if sep.kind != kComma {
-			decline()
-		}
-	}
+	args, closing := p.list(kCParen)
 	return &hclsyntax.FunctionCallExpr{
 		Name:            p.name(name),
 		Args:            args,
@@ -616,24 +600,28 @@ func (p *parser) tuple(open token) hclsyntax.Expression {
 	if p.isFor() {
 		decline()
 	}
+	exprs, closing := p.list(kCBrack)
+	return &hclsyntax.TupleConsExpr{Exprs: exprs, SrcRange: hcl.RangeBetween(open.rng, closing.rng), OpenRange: open.rng}
+}
+
+// list reads comma-separated expressions, a trailing comma allowed, up to and including
+// the closer, as hclsyntax reads arguments and tuple items (line feeds ignored). The
+// slice is nil when there are none, as hclsyntax's is.
+func (p *parser) list(closer kind) ([]hclsyntax.Expression, token) {
 	var exprs []hclsyntax.Expression
-	var closing token
 	for {
-		if p.peek(false).kind == kCBrack {
-			closing = p.read(false)
-			break
+		if p.peek(false).kind == closer {
+			return exprs, p.read(false)
 		}
 		exprs = append(exprs, p.expr(false))
 		sep := p.read(false)
-		if sep.kind == kCBrack {
-			closing = sep
-			break
+		if sep.kind == closer {
+			return exprs, sep
 		}
 		if sep.kind != kComma {
 			decline()
 		}
 	}
-	return &hclsyntax.TupleConsExpr{Exprs: exprs, SrcRange: hcl.RangeBetween(open.rng, closing.rng), OpenRange: open.rng}
 }
 
 func (p *parser) object(open token) hclsyntax.Expression {

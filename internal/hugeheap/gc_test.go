@@ -7,6 +7,20 @@ import (
 	"time"
 )
 
+// waitForDefaultGC runs collections until GOGC is back to 100: the cleanup that puts it
+// back runs after the collection that finds its sentinel.
+func waitForDefaultGC(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for gcPercent() != 100 {
+		if time.Now().After(deadline) {
+			t.Fatalf("GOGC is still %d after collections; want the default 100 back", gcPercent())
+		}
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 func gcPercent() int {
 	p := debug.SetGCPercent(-1)
 	debug.SetGCPercent(p)
@@ -20,14 +34,7 @@ func TestDelayFirstGCEndsWithTheFirstCollection(t *testing.T) {
 	if p := gcPercent(); p != startGCPercent {
 		t.Fatalf("GOGC after DelayFirstGC = %d, want %d", p, startGCPercent)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for gcPercent() != 100 {
-		if time.Now().After(deadline) {
-			t.Fatalf("GOGC is still %d after collections; want the default 100 back", gcPercent())
-		}
-		runtime.GC()
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitForDefaultGC(t)
 }
 
 // A large Reserve announces a burst of allocation: the default GOGC is back before it
@@ -70,14 +77,7 @@ func TestExpectDelaysTheNextCollection(t *testing.T) {
 		t.Errorf("%d collections while allocating 64 MiB of an expected 256 MiB", n)
 	}
 	runtime.KeepAlive(live)
-	deadline := time.Now().Add(5 * time.Second)
-	for gcPercent() != 100 {
-		if time.Now().After(deadline) {
-			t.Fatalf("GOGC is still %d after collections; want the default 100 back", gcPercent())
-		}
-		runtime.GC()
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitForDefaultGC(t)
 	// Nothing to do when GOGC already allows the expected growth.
 	Expect(1 << 10)
 	if p := gcPercent(); p != 100 {
