@@ -45,6 +45,8 @@ func main() {
 	fmt.Printf("%-8s %12s %19s %12s %14s %12s\n", "nodes", "median time", "range", "per node", "peak RSS", "vs previous")
 	var prev time.Duration
 	var prevN int
+	median := map[int]time.Duration{}
+	peak := map[int]int64{} // KiB
 	for _, s := range strings.Split(*sizes, ",") {
 		n, err := strconv.Atoi(s)
 		if err != nil {
@@ -82,7 +84,24 @@ func main() {
 		spread := fmt.Sprintf("%v-%v", times[0].Round(time.Millisecond), times[len(times)-1].Round(time.Millisecond))
 		fmt.Printf("%-8d %12s %19s %12s %10.1f MiB %s\n", n, elapsed.Round(time.Millisecond), spread, (elapsed / time.Duration(n)).Round(time.Microsecond/10), float64(rss)/1024, ratio)
 		prev, prevN = elapsed, n
+		median[n], peak[n] = elapsed, rss
 	}
+	// The goals of issue 2, beside what this run measured.
+	if t, ok := median[10000]; ok {
+		fmt.Printf("goal: 10k nodes under 500ms and 200 MiB: %v, %.1f MiB (%s)\n",
+			t.Round(time.Millisecond), float64(peak[10000])/1024, met(t < 500*time.Millisecond && peak[10000] < 200*1024))
+		if t100, ok := median[100000]; ok {
+			r := float64(t100) / float64(t)
+			fmt.Printf("goal: 100k nodes under 10x the 10k time: %.1fx (%s)\n", r, met(r < 10))
+		}
+	}
+}
+
+func met(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "not met"
 }
 
 // generate writes a project of n steps on one seed: each step mounts the outputs of up to
