@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/foundry-build/foundry/engine/digest"
+	"github.com/foundry-build/foundry/internal/parallel"
 	"github.com/foundry-build/foundry/lang"
 )
 
@@ -73,7 +74,7 @@ func (g *Graph) digest(ix *index) error {
 	}
 	errs := make([]error, len(ix.addrs)) // by node number: each is written by one worker
 	for _, nodes := range waves {
-		inParallel(len(nodes), parallelDigestChunk, func(lo, hi int) {
+		parallel.Parts(len(nodes), parallelDigestChunk, func(lo, hi int) {
 			for _, a := range nodes[lo:hi] {
 				errs[a] = g.digestNode(ix.nodes[a])
 			}

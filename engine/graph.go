@@ -7,16 +7,15 @@ import (
 	"container/heap"
 	"encoding/json"
 	"fmt"
-	"runtime"
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 
 	"github.com/hashicorp/hcl/v2"
 
 	"github.com/foundry-build/foundry/engine/digest"
 	"github.com/foundry-build/foundry/internal/hugeheap"
+	"github.com/foundry-build/foundry/internal/parallel"
 	"github.com/foundry-build/foundry/lang"
 )
 
@@ -70,7 +69,7 @@ type Graph struct {
 // be found before ordering), order, then digest in that order (a digest needs the digests of
 // its dependencies).
 func Compile(cfg *lang.Config) (*Graph, hcl.Diagnostics) {
-	g := &Graph{Config: cfg, Nodes: map[string]*Node{}}
+	g := &Graph{Config: cfg}
 	g.addNodes()
 	// What compiling and planning allocate is nearly all kept (definitions, views): no
 	// collection is worth running before they are built.
@@ -94,6 +93,9 @@ func (g *Graph) add(n *Node) { g.Nodes[n.Address] = n }
 
 func (g *Graph) addNodes() {
 	c := g.Config
+	steps := c.AllSteps()
+	// Sized up front: growing a map of 100k nodes rehashes it ~17 times.
+	g.Nodes = make(map[string]*Node, len(c.Seeds)+len(c.Capabilities)+2*len(c.Recipes)+len(c.Products)+len(steps))
 	for name, s := range c.Seeds {
 		g.add(&Node{Address: "seed." + name, Kind: KindSeed, Seed: s, Range: s.DeclRange})
 	}
@@ -109,7 +111,7 @@ func (g *Graph) addNodes() {
 	for name, p := range c.Products {
 		g.add(&Node{Address: "product." + name, Kind: KindProduct, Product: p, Range: p.DeclRange})
 	}
-	for _, st := range c.AllSteps() {
+	for _, st := range steps {
 		kind := KindStep
 		if st.Kind == "check" {
 			kind = KindCheck
@@ -190,7 +192,7 @@ func (ix *index) num(a string) int32 {
 // here, so a large graph's are done on every core; diagnostics keep address order.
 func (g *Graph) addEdges(ix *index) hcl.Diagnostics {
 	nodeDiags := make([]hcl.Diagnostics, len(ix.addrs))
-	inParallel(len(ix.addrs), parallelMin/2, func(lo, hi int) {
+	parallel.Parts(len(ix.addrs), parallelMin/2, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			nodeDiags[i] = g.addNodeEdges(ix, i)
 		}
@@ -261,26 +263,6 @@ func (g *Graph) addNodeEdges(ix *index, i int) hcl.Diagnostics {
 // parallelMin is the least number of nodes for which a graph pass is split over the
 // processors: below it, goroutines cost more than they save.
 const parallelMin = 2048
-
-// inParallel calls fn on contiguous parts of [0, n) that together cover it: one part per
-// processor, each of at least minPart, or a single part. fn must only write what its part
-// owns.
-func inParallel(n, minPart int, fn func(lo, hi int)) {
-	workers := min(runtime.GOMAXPROCS(0), n/minPart)
-	if workers < 2 {
-		fn(0, n)
-		return
-	}
-	var wg sync.WaitGroup
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func(lo, hi int) {
-			defer wg.Done()
-			fn(lo, hi)
-		}(w*n/workers, (w+1)*n/workers)
-	}
-	wg.Wait()
-}
 
 // checkCycles reports the first cycle found, naming every node on it.
 func (g *Graph) checkCycles(ix *index) *hcl.Diagnostic {

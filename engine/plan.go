@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/foundry-build/foundry/engine/digest"
+	"github.com/foundry-build/foundry/internal/parallel"
 	"github.com/foundry-build/foundry/lang"
 )
 
@@ -150,14 +151,14 @@ func MakePlan(g *Graph, opt PlanOptions) (*Plan, error) {
 	}
 	// The views of steps depend on nothing else, and are most of the work of a large plan.
 	views := make([]*StepView, len(g.Order))
-	inParallel(len(g.Order), parallelMin/2, func(lo, hi int) {
+	parallel.Parts(len(g.Order), parallelMin/2, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			if n := g.Nodes[g.Order[i]]; n.Kind == KindStep || n.Kind == KindCheck {
 				views[i] = g.stepView(n)
 			}
 		}
 	})
-	status := map[string]*PlanNode{}
+	status := make(map[string]*PlanNode, len(g.Order))
 	for i, a := range g.Order {
 		n := g.Nodes[a]
 		pn := &PlanNode{Address: a, Kind: n.Kind, Digest: n.Digest, Deps: n.Deps,

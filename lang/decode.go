@@ -5,7 +5,6 @@ import (
 	"math"
 	"path"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"sort"
 	"strconv"
@@ -17,6 +16,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/foundry-build/foundry/engine/digest"
+	"github.com/foundry-build/foundry/internal/parallel"
 )
 
 func digestBytes(b []byte) digest.Digest { return digest.FromBytes(b) }
@@ -440,37 +440,46 @@ func (l *loader) decodeSteps(s *stepScope, dst map[string]*Step) {
 		blocks[i], s.blocks[name] = s.blocks[name], nil
 	}
 	steps := make([]*Step, len(s.order))
-	workers := min(runtime.GOMAXPROCS(0), len(blocks)/parallelDecodeMin)
-	if !parallelDecode || workers < 2 {
-		workers = 1
-	}
-	forks := make([]*loader, workers)
-	var wg sync.WaitGroup
-	for w := range forks {
-		lo, hi := w*len(blocks)/workers, (w+1)*len(blocks)/workers
-		fl := l
-		if workers > 1 {
-			fl = l.fork()
+	l.forked(len(blocks), func(fl *loader, lo, hi int) {
+		ctx := fl.baseContext()
+		for i := lo; i < hi; i++ {
+			steps[i] = fl.decodeStep(blocks[i], ctx, s)
+			blocks[i] = nil
 		}
-		forks[w] = fl
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ctx := fl.baseContext()
-			for i := lo; i < hi; i++ {
-				steps[i] = fl.decodeStep(blocks[i], ctx, s)
-				blocks[i] = nil
-			}
-		}()
-	}
-	wg.Wait()
-	if workers > 1 {
-		for _, fl := range forks {
-			l.join(fl)
-		}
-	}
+	})
 	for i, name := range s.order {
 		dst[name] = steps[i]
+	}
+}
+
+// forked calls fn on contiguous parts of [0, n), on every core when n is large. Each part
+// but a lone one gets a fork of l, and the forks are joined in part order: the configuration
+// and diagnostics are exactly those of doing the parts one after another on l.
+func (l *loader) forked(n int, fn func(fl *loader, lo, hi int)) {
+	least := parallelDecodeMin
+	if !parallelDecode {
+		least = n + 1
+	}
+	type part struct {
+		lo int
+		l  *loader
+	}
+	var parts []part
+	var mu sync.Mutex
+	parallel.Parts(n, least, func(lo, hi int) {
+		if lo == 0 && hi == n {
+			fn(l, lo, hi)
+			return
+		}
+		fl := l.fork()
+		fn(fl, lo, hi)
+		mu.Lock()
+		parts = append(parts, part{lo, fl})
+		mu.Unlock()
+	})
+	slices.SortFunc(parts, func(a, b part) int { return a.lo - b.lo })
+	for _, p := range parts {
+		l.join(p.l)
 	}
 }
 
@@ -699,7 +708,7 @@ func (l *loader) decodeRecipe(b *hcl.Block) {
 			}
 		}
 	}
-	scope := newStepScope("recipe."+r.Name, nil)
+	scope := newStepScope("recipe."+r.Name, 0)
 	var pkgs []*hcl.Block
 	for _, blk := range content.Blocks {
 		if blk.Type == "step" {
@@ -773,7 +782,7 @@ func (l *loader) decodeProduct(b *hcl.Block) {
 			}
 		}
 	}
-	scope := newStepScope("product."+p.Name, nil)
+	scope := newStepScope("product."+p.Name, 0)
 	var checks, delivers []*hcl.Block
 	for _, blk := range content.Blocks {
 		switch blk.Type {

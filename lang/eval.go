@@ -51,8 +51,9 @@ type stepScope struct {
 	value     cty.Value
 }
 
-func newStepScope(prefix string, _ any) *stepScope {
-	return &stepScope{prefix: prefix, blocks: map[string]*hcl.Block{}, outputs: map[string][]string{}}
+// newStepScope returns an empty scope with room for about n steps.
+func newStepScope(prefix string, n int) *stepScope {
+	return &stepScope{prefix: prefix, blocks: make(map[string]*hcl.Block, n), outputs: make(map[string][]string, n)}
 }
 
 func (s *stepScope) address(name string) string {
@@ -69,38 +70,68 @@ func (s *stepScope) add(l *loader, b *hcl.Block) {
 	if s.prefix != "" && !l.declare(s.prefix+".step."+name, b) {
 		return
 	}
+	s.insert(name, b, l.declaredOutputs(b))
+}
+
+func (s *stepScope) insert(name string, b *hcl.Block, outputs []string) {
 	s.blocks[name] = b
 	s.order = append(s.order, name)
-	if expr := outputsExpr(b.Body); expr != nil {
-		for _, t := range variables(expr) {
-			if r := t.RootName(); r != "var" && r != "local" {
-				l.diags = append(l.diags, errorf(t.SourceRange().Ptr(), "Invalid reference in outputs",
-					"A step's outputs may refer only to variables and locals: other steps see them before this step runs."))
-				return
-			}
-		}
-		val, diags := l.eval(expr, l.baseContext(), nil)
-		if diags.HasErrors() {
-			return
-		}
-		rng := expr.Range()
-		outs := l.stringList(val, rng, "outputs")
-		seen := map[string]bool{}
-		for _, o := range outs {
-			if !validOutputPath(o) {
-				l.diags = append(l.diags, errorf(&rng, "Invalid output path",
-					"%q: outputs are absolute, clean paths under /out, for example \"/out/bin/tool\".", o))
-				continue
-			}
-			if seen[o] {
-				l.diags = append(l.diags, errorf(&rng, "Duplicate output", "%q is declared twice.", o))
-				continue
-			}
-			seen[o] = true
-			s.outputs[name] = append(s.outputs[name], o)
-		}
-		sort.Strings(s.outputs[name])
+	if outputs != nil {
+		s.outputs[name] = outputs
 	}
+}
+
+// addAll adds the blocks of a scope whose names need no declaring (the top level's, declared
+// with every other block). A large scope's outputs are evaluated on every core, each worker
+// with a fork of the loader, joined in block order: the same outputs and diagnostics as
+// adding the blocks one by one (see forked).
+func (s *stepScope) addAll(l *loader, blocks []*hcl.Block) {
+	outs := make([][]string, len(blocks))
+	l.forked(len(blocks), func(fl *loader, lo, hi int) {
+		for i := lo; i < hi; i++ {
+			outs[i] = fl.declaredOutputs(blocks[i])
+		}
+	})
+	for i, b := range blocks {
+		s.insert(b.Labels[0], b, outs[i])
+	}
+}
+
+// declaredOutputs evaluates a step block's outputs attribute: the sorted, valid paths.
+func (l *loader) declaredOutputs(b *hcl.Block) []string {
+	expr := outputsExpr(b.Body)
+	if expr == nil {
+		return nil
+	}
+	for _, t := range variables(expr) {
+		if r := t.RootName(); r != "var" && r != "local" {
+			l.diags = append(l.diags, errorf(t.SourceRange().Ptr(), "Invalid reference in outputs",
+				"A step's outputs may refer only to variables and locals: other steps see them before this step runs."))
+			return nil
+		}
+	}
+	val, diags := l.eval(expr, l.baseContext(), nil)
+	if diags.HasErrors() {
+		return nil
+	}
+	rng := expr.Range()
+	var outputs []string
+	seen := map[string]bool{}
+	for _, o := range l.stringList(val, rng, "outputs") {
+		if !validOutputPath(o) {
+			l.diags = append(l.diags, errorf(&rng, "Invalid output path",
+				"%q: outputs are absolute, clean paths under /out, for example \"/out/bin/tool\".", o))
+			continue
+		}
+		if seen[o] {
+			l.diags = append(l.diags, errorf(&rng, "Duplicate output", "%q is declared twice.", o))
+			continue
+		}
+		seen[o] = true
+		outputs = append(outputs, o)
+	}
+	sort.Strings(outputs)
+	return outputs
 }
 
 // outputsExpr returns the expression of a step body's outputs attribute, or nil. Errors in

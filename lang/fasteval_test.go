@@ -95,7 +95,8 @@ seed "base" {
 		if clean && r.Intn(4) == 0 {
 			b.WriteString("  limits {\n    memory = \"64MiB\"\n  }\n")
 		}
-		outputs := pick(`["/out/o"]`, `["/out/o"]`, `["/out/o", "/out/p"]`, `[]`, `["/out/${var.name}"]`, `local.l`)
+		outputs := pick(`["/out/o"]`, `["/out/o"]`, `["/out/o", "/out/p"]`, `[]`, `["/out/${var.name}"]`, `local.l`,
+			`["out/x"]`, `["/out/o", "/out/o"]`, `[step.s0.output["/out/o"]]`, `[file("nope.txt")]`)
 		if clean {
 			outputs = pick(`["/out/o"]`, `["/out/o", "/out/p"]`, `["/out/o", "/out/${var.name}"]`)
 		}

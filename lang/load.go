@@ -12,6 +12,7 @@ import (
 
 	"github.com/foundry-build/foundry/engine/digest"
 	"github.com/foundry-build/foundry/internal/hugeheap"
+	"github.com/foundry-build/foundry/internal/parallel"
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/ext/typeexpr"
 	"github.com/hashicorp/hcl/v2/hclparse"
@@ -120,6 +121,9 @@ func (l *loader) load(opts Options) {
 	if l.diags.HasErrors() {
 		return
 	}
+	// Maps keyed by address are sized up front: growing one of 100k entries rehashes it
+	// ~17 times, each time touching every entry again.
+	l.declared = make(map[string]hcl.Range, len(blocks))
 	byType := map[string][]*hcl.Block{}
 	for _, b := range blocks {
 		if len(b.Labels) == 1 && !l.declare(b.Type+"."+b.Labels[0], b) {
@@ -144,10 +148,9 @@ func (l *loader) load(opts Options) {
 		l.decodeCapability(b)
 	}
 	blocks = nil
-	top := newStepScope("", nil)
-	for _, b := range byType["step"] {
-		top.add(l, b)
-	}
+	top := newStepScope("", len(byType["step"]))
+	l.cfg.Steps = make(map[string]*Step, len(byType["step"]))
+	top.addAll(l, byType["step"])
 	delete(byType, "step")
 	l.decodeSteps(top, l.cfg.Steps)
 	for _, b := range byType["recipe"] {
@@ -196,21 +199,26 @@ func parseFiles(dir string, names []string) []parsedFile {
 	out := make([]parsedFile, len(names))
 	srcs := make([][]byte, len(names))
 	pieces := make([][]piece, len(names))
+	// Files are read and cut on every core too (1000 files took 0.18 s on one).
+	parallel.Parts(len(names), 16, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			out[i].rel, _ = filepath.Rel(dir, names[i])
+			src, err := os.ReadFile(names[i])
+			if err != nil {
+				out[i].diags = hcl.Diagnostics{errorf(nil, "Cannot read configuration file", "%v", err)}
+				continue
+			}
+			srcs[i], pieces[i] = src, cutPieces(src, minPiece)
+		}
+	})
 	type job struct{ file, piece int }
 	var jobs []job
 	total := 0
-	for i, name := range names {
-		out[i].rel, _ = filepath.Rel(dir, name)
-		src, err := os.ReadFile(name)
-		if err != nil {
-			out[i].diags = hcl.Diagnostics{errorf(nil, "Cannot read configuration file", "%v", err)}
-			continue
-		}
-		srcs[i], pieces[i] = src, cutPieces(src, minPiece)
+	for i := range names {
 		for k := range pieces[i] {
 			jobs = append(jobs, job{i, k})
 		}
-		total += len(src)
+		total += len(srcs[i])
 	}
 	hugeheap.Reserve(total * heapPerSourceByte)
 	// The trees stay live until decoded: collecting while they are built frees nothing.
