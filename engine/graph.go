@@ -53,6 +53,8 @@ type Node struct {
 	Package    *lang.Package
 	Step       *lang.Step
 	Product    *lang.Product
+
+	num int32 // the node's number in address order (see index)
 }
 
 // Graph is a compiled configuration.
@@ -62,6 +64,8 @@ type Graph struct {
 	// Order lists every address so that each node comes after all its Deps; ties are broken
 	// by address, so the order is deterministic.
 	Order []string
+
+	ix *index // the nodes by number, for planning
 }
 
 // Compile builds the graph of cfg. It runs, in order: add nodes (every block becomes a node),
@@ -75,6 +79,7 @@ func Compile(cfg *lang.Config) (*Graph, hcl.Diagnostics) {
 	// collection is worth running before they are built.
 	hugeheap.Expect(len(g.Nodes) * compileBytesPerNode)
 	ix := g.newIndex()
+	g.ix = ix
 	diags := g.addEdges(ix)
 	if diags.HasErrors() {
 		return g, diags
@@ -173,19 +178,19 @@ func (g *Graph) newIndex() *index {
 	ix.nodes = make([]*Node, len(ix.addrs))
 	for i, a := range ix.addrs {
 		ix.nodes[i] = g.Nodes[a]
+		ix.nodes[i].num = int32(i)
 	}
 	ix.deps = make([][]int32, len(ix.addrs))
 	return ix
 }
 
-// num returns the number of an address (which must be a node's) by binary search: cheaper
-// than a map of every address, which would be built for one lookup per edge.
-func (ix *index) num(a string) int32 {
-	i, found := slices.BinarySearch(ix.addrs, a)
-	if !found {
+// num returns the number of an address, which must be a node's.
+func (g *Graph) num(a string) int32 {
+	n, ok := g.Nodes[a]
+	if !ok {
 		panic("engine: a dependency that is not a node: " + a) // addEdges checks artifacts; the rest are built by addNodes
 	}
-	return int32(i)
+	return n.num
 }
 
 // addEdges sets every node's Deps (and a capability's Providers). Nodes are independent
@@ -207,35 +212,38 @@ func (g *Graph) addEdges(ix *index) hcl.Diagnostics {
 func (g *Graph) addNodeEdges(ix *index, i int) hcl.Diagnostics {
 	var diags hcl.Diagnostics
 	addr, n := ix.addrs[i], ix.nodes[i]
-	deps := map[string]bool{}
+	// Dependencies are gathered as node numbers: sorting and deduplicating those sorts and
+	// deduplicates the addresses (numbers follow address order) without a map per node.
+	var deps []int32
 	for _, a := range n.artifacts() {
 		if a.Node == "" {
 			continue // content read at evaluation time: no producing node
 		}
-		if _, ok := g.Nodes[a.Node]; !ok {
+		dn, ok := g.Nodes[a.Node]
+		if !ok {
 			rng := a.Range
 			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Reference to unknown node",
 				Detail: fmt.Sprintf("%s refers to %s, which does not exist.", addr, a.Node), Subject: &rng})
 			continue
 		}
-		deps[a.Node] = true
+		deps = append(deps, dn.num)
 	}
 	switch n.Kind {
 	case KindRecipe:
 		// A recipe is built when its package is assembled and all its steps have run
 		// (a step the package does not use is still part of the recipe and its digest).
 		if n.Recipe.Package != nil {
-			deps[addr+".package"] = true
+			deps = append(deps, g.num(addr+".package"))
 		}
 		for name := range n.Recipe.Steps {
-			deps[addr+".step."+name] = true
+			deps = append(deps, g.num(addr+".step."+name))
 		}
 	case KindProduct:
 		for name := range n.Product.Steps {
-			deps[addr+".step."+name] = true
+			deps = append(deps, g.num(addr+".step."+name))
 		}
 		for name := range n.Product.Checks {
-			deps[addr+".check."+name] = true
+			deps = append(deps, g.num(addr+".check."+name))
 		}
 	case KindCapability:
 		// Providers are alternatives (OR), not requirements: a cycle through one recipe
@@ -247,15 +255,16 @@ func (g *Graph) addNodeEdges(ix *index, i int) hcl.Diagnostics {
 			}
 		}
 	}
-	for d := range deps {
-		n.Deps = append(n.Deps, d)
-	}
-	sort.Strings(n.Deps)
 	// Every dependency is a node: artifacts were checked above, and a recipe's or
 	// product's steps, checks and package are nodes of their own (addNodes).
-	ix.deps[i] = make([]int32, len(n.Deps))
-	for k, d := range n.Deps {
-		ix.deps[i][k] = ix.num(d)
+	slices.Sort(deps)
+	deps = slices.Compact(deps)
+	ix.deps[i] = deps
+	if len(deps) > 0 {
+		n.Deps = make([]string, len(deps))
+		for k, d := range deps {
+			n.Deps[k] = ix.addrs[d]
+		}
 	}
 	return diags
 }

@@ -144,63 +144,66 @@ func MakePlan(g *Graph, opt PlanOptions) (*Plan, error) {
 		FormatVersion: PlanFormatVersion,
 		Project:       PlanProject{Name: cfg.Project.Name, Dir: cfg.Dir, Platform: cfg.Project.Platform, Registry: cfg.Project.Registry},
 		Inputs:        cfg.Inputs,
-		Nodes:         make([]*PlanNode, 0, len(g.Order)),
 	}
 	if p.Inputs == nil {
 		p.Inputs = []lang.InputRecord{}
 	}
-	// The views of steps depend on nothing else, and are most of the work of a large plan.
-	views := make([]*StepView, len(g.Order))
-	parallel.Parts(len(g.Order), parallelMin/2, func(lo, hi int) {
+	// Nodes are numbered in address order (see index), and byNum[k] is node k's plan node:
+	// with 100k nodes, maps keyed by address were most of the time of planning.
+	ix := g.ix
+	byNum := make([]*PlanNode, len(ix.nodes))
+	p.Nodes = make([]*PlanNode, len(ix.order))
+	// The plan nodes and the views of steps depend on nothing else, and are most of the work
+	// of a large plan.
+	parallel.Parts(len(ix.order), parallelMin/2, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
-			if n := g.Nodes[g.Order[i]]; n.Kind == KindStep || n.Kind == KindCheck {
-				views[i] = g.stepView(n)
+			k := ix.order[i]
+			n := ix.nodes[k]
+			pn := &PlanNode{Address: n.Address, Kind: n.Kind, Digest: n.Digest, Deps: n.Deps,
+				Source: SourcePos{File: n.Range.Filename, Line: n.Range.Start.Line, Column: n.Range.Start.Column}}
+			if pn.Deps == nil {
+				pn.Deps = []string{}
 			}
+			if n.Kind == KindStep || n.Kind == KindCheck {
+				pn.Step = g.stepView(n)
+			}
+			p.Nodes[i], byNum[k] = pn, pn
 		}
 	})
-	status := make(map[string]*PlanNode, len(g.Order))
-	for i, a := range g.Order {
-		n := g.Nodes[a]
-		pn := &PlanNode{Address: a, Kind: n.Kind, Digest: n.Digest, Deps: n.Deps,
-			Source: SourcePos{File: n.Range.Filename, Line: n.Range.Start.Line, Column: n.Range.Start.Column}}
-		if pn.Deps == nil {
-			pn.Deps = []string{}
-		}
-		switch n.Kind {
+	for i, pn := range p.Nodes {
+		switch pn.Kind {
 		case KindStep, KindCheck:
 			pn.Status = StatusRun
-			if cached != nil && cached(n) {
+			if cached != nil && cached(ix.nodes[ix.order[i]]) {
 				pn.Status = StatusCached
 			}
-			pn.Step = views[i]
 		case KindCapability:
 			pn.Status = StatusMissing // settled by resolution below
 		default:
 			pn.Status = StatusBuild
 		}
-		p.Nodes = append(p.Nodes, pn)
-		status[a] = pn
 	}
-	if err := g.resolveCapabilities(p, status, opt.Admitted); err != nil {
+	if err := g.resolveCapabilities(p, byNum, opt.Admitted); err != nil {
 		return nil, err
 	}
 	// A seed that only unchosen recipes (fallbacks, or those of a pinned capability) use is
 	// not built unless apply falls back to one of them.
-	users := map[string][]string{}
-	for _, pn := range p.Nodes {
-		for _, d := range pn.Deps {
-			if status[d].Kind == KindSeed {
-				users[d] = append(users[d], pn.Address)
+	users := map[int32][]int32{} // seed number -> the numbers of the nodes that need it
+	for _, k := range ix.order {
+		for _, d := range ix.deps[k] {
+			if ix.nodes[d].Kind == KindSeed {
+				users[d] = append(users[d], k)
 			}
 		}
 	}
-	for _, pn := range p.Nodes {
-		if pn.Kind != KindSeed || len(users[pn.Address]) == 0 {
+	for i, pn := range p.Nodes {
+		us := users[ix.order[i]]
+		if pn.Kind != KindSeed || len(us) == 0 {
 			continue
 		}
 		needed := false
-		for _, u := range users[pn.Address] {
-			if status[u].Status != StatusAlternative {
+		for _, u := range us {
+			if byNum[u].Status != StatusAlternative {
 				needed = true
 				break
 			}
@@ -209,36 +212,38 @@ func MakePlan(g *Graph, opt PlanOptions) (*Plan, error) {
 			pn.Status, pn.Reason = StatusAlternative, "used only by recipes that are not chosen"
 		}
 	}
-	quarantined := map[string]bool{}
+	quarantined := map[int32]bool{}
 	if len(opt.Quarantined) > 0 {
-		for _, a := range g.Order {
-			if d, reason := g.Nodes[a].quarantinedInput(opt.Quarantined); d != "" {
-				status[a].Status, status[a].Reason = StatusMissing, fmt.Sprintf("quarantined: %s (%s)", short(d), reason)
-				quarantined[a] = true
+		for i, pn := range p.Nodes {
+			k := ix.order[i]
+			if d, reason := ix.nodes[k].quarantinedInput(opt.Quarantined); d != "" {
+				pn.Status, pn.Reason = StatusMissing, fmt.Sprintf("quarantined: %s (%s)", short(d), reason)
+				quarantined[k] = true
 			}
 		}
 	}
 	for _, c := range p.Capabilities {
-		if quarantined[c.Address] {
-			c.Status, c.Reason, c.Ready, c.Pinned = StatusMissing, status[c.Address].Reason, false, nil
+		if k := g.Nodes[c.Address].num; quarantined[k] {
+			c.Status, c.Reason, c.Ready, c.Pinned = StatusMissing, byNum[k].Reason, false, nil
 		}
 	}
 	// A node that needs a missing node is missing too; say which one, and call a node built
 	// from a quarantined one affected.
-	origin := map[string]string{}
-	for a := range quarantined {
-		origin[a] = a
+	origin := map[int32]string{} // node number -> the quarantined node it is built from
+	for k := range quarantined {
+		origin[k] = ix.addrs[k]
 	}
-	for _, pn := range p.Nodes {
-		if pn.Status == StatusAlternative || pn.Kind == KindCapability || quarantined[pn.Address] {
+	for i, pn := range p.Nodes {
+		k := ix.order[i]
+		if pn.Status == StatusAlternative || pn.Kind == KindCapability || quarantined[k] {
 			continue
 		}
-		for _, d := range pn.Deps {
-			if dn := status[d]; dn.Status == StatusMissing {
+		for _, d := range ix.deps[k] {
+			if byNum[d].Status == StatusMissing {
 				pn.Status = StatusMissing
-				pn.Reason = "needs " + d + ", which is missing"
+				pn.Reason = "needs " + ix.addrs[d] + ", which is missing"
 				if o := origin[d]; o != "" {
-					origin[pn.Address] = o
+					origin[k] = o
 					pn.Reason = "affected: built from " + o + ", which is quarantined"
 				}
 				break
@@ -263,7 +268,16 @@ func MakePlan(g *Graph, opt PlanOptions) (*Plan, error) {
 			}
 		}
 	}
-	b, err := p.identityJSON()
+	// byNum is in address order, which is the digest's key order unless an address holds
+	// a character that UTF-16 sorts differently.
+	identity := func() ([]byte, error) { return p.identityJSONOf(byNum) }
+	for _, a := range ix.addrs {
+		if !digest.SortsBytewise(a) {
+			identity = p.identityJSON
+			break
+		}
+	}
+	b, err := identity()
 	if err != nil {
 		return nil, err
 	}
@@ -274,11 +288,21 @@ func MakePlan(g *Graph, opt PlanOptions) (*Plan, error) {
 // identityJSON is digest.Canonical(p.identity()), written directly: the generic path
 // (marshal, re-parse, transform) took most of planning 100k nodes.
 func (p *Plan) identityJSON() ([]byte, error) {
-	nodes := make(map[string]digest.Digest, len(p.Nodes))
+	nodes := make(map[string]*PlanNode, len(p.Nodes)) // as identity: the last of an address counts
 	for _, n := range p.Nodes {
-		nodes[n.Address] = n.Digest
+		nodes[n.Address] = n
 	}
-	e := digest.NewEncoder(64 + 96*len(p.Inputs) + 112*len(nodes))
+	sorted := make([]*PlanNode, 0, len(nodes))
+	for _, a := range digest.SortKeys(nodes) {
+		sorted = append(sorted, nodes[a])
+	}
+	return p.identityJSONOf(sorted)
+}
+
+// identityJSONOf is identityJSON for the plan's nodes given in RFC 8785 key order, each
+// address once.
+func (p *Plan) identityJSONOf(sorted []*PlanNode) ([]byte, error) {
+	e := digest.NewEncoder(64 + 96*len(p.Inputs) + 112*len(sorted))
 	e.Open('{')
 	e.Key("format")
 	e.String(PlanFormatVersion)
@@ -301,9 +325,9 @@ func (p *Plan) identityJSON() ([]byte, error) {
 	}
 	e.Key("nodes")
 	e.Open('{')
-	for _, a := range digest.SortKeys(nodes) {
-		e.Key(a)
-		e.String(string(nodes[a]))
+	for _, n := range sorted {
+		e.Key(n.Address)
+		e.String(string(n.Digest))
 	}
 	e.Close('}')
 	e.Close('}')

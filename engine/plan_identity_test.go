@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/foundry-build/foundry/engine/digest"
@@ -41,6 +43,40 @@ func TestPlanIdentityMatchesCanonical(t *testing.T) {
 		}
 		if !bytes.Equal(got, want) {
 			t.Fatalf("identity encodings differ:\ndirect:  %s\ngeneric: %s", got, want)
+		}
+	}
+}
+
+// A plan's digest is that of its identity's canonical JSON, whether MakePlan writes the
+// nodes in address order directly (every address sorts bytewise) or sorts them by UTF-16
+// first: "step.\ue000" comes before "step.😀" by bytes but after it by UTF-16.
+func TestPlanDigestIsThatOfItsIdentity(t *testing.T) {
+	sparse := loadSparse(t, rand.New(rand.NewSource(5)), 300, 3, 4)
+	dir := t.TempDir()
+	src := fmt.Sprintf("seed \"base\" {\n  layer { files = { \"/bin/sh\" = host_file(%q) } }\n}\n", seedFile(t, "#!/bin/sh\n"))
+	for _, name := range []string{"\ue000", "\U0001F600", "a", "z"} {
+		src += fmt.Sprintf("step %q {\n  image = seed.base\n  run = [\"sh\"]\n  outputs = [\"/out/o\"]\n}\n", name)
+	}
+	must(t, os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(src), 0o644))
+	unicode, diags := lang.Load(dir, lang.Options{})
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	for _, cfg := range []*lang.Config{sparse, unicode} {
+		g, diags := Compile(cfg)
+		if diags.HasErrors() {
+			t.Fatal(diags)
+		}
+		p, err := MakePlan(g, PlanOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		canon, err := digest.Canonical(p.identity())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := digest.FromBytes(canon); p.Digest != want {
+			t.Fatalf("plan of %d nodes: digest %s, want that of its identity, %s", len(p.Nodes), p.Digest, want)
 		}
 	}
 }

@@ -148,18 +148,20 @@ func (r *resolver) resolve(c string, stack []string) *resolution {
 
 // resolveCapabilities resolves every capability of the graph and sets the statuses of the
 // capability, recipe, package and step nodes accordingly.
-func (g *Graph) resolveCapabilities(p *Plan, status map[string]*PlanNode, admitted func(*Node) (*Admitted, error)) error {
+func (g *Graph) resolveCapabilities(p *Plan, byNum []*PlanNode, admitted func(*Node) (*Admitted, error)) error {
 	r := &resolver{g: g, admitted: admitted, memo: map[string]*resolution{}}
 	p.Capabilities = []*CapabilityPlan{}
-	for _, a := range g.Order {
-		if g.Nodes[a].Kind != KindCapability {
+	for _, k := range g.ix.order {
+		n := g.ix.nodes[k]
+		if n.Kind != KindCapability {
 			continue
 		}
+		a := n.Address
 		res := r.resolve(a, nil)
 		if r.err != nil {
 			return r.err
 		}
-		cp := &CapabilityPlan{Address: a, ContractDigest: g.Nodes[a].Digest, Status: res.status, Recipe: res.recipe,
+		cp := &CapabilityPlan{Address: a, ContractDigest: n.Digest, Status: res.status, Recipe: res.recipe,
 			Pinned: res.pinned, Reason: res.reason, Reachable: res.reachable, Ready: res.ready, Recipes: res.options}
 		if cp.Recipes == nil {
 			cp.Recipes = []*RecipeOption{}
@@ -167,21 +169,21 @@ func (g *Graph) resolveCapabilities(p *Plan, status map[string]*PlanNode, admitt
 		for _, o := range cp.Recipes {
 			switch o.Status {
 			case StatusAlternative:
-				markRecipe(status, o.Address, StatusAlternative, "fallback if the chosen recipe fails evaluation")
+				markRecipe(p.Nodes, o.Address, StatusAlternative, "fallback if the chosen recipe fails evaluation")
 			case StatusMissing:
-				markRecipe(status, o.Address, StatusMissing, "needs "+strings.Join(o.Missing, ", ")+", which cannot be resolved")
+				markRecipe(p.Nodes, o.Address, StatusMissing, "needs "+strings.Join(o.Missing, ", ")+", which cannot be resolved")
 			}
 		}
-		status[a].Status, status[a].Reason = cp.Status, cp.Reason
+		byNum[k].Status, byNum[k].Reason = cp.Status, cp.Reason
 		p.Capabilities = append(p.Capabilities, cp)
 	}
 	return nil
 }
 
 // markRecipe sets the status of a recipe and of its package and steps.
-func markRecipe(status map[string]*PlanNode, recipe, st, reason string) {
-	for a, pn := range status {
-		if a == recipe || strings.HasPrefix(a, recipe+".") {
+func markRecipe(nodes []*PlanNode, recipe, st, reason string) {
+	for _, pn := range nodes {
+		if a := pn.Address; a == recipe || strings.HasPrefix(a, recipe+".") {
 			pn.Status, pn.Reason = st, reason
 		}
 	}

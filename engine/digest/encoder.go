@@ -213,6 +213,10 @@ func lessUTF16(a, b string) bool {
 	return len(ua) < len(ub)
 }
 
+// SortsBytewise reports whether s sorts among keys as its UTF-8 bytes do, whatever the
+// other keys: it holds no character at or above U+E000.
+func SortsBytewise(s string) bool { return !hasHighBytes(s) }
+
 // hasHighBytes reports whether s may hold a character at or above U+E000 (UTF-8 lead
 // bytes 0xEE and up).
 func hasHighBytes(s string) bool {
