@@ -344,3 +344,24 @@ func TestCanonicalAndOf(t *testing.T) {
 		t.Error("Of(chan) succeeded")
 	}
 }
+
+// The direct encoder writes every string as Canonical does, and refuses one that is not
+// UTF-8 wherever its bad byte sits (first, last, beside an escape, after valid text).
+func TestEncoderStringsAsCanonical(t *testing.T) {
+	for _, s := range []string{"", "plain", "é", "\u00e9\"x", "tab\there", "\x01\x1f", "a\\b", "\U0001F600", "\ue000"} {
+		e := NewEncoder(0)
+		e.String(s)
+		got, err := e.Bytes()
+		want, werr := Canonical(s)
+		if err != nil || werr != nil || string(got) != string(want) {
+			t.Errorf("String(%q) = %q, %v; Canonical gives %q, %v", s, got, err, want, werr)
+		}
+	}
+	for _, s := range []string{"\xff", "a\xff", "\xffa", "\"\xff", "\xff\"", "é\xff", "\xe2\x82", "\xed\xa0\x80", "\xc0\xaf", "a\n\xfe"} {
+		e := NewEncoder(0)
+		e.String(s)
+		if b, err := e.Bytes(); err == nil {
+			t.Errorf("String(%q) = %q, want an error: not UTF-8", s, b)
+		}
+	}
+}

@@ -550,7 +550,9 @@ func (p *parser) traversals(from hclsyntax.Expression, nl bool) hclsyntax.Expres
 			if lit, ok := key.(*hclsyntax.LiteralValueExpr); ok {
 				ret = makeRelativeTraversal(ret, hcl.TraverseIndex{Key: lit.Val, SrcRange: rng}, rng)
 			} else if tmpl, ok := key.(*hclsyntax.TemplateExpr); ok && tmpl.IsStringLiteral() {
-				v, _ := tmpl.Value(nil)
+				// hclsyntax takes the template's Value, which for its one literal part is
+				// that part's string (already normalized), without Value's machinery.
+				v := tmpl.Parts[0].(*hclsyntax.LiteralValueExpr).Val
 				ret = makeRelativeTraversal(ret, hcl.TraverseIndex{Key: v, SrcRange: rng}, rng)
 			} else {
 				ret = &hclsyntax.IndexExpr{
