@@ -401,6 +401,16 @@ func (l *loader) typeErr(rng hcl.Range, what, want string, v cty.Value) {
 	l.diags = append(l.diags, errorf(&rng, "Incorrect attribute value type", "%s must be %s, not %s.", what, want, got))
 }
 
+// plainString returns v as a Go string when it is a known, non-null, unmarked string: what
+// str returns for it, without naming the value for a diagnostic that cannot arise. Lists
+// and maps of strings take it first for each element.
+func plainString(v cty.Value) (string, bool) {
+	if v.Type() == cty.String && v.IsKnown() && !v.IsNull() && !v.IsMarked() {
+		return v.AsString(), true
+	}
+	return "", false
+}
+
 func (l *loader) str(v cty.Value, rng hcl.Range, what string) (string, bool) {
 	if !v.IsKnown() {
 		return "", false
@@ -427,6 +437,10 @@ func (l *loader) stringList(v cty.Value, rng hcl.Range, what string) []string {
 	var out []string
 	for it := v.ElementIterator(); it.Next(); {
 		_, e := it.Element()
+		if s, ok := plainString(e); ok {
+			out = append(out, s)
+			continue
+		}
 		s, ok := l.str(e, rng, what+" elements")
 		if !ok {
 			return nil
@@ -447,6 +461,10 @@ func (l *loader) stringMap(v cty.Value, rng hcl.Range, what string) map[string]s
 	}
 	for it := v.ElementIterator(); it.Next(); {
 		k, e := it.Element()
+		if s, ok := plainString(e); ok {
+			out[k.AsString()] = s
+			continue
+		}
 		s, ok := l.str(e, rng, fmt.Sprintf("%s[%q]", what, k.AsString()))
 		if !ok {
 			continue
@@ -511,6 +529,14 @@ func (l *loader) artifactMap(v cty.Value, rng hcl.Range, what string, allowInlin
 	}
 	for it := v.ElementIterator(); it.Next(); {
 		k, e := it.Element()
+		// What artifact returns for an artifact of an allowed kind, without naming the
+		// element for a diagnostic that cannot arise (one Sprintf per mount of 100k steps).
+		if a := asArtifact(e); a != nil && slices.Contains(kinds, a.Kind) {
+			c := *a
+			c.Range = rng
+			out[k.AsString()] = &c
+			continue
+		}
 		if a := l.artifact(e, rng, fmt.Sprintf("%s[%q]", what, k.AsString()), allowInline, kinds...); a != nil {
 			out[k.AsString()] = a
 		}
