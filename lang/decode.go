@@ -432,12 +432,13 @@ var parallelDecode = true
 // configuration and its diagnostics are exactly those of decoding the steps one by one.
 func (l *loader) decodeSteps(s *stepScope, dst map[string]*Step) {
 	s.finish()
-	// The names stay in s.blocks (references are checked against them); the syntax trees go
+	// The names stay in s.steps (references are checked against them); the syntax trees go
 	// as they are decoded, so that decoding a large project reuses their memory instead of
 	// growing the heap.
 	blocks := make([]*hcl.Block, len(s.order))
 	for i, name := range s.order {
-		blocks[i], s.blocks[name] = s.blocks[name], nil
+		st := s.steps[name]
+		blocks[i], st.block = st.block, nil
 	}
 	steps := make([]*Step, len(s.order))
 	l.forked(len(blocks), func(fl *loader, lo, hi int) {
@@ -499,7 +500,7 @@ func (l *loader) decodeStep(b *hcl.Block, ctx *hcl.EvalContext, scope *stepScope
 	st := &Step{
 		Name: b.Labels[0], Kind: "step", Scope: scope.prefix, DeclRange: b.DefRange, Workdir: "/",
 		Platform: l.cfg.Project.Platform, Network: "none", Env: map[string]string{},
-		Mounts: map[string]*Artifact{}, Outputs: scope.outputs[b.Labels[0]], AttrRanges: map[string]hcl.Range{},
+		Mounts: map[string]*Artifact{}, Outputs: scope.outputsOf(b.Labels[0]), AttrRanges: map[string]hcl.Range{},
 	}
 	content, diags := l.content(b.Body, stepSchema)
 	l.diags = append(l.diags, diags...)

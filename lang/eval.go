@@ -40,20 +40,35 @@ func didYouMean(name string, candidates []string) string {
 // stepScope is the set of steps a step expression may refer to as step.NAME: top-level steps
 // see top-level steps; steps inside a recipe or product see that block's steps only.
 type stepScope struct {
-	prefix  string // "" or "recipe.x" / "product.x"
-	blocks  map[string]*hcl.Block
-	outputs map[string][]string
-	order   []string
-	// outVals holds the artifacts of the scope's step outputs by step name and path.
-	outVals map[string]map[string]cty.Value
+	prefix string // "" or "recipe.x" / "product.x"
+	// steps holds what the scope knows of each step, by name: one lookup per reference,
+	// which with 100k steps costs a cache miss or two.
+	steps map[string]*scopeStep
+	order []string
 	// value is the object step.NAME.output["PATH"] is evaluated in (see stepValue).
 	valueOnce sync.Once
 	value     cty.Value
 }
 
+// scopeStep is one step of a scope.
+type scopeStep struct {
+	block   *hcl.Block           // until the step is decoded
+	outputs []string             // its declared outputs, sorted
+	outVals map[string]cty.Value // the artifacts of its outputs by path (see finish)
+}
+
 // newStepScope returns an empty scope with room for about n steps.
 func newStepScope(prefix string, n int) *stepScope {
-	return &stepScope{prefix: prefix, blocks: make(map[string]*hcl.Block, n), outputs: make(map[string][]string, n)}
+	return &stepScope{prefix: prefix, steps: make(map[string]*scopeStep, n)}
+}
+
+// outputsOf returns the declared outputs of the scope's step name; a check of a product is
+// decoded in its product's scope but is not one of its steps.
+func (s *stepScope) outputsOf(name string) []string {
+	if st := s.steps[name]; st != nil {
+		return st.outputs
+	}
+	return nil
 }
 
 func (s *stepScope) address(name string) string {
@@ -74,11 +89,8 @@ func (s *stepScope) add(l *loader, b *hcl.Block) {
 }
 
 func (s *stepScope) insert(name string, b *hcl.Block, outputs []string) {
-	s.blocks[name] = b
+	s.steps[name] = &scopeStep{block: b, outputs: outputs}
 	s.order = append(s.order, name)
-	if outputs != nil {
-		s.outputs[name] = outputs
-	}
 }
 
 // addAll adds the blocks of a scope whose names need no declaring (the top level's, declared
@@ -183,13 +195,11 @@ func validOutputPath(p string) bool {
 // finish makes the artifacts of the scope's step outputs, once every step's outputs are
 // known.
 func (s *stepScope) finish() {
-	s.outVals = make(map[string]map[string]cty.Value, len(s.blocks))
-	for name := range s.blocks {
-		outs := map[string]cty.Value{}
-		for _, o := range s.outputs[name] {
-			outs[o] = artifactVal(&Artifact{Kind: ArtifactStepOutput, Node: s.address(name), Path: o})
+	for name, st := range s.steps {
+		st.outVals = make(map[string]cty.Value, len(st.outputs))
+		for _, o := range st.outputs {
+			st.outVals[o] = artifactVal(&Artifact{Kind: ArtifactStepOutput, Node: s.address(name), Path: o})
 		}
-		s.outVals[name] = outs
 	}
 }
 
@@ -198,11 +208,11 @@ func (s *stepScope) finish() {
 // safe for concurrent use.
 func (s *stepScope) stepValue() cty.Value {
 	s.valueOnce.Do(func() {
-		attrs := make(map[string]cty.Value, len(s.outVals))
-		for name, outs := range s.outVals {
+		attrs := make(map[string]cty.Value, len(s.steps))
+		for name, st := range s.steps {
 			outVal := cty.MapValEmpty(ArtifactType)
-			if len(outs) > 0 {
-				outVal = cty.MapVal(outs)
+			if len(st.outVals) > 0 {
+				outVal = cty.MapVal(st.outVals)
 			}
 			attrs[name] = cty.ObjectVal(map[string]cty.Value{"output": outVal})
 		}
@@ -223,7 +233,11 @@ func (s *stepScope) outputValue(t hcl.Traversal) (cty.Value, bool) {
 	if !ok1 || !ok2 || !ok3 || out.Name != "output" || idx.Key.Type() != cty.String || !idx.Key.IsKnown() || idx.Key.IsNull() || idx.Key.IsMarked() {
 		return cty.NilVal, false
 	}
-	v, ok := s.outVals[name.Name][idx.Key.AsString()]
+	st := s.steps[name.Name]
+	if st == nil {
+		return cty.NilVal, false
+	}
+	v, ok := st.outVals[idx.Key.AsString()]
 	return v, ok
 }
 
@@ -351,13 +365,14 @@ func (l *loader) checkRef(t hcl.Traversal, scope *stepScope) *hcl.Diagnostic {
 		if scope == nil {
 			return errorf(&rng, "Invalid reference", "Steps cannot be referenced here; step outputs may be used in steps, packages, checks and deliveries.")
 		}
-		if _, ok := scope.blocks[name]; !ok {
+		st, ok := scope.steps[name]
+		if !ok {
 			where := "at the top level"
 			if scope.prefix != "" {
 				where = "in " + scope.prefix
 			}
 			return errorf(&rng, "Reference to undeclared step", "No step %q is declared %s; a step sees only the steps of its own recipe or product (or the top-level steps).%s",
-				name, where, didYouMean(name, sortedKeys(scope.blocks)))
+				name, where, didYouMean(name, sortedKeys(scope.steps)))
 		}
 		attr, ok := attrName(2)
 		if !ok || attr != "output" {
@@ -367,12 +382,12 @@ func (l *loader) checkRef(t hcl.Traversal, scope *stepScope) *hcl.Diagnostic {
 			if idx, ok := t[3].(hcl.TraverseIndex); ok && idx.Key.Type() == cty.String {
 				key := idx.Key.AsString()
 				found := false
-				for _, o := range scope.outputs[name] {
+				for _, o := range st.outputs {
 					found = found || o == key
 				}
 				if !found {
 					return errorf(&rng, "Reference to undeclared output", "step %q declares no output %q; its outputs are %s.%s",
-						name, key, quoteList(scope.outputs[name]), didYouMean(key, scope.outputs[name]))
+						name, key, quoteList(st.outputs), didYouMean(key, st.outputs))
 				}
 			}
 		}

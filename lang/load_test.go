@@ -270,3 +270,46 @@ func TestStepOutputStringQuotesAsFmt(t *testing.T) {
 		}
 	}
 }
+
+// A product's check is decoded in its product's step scope without being one of its steps:
+// it sees the steps' outputs and declares none of its own, even when a step shares its name.
+func TestProductCheckSeesItsProductsSteps(t *testing.T) {
+	dir := writeProject(t, map[string]string{"main.hcl": busyboxSeed + `
+product "p" {
+  step "render" {
+    image   = seed.bb
+    run     = ["sh", "-c", "echo hi > /out/r"]
+    outputs = ["/out/r"]
+  }
+  step "twin" {
+    image   = seed.bb
+    run     = ["sh", "-c", "echo hi > /out/t"]
+    outputs = ["/out/t"]
+  }
+  check "nonempty" {
+    image  = seed.bb
+    mounts = { "/r" = step.render.output["/out/r"] }
+    run    = ["test", "-s", "/r"]
+  }
+  check "twin" {
+    image = seed.bb
+    run   = ["true"]
+  }
+}
+`})
+	cfg, diags := Load(dir, Options{})
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	p := cfg.Products["p"]
+	chk := p.Checks["nonempty"]
+	if chk == nil || chk.Kind != "check" || chk.Outputs != nil {
+		t.Fatalf("check = %+v, want a check without outputs", chk)
+	}
+	if m := chk.Mounts["/r"]; m == nil || m.Node != "product.p.step.render" || m.Path != "/out/r" {
+		t.Fatalf("check mount = %+v, want product.p.step.render's /out/r", m)
+	}
+	if twin := p.Checks["twin"]; twin == nil || twin.Outputs != nil {
+		t.Fatalf("check twin = %+v, want no outputs beside its same-named step", twin)
+	}
+}
