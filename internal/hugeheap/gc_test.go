@@ -44,13 +44,13 @@ func TestReserveEndsTheDelay(t *testing.T) {
 	// Reserve once first, so that the Reserve under test has nothing left to do: it then
 	// runs no collection, and only its own restore can bring GOGC back.
 	forgetReservations()
-	Reserve(Threshold)
+	Reserve(Threshold, 0)
 	DelayFirstGC()
-	Reserve(Threshold - 1)
+	Reserve(Threshold-1, 0)
 	if p := gcPercent(); p != startGCPercent {
 		t.Fatalf("GOGC after a small Reserve = %d, want still %d", p, startGCPercent)
 	}
-	Reserve(Threshold)
+	Reserve(Threshold, 0)
 	if p := gcPercent(); p != 100 {
 		t.Fatalf("GOGC after a large Reserve = %d, want the default 100", p)
 	}

@@ -3,6 +3,7 @@ package hugeheap
 import (
 	"bytes"
 	"runtime"
+	"sync"
 	"syscall"
 	"unsafe"
 )
@@ -54,7 +55,7 @@ func limit() int {
 	return int(si.Totalram * uint64(si.Unit) / 4)
 }
 
-func reserve(n int) bool {
+func reserve(n, touch int, advise bool) bool {
 	// A large allocation on an empty heap makes the runtime map fresh address space for it
 	// and leaves it untouched (fresh memory is known to be zero). Advise that span, then let
 	// the collection below free it: its pages go back to the runtime's page allocator, which
@@ -65,8 +66,31 @@ func reserve(n int) bool {
 	p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
 	start := (p+hugePage-1)&^(hugePage-1) - p
 	end := (p+uintptr(len(b)))&^(hugePage-1) - p
-	err := syscall.Madvise(b[start:end], syscall.MADV_HUGEPAGE)
+	var err error
+	if advise {
+		err = syscall.Madvise(b[start:end], syscall.MADV_HUGEPAGE)
+	}
+	// The lowest addresses are used first, so those are the ones touched. Writing zeros
+	// keeps the memory what the runtime knows it to be.
+	preTouch(b[:touch])
 	b = nil
 	runtime.GC()
 	return err == nil
+}
+
+// preTouch writes a zero to every page of b, a part per processor.
+func preTouch(b []byte) {
+	page := syscall.Getpagesize()
+	parts := max(1, min(runtime.GOMAXPROCS(0), len(b)/(16<<20)))
+	var wg sync.WaitGroup
+	for w := 0; w < parts; w++ {
+		wg.Add(1)
+		go func(part []byte) {
+			defer wg.Done()
+			for i := 0; i < len(part); i += page {
+				part[i] = 0
+			}
+		}(b[w*len(b)/parts : (w+1)*len(b)/parts])
+	}
+	wg.Wait()
 }

@@ -2,6 +2,6 @@
 
 package hugeheap
 
-func advisable() bool  { return false }
-func limit() int       { return 0 }
-func reserve(int) bool { return false }
+func advisable() bool             { return false }
+func limit() int                  { return 0 }
+func reserve(int, int, bool) bool { return false }

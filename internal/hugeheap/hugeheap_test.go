@@ -3,6 +3,7 @@ package hugeheap
 import (
 	"bufio"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -21,19 +22,19 @@ func forgetReservations() {
 // after Reserve live in memory that the kernel was asked to back with huge pages.
 func TestReservedHeapIsAdvised(t *testing.T) {
 	forgetReservations()
-	if Reserve(Threshold - 1) {
+	if Reserve(Threshold-1, 0) {
 		t.Fatal("Reserve below the threshold advised memory")
 	}
 	if !advisable() {
-		if Reserve(64 << 20) {
+		if Reserve(64<<20, 0) {
 			t.Fatal("Reserve advised memory on a kernel whose THP mode is not madvise")
 		}
 		t.Skip("this kernel's transparent huge pages are not in madvise mode; Reserve does nothing here")
 	}
-	if !Reserve(64 << 20) {
+	if !Reserve(64<<20, 0) {
 		t.Fatal("Reserve(64 MiB) did nothing on a kernel in madvise mode")
 	}
-	if Reserve(32 << 20) {
+	if Reserve(32<<20, 0) {
 		t.Fatal("a second, smaller Reserve advised memory again")
 	}
 	// Allocate like a parser does: many small pointerful objects, kept alive.
@@ -98,4 +99,42 @@ func flagged(t *testing.T, addr uintptr) bool {
 	}
 	t.Fatalf("address %#x is in no mapping", addr)
 	return false
+}
+
+// Reserve faults in the memory it is told to touch, and no more: resident memory grows by
+// about touch, whatever the kernel's huge page mode. It runs in a fresh process, as Reserve
+// is meant to (early, on a small heap): on a heap that has held and freed large objects, the
+// runtime zeroes a large allocation, which faults all of it in.
+func TestReserveTouches(t *testing.T) {
+	if os.Getenv("HUGEHEAP_TEST_CHILD") == "" {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestReserveTouches$", "-test.count=1")
+		cmd.Env = append(os.Environ(), "HUGEHEAP_TEST_CHILD=1")
+		if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "PASS") {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		return
+	}
+	before := resident(t)
+	const touch = 96 << 20
+	if !Reserve(768<<20, touch) {
+		t.Fatal("Reserve(768 MiB, touch 96 MiB) did nothing")
+	}
+	grew := resident(t) - before
+	if grew < touch*3/4 || grew > touch+32<<20 {
+		t.Fatalf("resident memory grew by %d MiB, want about the %d MiB touched", grew>>20, touch>>20)
+	}
+}
+
+// resident returns the process's resident memory in bytes.
+func resident(t *testing.T) int {
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(b))
+	pages, err := strconv.Atoi(f[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pages * os.Getpagesize()
 }
