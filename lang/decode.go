@@ -2,6 +2,7 @@ package lang
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"path"
 	"path/filepath"
@@ -521,14 +522,19 @@ func (l *loader) decodeStep(b *hcl.Block, ctx *hcl.EvalContext, scope *stepScope
 	if v, rng, ok := evalAttr("image"); ok {
 		st.Image = l.artifact(v, rng, "image", false, ArtifactSeed)
 	}
-	if v, rng, ok := evalAttr("run"); ok {
-		st.Run = l.stringList(v, rng, "run")
-		if len(st.Run) == 0 && v.IsKnown() && !v.IsNull() && v.CanIterateElements() && v.LengthInt() == 0 {
-			l.diags = append(l.diags, errorf(&rng, "Empty command", "run needs at least the program to execute, for example [\"sh\", \"-c\", \"echo hi > /out/hi\"]."))
+	if a := content.Attributes["run"]; a != nil {
+		if run, ok := l.stringListFast(a.Expr, ctx, scope); ok {
+			st.Run = run
+		} else if v, d := l.eval(a.Expr, ctx, scope); !d.HasErrors() {
+			rng := a.Expr.Range()
+			st.Run = l.stringList(v, rng, "run")
+			if len(st.Run) == 0 && v.IsKnown() && !v.IsNull() && v.CanIterateElements() && v.LengthInt() == 0 {
+				l.diags = append(l.diags, errorf(&rng, "Empty command", "run needs at least the program to execute, for example [\"sh\", \"-c\", \"echo hi > /out/hi\"]."))
+			}
 		}
 	}
-	if v, rng, ok := evalAttr("env"); ok {
-		st.Env = l.stringMap(v, rng, "env")
+	if env, rng, ok := l.decodeEnv(content.Attributes["env"], ctx, scope); ok {
+		st.Env = env
 		for k := range st.Env {
 			if k == "" || strings.ContainsAny(k, "=\x00") {
 				l.diags = append(l.diags, errorf(&rng, "Invalid environment variable name", "%q cannot be an environment variable name.", k))
@@ -566,9 +572,11 @@ func (l *loader) decodeStep(b *hcl.Block, ctx *hcl.EvalContext, scope *stepScope
 			}
 		}
 	}
-	if v, rng, ok := evalAttr("mounts"); ok {
-		st.Mounts = l.artifactMap(v, rng, "mounts", true, ArtifactProjectDir, ArtifactStepOutput, ArtifactCapability)
-		for target, a := range st.Mounts {
+	if mounts, rng, ok := l.decodeMounts(content.Attributes["mounts"], ctx, scope); ok {
+		st.Mounts = mounts
+		// In target order: a diagnostic for each bad target, the same every time.
+		for _, target := range slices.Sorted(maps.Keys(st.Mounts)) {
+			a := st.Mounts[target]
 			if !cleanAbs(target) {
 				l.diags = append(l.diags, errorf(&rng, "Invalid mount path", "%q must be an absolute, clean sandbox path such as \"/src\".", target))
 				continue
@@ -590,6 +598,42 @@ func (l *loader) decodeStep(b *hcl.Block, ctx *hcl.EvalContext, scope *stepScope
 		l.diags = append(l.diags, errorf(content.Blocks[1].DefRange.Ptr(), "Duplicate limits block", "A step has at most one limits block."))
 	}
 	return st
+}
+
+// mountKinds are what a step may mount, besides inline content.
+var mountKinds = []ArtifactKind{ArtifactProjectDir, ArtifactStepOutput, ArtifactCapability}
+
+// decodeMounts evaluates a step's mounts attribute, if present and without errors. The
+// object constructor nearly every step has goes straight to the map (artifactMapFast).
+func (l *loader) decodeMounts(a *hcl.Attribute, ctx *hcl.EvalContext, scope *stepScope) (map[string]*Artifact, hcl.Range, bool) {
+	if a == nil {
+		return nil, hcl.Range{}, false
+	}
+	rng := a.Expr.Range()
+	if m, ok := l.artifactMapFast(a.Expr, ctx, scope, rng, mountKinds); ok {
+		return m, rng, true
+	}
+	v, diags := l.eval(a.Expr, ctx, scope)
+	if diags.HasErrors() {
+		return nil, rng, false
+	}
+	return l.artifactMap(v, rng, "mounts", true, mountKinds...), rng, true
+}
+
+// decodeEnv evaluates a step's env attribute, if present and without errors.
+func (l *loader) decodeEnv(a *hcl.Attribute, ctx *hcl.EvalContext, scope *stepScope) (map[string]string, hcl.Range, bool) {
+	if a == nil {
+		return nil, hcl.Range{}, false
+	}
+	rng := a.Expr.Range()
+	if m, ok := l.stringMapFast(a.Expr, ctx, scope); ok {
+		return m, rng, true
+	}
+	v, diags := l.eval(a.Expr, ctx, scope)
+	if diags.HasErrors() {
+		return nil, rng, false
+	}
+	return l.stringMap(v, rng, "env"), rng, true
 }
 
 func validUser(s string) bool {

@@ -1,6 +1,7 @@
 package lang
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
@@ -145,4 +146,83 @@ func (l *loader) callFast(e *hclsyntax.FunctionCallExpr, ctx *hcl.EvalContext, s
 		return cty.NilVal, false
 	}
 	return v, true
+}
+
+// The fast paths below give what evaluating an attribute and converting its value would
+// give (stringList, stringMap, artifactMap), without building the cty tuple or object in
+// between, for the shapes steps are mostly written in: a tuple or object constructor whose
+// elements evalFast takes and whose values convert without a diagnostic. Anything else
+// returns false, and the caller evaluates and converts the general way.
+
+// stringListFast is stringList(eval(expr)) for a non-empty tuple of plain strings.
+func (l *loader) stringListFast(expr hcl.Expression, ctx *hcl.EvalContext, scope *stepScope) ([]string, bool) {
+	t, ok := expr.(*hclsyntax.TupleConsExpr)
+	if !fastEval || !ok || len(t.Exprs) == 0 {
+		return nil, false
+	}
+	l.in.current = expr.Range()
+	out := make([]string, len(t.Exprs))
+	for i, x := range t.Exprs {
+		v, ok := l.evalFast(x, ctx, scope)
+		if !ok {
+			return nil, false
+		}
+		if out[i], ok = plainString(v); !ok {
+			return nil, false
+		}
+	}
+	return out, true
+}
+
+// stringMapFast is stringMap(eval(expr)) for an object of plain strings.
+func (l *loader) stringMapFast(expr hcl.Expression, ctx *hcl.EvalContext, scope *stepScope) (map[string]string, bool) {
+	o, ok := expr.(*hclsyntax.ObjectConsExpr)
+	if !fastEval || !ok {
+		return nil, false
+	}
+	l.in.current = expr.Range()
+	out := make(map[string]string, len(o.Items))
+	for _, item := range o.Items {
+		k, ok := l.objectKey(item.KeyExpr, ctx, scope)
+		if !ok {
+			return nil, false
+		}
+		v, ok := l.evalFast(item.ValueExpr, ctx, scope)
+		if !ok {
+			return nil, false
+		}
+		if out[k], ok = plainString(v); !ok {
+			return nil, false
+		}
+	}
+	return out, true
+}
+
+// artifactMapFast is artifactMap(eval(expr)) for an object of artifacts of the given kinds,
+// each a copy placed at rng.
+func (l *loader) artifactMapFast(expr hcl.Expression, ctx *hcl.EvalContext, scope *stepScope, rng hcl.Range, kinds []ArtifactKind) (map[string]*Artifact, bool) {
+	o, ok := expr.(*hclsyntax.ObjectConsExpr)
+	if !fastEval || !ok {
+		return nil, false
+	}
+	l.in.current = expr.Range()
+	out := make(map[string]*Artifact, len(o.Items))
+	for _, item := range o.Items {
+		k, ok := l.objectKey(item.KeyExpr, ctx, scope)
+		if !ok {
+			return nil, false
+		}
+		v, ok := l.evalFast(item.ValueExpr, ctx, scope)
+		if !ok {
+			return nil, false
+		}
+		a := asArtifact(v)
+		if a == nil || !slices.Contains(kinds, a.Kind) {
+			return nil, false
+		}
+		c := *a
+		c.Range = rng
+		out[k] = &c
+	}
+	return out, true
 }
