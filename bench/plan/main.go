@@ -3,7 +3,8 @@
 // prints load+compile+plan time and peak RSS per size, with the scaling ratio between sizes.
 //
 // Run with `make bench`. Targets (issue 2): 10k nodes under 0.5 s and 200 MiB; 100k under 10×
-// the 10k time. Each size is planned -runs times (default 3); times are medians.
+// that: 5 s, or, read strictly, 10× the measured 10k time. Each size is planned -runs times
+// (default 3); times are medians.
 package main
 
 import (
@@ -90,9 +91,12 @@ func main() {
 	if t, ok := median[10000]; ok {
 		fmt.Printf("goal: 10k nodes under 500ms and 200 MiB: %v, %.1f MiB (%s)\n",
 			t.Round(time.Millisecond), float64(peak[10000])/1024, met(t < 500*time.Millisecond && peak[10000] < 200*1024))
+		// "100k in under 10x that (linear)" reads two ways: 10x the 10k budget, or 10x
+		// what this run measured at 10k (linear scaling). Both are printed.
 		if t100, ok := median[100000]; ok {
+			fmt.Printf("goal: 100k nodes under 10x the 10k budget (5s): %v (%s)\n", t100.Round(time.Millisecond), met(t100 < 5*time.Second))
 			r := float64(t100) / float64(t)
-			fmt.Printf("goal: 100k nodes under 10x the 10k time: %.1fx (%s)\n", r, met(r < 10))
+			fmt.Printf("goal, read strictly: 100k nodes under 10x this run's 10k time: %.1fx (%s)\n", r, met(r < 10))
 		}
 	}
 }
