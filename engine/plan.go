@@ -269,8 +269,12 @@ func MakePlan(g *Graph, opt PlanOptions) (*Plan, error) {
 		}
 	}
 	// byNum is in address order, which is the digest's key order unless an address holds
-	// a character that UTF-16 sorts differently.
+	// a character that UTF-16 sorts differently. (A graph that failed to compile has no
+	// order, and no plan nodes to write.)
 	identity := func() ([]byte, error) { return p.identityJSONOf(byNum) }
+	if len(ix.order) != len(ix.nodes) {
+		identity = p.identityJSON
+	}
 	for _, a := range ix.addrs {
 		if !digest.SortsBytewise(a) {
 			identity = p.identityJSON
