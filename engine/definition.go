@@ -125,11 +125,31 @@ type inputRef struct {
 }
 
 func (g *Graph) ref(a *lang.Artifact) inputRef {
+	var from *Node
+	if a.Node != "" {
+		from = g.Nodes[a.Node]
+	}
+	return refTo(a, from)
+}
+
+// refOf is ref for one of n's artifacts, whose producing node addEdges found: with 100k
+// nodes, looking it up again by address was a cache miss or two per input.
+func (g *Graph) refOf(n *Node, a *lang.Artifact) inputRef {
+	for _, p := range n.producers {
+		if p.art == a {
+			return refTo(a, p.node)
+		}
+	}
+	return g.ref(a)
+}
+
+// refTo is the reference to a, produced by from (nil for content read at evaluation).
+func refTo(a *lang.Artifact, from *Node) inputRef {
 	switch a.Kind {
 	case lang.ArtifactSeed, lang.ArtifactCapability:
-		return inputRef{Kind: string(a.Kind), From: g.Nodes[a.Node].Digest}
+		return inputRef{Kind: string(a.Kind), From: from.Digest}
 	case lang.ArtifactStepOutput:
-		return inputRef{Kind: string(a.Kind), From: g.Nodes[a.Node].Digest, Path: a.Path}
+		return inputRef{Kind: string(a.Kind), From: from.Digest, Path: a.Path}
 	default:
 		// Files and trees by content only: where they came from does not change them.
 		kind := "file"
@@ -138,6 +158,15 @@ func (g *Graph) ref(a *lang.Artifact) inputRef {
 		}
 		return inputRef{Kind: kind, Digest: a.Digest, Mode: a.Mode, Dir: a.IsDir}
 	}
+}
+
+// refMapOf is refMap for a map of n's artifacts (see refOf).
+func (g *Graph) refMapOf(n *Node, m map[string]*lang.Artifact) map[string]inputRef {
+	out := make(map[string]inputRef, len(m))
+	for k, a := range m {
+		out[k] = g.refOf(n, a)
+	}
+	return out
 }
 
 func (g *Graph) refMap(m map[string]*lang.Artifact) map[string]inputRef {
@@ -325,11 +354,11 @@ func (g *Graph) stepDefinition(n *Node) StepDefinition {
 	s := n.Step
 	def := StepDefinition{
 		Kind: string(n.Kind), V: DefinitionVersion, Argv: nonNil(s.Run), Env: s.Env, Workdir: s.Workdir,
-		User: s.User, Platform: s.Platform, Inputs: g.refMap(s.Mounts), Outputs: nonNil(s.Outputs),
+		User: s.User, Platform: s.Platform, Inputs: g.refMapOf(n, s.Mounts), Outputs: nonNil(s.Outputs),
 		Network: s.Network, Limits: limitsOf(s.Limits),
 	}
 	if s.Image != nil {
-		def.Image = g.ref(s.Image)
+		def.Image = g.refOf(n, s.Image)
 	}
 	return def
 }

@@ -54,7 +54,14 @@ type Node struct {
 	Step       *lang.Step
 	Product    *lang.Product
 
-	num int32 // the node's number in address order (see index)
+	num       int32      // the node's number in address order (see index)
+	producers []producer // the nodes its artifacts come from (set by addEdges)
+}
+
+// producer is the node an artifact of another node comes from.
+type producer struct {
+	art  *lang.Artifact
+	node *Node
 }
 
 // Graph is a compiled configuration.
@@ -98,9 +105,10 @@ func (g *Graph) add(n *Node) { g.Nodes[n.Address] = n }
 
 func (g *Graph) addNodes() {
 	c := g.Config
-	steps := c.AllSteps()
 	// Sized up front: growing a map of 100k nodes rehashes it ~17 times.
-	g.Nodes = make(map[string]*Node, len(c.Seeds)+len(c.Capabilities)+2*len(c.Recipes)+len(c.Products)+len(steps))
+	n := len(c.Seeds) + len(c.Capabilities) + 2*len(c.Recipes) + len(c.Products)
+	c.EachStep(func(*lang.Step) { n++ })
+	g.Nodes = make(map[string]*Node, n)
 	for name, s := range c.Seeds {
 		g.add(&Node{Address: "seed." + name, Kind: KindSeed, Seed: s, Range: s.DeclRange})
 	}
@@ -116,13 +124,14 @@ func (g *Graph) addNodes() {
 	for name, p := range c.Products {
 		g.add(&Node{Address: "product." + name, Kind: KindProduct, Product: p, Range: p.DeclRange})
 	}
-	for _, st := range steps {
+	// The nodes are ordered later, by number (newIndex).
+	c.EachStep(func(st *lang.Step) {
 		kind := KindStep
 		if st.Kind == "check" {
 			kind = KindCheck
 		}
 		g.add(&Node{Address: st.Address(), Kind: kind, Step: st, Range: st.DeclRange})
-	}
+	})
 }
 
 // artifacts lists the artifacts a node refers to, in a deterministic order.
@@ -227,6 +236,7 @@ func (g *Graph) addNodeEdges(ix *index, i int) hcl.Diagnostics {
 			continue
 		}
 		deps = append(deps, dn.num)
+		n.producers = append(n.producers, producer{a, dn})
 	}
 	switch n.Kind {
 	case KindRecipe:

@@ -912,45 +912,26 @@ func (l *loader) checkSealed(suites []*Suite) {
 	}
 }
 
-// allSteps returns every step of the configuration (top-level, recipes, products, checks),
-// ordered by address.
-func (c *Config) allSteps() []*Step {
-	var out []*Step
+// EachStep calls fn with every step of the configuration (top-level, recipes', products'
+// and their checks), in no particular order.
+func (c *Config) EachStep(fn func(*Step)) {
 	for _, s := range c.Steps {
-		out = append(out, s)
+		fn(s)
 	}
 	for _, r := range c.Recipes {
 		for _, s := range r.Steps {
-			out = append(out, s)
+			fn(s)
 		}
 	}
 	for _, p := range c.Products {
 		for _, s := range p.Steps {
-			out = append(out, s)
+			fn(s)
 		}
 		for _, s := range p.Checks {
-			out = append(out, s)
+			fn(s)
 		}
 	}
-	// Each address once, not two per comparison: with 10k steps the comparisons built
-	// 280k strings.
-	type addressed struct {
-		addr string
-		step *Step
-	}
-	byAddr := make([]addressed, len(out))
-	for i, s := range out {
-		byAddr[i] = addressed{s.Address(), s}
-	}
-	slices.SortFunc(byAddr, func(a, b addressed) int { return strings.Compare(a.addr, b.addr) })
-	for i := range byAddr {
-		out[i] = byAddr[i].step
-	}
-	return out
 }
-
-// AllSteps returns every step of the configuration ordered by address.
-func (c *Config) AllSteps() []*Step { return c.allSteps() }
 
 // ValidHTTPPath reports whether p can be sent as an HTTP request target as written: an
 // absolute path with an optional query, printable ASCII without spaces or a fragment.
