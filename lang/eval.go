@@ -512,14 +512,10 @@ func (l *loader) artifact(v cty.Value, rng hcl.Range, what string, allowInline b
 	if !v.IsKnown() {
 		return nil
 	}
+	if c, ok := allowedArtifact(v, rng, kinds); ok {
+		return c
+	}
 	if a := asArtifact(v); a != nil {
-		for _, k := range kinds {
-			if a.Kind == k {
-				c := *a
-				c.Range = rng
-				return &c
-			}
-		}
 		l.diags = append(l.diags, errorf(&rng, "Invalid value", "%s cannot be %s; it must be %s.", what, describeKind(a.Kind), describeKinds(kinds, allowInline)))
 		return nil
 	}
@@ -531,6 +527,18 @@ func (l *loader) artifact(v cty.Value, rng hcl.Range, what string, allowInline b
 	}
 	l.diags = append(l.diags, errorf(&rng, "Invalid value", "%s must be %s.", what, describeKinds(kinds, allowInline)))
 	return nil
+}
+
+// allowedArtifact returns a copy of the artifact in v, placed at rng, if v holds one of the
+// given kinds.
+func allowedArtifact(v cty.Value, rng hcl.Range, kinds []ArtifactKind) (*Artifact, bool) {
+	a := asArtifact(v)
+	if a == nil || !slices.Contains(kinds, a.Kind) {
+		return nil, false
+	}
+	c := *a
+	c.Range = rng
+	return &c, true
 }
 
 func (l *loader) artifactMap(v cty.Value, rng hcl.Range, what string, allowInline bool, kinds ...ArtifactKind) map[string]*Artifact {
@@ -546,10 +554,8 @@ func (l *loader) artifactMap(v cty.Value, rng hcl.Range, what string, allowInlin
 		k, e := it.Element()
 		// What artifact returns for an artifact of an allowed kind, without naming the
 		// element for a diagnostic that cannot arise (one Sprintf per mount of 100k steps).
-		if a := asArtifact(e); a != nil && slices.Contains(kinds, a.Kind) {
-			c := *a
-			c.Range = rng
-			out[k.AsString()] = &c
+		if c, ok := allowedArtifact(e, rng, kinds); ok {
+			out[k.AsString()] = c
 			continue
 		}
 		if a := l.artifact(e, rng, fmt.Sprintf("%s[%q]", what, k.AsString()), allowInline, kinds...); a != nil {

@@ -1,7 +1,6 @@
 package lang
 
 import (
-	"slices"
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
@@ -176,37 +175,24 @@ func (l *loader) stringListFast(expr hcl.Expression, ctx *hcl.EvalContext, scope
 
 // stringMapFast is stringMap(eval(expr)) for an object of plain strings.
 func (l *loader) stringMapFast(expr hcl.Expression, ctx *hcl.EvalContext, scope *stepScope) (map[string]string, bool) {
-	o, ok := expr.(*hclsyntax.ObjectConsExpr)
-	if !fastEval || !ok {
-		return nil, false
-	}
-	l.in.current = expr.Range()
-	out := make(map[string]string, len(o.Items))
-	for _, item := range o.Items {
-		k, ok := l.objectKey(item.KeyExpr, ctx, scope)
-		if !ok {
-			return nil, false
-		}
-		v, ok := l.evalFast(item.ValueExpr, ctx, scope)
-		if !ok {
-			return nil, false
-		}
-		if out[k], ok = plainString(v); !ok {
-			return nil, false
-		}
-	}
-	return out, true
+	return objectFast(l, expr, ctx, scope, plainString)
 }
 
 // artifactMapFast is artifactMap(eval(expr)) for an object of artifacts of the given kinds,
 // each a copy placed at rng.
 func (l *loader) artifactMapFast(expr hcl.Expression, ctx *hcl.EvalContext, scope *stepScope, rng hcl.Range, kinds []ArtifactKind) (map[string]*Artifact, bool) {
+	return objectFast(l, expr, ctx, scope, func(v cty.Value) (*Artifact, bool) { return allowedArtifact(v, rng, kinds) })
+}
+
+// objectFast builds the map an object constructor evaluates to, each value converted by
+// conv, or returns false if evalFast or conv does not take every key and value.
+func objectFast[T any](l *loader, expr hcl.Expression, ctx *hcl.EvalContext, scope *stepScope, conv func(cty.Value) (T, bool)) (map[string]T, bool) {
 	o, ok := expr.(*hclsyntax.ObjectConsExpr)
 	if !fastEval || !ok {
 		return nil, false
 	}
 	l.in.current = expr.Range()
-	out := make(map[string]*Artifact, len(o.Items))
+	out := make(map[string]T, len(o.Items))
 	for _, item := range o.Items {
 		k, ok := l.objectKey(item.KeyExpr, ctx, scope)
 		if !ok {
@@ -216,13 +202,9 @@ func (l *loader) artifactMapFast(expr hcl.Expression, ctx *hcl.EvalContext, scop
 		if !ok {
 			return nil, false
 		}
-		a := asArtifact(v)
-		if a == nil || !slices.Contains(kinds, a.Kind) {
+		if out[k], ok = conv(v); !ok {
 			return nil, false
 		}
-		c := *a
-		c.Range = rng
-		out[k] = &c
 	}
 	return out, true
 }

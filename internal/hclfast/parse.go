@@ -85,6 +85,9 @@ const (
 	kOther // anything else: operators, "...", "::", "=>", heredocs, "~}", bad bytes
 )
 
+// single is the kind of the tokens that are one byte whatever follows; kEOF for others.
+var single = [256]kind{'"': kOQuote, '{': kOBrace, '}': kCBrace, '[': kOBrack, ']': kCBrack, '(': kOParen, ')': kCParen, ',': kComma}
+
 type token struct {
 	kind       kind
 	start, end int // byte offsets in src
@@ -209,22 +212,8 @@ func (p *parser) lex(nl bool) token {
 			}
 		case isDigit(c):
 			k, end = kNumber, numberEnd(src, i)
-		case c == '"':
-			k = kOQuote
-		case c == '{':
-			k = kOBrace
-		case c == '}':
-			k = kCBrace
-		case c == '[':
-			k = kOBrack
-		case c == ']':
-			k = kCBrack
-		case c == '(':
-			k = kOParen
-		case c == ')':
-			k = kCParen
-		case c == ',':
-			k = kComma
+		case single[c] != kEOF:
+			k = single[c]
 		case c == '.':
 			if !(end < len(src) && src[end] == '.') { // ".." and "..." are not attribute access
 				k = kDot

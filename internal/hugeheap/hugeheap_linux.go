@@ -3,14 +3,16 @@ package hugeheap
 import (
 	"bytes"
 	"runtime"
-	"sync"
 	"syscall"
 	"unsafe"
+
+	"github.com/foundry-build/foundry/internal/parallel"
 )
 
-// This package imports nothing outside the standard library's lowest layer, so that the
-// runtime initializes it among the first packages (Go initializes ready packages in import
-// path order) and the init below runs before most of the program's initializers allocate.
+// This package imports nothing outside the standard library's lowest layer (internal/parallel
+// imports only runtime and sync), so that the runtime initializes it among the first
+// packages (Go initializes ready packages in import path order) and the init below runs
+// before most of the program's initializers allocate.
 
 const (
 	hugePage = 2 << 20
@@ -81,16 +83,9 @@ func reserve(n, touch int, advise bool) bool {
 // preTouch writes a zero to every page of b, a part per processor.
 func preTouch(b []byte) {
 	page := syscall.Getpagesize()
-	parts := max(1, min(runtime.GOMAXPROCS(0), len(b)/(16<<20)))
-	var wg sync.WaitGroup
-	for w := 0; w < parts; w++ {
-		wg.Add(1)
-		go func(part []byte) {
-			defer wg.Done()
-			for i := 0; i < len(part); i += page {
-				part[i] = 0
-			}
-		}(b[w*len(b)/parts : (w+1)*len(b)/parts])
-	}
-	wg.Wait()
+	parallel.Parts(len(b), 16<<20, func(lo, hi int) {
+		for i := lo; i < hi; i += page {
+			b[i] = 0
+		}
+	})
 }
