@@ -48,7 +48,17 @@ type stepScope struct {
 	// value is the object step.NAME.output["PATH"] is evaluated in (see stepValue).
 	valueOnce sync.Once
 	value     cty.Value
+	// open marks a scope whose steps are not all known yet, while a load streams (see
+	// stream.go): step.NAME.output["PATH"] evaluates to its artifact and is noted in refs,
+	// to be checked once every step is known. Any other reference to a step, or any
+	// evaluated the general way, is refused with a diagnostic, and refused is set.
+	open    bool
+	refs    []stepRef
+	refused bool
 }
+
+// stepRef is a reference step.NAME.output["PATH"].
+type stepRef struct{ name, path string }
 
 // scopeStep is one step of a scope.
 type scopeStep struct {
@@ -224,21 +234,48 @@ func (s *stepScope) stepValue() cty.Value {
 // outputValue returns what t, a reference checked by checkRef, evaluates to in the scope's
 // step context when it has the form step.NAME.output["PATH"]: the artifact in value.
 func (s *stepScope) outputValue(t hcl.Traversal) (cty.Value, bool) {
-	if s == nil || len(t) != 4 || t.RootName() != "step" {
+	if s == nil {
 		return cty.NilVal, false
+	}
+	ref, ok := outputRef(t)
+	if !ok {
+		return cty.NilVal, false
+	}
+	if s.open {
+		return artifactVal(&Artifact{Kind: ArtifactStepOutput, Node: s.address(ref.name), Path: ref.path}), true
+	}
+	st := s.steps[ref.name]
+	if st == nil {
+		return cty.NilVal, false
+	}
+	v, ok := st.outVals[ref.path]
+	return v, ok
+}
+
+// outputRef returns the step and path t names when it has the form step.NAME.output["PATH"].
+func outputRef(t hcl.Traversal) (stepRef, bool) {
+	if len(t) != 4 || t.RootName() != "step" {
+		return stepRef{}, false
 	}
 	name, ok1 := t[1].(hcl.TraverseAttr)
 	out, ok2 := t[2].(hcl.TraverseAttr)
 	idx, ok3 := t[3].(hcl.TraverseIndex)
 	if !ok1 || !ok2 || !ok3 || out.Name != "output" || idx.Key.Type() != cty.String || !idx.Key.IsKnown() || idx.Key.IsNull() || idx.Key.IsMarked() {
-		return cty.NilVal, false
+		return stepRef{}, false
 	}
-	st := s.steps[name.Name]
-	if st == nil {
-		return cty.NilVal, false
+	return stepRef{name.Name, idx.Key.AsString()}, true
+}
+
+// note records a reference to a step in an open scope. A reference of another form than
+// step.NAME.output["PATH"] is refused: its value or its check needs every step.
+func (s *stepScope) note(t hcl.Traversal) *hcl.Diagnostic {
+	if ref, ok := outputRef(t); ok {
+		s.refs = append(s.refs, ref)
+		return nil
 	}
-	v, ok := st.outVals[idx.Key.AsString()]
-	return v, ok
+	s.refused = true
+	rng := t.SourceRange()
+	return errorf(&rng, "Reference needs every step", "This reference is checked once every step is known.")
 }
 
 // baseContext is the evaluation context of every expression: variables, locals, seeds,
@@ -307,6 +344,11 @@ func (l *loader) eval(expr hcl.Expression, ctx *hcl.EvalContext, scope *stepScop
 	for _, t := range expr.Variables() {
 		if d := l.checkRef(t, scope); d != nil {
 			diags = append(diags, d)
+		} else if scope != nil && scope.open && t.RootName() == "step" {
+			// An open scope has no object of every step to evaluate in (see stream.go).
+			scope.refused = true
+			rng := t.SourceRange()
+			diags = append(diags, errorf(&rng, "Reference needs every step", "This expression is evaluated once every step is known."))
 		}
 	}
 	if diags.HasErrors() {
@@ -364,6 +406,9 @@ func (l *loader) checkRef(t hcl.Traversal, scope *stepScope) *hcl.Diagnostic {
 	case "step":
 		if scope == nil {
 			return errorf(&rng, "Invalid reference", "Steps cannot be referenced here; step outputs may be used in steps, packages, checks and deliveries.")
+		}
+		if scope.open {
+			return scope.note(t)
 		}
 		st, ok := scope.steps[name]
 		if !ok {

@@ -1,11 +1,13 @@
 package lang
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -57,6 +59,8 @@ type loader struct {
 	// ctx caches the base evaluation context once locals are final (localsDone).
 	ctx        *hcl.EvalContext
 	localsDone bool
+	// deferred counts the top-level steps a streamed load decoded the classic way.
+	deferred int
 }
 
 type sealedFile struct {
@@ -76,7 +80,27 @@ func Load(dir string, opts Options) (*Config, hcl.Diagnostics) {
 		return nil, hcl.Diagnostics{errorf(nil, "Invalid project directory", "%v", err)}
 	}
 	in.stat = opts.StatCache
-	l := &loader{
+	l := newLoader(in)
+	if files := l.readFiles(); files != nil {
+		// A streamed load either succeeds, having reported nothing, or is given up; the
+		// classic load then starts from a fresh loader, so that its records and
+		// diagnostics are exactly its own.
+		if !streamLoad || !readable(files) || !l.stream(files, opts) {
+			l = newLoader(in.fresh())
+			l.load(files, opts)
+		}
+	}
+	l.cfg.Inputs = l.in.sorted()
+	// The parser owns every file read, including var files: expose them all for rendering,
+	// which needs only the source text.
+	for name, f := range l.parser.Files() {
+		l.cfg.Files[name] = &hcl.File{Bytes: f.Bytes}
+	}
+	return l.cfg, l.diags
+}
+
+func newLoader(in *inputs) *loader {
+	return &loader{
 		cfg: &Config{
 			Dir: in.dir, Files: map[string]*hcl.File{},
 			Variables: map[string]*Variable{}, Locals: map[string]cty.Value{},
@@ -87,27 +111,13 @@ func Load(dir string, opts Options) (*Config, hcl.Diagnostics) {
 		parser:   hclparse.NewParser(),
 		declared: map[string]hcl.Range{},
 	}
-	l.load(opts)
-	l.cfg.Inputs = in.sorted()
-	// The parser owns every file read, including var files: expose them all for rendering,
-	// which needs only the source text.
-	for name, f := range l.parser.Files() {
-		l.cfg.Files[name] = &hcl.File{Bytes: f.Bytes}
-	}
-	return l.cfg, l.diags
 }
 
-func (l *loader) load(opts Options) {
-	names, err := filepath.Glob(filepath.Join(l.cfg.Dir, "*.hcl"))
-	if err != nil || len(names) == 0 {
-		l.diags = append(l.diags, errorf(nil, "No configuration files",
-			"The directory %s has no *.hcl files. Run 'foundry init' to create a starter project.", l.cfg.Dir))
-		return
-	}
-	sort.Strings(names)
+// load decodes the files the classic way: every file parsed, then every block decoded.
+func (l *loader) load(files []sourceFile, opts Options) {
 	var blocks []*hcl.Block
 	source := 0
-	for _, pf := range parseFiles(l.cfg.Dir, names) {
+	for _, pf := range parseFiles(files) {
 		l.diags = append(l.diags, pf.diags...)
 		if pf.file == nil {
 			continue
@@ -131,12 +141,35 @@ func (l *loader) load(opts Options) {
 		}
 		byType[b.Type] = append(byType[b.Type], b)
 	}
-	// Order matters: variables feed locals; locals, seeds and capabilities are visible to all
-	// blocks; every step's declared outputs must be known before any step expression is
-	// evaluated, because step.x.output[...] refers to them.
+	blocks = nil
+	if !l.decodeGlobals(byType, opts) {
+		return
+	}
+	// Every step's declared outputs must be known before any step expression is evaluated,
+	// because step.x.output[...] refers to them.
+	top := newStepScope("", len(byType["step"]))
+	l.cfg.Steps = make(map[string]*Step, len(byType["step"]))
+	top.addAll(l, byType["step"])
+	delete(byType, "step")
+	l.decodeSteps(top, l.cfg.Steps)
+	l.decodeRest(byType)
+	if source*heapPerSourceByte >= hugeheap.Threshold {
+		// Most of the heap is now the syntax trees, all garbage: collect them before the
+		// caller compiles, so that compiling reuses their memory. Otherwise the heap's goal,
+		// set while the trees were live, lets it grow to about twice their size (planning
+		// 10k steps peaked at 181-213 MiB without this, 167-178 MiB with it).
+		runtime.GC()
+	}
+}
+
+// decodeGlobals decodes what every step may refer to besides other steps. Order matters:
+// variables feed locals; locals, seeds and capabilities are visible to all blocks. It
+// reports whether the variables decoded without errors; nothing else can be evaluated
+// without them.
+func (l *loader) decodeGlobals(byType map[string][]*hcl.Block, opts Options) bool {
 	l.decodeVariables(byType["variable"], opts)
 	if l.diags.HasErrors() {
-		return
+		return false
 	}
 	l.decodeLocals(byType["locals"])
 	l.localsDone = true
@@ -147,12 +180,12 @@ func (l *loader) load(opts Options) {
 	for _, b := range byType["capability"] {
 		l.decodeCapability(b)
 	}
-	blocks = nil
-	top := newStepScope("", len(byType["step"]))
-	l.cfg.Steps = make(map[string]*Step, len(byType["step"]))
-	top.addAll(l, byType["step"])
-	delete(byType, "step")
-	l.decodeSteps(top, l.cfg.Steps)
+	return true
+}
+
+// decodeRest decodes recipes and products, whose steps see only their own block's steps,
+// and checks that nothing reads a sealed case.
+func (l *loader) decodeRest(byType map[string][]*hcl.Block) {
 	for _, b := range byType["recipe"] {
 		l.decodeRecipe(b)
 	}
@@ -166,13 +199,6 @@ func (l *loader) load(opts Options) {
 		}
 	}
 	l.checkSealed(suites)
-	if source*heapPerSourceByte >= hugeheap.Threshold {
-		// Most of the heap is now the syntax trees, all garbage: collect them before the
-		// caller compiles, so that compiling reuses their memory. Otherwise the heap's goal,
-		// set while the trees were live, lets it grow to about twice their size (planning
-		// 10k steps peaked at 181-213 MiB without this, 167-178 MiB with it).
-		runtime.GC()
-	}
 }
 
 // heapPerSourceByte is about how much heap loading takes per byte of configuration at its
@@ -189,6 +215,56 @@ const touchPerSourceByte = 48
 // configuration (measured: 27 at 10k steps).
 const treePerSourceByte = 28
 
+// sourceFile is one configuration file, read and cut into pieces (see parse.go).
+type sourceFile struct {
+	rel    string
+	src    []byte
+	pieces []piece
+	err    error // reading it failed
+}
+
+// readFiles reads and cuts every *.hcl file of the project, in name order.
+func (l *loader) readFiles() []sourceFile {
+	names, err := filepath.Glob(filepath.Join(l.cfg.Dir, "*.hcl"))
+	if err != nil || len(names) == 0 {
+		l.diags = append(l.diags, errorf(nil, "No configuration files",
+			"The directory %s has no *.hcl files. Run 'foundry init' to create a starter project.", l.cfg.Dir))
+		return nil
+	}
+	sort.Strings(names)
+	files := make([]sourceFile, len(names))
+	// Files are read and cut on every core (1000 files took 0.18 s on one).
+	parallel.Parts(len(names), 16, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			f := &files[i]
+			f.rel, _ = filepath.Rel(l.cfg.Dir, names[i])
+			if f.src, f.err = os.ReadFile(names[i]); f.err == nil {
+				f.pieces = cutPieces(f.src, minPiece)
+			}
+		}
+	})
+	return files
+}
+
+// readable reports whether every file was read.
+func readable(files []sourceFile) bool {
+	for _, f := range files {
+		if f.err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// sourceSize is the number of bytes of configuration in files.
+func sourceSize(files []sourceFile) int {
+	n := 0
+	for _, f := range files {
+		n += len(f.src)
+	}
+	return n
+}
+
 // parsedFile is one configuration file, parsed and split into its top-level blocks.
 type parsedFile struct {
 	rel    string
@@ -197,58 +273,29 @@ type parsedFile struct {
 	diags  hcl.Diagnostics
 }
 
-// parseFiles reads and parses the files and returns them in the order given, so that
-// diagnostics and blocks keep the sorted file order. Parsing dominates loading a large
-// project: the pieces of all files (see parse.go) are parsed in parallel.
-func parseFiles(dir string, names []string) []parsedFile {
-	out := make([]parsedFile, len(names))
-	srcs := make([][]byte, len(names))
-	pieces := make([][]piece, len(names))
-	// Files are read and cut on every core too (1000 files took 0.18 s on one).
-	parallel.Parts(len(names), 16, func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			out[i].rel, _ = filepath.Rel(dir, names[i])
-			src, err := os.ReadFile(names[i])
-			if err != nil {
-				out[i].diags = hcl.Diagnostics{errorf(nil, "Cannot read configuration file", "%v", err)}
-				continue
-			}
-			srcs[i], pieces[i] = src, cutPieces(src, minPiece)
+// parseFiles parses the files and returns them in the order given, so that diagnostics and
+// blocks keep the sorted file order. Parsing dominates loading a large project: the pieces
+// of all files (see parse.go) are parsed in parallel.
+func parseFiles(files []sourceFile) []parsedFile {
+	out := make([]parsedFile, len(files))
+	var jobs []pieceJob
+	for i := range files {
+		out[i].rel = files[i].rel
+		for k := range files[i].pieces {
+			jobs = append(jobs, pieceJob{&files[i].pieces[k], files[i].rel})
 		}
-	})
-	type job struct{ file, piece int }
-	var jobs []job
-	total := 0
-	for i := range names {
-		for k := range pieces[i] {
-			jobs = append(jobs, job{i, k})
-		}
-		total += len(srcs[i])
 	}
+	total := sourceSize(files)
 	hugeheap.Reserve(total*heapPerSourceByte, total*touchPerSourceByte)
 	// The trees stay live until decoded: collecting while they are built frees nothing.
 	hugeheap.Expect(total * treePerSourceByte)
-	work := make(chan job)
-	var wg sync.WaitGroup
-	for w := 0; w < min(runtime.GOMAXPROCS(0), len(jobs)); w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j := range work {
-				pieces[j.file][j.piece].parse(out[j.file].rel)
-			}
-		}()
-	}
-	for _, j := range jobs {
-		work <- j
-	}
-	close(work)
-	wg.Wait()
+	parsePieces(jobs)
 	for i := range out {
-		if out[i].diags != nil {
-			continue // not readable
+		if err := files[i].err; err != nil {
+			out[i].diags = hcl.Diagnostics{errorf(nil, "Cannot read configuration file", "%v", err)}
+			continue
 		}
-		f, diags := joinPieces(srcs[i], out[i].rel, pieces[i])
+		f, diags := joinPieces(files[i].src, out[i].rel, files[i].pieces)
 		out[i].diags = diags
 		if f == nil {
 			continue
@@ -260,6 +307,32 @@ func parseFiles(dir string, names []string) []parsedFile {
 		out[i].blocks = content.Blocks
 	}
 	return out
+}
+
+// pieceJob is a piece to parse and the name of its file.
+type pieceJob struct {
+	p   *piece
+	rel string
+}
+
+// parsePieces parses the pieces on every core.
+func parsePieces(jobs []pieceJob) {
+	work := make(chan pieceJob)
+	var wg sync.WaitGroup
+	for w := 0; w < min(runtime.GOMAXPROCS(0), len(jobs)); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range work {
+				j.p.parse(j.rel)
+			}
+		}()
+	}
+	for _, j := range jobs {
+		work <- j
+	}
+	close(work)
+	wg.Wait()
 }
 
 // declare records a named block and reports a duplicate.
@@ -574,7 +647,20 @@ func (l *loader) content(body hcl.Body, schema *hcl.BodySchema) (*hcl.BodyConten
 	return content, diags
 }
 
+// suggest adds a "Did you mean" to each unsupported argument or block of diags that is close
+// to one the schema has, and puts diags in source order: hcl reports unsupported arguments
+// in the order of a map, which differs from run to run.
 func suggest(diags hcl.Diagnostics, schema *hcl.BodySchema) {
+	slices.SortStableFunc(diags, func(a, b *hcl.Diagnostic) int {
+		var ra, rb hcl.Range
+		if a.Subject != nil {
+			ra = *a.Subject
+		}
+		if b.Subject != nil {
+			rb = *b.Subject
+		}
+		return cmp.Or(strings.Compare(ra.Filename, rb.Filename), ra.Start.Byte-rb.Start.Byte)
+	})
 	for _, d := range diags {
 		var names []string
 		switch d.Summary {

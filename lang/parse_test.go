@@ -53,8 +53,8 @@ func writeBody(b *strings.Builder, body *hclsyntax.Body) {
 	}
 }
 
-// parsePieces is what parseFiles does to one file, in order: cut, parse each piece, join.
-func parsePieces(src []byte, filename string, least int) (*hcl.File, hcl.Diagnostics) {
+// parseInPieces is what parseFiles does to one file, in order: cut, parse each piece, join.
+func parseInPieces(src []byte, filename string, least int) (*hcl.File, hcl.Diagnostics) {
 	ps := cutPieces(src, least)
 	for i := range ps {
 		ps[i].parse(filename)
@@ -67,7 +67,7 @@ func parsePieces(src []byte, filename string, least int) (*hcl.File, hcl.Diagnos
 func checkSameParse(t *testing.T, src []byte, minPiece int) int {
 	t.Helper()
 	whole := syntaxTree(hclsyntax.ParseConfig(src, "main.hcl", hcl.InitialPos))
-	pieced := syntaxTree(parsePieces(src, "main.hcl", minPiece))
+	pieced := syntaxTree(parseInPieces(src, "main.hcl", minPiece))
 	if whole != pieced {
 		w, p := strings.Split(whole, "\n"), strings.Split(pieced, "\n")
 		for i := range min(len(w), len(p)) {

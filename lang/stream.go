@@ -1,0 +1,288 @@
+package lang
+
+import (
+	"bytes"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/foundry-build/foundry/internal/hugeheap"
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+)
+
+// A streamed load parses and decodes the top-level steps piece by piece, so that the syntax
+// trees of a piece are garbage as soon as its steps are decoded, instead of all living until
+// every file is parsed.
+//
+// Why: the trees take ~30 bytes per byte of configuration, five times what the decoded steps
+// take. Holding them all made a 100k-step project peak at 1.4 GiB, and decoding read each
+// tree long after it was built, when it had left the processor's caches.
+//
+// A step refers to other steps, which may come later in the files. In the stream a step is
+// decoded in an open scope (see stepScope): step.NAME.output["PATH"] evaluates to its
+// artifact, whose value needs nothing of step NAME, and the reference is noted; the notes are
+// checked once every step is known. Pieces that hold anything but steps (variables, locals,
+// seeds, capabilities, recipes, products) are parsed and decoded first, the classic way.
+//
+// A streamed load succeeds only when nothing at all is reported: no parse or decode
+// diagnostic, no bad or unusual reference to a step, no duplicate. Otherwise Load gives it
+// up and loads the classic way from the start, so that a project with errors gets exactly
+// the classic diagnostics, in the classic order. The configuration of a project without
+// errors is the same either way (TestStreamedLoadSameAsClassic).
+
+// streamLoad turns streamed loading on; the equivalence test turns it off to compare.
+var streamLoad = true
+
+// streamHeapPerSourceByte and streamTouchPerSourceByte are heapPerSourceByte and
+// touchPerSourceByte for a streamed load, which never holds every tree.
+const (
+	streamHeapPerSourceByte  = 48
+	streamTouchPerSourceByte = 36
+)
+
+// streamChunk is how many pieces a worker of the stream takes at a time: enough that a
+// chunk's fork of the loader costs little, few enough that the cores finish together.
+const streamChunk = 32
+
+// streamPiece is a piece of a configuration file in a streamed load.
+type streamPiece struct {
+	*piece
+	rel string
+	// steps is set for a piece that looks like it holds only steps (see stepsOnly): it is
+	// parsed and decoded in the stream. Its steps are then in decoded; the blocks of any
+	// other piece are in blocks.
+	steps   bool
+	decoded []*Step
+	blocks  []*hcl.Block
+	// held are the steps of a streamed piece that refer to steps in a way that needs every
+	// step (see stepScope.open), with their outputs; they are decoded as the classic load
+	// does, once every step is known.
+	held []*scopeStep
+}
+
+// stepsOnly reports whether src looks like step blocks alone: every line that starts with a
+// letter starts with "step". A guess, which the stream checks once the piece is parsed.
+func stepsOnly(src []byte) bool {
+	for i := 0; i < len(src); {
+		c := src[i]
+		if ('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z') {
+			if len(src)-i < 5 || string(src[i:i+5]) != "step " && string(src[i:i+5]) != "step\"" {
+				return false
+			}
+		}
+		nl := bytes.IndexByte(src[i:], '\n')
+		if nl < 0 {
+			break
+		}
+		i += nl + 1
+	}
+	return true
+}
+
+// stream loads the files streaming their steps. It reports whether it succeeded; when it
+// did not, l is to be thrown away.
+func (l *loader) stream(files []sourceFile, opts Options) bool {
+	var ps, streamed []*streamPiece
+	var others []pieceJob
+	for i := range files {
+		f := &files[i]
+		for k := range f.pieces {
+			sp := &streamPiece{piece: &f.pieces[k], rel: f.rel, steps: stepsOnly(f.pieces[k].src)}
+			ps = append(ps, sp)
+			if sp.steps {
+				streamed = append(streamed, sp)
+			} else {
+				others = append(others, pieceJob{sp.piece, sp.rel})
+			}
+		}
+		// The parser keeps only the text, for rendering diagnostics.
+		l.parser.AddFile(f.rel, &hcl.File{Bytes: f.src})
+	}
+	total := sourceSize(files)
+	hugeheap.Reserve(total*streamHeapPerSourceByte, total*streamTouchPerSourceByte)
+
+	// What steps may refer to besides steps, decoded first.
+	parsePieces(others)
+	byType := map[string][]*hcl.Block{}
+	for _, sp := range ps {
+		if sp.steps {
+			continue
+		}
+		if !sp.clean {
+			return false
+		}
+		content, diags := sp.body.Content(rootSchema)
+		if len(diags) > 0 {
+			return false
+		}
+		sp.blocks = content.Blocks
+		for _, b := range sp.blocks {
+			if len(b.Labels) == 1 && !l.declare(b.Type+"."+b.Labels[0], b) {
+				return false
+			}
+			byType[b.Type] = append(byType[b.Type], b)
+		}
+	}
+	if !l.decodeGlobals(byType, opts) || len(l.diags) > 0 {
+		return false
+	}
+
+	refs, ok := l.streamSteps(streamed)
+	if !ok {
+		return false
+	}
+
+	// Every step is known now: the top-level scope, in file order.
+	n := 0
+	for _, sp := range ps {
+		n += len(sp.decoded) + len(sp.held)
+	}
+	n += len(byType["step"])
+	top := newStepScope("", n)
+	l.cfg.Steps = make(map[string]*Step, n)
+	var deferred []*hcl.Block
+	for _, sp := range ps {
+		for _, st := range sp.decoded {
+			addr := "step." + st.Name
+			if _, dup := l.declared[addr]; dup {
+				return false
+			}
+			l.declared[addr] = st.DeclRange
+			top.steps[st.Name] = &scopeStep{outputs: st.Outputs}
+			l.cfg.Steps[st.Name] = st
+		}
+		for _, st := range sp.held {
+			addr := "step." + st.block.Labels[0]
+			if _, dup := l.declared[addr]; dup {
+				return false
+			}
+			l.declared[addr] = st.block.DefRange
+			top.steps[st.block.Labels[0]] = st
+			deferred = append(deferred, st.block)
+		}
+		for _, b := range sp.blocks {
+			if b.Type == "step" {
+				top.steps[b.Labels[0]] = &scopeStep{block: b, outputs: l.declaredOutputs(b)}
+				deferred = append(deferred, b)
+			}
+		}
+	}
+	for _, ref := range refs {
+		st := top.steps[ref.name]
+		if st == nil || !slices.Contains(st.outputs, ref.path) {
+			return false
+		}
+	}
+	// Steps that were not streamed are decoded as the classic load does.
+	l.deferred = len(deferred)
+	if len(deferred) > 0 {
+		top.finish()
+		ctx := l.baseContext()
+		for _, b := range deferred {
+			l.cfg.Steps[b.Labels[0]] = l.decodeStep(b, ctx, top)
+		}
+	}
+	delete(byType, "step")
+	l.decodeRest(byType)
+	if total*heapPerSourceByte >= hugeheap.Threshold {
+		// As after a classic load (see load): the trees of the last pieces and the rest of
+		// what streaming allocated since the last collection are garbage, which compiling
+		// should reuse. Planning 10k steps peaked at 120 MiB without this, 102 with it.
+		runtime.GC()
+	}
+	return len(l.diags) == 0
+}
+
+// streamSteps parses and decodes the pieces on every core, a chunk at a time, each chunk
+// with a fork of l and an open scope; the forks are joined in chunk order, and the notes of
+// their scopes are returned in the same order. It reports whether every piece held only
+// steps and decoded without a diagnostic.
+func (l *loader) streamSteps(ps []*streamPiece) ([]stepRef, bool) {
+	type chunk struct {
+		l    *loader
+		refs []stepRef
+	}
+	chunks := make([]chunk, (len(ps)+streamChunk-1)/streamChunk)
+	var next atomic.Int64
+	var failed atomic.Bool
+	var wg sync.WaitGroup
+	for w := 0; w < min(runtime.GOMAXPROCS(0), len(chunks)); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !failed.Load() {
+				c := int(next.Add(1) - 1)
+				if c >= len(chunks) {
+					return
+				}
+				fl := l.fork()
+				scope := &stepScope{steps: make(map[string]*scopeStep, 1), open: true}
+				if !fl.streamChunk(ps[c*streamChunk:min((c+1)*streamChunk, len(ps))], scope) {
+					failed.Store(true)
+					return
+				}
+				chunks[c] = chunk{fl, scope.refs}
+			}
+		}()
+	}
+	wg.Wait()
+	if failed.Load() {
+		return nil, false
+	}
+	var refs []stepRef
+	for _, c := range chunks {
+		l.join(c.l)
+		refs = append(refs, c.refs...)
+	}
+	return refs, true
+}
+
+// streamChunk parses and decodes the steps of the pieces in scope, an open scope that holds
+// only the step being decoded (its outputs are its own). A step whose decoding the scope
+// refused is held, and what decoding it reported and noted is dropped: decoding it again
+// once every step is known reports it again (functions' records are memoized per load).
+func (l *loader) streamChunk(ps []*streamPiece, scope *stepScope) bool {
+	ctx := l.baseContext()
+	for _, sp := range ps {
+		sp.parse(sp.rel)
+		if !sp.clean || !onlySteps(sp.body) {
+			return false
+		}
+		sp.decoded = make([]*Step, 0, len(sp.body.Blocks))
+		for _, sb := range sp.body.Blocks {
+			b := sb.AsHCLBlock()
+			cur := &scopeStep{block: b, outputs: l.declaredOutputs(b)}
+			clear(scope.steps)
+			scope.steps[b.Labels[0]] = cur
+			diags, refs := len(l.diags), len(scope.refs)
+			scope.refused = false
+			st := l.decodeStep(b, ctx, scope)
+			if scope.refused {
+				l.diags, scope.refs = l.diags[:diags], scope.refs[:refs]
+				sp.held = append(sp.held, cur)
+				continue
+			}
+			sp.decoded = append(sp.decoded, st)
+		}
+		sp.body, sp.file = nil, nil // the trees are garbage now, but for held steps'
+		if len(l.diags) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// onlySteps reports whether body holds step blocks with one label and nothing else.
+func onlySteps(body *hclsyntax.Body) bool {
+	if len(body.Attributes) > 0 {
+		return false
+	}
+	for _, b := range body.Blocks {
+		if b.Type != "step" || len(b.Labels) != 1 {
+			return false
+		}
+	}
+	return true
+}
