@@ -365,3 +365,21 @@ func TestEncoderStringsAsCanonical(t *testing.T) {
 		}
 	}
 }
+
+// A Reset encoder writes the next value as a new one would, even after an error or with a
+// container left open.
+func TestEncoderReset(t *testing.T) {
+	e := NewEncoder(0)
+	e.Open('{')
+	e.Key("a")
+	e.String("\xff")
+	e.Reset()
+	e.Open('[')
+	e.String("x")
+	e.Int(1)
+	e.Close(']')
+	got, err := e.Bytes()
+	if want := `["x",1]`; err != nil || string(got) != want {
+		t.Fatalf("after Reset: %q, %v; want %q", got, err, want)
+	}
+}

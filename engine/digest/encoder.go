@@ -28,7 +28,13 @@ type Encoder struct {
 // NewEncoder returns an encoder whose buffer starts with capacity n.
 func NewEncoder(n int) *Encoder { return &Encoder{b: make([]byte, 0, n)} }
 
-// Bytes returns the canonical JSON written so far, or the first error.
+// Reset empties the encoder and keeps its buffer, for writing another value.
+func (e *Encoder) Reset() {
+	e.b, e.counts, e.afterKey, e.err = e.b[:0], e.counts[:0], false, nil
+}
+
+// Bytes returns the canonical JSON written so far, or the first error. The bytes are the
+// encoder's buffer: valid until it is Reset.
 func (e *Encoder) Bytes() ([]byte, error) {
 	if e.err != nil {
 		return nil, e.err
