@@ -16,9 +16,9 @@ import (
 // trees of a piece are garbage as soon as its steps are decoded, instead of all living until
 // every file is parsed.
 //
-// Why: the trees take ~30 bytes per byte of configuration, five times what the decoded steps
-// take. Holding them all made a 100k-step project peak at 1.4 GiB, and decoding read each
-// tree long after it was built, when it had left the processor's caches.
+// Why: the trees take ~30 bytes per byte of configuration, three times what the decoded
+// steps take. Holding them all made a 100k-step project peak at 1.4 GiB, and decoding read
+// each tree long after it was built, when it had left the processor's caches.
 //
 // A step refers to other steps, which may come later in the files. In the stream a step is
 // decoded in an open scope (see stepScope): step.NAME.output["PATH"] evaluates to its
