@@ -273,9 +273,15 @@ func (s *stepScope) note(t hcl.Traversal) *hcl.Diagnostic {
 		s.refs = append(s.refs, ref)
 		return nil
 	}
+	return s.refuse(t)
+}
+
+// refuse marks the open scope's current step as refused because of t, and returns the
+// diagnostic that stops its decoding (the stream drops it; see streamChunk).
+func (s *stepScope) refuse(t hcl.Traversal) *hcl.Diagnostic {
 	s.refused = true
 	rng := t.SourceRange()
-	return errorf(&rng, "Reference needs every step", "This reference is checked once every step is known.")
+	return errorf(&rng, "Reference needs every step", "This reference is evaluated once every step is known.")
 }
 
 // baseContext is the evaluation context of every expression: variables, locals, seeds,
@@ -346,9 +352,7 @@ func (l *loader) eval(expr hcl.Expression, ctx *hcl.EvalContext, scope *stepScop
 			diags = append(diags, d)
 		} else if scope != nil && scope.open && t.RootName() == "step" {
 			// An open scope has no object of every step to evaluate in (see stream.go).
-			scope.refused = true
-			rng := t.SourceRange()
-			diags = append(diags, errorf(&rng, "Reference needs every step", "This expression is evaluated once every step is known."))
+			diags = append(diags, scope.refuse(t))
 		}
 	}
 	if diags.HasErrors() {

@@ -147,23 +147,28 @@ func (l *loader) stream(files []sourceFile, opts Options) bool {
 	n += len(byType["step"])
 	top := newStepScope("", n)
 	l.cfg.Steps = make(map[string]*Step, n)
+	// declared records a streamed step's address, or reports that it is a duplicate.
+	declared := func(name string, rng hcl.Range) bool {
+		addr := "step." + name
+		if _, dup := l.declared[addr]; dup {
+			return false
+		}
+		l.declared[addr] = rng
+		return true
+	}
 	var deferred []*hcl.Block
 	for _, sp := range ps {
 		for _, st := range sp.decoded {
-			addr := "step." + st.Name
-			if _, dup := l.declared[addr]; dup {
+			if !declared(st.Name, st.DeclRange) {
 				return false
 			}
-			l.declared[addr] = st.DeclRange
 			top.steps[st.Name] = &scopeStep{outputs: st.Outputs}
 			l.cfg.Steps[st.Name] = st
 		}
 		for _, st := range sp.held {
-			addr := "step." + st.block.Labels[0]
-			if _, dup := l.declared[addr]; dup {
+			if !declared(st.block.Labels[0], st.block.DefRange) {
 				return false
 			}
-			l.declared[addr] = st.block.DefRange
 			top.steps[st.block.Labels[0]] = st
 			deferred = append(deferred, st.block)
 		}
@@ -189,7 +194,6 @@ func (l *loader) stream(files []sourceFile, opts Options) bool {
 			l.cfg.Steps[b.Labels[0]] = l.decodeStep(b, ctx, top)
 		}
 	}
-	delete(byType, "step")
 	l.decodeRest(byType)
 	if total*heapPerSourceByte >= hugeheap.Threshold {
 		// As after a classic load (see load): the trees of the last pieces and the rest of
