@@ -232,6 +232,7 @@ func (l *loader) readFiles() []sourceFile {
 		return nil
 	}
 	sort.Strings(names)
+	l.reserve(names)
 	files := make([]sourceFile, len(names))
 	// Files are read and cut on every core (1000 files took 0.18 s on one).
 	parallel.Parts(len(names), 16, func(lo, hi int) {
@@ -244,6 +245,24 @@ func (l *loader) readFiles() []sourceFile {
 		}
 	})
 	return files
+}
+
+// reserve reserves the heap a load of the named files takes (hugeheap.Reserve), from their
+// sizes, before they are read: their text then lands in huge pages too. Read first, the 26 MB
+// of a project of 100k steps took ~10k small-page faults, at ~13 µs each on our virtual
+// machines (~3.4 ms per MiB, against 0.07-2 ms per MiB in huge pages).
+func (l *loader) reserve(names []string) {
+	size := 0
+	for _, name := range names {
+		if fi, err := os.Stat(name); err == nil {
+			size += int(fi.Size())
+		}
+	}
+	if streamLoad {
+		hugeheap.Reserve(size*streamHeapPerSourceByte, size*streamTouchPerSourceByte)
+	} else {
+		hugeheap.Reserve(size*heapPerSourceByte, size*touchPerSourceByte)
+	}
 }
 
 // readable reports whether every file was read.

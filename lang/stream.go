@@ -106,7 +106,6 @@ func (l *loader) stream(files []sourceFile, opts Options) bool {
 		l.parser.AddFile(f.rel, &hcl.File{Bytes: f.src})
 	}
 	total := sourceSize(files)
-	hugeheap.Reserve(total*streamHeapPerSourceByte, total*streamTouchPerSourceByte)
 
 	// What steps may refer to besides steps, decoded first.
 	parsePieces(others)
