@@ -37,11 +37,11 @@ var streamLoad = true
 
 // streamHeapPerSourceByte and streamTouchPerSourceByte are heapPerSourceByte and
 // touchPerSourceByte for a streamed load, which never holds every tree: planning 10k and
-// 100k steps streamed peaked at 107 and 948 MiB (classic: 155 MiB and 1.43 GiB).
+// 100k steps streamed peaked at 132 and 1,180 MiB (classic: 155 MiB and 1.43 GiB).
 //
-// Collections are not put off while streaming (hugeheap.Expect), as they are while the
-// classic load parses: they free the trees of the pieces decoded. Putting off the first
-// ones grew the peak by 40 MiB at 10k steps and 250 MiB at 100k, for no clear gain in time.
+// The stream's first collection waits until the heap fills the touched memory (Reserve
+// puts it off), and later ones are not put off (hugeheap.Expect), as they are while the
+// classic load parses: they free the trees of the pieces decoded.
 const (
 	streamHeapPerSourceByte  = 48
 	streamTouchPerSourceByte = 36

@@ -65,16 +65,35 @@ func DelayFirstGC() {
 // ran four during parsing, marking ~0.8 GB. It does nothing when the user set GOGC, when
 // collection is off, or when GOGC already allows n.
 func Expect(n int) {
-	if v, set := syscall.Getenv("GOGC"); set && v != "" {
+	if userGOGC() {
 		return
 	}
 	// The next collection starts when the heap reaches live*(1+GOGC/100), live being what
 	// the last collection marked; the heap now also holds what was allocated since.
+	live, heap := heapNow()
+	delayUntil(heap+uint64(n), live)
+}
+
+// userGOGC reports whether the user set GOGC, which this package then leaves alone.
+func userGOGC() bool {
+	v, set := syscall.Getenv("GOGC")
+	return set && v != ""
+}
+
+// heapNow returns what the last collection marked live and what the heap holds now.
+func heapNow() (live, heap uint64) {
 	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/gc/heap/allocs:bytes"}, {Name: "/gc/heap/frees:bytes"}}
 	metrics.Read(sample)
-	live := max(sample[0].Value.Uint64(), 1<<20)
-	heap := sample[1].Value.Uint64() - sample[2].Value.Uint64()
-	want := int((heap+uint64(n))*100/live) - 100
+	return sample[0].Value.Uint64(), sample[1].Value.Uint64() - sample[2].Value.Uint64()
+}
+
+// delayUntil puts off the next collection until the heap holds about goal bytes, given what
+// the last collection marked live, unless GOGC already allows that or collection is off.
+func delayUntil(goal, live uint64) {
+	// The runtime's goal is at least heapMinimum, 4 MiB scaled by GOGC/100: over a smaller
+	// live heap, a GOGC computed from it would put the collection off far beyond goal.
+	live = max(live, 4<<20)
+	want := int(goal*100/live) - 100
 	gcMu.Lock()
 	defer gcMu.Unlock()
 	cur := debug.SetGCPercent(-1)

@@ -104,3 +104,49 @@ func TestStaleCleanupKeepsALaterDelay(t *testing.T) {
 		t.Fatalf("a stale cleanup put GOGC back to %d", p)
 	}
 }
+
+// After a reservation, the first collection waits until the heap has grown into the touched
+// memory (so the scavenger does not hand it back meanwhile), and not much longer: over a
+// small live heap the runtime's minimum heap scales with GOGC, which once put the collection
+// off by gigabytes.
+func TestReserveDelaysTheFirstCollectionToTheTouchedSize(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector's allocations change when collections run")
+	}
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	forgetReservations()
+	runtime.GC()
+	const touch = 64 << 20
+	if !Reserve(2*touch, touch) {
+		t.Fatal("Reserve(128 MiB, touch 64 MiB) did nothing")
+	}
+	if p := gcPercent(); p <= 100 {
+		t.Fatalf("GOGC after Reserve = %d, want more than 100", p)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	// Half the touched size, live, in small objects: with GOGC at 100 this would collect
+	// several times.
+	live := make([][]byte, 0, 32<<10)
+	for i := 0; i < 32<<10; i++ {
+		live = append(live, make([]byte, 1024))
+	}
+	runtime.ReadMemStats(&after)
+	if n := after.NumGC - before.NumGC; n != 0 {
+		t.Errorf("%d collections within the touched size", n)
+	}
+	// Twice the touched size more, as garbage: a collection must have run by then.
+	var sink []byte
+	for i := 0; i < 128<<10 && after.NumGC == before.NumGC; i++ {
+		sink = make([]byte, 1024)
+		if i%1024 == 0 {
+			runtime.ReadMemStats(&after)
+		}
+	}
+	runtime.KeepAlive(sink)
+	if after.NumGC == before.NumGC {
+		t.Errorf("no collection after allocating three times the touched size")
+	}
+	runtime.KeepAlive(live)
+	waitForDefaultGC(t)
+}
