@@ -4,7 +4,7 @@
 //
 // Run with `make bench`. Targets (issue 2): 10k nodes under 0.5 s and 200 MiB; 100k under 10×
 // that: 5 s, or, read strictly, 10× the measured 10k time. Each size is planned -runs times
-// (default 3); times are medians.
+// (default 5), the sizes taking turns; times are medians.
 package main
 
 import (
@@ -32,7 +32,7 @@ func main() {
 	flag.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of planning the last size to this file")
 	flag.StringVar(&memProfile, "memprofile", "", "write a heap profile, taken after planning the last size, to this file")
 	keep := flag.Bool("keep", false, "keep each generated project and print its directory, to plan or profile it again with foundry or -child")
-	runs := flag.Int("runs", 3, "plan each size this many times, each in a fresh process; the median time is reported")
+	runs := flag.Int("runs", 5, "plan each size this many times, each in a fresh process, the sizes taking turns; the median time is reported")
 	flag.Parse()
 	if *child != "" {
 		os.Exit(runChild(*child))
@@ -41,56 +41,78 @@ func main() {
 		fmt.Fprintln(os.Stderr, "-runs must be at least 1")
 		os.Exit(2)
 	}
+	var ns []int
+	for _, s := range strings.Split(*sizes, ",") {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 2 {
+			fmt.Fprintf(os.Stderr, "-sizes: %q is not a node count\n", s)
+			os.Exit(2)
+		}
+		ns = append(ns, n)
+	}
+	dirs := make([]string, len(ns))
+	cleanup := func() {
+		for i, dir := range dirs {
+			if dir == "" {
+				continue
+			}
+			if *keep {
+				fmt.Fprintf(os.Stderr, "kept the %d-node project in %s\n", ns[i], dir)
+			} else {
+				os.RemoveAll(dir)
+			}
+		}
+	}
+	fail := func(err error) {
+		cleanup()
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	for i, n := range ns {
+		dir, err := os.MkdirTemp("", "foundry-planbench-")
+		if err != nil {
+			fail(err)
+		}
+		dirs[i] = dir
+		if err := generate(dir, n); err != nil {
+			fail(err)
+		}
+	}
 	// Virtual machines drift by 10-30% between runs a minute apart, so one run per size made
-	// the ratio between sizes swing by as much: each size is planned several times and the
-	// ratio is between medians. The peak is the largest of the runs.
+	// the ratio between sizes swing by as much. Each size is planned several times, and the
+	// sizes take turns (1k, 10k, 100k, 1k, ...), so that a drift slows every size alike
+	// instead of the ones measured last: the ratio is between medians of runs made over the
+	// same minute. The peak is the largest of the runs.
+	times := make([][]time.Duration, len(ns))
+	rss := make([]int64, len(ns)) // KiB
+	for r := 0; r < *runs; r++ {
+		for i := range ns {
+			elapsed, peak, err := measure(dirs[i])
+			if err != nil {
+				fail(err)
+			}
+			times[i] = append(times[i], elapsed)
+			rss[i] = max(rss[i], peak)
+		}
+	}
+	cleanup()
 	fmt.Printf("%-8s %12s %19s %12s %14s %12s\n", "nodes", "median time", "range", "per node", "peak RSS", "vs previous")
 	var prev time.Duration
 	var prevN int
 	median := map[int]time.Duration{}
 	peak := map[int]int64{} // KiB
-	for _, s := range strings.Split(*sizes, ",") {
-		n, err := strconv.Atoi(s)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(2)
-		}
-		dir, err := os.MkdirTemp("", "foundry-planbench-")
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		if err := generate(dir, n); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		var times []time.Duration
-		var rss int64
-		for r := 0; r < *runs; r++ {
-			elapsed, peak, err := measure(dir)
-			if err != nil {
-				os.RemoveAll(dir)
-				fmt.Fprintln(os.Stderr, err)
-				os.Exit(1)
-			}
-			times = append(times, elapsed)
-			rss = max(rss, peak)
-		}
-		if *keep {
-			fmt.Fprintf(os.Stderr, "kept the %d-node project in %s\n", n, dir)
-		} else {
-			os.RemoveAll(dir)
-		}
-		slices.Sort(times)
-		elapsed := times[len(times)/2]
+	for i, n := range ns {
+		ts := times[i]
+		slices.Sort(ts)
+		elapsed := ts[len(ts)/2]
 		ratio := ""
 		if prev > 0 {
 			ratio = fmt.Sprintf("%.1f× time for %.0f× nodes", float64(elapsed)/float64(prev), float64(n)/float64(prevN))
 		}
-		spread := fmt.Sprintf("%v-%v", times[0].Round(time.Millisecond), times[len(times)-1].Round(time.Millisecond))
-		fmt.Printf("%-8d %12s %19s %12s %10.1f MiB %s\n", n, elapsed.Round(time.Millisecond), spread, (elapsed / time.Duration(n)).Round(time.Microsecond/10), float64(rss)/1024, ratio)
+		spread := fmt.Sprintf("%v-%v", ts[0].Round(time.Millisecond), ts[len(ts)-1].Round(time.Millisecond))
+		fmt.Printf("%-8d %12s %19s %12s %10.1f MiB %s\n", n, elapsed.Round(time.Millisecond), spread, (elapsed / time.Duration(n)).Round(time.Microsecond/10), float64(rss[i])/1024, ratio)
 		prev, prevN = elapsed, n
-		median[n], peak[n] = elapsed, rss
+		median[n], peak[n] = elapsed, rss[i]
 	}
 	// The goals of issue 2, beside what this run measured.
 	if t, ok := median[10000]; ok {
