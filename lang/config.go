@@ -164,8 +164,6 @@ type Step struct {
 	Limits      Limits
 	Network     string
 	DeclRange   hcl.Range
-	// Ranges of attributes, for diagnostics raised after decoding.
-	AttrRanges map[string]hcl.Range
 }
 
 // Address is the step's node address: step.x, recipe.r.step.x, product.p.step.x or

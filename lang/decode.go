@@ -501,13 +501,10 @@ func (l *loader) decodeStep(b *hcl.Block, ctx *hcl.EvalContext, scope *stepScope
 	st := &Step{
 		Name: b.Labels[0], Kind: "step", Scope: scope.prefix, DeclRange: b.DefRange, Workdir: "/",
 		Platform: l.cfg.Project.Platform, Network: "none", Env: map[string]string{},
-		Mounts: map[string]*Artifact{}, Outputs: scope.outputsOf(b.Labels[0]), AttrRanges: map[string]hcl.Range{},
+		Mounts: map[string]*Artifact{}, Outputs: scope.outputsOf(b.Labels[0]),
 	}
 	content, diags := l.content(b.Body, stepSchema)
 	l.diags = append(l.diags, diags...)
-	for n, a := range content.Attributes {
-		st.AttrRanges[n] = a.Expr.Range()
-	}
 	evalAttr := func(name string) (cty.Value, hcl.Range, bool) {
 		a := content.Attributes[name]
 		if a == nil {
