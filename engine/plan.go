@@ -154,8 +154,9 @@ func MakePlan(g *Graph, opt PlanOptions) (*Plan, error) {
 	byNum := make([]*PlanNode, len(ix.nodes))
 	p.Nodes = make([]*PlanNode, len(ix.order))
 	// The plan nodes and the views of steps depend on nothing else, and are most of the work
-	// of a large plan. They are made by node number and put in their place in the order:
-	// made in that order, the nodes' data were read in no order at all.
+	// of a large plan. They are made in the order the nodes were (see addNodes) and put in
+	// their place in the order: made in that order, the nodes' data were read in no order
+	// at all.
 	at := make([]int32, len(ix.nodes)) // node number -> position in the order, or -1
 	for k := range at {
 		at[k] = -1
@@ -163,8 +164,8 @@ func MakePlan(g *Graph, opt PlanOptions) (*Plan, error) {
 	for i, k := range ix.order {
 		at[k] = int32(i)
 	}
-	parallel.Parts(len(ix.nodes), parallelMin/2, func(lo, hi int) {
-		for k := lo; k < hi; k++ {
+	parallel.Parts(len(ix.made), parallelMin/2, func(lo, hi int) {
+		for _, k := range ix.made[lo:hi] {
 			i := at[k]
 			if i < 0 {
 				continue // a graph that failed to compile
