@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"runtime"
 	"strconv"
 	"sync"
@@ -98,15 +99,17 @@ const (
 )
 
 func (g *Graph) digestNode(n *Node) error {
-	def, err := g.definition(n)
-	if err != nil {
-		return fmt.Errorf("%s: %w", n.Address, err)
-	}
 	var canon []byte
-	if sd, ok := def.(StepDefinition); ok {
-		canon, err = sd.canonical()
+	var err error
+	if n.Kind == KindStep || n.Kind == KindCheck {
+		// Directly, not through definition: held in an interface, every step's
+		// definition was a copy on the heap.
+		canon, err = g.stepDefinition(n).canonical()
 	} else {
-		canon, err = digest.Canonical(def)
+		var def any
+		if def, err = g.definition(n); err == nil {
+			canon, err = digest.Canonical(def)
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", n.Address, err)
@@ -382,8 +385,17 @@ func (g *Graph) stepDefinition(n *Node) StepDefinition {
 // limitsOf is the definition form of a step's effective limits.
 func limitsOf(l lang.Limits) limitsDefinition {
 	lim := EffectiveLimits(l)
-	return limitsDefinition{MemoryBytes: lim.MemoryBytes, CPUs: strconv.FormatFloat(lim.CPUs, 'f', -1, 64),
+	return limitsDefinition{MemoryBytes: lim.MemoryBytes, CPUs: cpusText(lim.CPUs),
 		Pids: lim.Pids, TimeMillis: lim.Time.Milliseconds(), OutputBytes: lim.OutputBytes}
+}
+
+// cpusText is strconv.FormatFloat(cpus, 'f', -1, 64), the decimal text definitions hold,
+// with the whole numbers nearly every step has written without formatting a float.
+func cpusText(cpus float64) string {
+	if cpus >= 0 && cpus < 1<<53 && cpus == math.Trunc(cpus) {
+		return strconv.FormatInt(int64(cpus), 10)
+	}
+	return strconv.FormatFloat(cpus, 'f', -1, 64)
 }
 
 // nonNil makes an absent list an empty one: definitions and plans write [] for it.

@@ -1,8 +1,9 @@
 package digest
 
 import (
+	"cmp"
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -202,24 +203,24 @@ func SortKeys[V any](m map[string]V) []string {
 	for k := range m {
 		keys = append(keys, k)
 	}
-	sort.Slice(keys, func(i, j int) bool { return lessUTF16(keys[i], keys[j]) })
+	slices.SortFunc(keys, compareUTF16)
 	return keys
 }
 
-// lessUTF16 compares by UTF-16 code units. UTF-8 byte order agrees with it unless a
+// compareUTF16 compares by UTF-16 code units. UTF-8 byte order agrees with it unless a
 // character above U+FFFF (a surrogate pair in UTF-16) meets one in U+E000–U+FFFF; only
 // strings with such bytes take the slow path.
-func lessUTF16(a, b string) bool {
+func compareUTF16(a, b string) int {
 	if !hasHighBytes(a) || !hasHighBytes(b) {
-		return a < b
+		return strings.Compare(a, b)
 	}
 	ua, ub := utf16.Encode([]rune(a)), utf16.Encode([]rune(b))
 	for i := 0; i < len(ua) && i < len(ub); i++ {
 		if ua[i] != ub[i] {
-			return ua[i] < ub[i]
+			return cmp.Compare(ua[i], ub[i])
 		}
 	}
-	return len(ua) < len(ub)
+	return cmp.Compare(len(ua), len(ub))
 }
 
 // SortsBytewise reports whether s sorts among keys as its UTF-8 bytes do, whatever the
