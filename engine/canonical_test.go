@@ -2,7 +2,9 @@ package engine
 
 import (
 	"bytes"
+	"math"
 	"math/rand"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -108,4 +110,13 @@ func FuzzStepCanonical(f *testing.F) {
 			t.Fatalf("generic %s (%v)\ndirect  %s (%v)", want, werr, got, gerr)
 		}
 	})
+}
+
+// cpusText writes whole numbers without formatting a float: it must agree with FormatFloat.
+func TestCPUsTextIsFormatFloat(t *testing.T) {
+	for _, x := range []float64{0, math.Copysign(0, -1), 0.5, 1, 2, 3.25, 64, 1e15, 1 << 53, 1<<53 + 2, -1, -2.5, math.Inf(1), math.NaN(), math.SmallestNonzeroFloat64} {
+		if got, want := cpusText(x), strconv.FormatFloat(x, 'f', -1, 64); got != want {
+			t.Errorf("cpusText(%v) = %q, want %q", x, got, want)
+		}
+	}
 }

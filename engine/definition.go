@@ -392,7 +392,7 @@ func limitsOf(l lang.Limits) limitsDefinition {
 // cpusText is strconv.FormatFloat(cpus, 'f', -1, 64), the decimal text definitions hold,
 // with the whole numbers nearly every step has written without formatting a float.
 func cpusText(cpus float64) string {
-	if cpus >= 0 && cpus < 1<<53 && cpus == math.Trunc(cpus) {
+	if cpus > 0 && cpus < 1<<53 && cpus == math.Trunc(cpus) {
 		return strconv.FormatInt(int64(cpus), 10)
 	}
 	return strconv.FormatFloat(cpus, 'f', -1, 64)
