@@ -84,7 +84,10 @@ func userGOGC() bool {
 func heapNow() (live, heap uint64) {
 	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/gc/heap/allocs:bytes"}, {Name: "/gc/heap/frees:bytes"}}
 	metrics.Read(sample)
-	return sample[0].Value.Uint64(), sample[1].Value.Uint64() - sample[2].Value.Uint64()
+	live, allocs, frees := sample[0].Value.Uint64(), sample[1].Value.Uint64(), sample[2].Value.Uint64()
+	// The counts are not read at one instant: while a collection sweeps, frees may pass
+	// allocs, and the difference would wrap around to a heap of exabytes.
+	return live, max(allocs, frees) - frees
 }
 
 // delayUntil puts off the next collection until the heap holds about goal bytes, given what
@@ -93,15 +96,23 @@ func delayUntil(goal, live uint64) {
 	// The runtime's goal is at least heapMinimum, 4 MiB scaled by GOGC/100: over a smaller
 	// live heap, a GOGC computed from it would put the collection off far beyond goal.
 	live = max(live, 4<<20)
-	want := int(goal*100/live) - 100
+	// A goal beyond a tebibyte comes from bad numbers: it must not overflow into a small one,
+	// nor turn collection off.
+	want := int(min(goal, 1<<40)*100/live) - 100
 	gcMu.Lock()
 	defer gcMu.Unlock()
-	cur := debug.SetGCPercent(-1)
-	debug.SetGCPercent(cur)
-	if cur < 0 || cur >= want {
+	if cur := gogc(); cur < 0 || cur >= want {
 		return
 	}
 	delayNextGC(want)
+}
+
+// gogc returns the GOGC in force, -1 for off. Reading it with debug.SetGCPercent(-1), as
+// this package once did, waits for a collection that is marking to finish.
+func gogc() int {
+	sample := []metrics.Sample{{Name: "/gc/gogc:percent"}}
+	metrics.Read(sample)
+	return int(int32(sample[0].Value.Uint64()))
 }
 
 // restoreGC puts back the GOGC that DelayFirstGC or Expect replaced, once.

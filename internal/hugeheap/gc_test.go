@@ -22,9 +22,7 @@ func waitForDefaultGC(t *testing.T) {
 }
 
 func gcPercent() int {
-	p := debug.SetGCPercent(-1)
-	debug.SetGCPercent(p)
-	return p
+	return gogc()
 }
 
 // The first collection waits for a larger heap; the collection itself puts GOGC back.
@@ -149,4 +147,15 @@ func TestReserveDelaysTheFirstCollectionToTheTouchedSize(t *testing.T) {
 	}
 	runtime.KeepAlive(live)
 	waitForDefaultGC(t)
+}
+
+// gogc reads GOGC as SetGCPercent set it, off included.
+func TestGOGCReadsTheSetting(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	for _, p := range []int{250, 100, 12345, -1} {
+		debug.SetGCPercent(p)
+		if got := gogc(); got != p {
+			t.Errorf("gogc() after SetGCPercent(%d) = %d", p, got)
+		}
+	}
 }
