@@ -432,7 +432,6 @@ var parallelDecode = true
 // records, evaluation context), and the workers' results are joined in step order, so the
 // configuration and its diagnostics are exactly those of decoding the steps one by one.
 func (l *loader) decodeSteps(s *stepScope, dst map[string]*Step) {
-	s.finish()
 	// The names stay in s.steps (references are checked against them); the syntax trees go
 	// as they are decoded, so that decoding a large project reuses their memory instead of
 	// growing the heap.

@@ -62,9 +62,10 @@ type stepRef struct{ name, path string }
 
 // scopeStep is one step of a scope.
 type scopeStep struct {
-	block   *hcl.Block           // until the step is decoded
-	outputs []string             // its declared outputs, sorted
-	outVals map[string]cty.Value // the artifacts of its outputs by path (see finish)
+	block   *hcl.Block // until the step is decoded
+	outputs []string   // its declared outputs, sorted
+	once    sync.Once
+	outVals map[string]cty.Value // the artifacts of its outputs by path (see values)
 }
 
 // newStepScope returns an empty scope with room for about n steps.
@@ -202,15 +203,18 @@ func validOutputPath(p string) bool {
 	return true
 }
 
-// finish makes the artifacts of the scope's step outputs, once every step's outputs are
-// known.
-func (s *stepScope) finish() {
-	for name, st := range s.steps {
+// values returns the artifacts of the outputs of st, the scope's step name, by path. They
+// are made on first use: made for every step before any was decoded, they took a tenth of a
+// second with 100k steps, on one core, and most are never used (references of the usual
+// form are evaluated without them, and a streamed load decodes nearly every step without).
+func (s *stepScope) values(name string, st *scopeStep) map[string]cty.Value {
+	st.once.Do(func() {
 		st.outVals = make(map[string]cty.Value, len(st.outputs))
 		for _, o := range st.outputs {
 			st.outVals[o] = artifactVal(&Artifact{Kind: ArtifactStepOutput, Node: s.address(name), Path: o})
 		}
-	}
+	})
+	return st.outVals
 }
 
 // stepValue returns the scope's step object, built on first use: evalFast resolves step
@@ -221,8 +225,8 @@ func (s *stepScope) stepValue() cty.Value {
 		attrs := make(map[string]cty.Value, len(s.steps))
 		for name, st := range s.steps {
 			outVal := cty.MapValEmpty(ArtifactType)
-			if len(st.outVals) > 0 {
-				outVal = cty.MapVal(st.outVals)
+			if vals := s.values(name, st); len(vals) > 0 {
+				outVal = cty.MapVal(vals)
 			}
 			attrs[name] = cty.ObjectVal(map[string]cty.Value{"output": outVal})
 		}
@@ -248,7 +252,7 @@ func (s *stepScope) outputValue(t hcl.Traversal) (cty.Value, bool) {
 	if st == nil {
 		return cty.NilVal, false
 	}
-	v, ok := st.outVals[ref.path]
+	v, ok := s.values(ref.name, st)[ref.path]
 	return v, ok
 }
 

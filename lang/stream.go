@@ -185,7 +185,6 @@ func (l *loader) stream(files []sourceFile, opts Options) bool {
 	// Steps that were not streamed are decoded as the classic load does.
 	l.deferred = len(deferred)
 	if len(deferred) > 0 {
-		top.finish()
 		ctx := l.baseContext()
 		for _, b := range deferred {
 			l.cfg.Steps[b.Labels[0]] = l.decodeStep(b, ctx, top)
