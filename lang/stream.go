@@ -144,34 +144,36 @@ func (l *loader) stream(files []sourceFile, opts Options) bool {
 	n += len(byType["step"])
 	top := newStepScope("", n)
 	l.cfg.Steps = make(map[string]*Step, n)
-	// declared records a streamed step's address, or reports that it is a duplicate.
-	declared := func(name string, rng hcl.Range) bool {
-		addr := "step." + name
-		if _, dup := l.declared[addr]; dup {
+	// add records a step in the scope, or reports that it is a duplicate. Steps are not
+	// recorded in l.declared, which only seeds' and capabilities' references read, and
+	// which every evaluation context goes through (baseContext): the scope holds them all.
+	// A step declared twice, streamed or not, gives the stream up.
+	add := func(name string, st *scopeStep) bool {
+		if _, dup := top.steps[name]; dup {
 			return false
 		}
-		l.declared[addr] = rng
+		top.steps[name] = st
 		return true
 	}
 	var deferred []*hcl.Block
 	for _, sp := range ps {
 		for _, st := range sp.decoded {
-			if !declared(st.Name, st.DeclRange) {
+			if !add(st.Name, &scopeStep{outputs: st.Outputs}) {
 				return false
 			}
-			top.steps[st.Name] = &scopeStep{outputs: st.Outputs}
 			l.cfg.Steps[st.Name] = st
 		}
 		for _, st := range sp.held {
-			if !declared(st.block.Labels[0], st.block.DefRange) {
+			if !add(st.block.Labels[0], st) {
 				return false
 			}
-			top.steps[st.block.Labels[0]] = st
 			deferred = append(deferred, st.block)
 		}
 		for _, b := range sp.blocks {
 			if b.Type == "step" {
-				top.steps[b.Labels[0]] = &scopeStep{block: b, outputs: l.declaredOutputs(b)}
+				if !add(b.Labels[0], &scopeStep{block: b, outputs: l.declaredOutputs(b)}) {
+					return false
+				}
 				deferred = append(deferred, b)
 			}
 		}
