@@ -144,6 +144,8 @@ step "early" {
 			map[string]string{"steps.hcl": manySteps(200, `{ "/in" = step.s199.output[local.key], "/x" = step.nope.output }`)}, false, true},
 		{"a held step declared twice",
 			map[string]string{"steps.hcl": manySteps(200, `{ "/in" = step.s199.output[local.key] }`), "z.hcl": manySteps(1, `{ "/in" = step.s2.output }`)}, false, true},
+		{"a held step with the name of a streamed one",
+			map[string]string{"steps.hcl": manySteps(200, "{}"), "z.hcl": "step \"s5\" {\n  image   = seed.base\n  run     = [\"true\"]\n  mounts  = { \"/in\" = step.s2.output[local.key] }\n}\n"}, false, true},
 		{"the same step twice in different files",
 			map[string]string{"steps.hcl": manySteps(200, "{}"), "z.hcl": manySteps(1, "{}")}, false, true},
 		{"the same step among other blocks, then streamed",
@@ -218,4 +220,17 @@ func FuzzStreamedSameAsClassic(f *testing.F) {
 	f.Fuzz(func(t *testing.T, src []byte) {
 		loadBothWays(t, writeProject(t, map[string]string{"main.hcl": streamMain, "sh": "#!/bin/sh\n", "steps.hcl": string(src)}))
 	})
+}
+
+// A step among other blocks is decoded in the stream too, not held until every step is
+// known: a main.hcl with seeds and a few steps is the common case, and holding any step
+// made the load build a scope of every step.
+func TestStreamedLoadDecodesStepsAmongOtherBlocks(t *testing.T) {
+	dir := writeProject(t, map[string]string{"sh": "#!/bin/sh\n",
+		"main.hcl":  streamMain + "step \"early\" {\n  image   = seed.base\n  run     = [\"true\"]\n  mounts  = { \"/in\" = step.s150.output[\"/out/o\"] }\n  outputs = [\"/out/e\"]\n}\n",
+		"steps.hcl": manySteps(200, `{ "/in" = step.early.output["/out/e"] }`)})
+	streamed, deferred, clean := loadBothWays(t, dir)
+	if !streamed || deferred || !clean {
+		t.Fatalf("streamed %v, some steps decoded the classic way %v, valid %v; want streamed, none, valid", streamed, deferred, clean)
+	}
 }
