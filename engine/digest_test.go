@@ -481,3 +481,32 @@ func TestCompileExpectsItsAllocation(t *testing.T) {
 	}
 	t.Fatal("a collection ran during every Compile")
 }
+
+// References to nodes that do not exist (lang rejects them; a configuration built another
+// way may hold them) are reported in the order of the step's mount paths, however its map
+// is iterated.
+func TestUnknownNodesAreReportedInOrder(t *testing.T) {
+	mounts := map[string]*lang.Artifact{}
+	for _, p := range []string{"/c", "/a", "/d", "/b"} {
+		mounts[p] = &lang.Artifact{Kind: lang.ArtifactStepOutput, Node: "step.missing" + p[1:], Path: "/out/o"}
+	}
+	cfg := &lang.Config{Steps: map[string]*lang.Step{
+		"s": {Name: "s", Kind: "step", Mounts: mounts, Outputs: []string{"/out/o"}},
+	}}
+	for i := 0; i < 20; i++ {
+		_, diags := Compile(cfg)
+		var got []string
+		for _, d := range diags {
+			got = append(got, d.Detail)
+		}
+		want := []string{
+			"step.s refers to step.missinga, which does not exist.",
+			"step.s refers to step.missingb, which does not exist.",
+			"step.s refers to step.missingc, which does not exist.",
+			"step.s refers to step.missingd, which does not exist.",
+		}
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Fatalf("diagnostics:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	}
+}

@@ -158,10 +158,17 @@ func (g *Graph) addNodes() []*Node {
 	return made
 }
 
-// artifacts lists the artifacts a node refers to, in a deterministic order.
-func (n *Node) artifacts() []*lang.Artifact {
+// artifacts lists the artifacts a node refers to: in a deterministic order when ordered
+// is set, else those of a map in the map's order.
+func (n *Node) artifacts(ordered bool) []*lang.Artifact {
 	var out []*lang.Artifact
 	addMap := func(m map[string]*lang.Artifact) {
+		if !ordered {
+			for _, a := range m {
+				out = append(out, a)
+			}
+			return
+		}
 		for _, k := range sortedKeys(m) {
 			out = append(out, m[k])
 		}
@@ -270,20 +277,32 @@ func (g *Graph) addNodeEdges(ix *index, i int) hcl.Diagnostics {
 	addr, n := ix.addrs[i], ix.nodes[i]
 	// Dependencies are gathered as node numbers: sorting and deduplicating those sorts and
 	// deduplicates the addresses (numbers follow address order) without a map per node.
+	// The artifacts are taken in their maps' order: deps are sorted below and producers
+	// are found by artifact, so only diagnostics need an order, and a node with a bad
+	// reference goes through its artifacts again, sorted. (Sorting every step's mount paths
+	// was a third of adding the edges of 100k steps.)
 	var deps []int32
-	for _, a := range n.artifacts() {
+	unknown := false
+	for _, a := range n.artifacts(false) {
 		if a.Node == "" {
 			continue // content read at evaluation time: no producing node
 		}
 		dn, ok := g.Nodes[a.Node]
 		if !ok {
-			rng := a.Range
-			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Reference to unknown node",
-				Detail: fmt.Sprintf("%s refers to %s, which does not exist.", addr, a.Node), Subject: &rng})
+			unknown = true
 			continue
 		}
 		deps = append(deps, dn.num)
 		n.producers = append(n.producers, producer{a, dn})
+	}
+	if unknown {
+		for _, a := range n.artifacts(true) {
+			if _, ok := g.Nodes[a.Node]; a.Node != "" && !ok {
+				rng := a.Range
+				diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Reference to unknown node",
+					Detail: fmt.Sprintf("%s refers to %s, which does not exist.", addr, a.Node), Subject: &rng})
+			}
+		}
 	}
 	switch n.Kind {
 	case KindRecipe:

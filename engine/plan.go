@@ -487,7 +487,7 @@ func (n *Node) quarantinedInput(q map[digest.Digest]string) (digest.Digest, stri
 	if r, ok := q[n.Digest]; ok {
 		return n.Digest, r
 	}
-	for _, a := range n.artifacts() {
+	for _, a := range n.artifacts(true) {
 		if r, ok := q[a.Digest]; ok && a.Digest != "" {
 			return a.Digest, r
 		}
