@@ -227,7 +227,7 @@ func newIndex(made []*Node) *index {
 	}
 	// Stable, so that of two nodes with one address the last made comes last.
 	slices.SortStableFunc(sorted, func(a, b entry) int { return strings.Compare(a.addr, b.addr) })
-	ix := &index{}
+	ix := &index{addrs: make([]string, 0, len(made)), nodes: make([]*Node, 0, len(made))}
 	for i, e := range sorted {
 		if i+1 < len(sorted) && sorted[i+1].addr == e.addr {
 			continue
