@@ -4,7 +4,6 @@
 package engine
 
 import (
-	"cmp"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -101,8 +100,8 @@ func Compile(cfg *lang.Config) (*Graph, hcl.Diagnostics) {
 	return g, nil
 }
 
-// addNodes makes every block a node, in the order the blocks are declared in, and returns
-// the nodes in that order.
+// addNodes makes every block a node, and returns the nodes in the order made: steps, the
+// bulk of a large graph, last and in declaration order.
 //
 // That is the order lang decoded them in, so the passes that go through every node for its
 // own data (edges, plan views) do so in that order (index.made), reading memory nearly in
@@ -126,31 +125,14 @@ func (g *Graph) addNodes() []*Node {
 	for name, p := range c.Products {
 		made = append(made, &Node{Address: "product." + name, Kind: KindProduct, Product: p, Range: p.DeclRange})
 	}
-	// Steps, the bulk of a large graph, in declaration order: sorted by where they are
-	// declared, with the keys read once rather than at every comparison.
-	type declared struct {
-		file string
-		at   int
-		st   *lang.Step
-	}
-	var steps []declared
+	// Steps, the bulk of a large graph, in declaration order (see lang.Config.EachStep).
 	c.EachStep(func(st *lang.Step) {
-		steps = append(steps, declared{st.DeclRange.Filename, st.DeclRange.Start.Byte, st})
-	})
-	slices.SortFunc(steps, func(a, b declared) int {
-		if c := strings.Compare(a.file, b.file); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.at, b.at)
-	})
-	made = slices.Grow(made, len(steps))
-	for _, d := range steps {
 		kind := KindStep
-		if d.st.Kind == "check" {
+		if st.Kind == "check" {
 			kind = KindCheck
 		}
-		made = append(made, &Node{Address: d.st.Address(), Kind: kind, Step: d.st, Range: d.st.DeclRange})
-	}
+		made = append(made, &Node{Address: st.Address(), Kind: kind, Step: st, Range: st.DeclRange})
+	})
 	g.Nodes = make(map[string]*Node, len(made))
 	for _, n := range made {
 		g.Nodes[n.Address] = n

@@ -36,6 +36,10 @@ type Config struct {
 	// Inputs lists every file or directory that evaluation read, project and host alike,
 	// with its digest: a saved plan is stale when any of them changes.
 	Inputs []InputRecord
+
+	// stepOrder is Steps in declaration order, when the configuration came from Load (see
+	// EachStep).
+	stepOrder []*Step
 }
 
 // InputRecord is one file or directory read while evaluating the configuration.

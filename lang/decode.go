@@ -427,11 +427,12 @@ const parallelDecodeMin = 256
 // parallelDecode turns parallel decoding on; a test turns it off to compare.
 var parallelDecode = true
 
-// decodeSteps decodes every step of a scope into dst. A large scope is decoded on every core: each
-// worker decodes a contiguous run of the steps with a loader of its own (diagnostics, input
-// records, evaluation context), and the workers' results are joined in step order, so the
-// configuration and its diagnostics are exactly those of decoding the steps one by one.
-func (l *loader) decodeSteps(s *stepScope, dst map[string]*Step) {
+// decodeSteps decodes every step of a scope into dst, and returns them in the scope's order.
+// A large scope is decoded on every core: each worker decodes a contiguous run of the steps
+// with a loader of its own (diagnostics, input records, evaluation context), and the
+// workers' results are joined in step order, so the configuration and its diagnostics are
+// exactly those of decoding the steps one by one.
+func (l *loader) decodeSteps(s *stepScope, dst map[string]*Step) []*Step {
 	// The names stay in s.steps (references are checked against them); the syntax trees go
 	// as they are decoded, so that decoding a large project reuses their memory instead of
 	// growing the heap.
@@ -451,6 +452,7 @@ func (l *loader) decodeSteps(s *stepScope, dst map[string]*Step) {
 	for i, name := range s.order {
 		dst[name] = steps[i]
 	}
+	return steps
 }
 
 // forked calls fn on contiguous parts of [0, n), on every core when n is large. Each part
@@ -909,10 +911,18 @@ func (l *loader) checkSealed(suites []*Suite) {
 }
 
 // EachStep calls fn with every step of the configuration (top-level, recipes', products'
-// and their checks), in no particular order.
+// and their checks). A loaded configuration's top-level steps come first, in declaration
+// order, which is nearly the order of their memory: a pass over 100k steps in the order of
+// their map took a cache miss for each. The rest come in no particular order.
 func (c *Config) EachStep(fn func(*Step)) {
-	for _, s := range c.Steps {
-		fn(s)
+	if len(c.stepOrder) == len(c.Steps) {
+		for _, s := range c.stepOrder {
+			fn(s)
+		}
+	} else {
+		for _, s := range c.Steps {
+			fn(s)
+		}
 	}
 	for _, r := range c.Recipes {
 		for _, s := range r.Steps {

@@ -151,7 +151,7 @@ func (l *loader) load(files []sourceFile, opts Options) {
 	l.cfg.Steps = make(map[string]*Step, len(byType["step"]))
 	top.addAll(l, byType["step"])
 	delete(byType, "step")
-	l.decodeSteps(top, l.cfg.Steps)
+	l.cfg.stepOrder = l.decodeSteps(top, l.cfg.Steps)
 	l.decodeRest(byType)
 	if source*heapPerSourceByte >= hugeheap.Threshold {
 		// Most of the heap is now the syntax trees, all garbage: collect them before the

@@ -57,7 +57,8 @@ type streamPiece struct {
 	rel string
 	// steps is set for a piece that looks like it holds only steps (see stepsOnly): it is
 	// parsed and decoded in the stream. The blocks of any other piece are in blocks. Either
-	// way, the piece's steps are then in decoded.
+	// way, the piece's steps are then in decoded, in order, with nil in the place of each
+	// held one.
 	steps   bool
 	decoded []*Step
 	blocks  []*hcl.Block
@@ -162,22 +163,29 @@ func (l *loader) stream(files []sourceFile, opts Options) bool {
 		n += len(sp.decoded)
 	}
 	l.cfg.Steps = make(map[string]*Step, n)
+	order := make([]*Step, 0, n) // Config.stepOrder, with nil for the held steps until decoded
 	held := map[string]*scopeStep{}
 	var deferred []*hcl.Block
 	for _, sp := range ps {
+		h := 0
 		for _, st := range sp.decoded {
+			if st == nil {
+				hs := sp.held[h]
+				h++
+				name := hs.block.Labels[0]
+				if _, dup := held[name]; dup || l.cfg.Steps[name] != nil {
+					return false
+				}
+				held[name] = hs
+				deferred = append(deferred, hs.block)
+				order = append(order, nil)
+				continue
+			}
 			if _, dup := held[st.Name]; dup || l.cfg.Steps[st.Name] != nil {
 				return false
 			}
 			l.cfg.Steps[st.Name] = st
-		}
-		for _, st := range sp.held {
-			name := st.block.Labels[0]
-			if _, dup := held[name]; dup || l.cfg.Steps[name] != nil {
-				return false
-			}
-			held[name] = st
-			deferred = append(deferred, st.block)
+			order = append(order, st)
 		}
 	}
 	// The references the stream noted, on every core: 340k of them with 100k steps, each a
@@ -214,7 +222,15 @@ func (l *loader) stream(files []sourceFile, opts Options) bool {
 		for _, b := range deferred {
 			l.cfg.Steps[b.Labels[0]] = l.decodeStep(b, ctx, top)
 		}
+		k := 0
+		for i := range order {
+			if order[i] == nil {
+				order[i] = l.cfg.Steps[deferred[k].Labels[0]]
+				k++
+			}
+		}
 	}
+	l.cfg.stepOrder = order
 	l.decodeRest(byType)
 	// Unlike the classic load, the stream ends without a forced collection: it never holds
 	// every tree, so the heap's goal is not set by garbage, and the collection cost more
@@ -291,7 +307,8 @@ func (l *loader) streamChunk(ps []*streamPiece, scope *stepScope) bool {
 }
 
 // streamBlock decodes b, a step of sp, in scope, an open scope, into sp.decoded; or, when
-// the scope refused it, holds it in sp.held, and drops what decoding it reported and noted.
+// the scope refused it, holds it in sp.held (nil in sp.decoded keeps its place), and drops
+// what decoding it reported and noted.
 func (l *loader) streamBlock(sp *streamPiece, b *hcl.Block, ctx *hcl.EvalContext, scope *stepScope) {
 	cur := &scopeStep{block: b, outputs: l.declaredOutputs(b)}
 	clear(scope.steps)
@@ -302,6 +319,7 @@ func (l *loader) streamBlock(sp *streamPiece, b *hcl.Block, ctx *hcl.EvalContext
 	if scope.refused {
 		l.diags, scope.refs = l.diags[:diags], scope.refs[:refs]
 		sp.held = append(sp.held, cur)
+		sp.decoded = append(sp.decoded, nil) // its place
 		return
 	}
 	sp.decoded = append(sp.decoded, st)

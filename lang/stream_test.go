@@ -234,3 +234,34 @@ func TestStreamedLoadDecodesStepsAmongOtherBlocks(t *testing.T) {
 		t.Fatalf("streamed %v, some steps decoded the classic way %v, valid %v; want streamed, none, valid", streamed, deferred, clean)
 	}
 }
+
+// EachStep gives a loaded configuration's top-level steps in declaration order, streamed or
+// not, a held step in its place.
+func TestEachStepInDeclarationOrder(t *testing.T) {
+	step := func(name, mounts string) string {
+		return fmt.Sprintf("step %q {\n  image   = seed.base\n  run     = [\"true\"]\n  mounts  = %s\n  outputs = [\"/out/o\"]\n}\n", name, mounts)
+	}
+	files := map[string]string{"sh": "#!/bin/sh\n",
+		"main.hcl": streamMain + step("m", "{}"),
+		"a.hcl":    step("zz", "{}") + step("held", `{ "/in" = step.zz.output[local.key] }`) + step("aa", "{}"),
+		"b.hcl":    namedSteps("t", 150, "{}")}
+	want := []string{"zz", "held", "aa"}
+	for i := 0; i < 150; i++ {
+		want = append(want, fmt.Sprintf("t%d", i))
+	}
+	want = append(want, "m")
+	dir := writeProject(t, files)
+	streamed, deferred, clean := loadBothWays(t, dir)
+	if !streamed || !deferred || !clean {
+		t.Fatalf("streamed %v, held %v, valid %v; want all three", streamed, deferred, clean)
+	}
+	cfg, diags := Load(dir, Options{})
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	var got []string
+	cfg.EachStep(func(s *Step) { got = append(got, s.Name) })
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("EachStep order:\n got %v\nwant %v", got, want)
+	}
+}
