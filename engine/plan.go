@@ -154,9 +154,9 @@ func MakePlan(g *Graph, opt PlanOptions) (*Plan, error) {
 	byNum := make([]*PlanNode, len(ix.nodes))
 	p.Nodes = make([]*PlanNode, len(ix.order))
 	// The plan nodes and the views of steps depend on nothing else, and are most of the work
-	// of a large plan. They are made in the order the nodes were (see addNodes) and put in
-	// their place in the order: made in that order, the nodes' data were read in no order
-	// at all.
+	// of a large plan. They are made in the order the nodes were made (see addNodes), each
+	// put in its place in the topological order: made in that order, as they once were,
+	// they read the nodes' data in no order at all.
 	at := make([]int32, len(ix.nodes)) // node number -> position in the order, or -1
 	for k := range at {
 		at[k] = -1

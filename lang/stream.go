@@ -24,7 +24,8 @@ import (
 // decoded in an open scope (see stepScope): step.NAME.output["PATH"] evaluates to its
 // artifact, whose value needs nothing of step NAME, and the reference is noted; the notes are
 // checked once every step is known. Pieces that hold anything but steps (variables, locals,
-// seeds, capabilities, recipes, products) are parsed and decoded first, the classic way.
+// seeds, capabilities, recipes, products) are parsed and their other blocks decoded first,
+// the classic way; their steps are then decoded in the open scope too.
 //
 // A streamed load succeeds only when nothing at all is reported: no parse or decode
 // diagnostic, no bad or unusual reference to a step, no duplicate. Otherwise Load gives it
@@ -135,7 +136,6 @@ func (l *loader) stream(files []sourceFile, opts Options) bool {
 
 	// The steps among other blocks, already parsed, are decoded here the way the stream
 	// decodes the others.
-	var refs []stepRef
 	scope := &stepScope{steps: make(map[string]*scopeStep, 1), open: true}
 	ctx := l.baseContext()
 	for _, sp := range ps {
@@ -148,12 +148,11 @@ func (l *loader) stream(files []sourceFile, opts Options) bool {
 	if len(l.diags) > 0 {
 		return false
 	}
-	refs = scope.refs
 	more, ok := l.streamSteps(streamed)
 	if !ok {
 		return false
 	}
-	refs = append(refs, more...)
+	refs := append(scope.refs, more...)
 
 	// Every step is known now. A step declared twice gives the stream up. Steps are not
 	// recorded in l.declared, which only references to seeds and capabilities read, and

@@ -86,6 +86,7 @@ func main() {
 	times := make([][]time.Duration, len(ns))
 	rss := make([]int64, len(ns)) // KiB
 	for r := 0; r < *runs; r++ {
+		fmt.Fprintf(os.Stderr, "round %d of %d\n", r+1, *runs)
 		for i := range ns {
 			elapsed, peak, err := measure(dirs[i])
 			if err != nil {
