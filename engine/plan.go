@@ -182,11 +182,16 @@ func MakePlan(g *Graph, opt PlanOptions) (*Plan, error) {
 			p.Nodes[i], byNum[k] = pn, pn
 		}
 	})
-	for i, pn := range p.Nodes {
+	// Passes that need no order go through the nodes in the order they were made, as above.
+	for _, k := range ix.made {
+		pn := byNum[k]
+		if pn == nil {
+			continue // a graph that failed to compile
+		}
 		switch pn.Kind {
 		case KindStep, KindCheck:
 			pn.Status = StatusRun
-			if cached != nil && cached(ix.nodes[ix.order[i]]) {
+			if cached != nil && cached(ix.nodes[k]) {
 				pn.Status = StatusCached
 			}
 		case KindCapability:
@@ -200,17 +205,23 @@ func MakePlan(g *Graph, opt PlanOptions) (*Plan, error) {
 	}
 	// A seed that only unchosen recipes (fallbacks, or those of a pinned capability) use is
 	// not built unless apply falls back to one of them.
+	seeds := make([]bool, len(ix.nodes)) // by number
+	for name := range cfg.Seeds {
+		if n := g.Nodes["seed."+name]; n != nil {
+			seeds[n.num] = true
+		}
+	}
 	users := map[int32][]int32{} // seed number -> the numbers of the nodes that need it
-	for _, k := range ix.order {
+	for _, k := range ix.made {
 		for _, d := range ix.deps[k] {
-			if ix.nodes[d].Kind == KindSeed {
+			if seeds[d] {
 				users[d] = append(users[d], k)
 			}
 		}
 	}
-	for i, pn := range p.Nodes {
-		us := users[ix.order[i]]
-		if pn.Kind != KindSeed || len(us) == 0 {
+	for d, us := range users {
+		pn := byNum[d]
+		if pn == nil || len(us) == 0 {
 			continue
 		}
 		needed := false
@@ -262,7 +273,11 @@ func MakePlan(g *Graph, opt PlanOptions) (*Plan, error) {
 			}
 		}
 	}
-	for _, pn := range p.Nodes {
+	for _, k := range ix.made {
+		pn := byNum[k]
+		if pn == nil {
+			continue
+		}
 		switch pn.Status {
 		case StatusRun:
 			p.Summary.Run++
