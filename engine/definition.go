@@ -73,7 +73,11 @@ func (g *Graph) digest(ix *index) error {
 		if int(w) == len(waves) {
 			waves = append(waves, nil)
 		}
-		waves[w] = append(waves[w], a)
+	}
+	// Each wave lists its nodes in the order they were made (see addNodes), in which their
+	// data lie in memory.
+	for _, a := range ix.made {
+		waves[wave[a]] = append(waves[wave[a]], a)
 	}
 	errs := make([]error, len(ix.addrs)) // by node number: each is written by one worker
 	for _, nodes := range waves {
