@@ -38,14 +38,18 @@ var streamLoad = true
 
 // streamHeapPerSourceByte and streamTouchPerSourceByte are heapPerSourceByte and
 // touchPerSourceByte for a streamed load, which never holds every tree: planning 10k and
-// 100k steps streamed peaked at 132 and 1,180 MiB (classic: 155 MiB and 1.43 GiB).
+// 100k steps streamed peaked at 108-116 and 940 MiB (classic: 155 MiB and 1.43 GiB).
 //
 // The stream's first collection waits until the heap fills the touched memory (Reserve
 // puts it off), and later ones are not put off (hugeheap.Expect), as they are while the
-// classic load parses: they free the trees of the pieces decoded.
+// classic load parses: they free the trees of the pieces decoded. The touch is a trade:
+// less collects sooner, more faults in memory that a virtual machine's host may have taken
+// back. Of 24, 28, 32 and 36 bytes, 28 planned 100k steps fastest and with the least
+// memory (full benchmarks, alternated: 1.79-2.18 s and 940 MiB, against 1.94-2.28 s and
+// 1,150 MiB with 36).
 const (
 	streamHeapPerSourceByte  = 48
-	streamTouchPerSourceByte = 36
+	streamTouchPerSourceByte = 28
 )
 
 // streamChunk is how many pieces a worker of the stream takes at a time: enough that a
