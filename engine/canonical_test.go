@@ -68,10 +68,11 @@ func randStep(r *rand.Rand) StepDefinition {
 		}
 	}
 	if r.Intn(4) > 0 {
-		d.Inputs = map[string]inputRef{}
+		m := map[string]inputRef{}
 		for n := r.Intn(5); n > 0; n-- {
-			d.Inputs[randString(r)] = randRef(r)
+			m[randString(r)] = randRef(r)
 		}
+		d.Inputs = inputListOf(m)
 	}
 	return d
 }
@@ -102,7 +103,7 @@ func FuzzStepCanonical(f *testing.F) {
 	f.Add("\"\\\x01", "\ue000", "\U0001f600", "\xff", int64(-1))
 	f.Fuzz(func(t *testing.T, a, b, c, d string, n int64) {
 		def := StepDefinition{Kind: "step", Argv: []string{a, b}, Env: map[string]string{c: d, d: a},
-			Inputs:  map[string]inputRef{b: {Kind: c, Path: d, Mode: uint32(n)}, c: {Kind: a, Digest: digest.Digest(b)}},
+			Inputs:  inputListOf(map[string]inputRef{b: {Kind: c, Path: d, Mode: uint32(n)}, c: {Kind: a, Digest: digest.Digest(b)}}),
 			Outputs: []string{d}, Workdir: c, Limits: limitsDefinition{MemoryBytes: n, CPUs: a}}
 		want, werr := digest.Canonical(def)
 		got, gerr := def.canonical()
@@ -119,4 +120,16 @@ func TestCPUsTextIsFormatFloat(t *testing.T) {
 			t.Errorf("cpusText(%v) = %q, want %q", x, got, want)
 		}
 	}
+}
+
+// inputListOf is m as an input list.
+func inputListOf(m map[string]inputRef) inputList {
+	if m == nil {
+		return nil
+	}
+	out := make(inputList, 0, len(m))
+	for _, k := range digest.SortKeys(m) {
+		out = append(out, pathRef{k, m[k]})
+	}
+	return out
 }

@@ -2,9 +2,11 @@ package engine
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -169,13 +171,46 @@ func refTo(a *lang.Artifact, from *Node) inputRef {
 	}
 }
 
-// refMapOf is refMap for a map of n's artifacts (see refOf).
-func (g *Graph) refMapOf(n *Node, m map[string]*lang.Artifact) map[string]inputRef {
-	out := make(map[string]inputRef, len(m))
+// inputsOf is the input list of a map of n's artifacts (see refOf).
+func (g *Graph) inputsOf(n *Node, m map[string]*lang.Artifact) inputList {
+	out := make(inputList, 0, len(m))
 	for k, a := range m {
-		out[k] = g.refOf(n, a)
+		out = append(out, pathRef{k, g.refOf(n, a)})
 	}
+	slices.SortFunc(out, func(a, b pathRef) int { return digest.CompareKeys(a.Path, b.Path) })
 	return out
+}
+
+// inputList is a step's inputs by sandbox path, sorted as RFC 8785 sorts an object's keys,
+// and written as that object. A map per step cost a tenth of compiling 100k steps.
+type inputList []pathRef
+
+type pathRef struct {
+	Path string
+	Ref  inputRef
+}
+
+// MarshalJSON writes l as the JSON object it stands for.
+func (l inputList) MarshalJSON() ([]byte, error) {
+	if l == nil {
+		return []byte("null"), nil
+	}
+	b := []byte{'{'}
+	for i, e := range l {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		k, err := json.Marshal(e.Path)
+		if err != nil {
+			return nil, err
+		}
+		v, err := json.Marshal(e.Ref)
+		if err != nil {
+			return nil, err
+		}
+		b = append(append(append(b, k...), ':'), v...)
+	}
+	return append(b, '}'), nil
 }
 
 func (g *Graph) refMap(m map[string]*lang.Artifact) map[string]inputRef {
@@ -266,18 +301,18 @@ func (g *Graph) seedDefinition(s *lang.Seed) any {
 
 // StepDefinition is the canonical, hashed form of a step: the action definition.
 type StepDefinition struct {
-	Kind     string              `json:"kind"`
-	V        int                 `json:"v"`
-	Image    inputRef            `json:"image"`
-	Argv     []string            `json:"argv"`
-	Env      map[string]string   `json:"env"`
-	Workdir  string              `json:"workdir"`
-	User     string              `json:"user"`
-	Platform string              `json:"platform"`
-	Inputs   map[string]inputRef `json:"inputs"`
-	Outputs  []string            `json:"outputs"`
-	Limits   limitsDefinition    `json:"limits"`
-	Network  string              `json:"network"`
+	Kind     string            `json:"kind"`
+	V        int               `json:"v"`
+	Image    inputRef          `json:"image"`
+	Argv     []string          `json:"argv"`
+	Env      map[string]string `json:"env"`
+	Workdir  string            `json:"workdir"`
+	User     string            `json:"user"`
+	Platform string            `json:"platform"`
+	Inputs   inputList         `json:"inputs"`
+	Outputs  []string          `json:"outputs"`
+	Limits   limitsDefinition  `json:"limits"`
+	Network  string            `json:"network"`
 }
 
 type limitsDefinition struct {
@@ -313,9 +348,9 @@ func (d StepDefinition) canonical() ([]byte, error) {
 		e.Null()
 	} else {
 		e.Open('{')
-		for _, k := range digest.SortKeys(d.Inputs) {
-			e.Key(k)
-			d.Inputs[k].encode(e)
+		for _, in := range d.Inputs {
+			e.Key(in.Path)
+			in.Ref.encode(e)
 		}
 		e.Close('}')
 	}
@@ -377,7 +412,7 @@ func (g *Graph) stepDefinition(n *Node) StepDefinition {
 	s := n.Step
 	def := StepDefinition{
 		Kind: string(n.Kind), V: DefinitionVersion, Argv: nonNil(s.Run), Env: s.Env, Workdir: s.Workdir,
-		User: s.User, Platform: s.Platform, Inputs: g.refMapOf(n, s.Mounts), Outputs: nonNil(s.Outputs),
+		User: s.User, Platform: s.Platform, Inputs: g.inputsOf(n, s.Mounts), Outputs: nonNil(s.Outputs),
 		Network: s.Network, Limits: limitsOf(s.Limits),
 	}
 	if s.Image != nil {

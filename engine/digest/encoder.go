@@ -207,6 +207,9 @@ func SortKeys[V any](m map[string]V) []string {
 	return keys
 }
 
+// CompareKeys compares two object keys as RFC 8785 orders them, by their UTF-16 code units.
+func CompareKeys(a, b string) int { return compareUTF16(a, b) }
+
 // compareUTF16 compares by UTF-16 code units. UTF-8 byte order agrees with it unless a
 // character above U+FFFF (a surrogate pair in UTF-16) meets one in U+E000–U+FFFF; only
 // strings with such bytes take the slow path.
