@@ -263,9 +263,11 @@ func (g *Graph) addNodeEdges(ix *index, i int) hcl.Diagnostics {
 	// are found by artifact, so only diagnostics need an order, and a node with a bad
 	// reference goes through its artifacts again, sorted. (Sorting every step's mount paths
 	// was a third of adding the edges of 100k steps.)
-	var deps []int32
+	arts := n.artifacts(false)
+	deps := make([]int32, 0, len(arts))
+	n.producers = make([]producer, 0, len(arts))
 	unknown := false
-	for _, a := range n.artifacts(false) {
+	for _, a := range arts {
 		if a.Node == "" {
 			continue // content read at evaluation time: no producing node
 		}
