@@ -152,11 +152,10 @@ func (l *loader) stream(files []sourceFile, opts Options) bool {
 	if len(l.diags) > 0 {
 		return false
 	}
-	more, ok := l.streamSteps(streamed)
+	refs, ok := l.streamSteps(streamed, scope.refs)
 	if !ok {
 		return false
 	}
-	refs := append(scope.refs, more...)
 
 	// Every step is known now. A step declared twice gives the stream up. Steps are not
 	// recorded in l.declared, which only references to seeds and capabilities read, and
@@ -244,9 +243,9 @@ func (l *loader) stream(files []sourceFile, opts Options) bool {
 
 // streamSteps parses and decodes the pieces on every core, a chunk at a time, each chunk
 // with a fork of l and an open scope; the forks are joined in chunk order, and the notes of
-// their scopes are returned in the same order. It reports whether every piece held only
-// steps and decoded without a diagnostic.
-func (l *loader) streamSteps(ps []*streamPiece) ([]stepRef, bool) {
+// their scopes are returned in the same order, after refs. It reports whether every piece
+// held only steps and decoded without a diagnostic.
+func (l *loader) streamSteps(ps []*streamPiece, refs []stepRef) ([]stepRef, bool) {
 	type chunk struct {
 		l    *loader
 		refs []stepRef
@@ -278,7 +277,13 @@ func (l *loader) streamSteps(ps []*streamPiece) ([]stepRef, bool) {
 	if failed.Load() {
 		return nil, false
 	}
-	var refs []stepRef
+	// Sized up front: 340k references for 100k steps, appended chunk by chunk, were copied
+	// about twenty times.
+	n := len(refs)
+	for _, c := range chunks {
+		n += len(c.refs)
+	}
+	refs = slices.Grow(refs, n-len(refs))
 	for _, c := range chunks {
 		l.join(c.l)
 		refs = append(refs, c.refs...)
