@@ -182,7 +182,8 @@ func (g *Graph) inputsOf(n *Node, m map[string]*lang.Artifact) inputList {
 }
 
 // inputList is a step's inputs by sandbox path, sorted as RFC 8785 sorts an object's keys,
-// and written as that object. A map per step cost a tenth of compiling 100k steps.
+// and written as that object: a map per step, its keys then sorted to encode it, was 70 MB
+// of allocation at 100k steps.
 type inputList []pathRef
 
 type pathRef struct {
