@@ -167,6 +167,7 @@ func (l *loader) stream(files []sourceFile, opts Options) bool {
 	l.cfg.Steps = make(map[string]*Step, n)
 	order := make([]*Step, 0, n) // Config.stepOrder, with nil for the held steps until decoded
 	held := map[string]*scopeStep{}
+	taken := func(name string) bool { return held[name] != nil || l.cfg.Steps[name] != nil }
 	var deferred []*hcl.Block
 	for _, sp := range ps {
 		h := 0
@@ -175,7 +176,7 @@ func (l *loader) stream(files []sourceFile, opts Options) bool {
 				hs := sp.held[h]
 				h++
 				name := hs.block.Labels[0]
-				if _, dup := held[name]; dup || l.cfg.Steps[name] != nil {
+				if taken(name) {
 					return false
 				}
 				held[name] = hs
@@ -183,7 +184,7 @@ func (l *loader) stream(files []sourceFile, opts Options) bool {
 				order = append(order, nil)
 				continue
 			}
-			if _, dup := held[st.Name]; dup || l.cfg.Steps[st.Name] != nil {
+			if taken(st.Name) {
 				return false
 			}
 			l.cfg.Steps[st.Name] = st

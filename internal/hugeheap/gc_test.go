@@ -12,24 +12,30 @@ import (
 func waitForDefaultGC(t *testing.T) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
-	for gcPercent() != 100 {
+	for gogc() != 100 {
 		if time.Now().After(deadline) {
-			t.Fatalf("GOGC is still %d after collections; want the default 100 back", gcPercent())
+			t.Fatalf("GOGC is still %d after collections; want the default 100 back", gogc())
 		}
 		runtime.GC()
 		time.Sleep(10 * time.Millisecond)
 	}
 }
 
-func gcPercent() int {
-	return gogc()
+// liveKiB allocates n KiB that stay live, in small objects as syntax trees are: with GOGC
+// at 100 and a small heap, allocating them runs several collections.
+func liveKiB(n int) [][]byte {
+	live := make([][]byte, 0, n)
+	for i := 0; i < n; i++ {
+		live = append(live, make([]byte, 1024))
+	}
+	return live
 }
 
 // The first collection waits for a larger heap; the collection itself puts GOGC back.
 func TestDelayFirstGCEndsWithTheFirstCollection(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(100))
 	DelayFirstGC()
-	if p := gcPercent(); p != startGCPercent {
+	if p := gogc(); p != startGCPercent {
 		t.Fatalf("GOGC after DelayFirstGC = %d, want %d", p, startGCPercent)
 	}
 	waitForDefaultGC(t)
@@ -45,11 +51,11 @@ func TestReserveEndsTheDelay(t *testing.T) {
 	Reserve(Threshold, 0)
 	DelayFirstGC()
 	Reserve(Threshold-1, 0)
-	if p := gcPercent(); p != startGCPercent {
+	if p := gogc(); p != startGCPercent {
 		t.Fatalf("GOGC after a small Reserve = %d, want still %d", p, startGCPercent)
 	}
 	Reserve(Threshold, 0)
-	if p := gcPercent(); p != 100 {
+	if p := gogc(); p != 100 {
 		t.Fatalf("GOGC after a large Reserve = %d, want the default 100", p)
 	}
 }
@@ -61,15 +67,10 @@ func TestExpectDelaysTheNextCollection(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	Expect(256 << 20)
-	if p := gcPercent(); p <= 100 {
+	if p := gogc(); p <= 100 {
 		t.Fatalf("GOGC after Expect(256 MiB) = %d, want more than 100", p)
 	}
-	// 64 MiB that stays live, in small objects as trees are: with GOGC at 100 this would
-	// run several collections.
-	live := make([][]byte, 0, 64<<10)
-	for i := 0; i < 64<<10; i++ {
-		live = append(live, make([]byte, 1024))
-	}
+	live := liveKiB(64 << 10)
 	runtime.ReadMemStats(&after)
 	if n := after.NumGC - before.NumGC; n != 0 {
 		t.Errorf("%d collections while allocating 64 MiB of an expected 256 MiB", n)
@@ -78,7 +79,7 @@ func TestExpectDelaysTheNextCollection(t *testing.T) {
 	waitForDefaultGC(t)
 	// Nothing to do when GOGC already allows the expected growth.
 	Expect(1 << 10)
-	if p := gcPercent(); p != 100 {
+	if p := gogc(); p != 100 {
 		t.Errorf("GOGC after a small Expect = %d, want 100", p)
 	}
 }
@@ -94,11 +95,11 @@ func TestStaleCleanupKeepsALaterDelay(t *testing.T) {
 	gcMu.Unlock()
 	restoreGC() // as a large Reserve does, with the first sentinel still pending
 	Expect(256 << 20)
-	if p := gcPercent(); p <= 100 {
+	if p := gogc(); p <= 100 {
 		t.Fatalf("GOGC after Expect = %d, want more than 100", p)
 	}
 	endDelay(first) // the first sentinel's cleanup, late
-	if p := gcPercent(); p <= 100 {
+	if p := gogc(); p <= 100 {
 		t.Fatalf("a stale cleanup put GOGC back to %d", p)
 	}
 }
@@ -118,17 +119,12 @@ func TestReserveDelaysTheFirstCollectionToTheTouchedSize(t *testing.T) {
 	if !Reserve(2*touch, touch) {
 		t.Fatal("Reserve(128 MiB, touch 64 MiB) did nothing")
 	}
-	if p := gcPercent(); p <= 100 {
+	if p := gogc(); p <= 100 {
 		t.Fatalf("GOGC after Reserve = %d, want more than 100", p)
 	}
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	// Half the touched size, live, in small objects: with GOGC at 100 this would collect
-	// several times.
-	live := make([][]byte, 0, 32<<10)
-	for i := 0; i < 32<<10; i++ {
-		live = append(live, make([]byte, 1024))
-	}
+	live := liveKiB(32 << 10) // half the touched size
 	runtime.ReadMemStats(&after)
 	if n := after.NumGC - before.NumGC; n != 0 {
 		t.Errorf("%d collections within the touched size", n)
