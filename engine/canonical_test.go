@@ -2,13 +2,17 @@ package engine
 
 import (
 	"bytes"
+	"fmt"
 	"math"
 	"math/rand"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/foundry-build/foundry/engine/digest"
+	"github.com/foundry-build/foundry/lang"
 )
 
 // pieces from which random strings are built: JSON's escapes, characters encoding/json
@@ -132,4 +136,83 @@ func inputListOf(m map[string]inputRef) inputList {
 		out = append(out, pathRef{k, m[k]})
 	}
 	return out
+}
+
+// Compile writes a step's definition before the nodes it reads from are digested, and then
+// copies their digests in (stepTemplate, fillTemplate). Every step's definition must be
+// the generic encoding of stepDefinition, which looks each producer up by address: for
+// every kind of input, keys that UTF-16 and UTF-8 sort differently, and checks in recipes.
+func TestStepTemplatesMatchGeneric(t *testing.T) {
+	host := seedFile(t, "tool")
+	dir := t.TempDir()
+	must(t, os.MkdirAll(filepath.Join(dir, "src"), 0o755))
+	must(t, os.WriteFile(filepath.Join(dir, "src", "main.c"), []byte("int main(){}\n"), 0o644))
+	must(t, os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(fmt.Sprintf(`
+seed "base" {
+  layer {
+    files = { "/bin/tool" = host_file(%[1]q) }
+  }
+}
+step "a" {
+  image   = seed.base
+  run     = ["sh", "-c", "x"]
+  outputs = ["/out/o", "/out/d"]
+}
+step "b" {
+  image  = seed.base
+  run    = ["tool", "\"quoted\"\n"]
+  env    = { Z = "1", A = "\u00e9" }
+  mounts = {
+    "/in/a" = step.a.output["/out/o"], "/in/d" = step.a.output["/out/d"], "/src" = dir("src"),
+    "/f" = file("src/main.c"), "/t" = "inline text",
+    "/\ue000" = step.a.output["/out/o"], "/\U0001f600" = file("src/main.c"),
+  }
+  outputs = ["/out/o"]
+  limits {
+    cpus   = 0.5
+    memory = "64MiB"
+  }
+}
+product "p" {
+  step "assemble" {
+    image   = seed.base
+    mounts  = { "/src" = dir("src") }
+    run     = ["true"]
+    outputs = ["/out/o"]
+  }
+  check "smoke" {
+    image  = seed.base
+    mounts = { "/app" = step.assemble.output["/out/o"] }
+    run    = ["test", "-s", "/app"]
+  }
+}
+`, host)), 0o644))
+	dirs := []string{dir, filepath.Join("..", "examples", "greeter")}
+	for _, d := range dirs {
+		cfg, diags := lang.Load(d, lang.Options{})
+		if diags.HasErrors() {
+			t.Fatalf("%s: %s", d, diags.Error())
+		}
+		g, diags := Compile(cfg)
+		if diags.HasErrors() {
+			t.Fatalf("%s: %s", d, diags.Error())
+		}
+		steps := 0
+		for _, n := range g.Nodes {
+			if n.Kind != KindStep && n.Kind != KindCheck {
+				continue
+			}
+			steps++
+			want, err := digest.Canonical(g.stepDefinition(n))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(n.Definition, want) || n.Digest != digest.FromBytes(want) {
+				t.Errorf("%s: %s\nwritten %s\ngeneric %s", d, n.Address, n.Definition, want)
+			}
+		}
+		if steps == 0 {
+			t.Fatalf("%s has no steps", d)
+		}
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -108,9 +109,8 @@ func (g *Graph) digestNode(n *Node) error {
 	var canon []byte
 	var err error
 	if n.Kind == KindStep || n.Kind == KindCheck {
-		// Directly, not through definition: held in an interface, every step's
-		// definition was a copy on the heap.
-		canon, err = g.stepDefinition(n).canonical()
+		// Written by addEdges (stepTemplate) but for its producers' digests, known now.
+		canon, err = n.fillTemplate()
 	} else {
 		var def any
 		if def, err = g.definition(n); err == nil {
@@ -122,6 +122,75 @@ func (g *Graph) digestNode(n *Node) error {
 	}
 	n.Digest, n.Definition = digest.FromBytes(canon), canon
 	return nil
+}
+
+// pendingDigest stands for a producer's digest in a step's definition written before the
+// producer is digested (see stepTemplate). Every digest has its length.
+var pendingDigest = digest.Digest("sha256:" + strings.Repeat("0", 64))
+
+// hole is where a step's definition holds the digest of a node it reads from.
+type hole struct {
+	at   int32 // the offset of the digest's first byte in the definition
+	from *Node
+}
+
+// stepTemplate writes the definition of n, a step, before the nodes it reads from are
+// digested: each of their digests is written as pendingDigest, and n.holes says where, so
+// that digesting n only copies them in (fillTemplate). The definition is then written while
+// addEdges has the step's data in cache: written when the step was digested, a wave at a
+// time, with 100k steps its fields, mounts and artifacts were each a cache miss again.
+//
+// mounts are the step's mounts sorted by path, and from the producers of its image (if it
+// has one) and then of its mounts in that order: nil for content read at evaluation time.
+func stepTemplate(n *Node, mounts []mount, from []*Node) {
+	s := n.Step
+	var refs []*Node // the producer of each reference written with a digest, in order
+	ref := func(a *lang.Artifact, p *Node) inputRef {
+		if p == nil {
+			return refTo(a, "")
+		}
+		r := refTo(a, pendingDigest)
+		if r.From != "" {
+			refs = append(refs, p)
+		}
+		return r
+	}
+	def := StepDefinition{
+		Kind: string(n.Kind), V: DefinitionVersion, Argv: nonNil(s.Run), Env: s.Env, Workdir: s.Workdir,
+		User: s.User, Platform: s.Platform, Inputs: make(inputList, len(mounts)), Outputs: nonNil(s.Outputs),
+		Network: s.Network, Limits: limitsOf(s.Limits),
+	}
+	if s.Image != nil {
+		def.Image = ref(s.Image, from[0])
+		from = from[1:]
+	}
+	for i, m := range mounts {
+		def.Inputs[i] = pathRef{m.path, ref(m.art, from[i])}
+	}
+	at := make([]int32, 0, len(refs))
+	n.Definition, n.defErr = def.write(&at)
+	n.holes = make([]hole, len(at))
+	for i := range at {
+		n.holes[i] = hole{at[i], refs[i]}
+	}
+}
+
+// fillTemplate completes a step's definition with the digests of the nodes it reads from.
+func (n *Node) fillTemplate() ([]byte, error) {
+	if n.defErr != nil {
+		return nil, n.defErr
+	}
+	if n.Definition == nil {
+		return nil, fmt.Errorf("engine: step %s has no definition written", n.Address) // addEdges writes every step's
+	}
+	for _, h := range n.holes {
+		d := h.from.Digest
+		if len(d) != len(pendingDigest) {
+			return nil, fmt.Errorf("%s has a digest of %d bytes, not %d", h.from.Address, len(d), len(pendingDigest))
+		}
+		copy(n.Definition[h.at:], d)
+	}
+	return n.Definition, nil
 }
 
 // inputRef is how a definition names content: by digest when the content is known at
@@ -136,31 +205,21 @@ type inputRef struct {
 }
 
 func (g *Graph) ref(a *lang.Artifact) inputRef {
-	var from *Node
-	if a.Node != "" {
-		from = g.Nodes[a.Node]
+	var from digest.Digest
+	if n := g.Nodes[a.Node]; a.Node != "" && n != nil {
+		from = n.Digest
 	}
 	return refTo(a, from)
 }
 
-// refOf is ref for one of n's artifacts, whose producing node addEdges found: with 100k
-// nodes, looking it up again by address was a cache miss or two per input.
-func (g *Graph) refOf(n *Node, a *lang.Artifact) inputRef {
-	for _, p := range n.producers {
-		if p.art == a {
-			return refTo(a, p.node)
-		}
-	}
-	return g.ref(a)
-}
-
-// refTo is the reference to a, produced by from (nil for content read at evaluation).
-func refTo(a *lang.Artifact, from *Node) inputRef {
+// refTo is the reference to a, produced by the node of digest from ("" for content read at
+// evaluation).
+func refTo(a *lang.Artifact, from digest.Digest) inputRef {
 	switch a.Kind {
 	case lang.ArtifactSeed, lang.ArtifactCapability:
-		return inputRef{Kind: string(a.Kind), From: from.Digest}
+		return inputRef{Kind: string(a.Kind), From: from}
 	case lang.ArtifactStepOutput:
-		return inputRef{Kind: string(a.Kind), From: from.Digest, Path: a.Path}
+		return inputRef{Kind: string(a.Kind), From: from, Path: a.Path}
 	default:
 		// Files and trees by content only: where they came from does not change them.
 		kind := "file"
@@ -171,11 +230,11 @@ func refTo(a *lang.Artifact, from *Node) inputRef {
 	}
 }
 
-// inputsOf is the input list of a map of n's artifacts (see refOf).
-func (g *Graph) inputsOf(n *Node, m map[string]*lang.Artifact) inputList {
+// inputsOf is the input list of a map of artifacts.
+func (g *Graph) inputsOf(m map[string]*lang.Artifact) inputList {
 	out := make(inputList, 0, len(m))
 	for k, a := range m {
-		out = append(out, pathRef{k, g.refOf(n, a)})
+		out = append(out, pathRef{k, g.ref(a)})
 	}
 	slices.SortFunc(out, func(a, b pathRef) int { return digest.CompareKeys(a.Path, b.Path) })
 	return out
@@ -333,7 +392,11 @@ type limitsDefinition struct {
 // definition is kept in its node, and an encoder of its own per step grew its buffer once or
 // twice and kept up to twice the length (150 of the 450 MB compiling and planning 100k
 // steps allocated).
-func (d StepDefinition) canonical() ([]byte, error) {
+func (d StepDefinition) canonical() ([]byte, error) { return d.write(nil) }
+
+// write is canonical, and appends to holes, unless nil, the offset of each reference's
+// producer digest (inputRef.From), in the order written: the image's, then the inputs'.
+func (d StepDefinition) write(holes *[]int32) ([]byte, error) {
 	e := encoders.Get().(*digest.Encoder)
 	defer encoders.Put(e)
 	e.Reset()
@@ -342,8 +405,13 @@ func (d StepDefinition) canonical() ([]byte, error) {
 	e.Strings(d.Argv)
 	e.Key("env")
 	e.StringMap(d.Env)
+	note := func(at int) {
+		if at >= 0 && holes != nil {
+			*holes = append(*holes, int32(at))
+		}
+	}
 	e.Key("image")
-	d.Image.encode(e)
+	note(d.Image.encode(e))
 	e.Key("inputs")
 	if d.Inputs == nil {
 		e.Null()
@@ -351,7 +419,7 @@ func (d StepDefinition) canonical() ([]byte, error) {
 		e.Open('{')
 		for _, in := range d.Inputs {
 			e.Key(in.Path)
-			in.Ref.encode(e)
+			note(in.Ref.encode(e))
 		}
 		e.Close('}')
 	}
@@ -393,31 +461,38 @@ func (d StepDefinition) canonical() ([]byte, error) {
 // encoders are the encoders step definitions are written with (see canonical).
 var encoders = sync.Pool{New: func() any { return digest.NewEncoder(4096) }}
 
-// encode writes r as encoding/json would (omitempty fields left out), canonically.
-func (r inputRef) encode(e *digest.Encoder) {
+// encode writes r as encoding/json would (omitempty fields left out), canonically, and
+// returns the offset of r.From's first byte, or -1 when r has none.
+func (r inputRef) encode(e *digest.Encoder) (fromAt int) {
+	fromAt = -1
 	e.Open('{')
 	e.OmitEmptyString("digest", string(r.Digest))
 	if r.Dir {
 		e.Key("dir")
 		e.Bool(true)
 	}
-	e.OmitEmptyString("from", string(r.From))
+	if r.From != "" {
+		e.Key("from")
+		fromAt = e.Len() + 1 // after the opening quote
+		e.String(string(r.From))
+	}
 	e.Key("kind")
 	e.String(r.Kind)
 	e.OmitEmptyInt("mode", int64(r.Mode))
 	e.OmitEmptyString("path", r.Path)
 	e.Close('}')
+	return fromAt
 }
 
 func (g *Graph) stepDefinition(n *Node) StepDefinition {
 	s := n.Step
 	def := StepDefinition{
 		Kind: string(n.Kind), V: DefinitionVersion, Argv: nonNil(s.Run), Env: s.Env, Workdir: s.Workdir,
-		User: s.User, Platform: s.Platform, Inputs: g.inputsOf(n, s.Mounts), Outputs: nonNil(s.Outputs),
+		User: s.User, Platform: s.Platform, Inputs: g.inputsOf(s.Mounts), Outputs: nonNil(s.Outputs),
 		Network: s.Network, Limits: limitsOf(s.Limits),
 	}
 	if s.Image != nil {
-		def.Image = g.refOf(n, s.Image)
+		def.Image = g.ref(s.Image)
 	}
 	return def
 }

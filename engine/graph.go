@@ -53,14 +53,9 @@ type Node struct {
 	Step       *lang.Step
 	Product    *lang.Product
 
-	num       int32      // the node's number in address order (see index)
-	producers []producer // the nodes its artifacts come from (set by addEdges)
-}
-
-// producer is the node an artifact of another node comes from.
-type producer struct {
-	art  *lang.Artifact
-	node *Node
+	num    int32  // the node's number in address order (see index)
+	holes  []hole // a step's: where its Definition awaits its producers' digests (see stepTemplate)
+	defErr error  // a step's: why its Definition could not be written
 }
 
 // Graph is a compiled configuration.
@@ -138,6 +133,22 @@ func (g *Graph) addNodes() []*Node {
 		g.Nodes[n.Address] = n
 	}
 	return made
+}
+
+// mount is one of a step's mounts.
+type mount struct {
+	path string
+	art  *lang.Artifact
+}
+
+// sortedMounts lists m by path, in the order of a definition's keys (digest.CompareKeys).
+func sortedMounts(m map[string]*lang.Artifact) []mount {
+	out := make([]mount, 0, len(m))
+	for p, a := range m {
+		out = append(out, mount{p, a})
+	}
+	slices.SortFunc(out, func(a, b mount) int { return digest.CompareKeys(a.path, b.path) })
+	return out
 }
 
 // artifacts lists the artifacts a node refers to: in a deterministic order when ordered
@@ -259,15 +270,29 @@ func (g *Graph) addNodeEdges(ix *index, i int) hcl.Diagnostics {
 	addr, n := ix.addrs[i], ix.nodes[i]
 	// Dependencies are gathered as node numbers: sorting and deduplicating those sorts and
 	// deduplicates the addresses (numbers follow address order) without a map per node.
-	// The artifacts are taken in their maps' order: deps are sorted below and producers
-	// are found by artifact, so only diagnostics need an order, and a node with a bad
-	// reference goes through its artifacts again, sorted. (Sorting every step's mount paths
-	// was a third of adding the edges of 100k steps.)
-	arts := n.artifacts(false)
+	// Other nodes' artifacts are taken in their maps' order: deps are sorted below, so only
+	// diagnostics need an order, and a node with a bad reference goes through its artifacts
+	// again, sorted.
+	var arts []*lang.Artifact
+	var mounts []mount
+	step := n.Kind == KindStep || n.Kind == KindCheck
+	if step {
+		// A step's in the order its definition lists them (see stepTemplate).
+		mounts = sortedMounts(n.Step.Mounts)
+		arts = make([]*lang.Artifact, 0, len(mounts)+1)
+		if n.Step.Image != nil {
+			arts = append(arts, n.Step.Image)
+		}
+		for _, m := range mounts {
+			arts = append(arts, m.art)
+		}
+	} else {
+		arts = n.artifacts(false)
+	}
 	deps := make([]int32, 0, len(arts))
-	n.producers = make([]producer, 0, len(arts))
+	from := make([]*Node, len(arts)) // the producer of each artifact
 	unknown := false
-	for _, a := range arts {
+	for k, a := range arts {
 		if a.Node == "" {
 			continue // content read at evaluation time: no producing node
 		}
@@ -277,7 +302,10 @@ func (g *Graph) addNodeEdges(ix *index, i int) hcl.Diagnostics {
 			continue
 		}
 		deps = append(deps, dn.num)
-		n.producers = append(n.producers, producer{a, dn})
+		from[k] = dn
+	}
+	if step && !unknown {
+		stepTemplate(n, mounts, from)
 	}
 	if unknown {
 		for _, a := range n.artifacts(true) {

@@ -46,6 +46,10 @@ func (e *Encoder) Bytes() ([]byte, error) {
 	return e.b, nil
 }
 
+// Len is the number of bytes written so far: where the next value's first byte will be,
+// when no separator comes before it (the value of a key just written).
+func (e *Encoder) Len() int { return len(e.b) }
+
 func (e *Encoder) sep() {
 	if e.afterKey {
 		e.afterKey = false
