@@ -143,51 +143,7 @@ func inputListOf(m map[string]inputRef) inputList {
 // the generic encoding of stepDefinition, which looks each producer up by address: for
 // every kind of input, keys that UTF-16 and UTF-8 sort differently, and checks in recipes.
 func TestStepTemplatesMatchGeneric(t *testing.T) {
-	host := seedFile(t, "tool")
-	dir := t.TempDir()
-	must(t, os.MkdirAll(filepath.Join(dir, "src"), 0o755))
-	must(t, os.WriteFile(filepath.Join(dir, "src", "main.c"), []byte("int main(){}\n"), 0o644))
-	must(t, os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(fmt.Sprintf(`
-seed "base" {
-  layer {
-    files = { "/bin/tool" = host_file(%[1]q) }
-  }
-}
-step "a" {
-  image   = seed.base
-  run     = ["sh", "-c", "x"]
-  outputs = ["/out/o", "/out/d"]
-}
-step "b" {
-  image  = seed.base
-  run    = ["tool", "\"quoted\"\n"]
-  env    = { Z = "1", A = "\u00e9" }
-  mounts = {
-    "/in/a" = step.a.output["/out/o"], "/in/d" = step.a.output["/out/d"], "/src" = dir("src"),
-    "/f" = file("src/main.c"), "/t" = "inline text",
-    "/\ue000" = step.a.output["/out/o"], "/\U0001f600" = file("src/main.c"),
-  }
-  outputs = ["/out/o"]
-  limits {
-    cpus   = 0.5
-    memory = "64MiB"
-  }
-}
-product "p" {
-  step "assemble" {
-    image   = seed.base
-    mounts  = { "/src" = dir("src") }
-    run     = ["true"]
-    outputs = ["/out/o"]
-  }
-  check "smoke" {
-    image  = seed.base
-    mounts = { "/app" = step.assemble.output["/out/o"] }
-    run    = ["test", "-s", "/app"]
-  }
-}
-`, host)), 0o644))
-	dirs := []string{dir, filepath.Join("..", "examples", "greeter")}
+	dirs := []string{inputKindsProject(t), filepath.Join("..", "examples", "greeter")}
 	for _, d := range dirs {
 		cfg, diags := lang.Load(d, lang.Options{})
 		if diags.HasErrors() {
@@ -215,4 +171,56 @@ product "p" {
 			t.Fatalf("%s has no steps", d)
 		}
 	}
+}
+
+// inputKindsProject writes a project whose steps read every kind of input, under keys that
+// UTF-16 and UTF-8 sort differently, with a product's step and check; it returns its
+// directory.
+func inputKindsProject(t *testing.T) string {
+	t.Helper()
+	host := seedFile(t, "tool")
+	dir := t.TempDir()
+	must(t, os.MkdirAll(filepath.Join(dir, "src"), 0o755))
+	must(t, os.WriteFile(filepath.Join(dir, "src", "main.c"), []byte("int main(){}\n"), 0o644))
+	must(t, os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(fmt.Sprintf(`
+seed "base" {
+  layer {
+    files = { "/bin/tool" = host_file(%[1]q) }
+  }
+}
+step "a" {
+  image   = seed.base
+  run     = ["sh", "-c", "x"]
+  outputs = ["/out/o", "/out/d"]
+}
+step "b" {
+  image  = seed.base
+  run    = ["tool", "\"quoted\"\n"]
+  env    = { Z = "1", A = "\u00e9" }
+  mounts = {
+    "/in/a" = step.a.output["/out/o"], "/in/d" = step.a.output["/out/d"], "/src" = dir("src"),
+    "/f" = file("src/main.c"), "/t" = "inline text", "/a<&>" = "x",
+    "/\ue000" = step.a.output["/out/o"], "/\U0001f600" = file("src/main.c"),
+  }
+  outputs = ["/out/o"]
+  limits {
+    cpus   = 0.5
+    memory = "64MiB"
+  }
+}
+product "p" {
+  step "assemble" {
+    image   = seed.base
+    mounts  = { "/src" = dir("src") }
+    run     = ["true"]
+    outputs = ["/out/o"]
+  }
+  check "smoke" {
+    image  = seed.base
+    mounts = { "/app" = step.assemble.output["/out/o"] }
+    run    = ["test", "-s", "/app"]
+  }
+}
+`, host)), 0o644))
+	return dir
 }

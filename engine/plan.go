@@ -80,10 +80,50 @@ type StepView struct {
 	Argv    []string          `json:"argv"`
 	Env     map[string]string `json:"env"`
 	Workdir string            `json:"workdir"`
-	Mounts  map[string]string `json:"mounts"`
+	Mounts  Mounts            `json:"mounts"`
 	Outputs []string          `json:"outputs"`
 	Limits  limitsDefinition  `json:"limits"`
 	Network string            `json:"network"`
+}
+
+// Mounts are a step's mounts as a plan shows them: each sandbox path with a description of
+// what is mounted there (step.NAME.output["/out/o"], project_dir("src"), ...), written in
+// JSON as an object of path → description.
+//
+// A plan MakePlan makes holds the step's artifacts and describes them when asked (Text,
+// MarshalJSON): with 100k steps, a map of descriptions made for every step was a third
+// of planning, and a plan is mostly made to be read for its statuses. A plan read from
+// JSON holds the descriptions.
+type Mounts struct {
+	arts map[string]*lang.Artifact
+	text map[string]string
+}
+
+// Text returns the mounts' descriptions by sandbox path.
+func (m Mounts) Text() map[string]string {
+	if m.arts == nil {
+		return m.text
+	}
+	out := make(map[string]string, len(m.arts))
+	for p, a := range m.arts {
+		out[p] = a.String()
+	}
+	return out
+}
+
+// MarshalJSON writes the mounts as the object of Text.
+func (m Mounts) MarshalJSON() ([]byte, error) {
+	t := m.Text()
+	if t == nil {
+		t = map[string]string{} // a step without mounts: {}, as before the view was lazy
+	}
+	return json.Marshal(t)
+}
+
+// UnmarshalJSON reads the object MarshalJSON writes.
+func (m *Mounts) UnmarshalJSON(b []byte) error {
+	*m = Mounts{}
+	return json.Unmarshal(b, &m.text)
 }
 
 // CapabilityPlan is how a required capability will be resolved (see resolve.go).
@@ -379,13 +419,10 @@ func (g *Graph) stepView(n *Node) *StepView {
 	s := n.Step
 	// What stepDefinition says, without its input references, which the view shows as
 	// mounts instead.
-	v := &StepView{Argv: nonNil(s.Run), Env: s.Env, Workdir: s.Workdir, Mounts: map[string]string{},
+	v := &StepView{Argv: nonNil(s.Run), Env: s.Env, Workdir: s.Workdir, Mounts: Mounts{arts: s.Mounts},
 		Outputs: nonNil(s.Outputs), Limits: limitsOf(s.Limits), Network: s.Network}
 	if s.Image != nil {
 		v.Image = s.Image.Node
-	}
-	for t, a := range s.Mounts {
-		v.Mounts[t] = a.String()
 	}
 	return v
 }

@@ -2,7 +2,9 @@ package engine
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand"
 	"os"
 	"path/filepath"
@@ -77,6 +79,58 @@ func TestPlanDigestIsThatOfItsIdentity(t *testing.T) {
 		}
 		if want := digest.FromBytes(canon); p.Digest != want {
 			t.Fatalf("plan of %d nodes: digest %s, want that of its identity, %s", len(p.Nodes), p.Digest, want)
+		}
+	}
+}
+
+// A plan describes its steps' mounts only when written (Mounts). Written, it is what the
+// eager map of descriptions wrote (keys in byte order, HTML characters escaped), and a plan
+// read back from its JSON writes the same bytes again.
+func TestPlanMountsWriteAndReadBack(t *testing.T) {
+	cfg, diags := lang.Load(inputKindsProject(t), lang.Options{})
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	g, diags := Compile(cfg)
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	p, err := MakePlan(g, PlanOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var made bytes.Buffer
+	if err := p.WriteJSON(&made); err != nil {
+		t.Fatal(err)
+	}
+	// The view as it was, a map of descriptions, in the plan's own JSON encoding.
+	want := map[string]string{}
+	for k, a := range cfg.Steps["b"].Mounts {
+		want[k] = a.String()
+	}
+	eager, err := json.Marshal(want)
+	must(t, err)
+	var compact bytes.Buffer
+	must(t, json.Compact(&compact, made.Bytes()))
+	if !bytes.Contains(compact.Bytes(), append([]byte(`"mounts":`), eager...)) || !bytes.Contains(eager, []byte(`\u003c`)) {
+		t.Fatalf("step b's mounts are not written as a map of descriptions:\n%s\nin\n%s", eager, made.Bytes())
+	}
+	path := filepath.Join(t.TempDir(), "plan.json")
+	must(t, os.WriteFile(path, made.Bytes(), 0o644))
+	loaded, err := LoadPlan(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var again bytes.Buffer
+	if err := loaded.WriteJSON(&again); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(again.Bytes(), made.Bytes()) {
+		t.Fatalf("a plan read back writes other bytes:\n%s\nagainst\n%s", again.Bytes(), made.Bytes())
+	}
+	for _, n := range loaded.Nodes {
+		if n.Address == "step.b" && !maps.Equal(n.Step.Mounts.Text(), want) {
+			t.Fatalf("step.b's mounts read back as %v, want %v", n.Step.Mounts.Text(), want)
 		}
 	}
 }
