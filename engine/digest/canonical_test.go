@@ -383,3 +383,22 @@ func TestEncoderReset(t *testing.T) {
 		t.Fatalf("after Reset: %q, %v; want %q", got, err, want)
 	}
 }
+
+// Int writes integers as RFC 8785 writes the nearest double: digits alone up to 2^53 in
+// magnitude (where it skips float formatting), and beyond that what the double prints.
+func TestEncoderIntAsCanonical(t *testing.T) {
+	ints := []int64{0, 1, -1, 9, 10, 1 << 31, 1<<53 - 1, 1 << 53, -(1 << 53), 1<<53 + 1, -(1<<53 + 1),
+		1<<53 + 3, 1 << 62, math.MaxInt64, math.MinInt64, 999999999999999999, 2147483648}
+	for i := int64(1); i > 0 && i < math.MaxInt64/7; i = i*7 + 3 {
+		ints = append(ints, i, -i)
+	}
+	for _, i := range ints {
+		e := NewEncoder(0)
+		e.Int(i)
+		got, err := e.Bytes()
+		want, werr := Canonical(i)
+		if err != nil || werr != nil || string(got) != string(want) {
+			t.Errorf("Int(%d) = %q, %v; Canonical gives %q, %v", i, got, err, want, werr)
+		}
+	}
+}
