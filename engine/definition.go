@@ -65,22 +65,15 @@ func (g *Graph) digest(ix *index) error {
 		}
 		return nil
 	}
-	wave := make([]int32, len(ix.addrs))
+	// The waves are order's (index.wave). Each lists its nodes in the order they were made
+	// (see addNodes), in which their data lie in memory.
 	var waves [][]int32
-	for _, a := range ix.order {
-		w := int32(0)
-		for _, d := range ix.deps[a] {
-			w = max(w, wave[d]+1)
-		}
-		wave[a] = w
-		if int(w) == len(waves) {
+	for _, a := range ix.made {
+		w := int(ix.wave[a])
+		for w >= len(waves) {
 			waves = append(waves, nil)
 		}
-	}
-	// Each wave lists its nodes in the order they were made (see addNodes), in which their
-	// data lie in memory.
-	for _, a := range ix.made {
-		waves[wave[a]] = append(waves[wave[a]], a)
+		waves[w] = append(waves[w], a)
 	}
 	errs := make([]error, len(ix.addrs)) // by node number: each is written by one worker
 	for _, nodes := range waves {
