@@ -656,11 +656,49 @@ func sortedKeys[V any](m map[string]V) []string {
 	return out
 }
 
+// cleanContent is body.Content(schema) for a body as parsed (no part of it taken by
+// PartialContent, which every body the loader decodes is) when Content would report
+// nothing: every attribute and block is in the schema, with its labels, and no required
+// attribute is missing. It reports false otherwise, and Content is asked for the
+// diagnostics. hclsyntax's Content makes four maps and a copy of the body to find what
+// remains (170 MB of the 1.6 GB allocated loading 100k steps).
+func cleanContent(body hcl.Body, schema *hcl.BodySchema) (*hcl.BodyContent, bool) {
+	b, ok := body.(*hclsyntax.Body)
+	if !ok {
+		return nil, false
+	}
+	for name := range b.Attributes {
+		if !slices.ContainsFunc(schema.Attributes, func(a hcl.AttributeSchema) bool { return a.Name == name }) {
+			return nil, false
+		}
+	}
+	attrs := make(hcl.Attributes, len(b.Attributes))
+	for _, as := range schema.Attributes {
+		if a := b.Attributes[as.Name]; a != nil {
+			attrs[as.Name] = a.AsHCLAttribute()
+		} else if as.Required {
+			return nil, false
+		}
+	}
+	var blocks hcl.Blocks
+	for _, blk := range b.Blocks {
+		i := slices.IndexFunc(schema.Blocks, func(s hcl.BlockHeaderSchema) bool { return s.Type == blk.Type })
+		if i < 0 || len(blk.Labels) != len(schema.Blocks[i].LabelNames) {
+			return nil, false
+		}
+		blocks = append(blocks, blk.AsHCLBlock())
+	}
+	return &hcl.BodyContent{Attributes: attrs, Blocks: blocks, MissingItemRange: b.MissingItemRange()}, true
+}
+
 var unsupportedName = regexp.MustCompile(`(?:argument named|[Bb]locks of type) "([^"]+)"`)
 
 // content decodes body against schema and adds a "Did you mean" to each unsupported
 // argument or block that is close to one the schema has.
 func (l *loader) content(body hcl.Body, schema *hcl.BodySchema) (*hcl.BodyContent, hcl.Diagnostics) {
+	if content, ok := cleanContent(body, schema); ok {
+		return content, nil
+	}
 	content, diags := body.Content(schema)
 	suggest(diags, schema)
 	return content, diags

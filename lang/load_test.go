@@ -4,12 +4,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"strings"
 	"testing"
 
 	"github.com/foundry-build/foundry/internal/hugeheap"
 	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
 )
 
 const busyboxSeed = `
@@ -313,5 +315,51 @@ product "p" {
 	}
 	if twin := p.Checks["twin"]; twin == nil || twin.Outputs != nil {
 		t.Fatalf("check twin = %+v, want no outputs beside its same-named step", twin)
+	}
+}
+
+// cleanContent gives what hclsyntax's Content gives for every body Content has nothing to
+// report about, and gives up on every other, so that Content reports it.
+func TestCleanContentIsContent(t *testing.T) {
+	schemas := []*hcl.BodySchema{
+		stepSchema, limitsSchema,
+		{Attributes: []hcl.AttributeSchema{{Name: "to", Required: true}, {Name: "files"}}},
+		{Blocks: []hcl.BlockHeaderSchema{{Type: "step", LabelNames: []string{"name"}}, {Type: "package"}}},
+	}
+	bodies := []string{
+		"",
+		"run = [\"x\"]\nimage = seed.base\n",
+		"run = [\"x\"]\nnope = 1\n",
+		"to = \"a\"\nfiles = {}\n",
+		"files = {}\n",
+		"to = \"a\"\nfiles = {}\nextra = true\n",
+		"limits {\n  memory = \"1GiB\"\n}\nrun = [\"x\"]\n",
+		"limits {\n}\nlimits {\n}\n",
+		"limits \"x\" {\n}\n",
+		"memory = \"1GiB\"\ncpus = 2\n",
+		"step \"a\" {\n}\npackage {\n}\nstep \"b\" {\n}\n",
+		"step {\n}\n",
+		"step \"a\" \"b\" {\n}\n",
+		"package \"p\" {\n}\n",
+		"other {\n}\n",
+		"limits = 1\n",
+		"step = 1\n",
+	}
+	for _, schema := range schemas {
+		for _, src := range bodies {
+			f, diags := hclsyntax.ParseConfig([]byte(src), "x.hcl", hcl.InitialPos)
+			if diags.HasErrors() {
+				t.Fatalf("%q: %s", src, diags)
+			}
+			want, wdiags := f.Body.Content(schema)
+			got, ok := cleanContent(f.Body, schema)
+			if ok != (len(wdiags) == 0) {
+				t.Errorf("%q against %v: clean %v, but Content reports %v", src, schema, ok, wdiags)
+				continue
+			}
+			if ok && !reflect.DeepEqual(got, want) {
+				t.Errorf("%q against %v:\nclean   %#v\ncontent %#v", src, schema, got, want)
+			}
+		}
 	}
 }
