@@ -127,11 +127,12 @@ type hole struct {
 	from *Node
 }
 
-// stepTemplate writes the definition of n, a step, before the nodes it reads from are
-// digested: each of their digests is written as pendingDigest, and n.holes says where, so
-// that digesting n only copies them in (fillTemplate). The definition is then written while
-// addEdges has the step's data in cache: written when the step was digested, a wave at a
-// time, with 100k steps its fields, mounts and artifacts were each a cache miss again.
+// stepTemplate writes the definition of n, a step, into n.template before the nodes it
+// reads from are digested: each of their digests is written as pendingDigest, and n.holes
+// says where, so that digesting n only copies them in (fillTemplate). The definition is
+// then written while addEdges has the step's data in cache: written when the step was
+// digested, a wave at a time, with 100k steps its fields, mounts and artifacts were each a
+// cache miss again.
 //
 // mounts are the step's mounts sorted by path, and from the producers of its image (if it
 // has one) and then of its mounts in that order: nil for content read at evaluation time.
@@ -161,7 +162,7 @@ func stepTemplate(n *Node, mounts []mount, from []*Node) {
 		def.Inputs[i] = pathRef{m.path, ref(m.art, from[i])}
 	}
 	at := make([]int32, 0, len(refs))
-	n.Definition, n.defErr = def.write(&at)
+	n.template, n.defErr = def.write(&at)
 	n.holes = make([]hole, len(at))
 	for i := range at {
 		n.holes[i] = hole{at[i], refs[i]}
@@ -173,7 +174,7 @@ func (n *Node) fillTemplate() ([]byte, error) {
 	if n.defErr != nil {
 		return nil, n.defErr
 	}
-	if n.Definition == nil {
+	if n.template == nil {
 		return nil, fmt.Errorf("engine: step %s has no definition written", n.Address) // addEdges writes every step's
 	}
 	for _, h := range n.holes {
@@ -181,9 +182,11 @@ func (n *Node) fillTemplate() ([]byte, error) {
 		if len(d) != len(pendingDigest) {
 			return nil, fmt.Errorf("%s has a digest of %d bytes, not %d", h.from.Address, len(d), len(pendingDigest))
 		}
-		copy(n.Definition[h.at:], d)
+		copy(n.template[h.at:], d)
 	}
-	return n.Definition, nil
+	def := n.template
+	n.template, n.holes = nil, nil // the definition is the node's now
+	return def, nil
 }
 
 // inputRef is how a definition names content: by digest when the content is known at

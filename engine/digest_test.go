@@ -449,6 +449,13 @@ step "c" {
 			t.Errorf("cycle detail lacks %q:\n%s", line, diags[0].Detail)
 		}
 	}
+	// Nothing was digested: no step holds a definition its producers' digests are missing
+	// from (stepTemplate writes them before the cycle is found).
+	for a, n := range g.Nodes {
+		if n.Definition != nil || n.Digest != "" {
+			t.Errorf("%s has a definition or digest in a graph that failed to compile", a)
+		}
+	}
 	// A graph without an order has nothing to plan; planning it must not fail.
 	if p, err := MakePlan(g, PlanOptions{}); err != nil || len(p.Nodes) != 0 {
 		t.Fatalf("plan of a cyclic graph: %v, %v", p, err)

@@ -53,9 +53,13 @@ type Node struct {
 	Step       *lang.Step
 	Product    *lang.Product
 
-	num    int32  // the node's number in address order (see index)
-	holes  []hole // a step's: where its Definition awaits its producers' digests (see stepTemplate)
-	defErr error  // a step's: why its Definition could not be written
+	num int32 // the node's number in address order (see index)
+	// A step's definition as addEdges writes it, until it is digested: template awaits its
+	// producers' digests where holes say (see stepTemplate), or defErr says why it could
+	// not be written.
+	template []byte
+	holes    []hole
+	defErr   error
 }
 
 // Graph is a compiled configuration.
