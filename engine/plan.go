@@ -91,9 +91,9 @@ type StepView struct {
 // JSON as an object of path → description.
 //
 // A plan MakePlan makes holds the step's artifacts and describes them when asked (Text,
-// MarshalJSON): with 100k steps, a map of descriptions made for every step was a third
-// of planning, and a plan is mostly made to be read for its statuses. A plan read from
-// JSON holds the descriptions.
+// MarshalJSON): with 100k steps, a map of descriptions made for every step was more than
+// half of planning, and a plan is mostly made to be read for its statuses. A plan read
+// from JSON holds the descriptions.
 type Mounts struct {
 	arts map[string]*lang.Artifact
 	text map[string]string
