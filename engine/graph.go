@@ -209,7 +209,7 @@ type index struct {
 	made  []int32   // the numbers in the order the nodes were made (see addNodes)
 	deps  [][]int32 // by number: the numbers of the node's Deps, in Deps order
 	order []int32   // the numbers of Graph.Order
-	wave  []int32   // by number: 0 without dependencies, else one more than theirs at most (see digest)
+	wave  []int32   // by number: 0 without dependencies, else 1 + the latest of theirs (see digest)
 }
 
 // newIndex numbers the nodes made in address order. An address made twice (which lang
