@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -399,6 +400,29 @@ func TestEncoderIntAsCanonical(t *testing.T) {
 		want, werr := Canonical(i)
 		if err != nil || werr != nil || string(got) != string(want) {
 			t.Errorf("Int(%d) = %q, %v; Canonical gives %q, %v", i, got, err, want, werr)
+		}
+	}
+}
+
+// plain tests eight bytes at a time: a byte that needs escaping, or is not ASCII, must be
+// found at every position of a word and of the tail, with plain text around it.
+func TestEncoderFindsEveryByteToEscape(t *testing.T) {
+	special := []string{"\x00", "\x01", "\x1f", "\"", "\\", "\x80", "\xff", "é", "\u2028", "\U0001F600", "\xc3"}
+	for n := 0; n <= 24; n++ {
+		for at := 0; at <= n; at++ {
+			for _, c := range append(special, " ", "~", "\x7f", "!", "#", "[", "]") {
+				s := strings.Repeat("a", at) + c + strings.Repeat("z", n-at)
+				e := NewEncoder(0)
+				e.String(s)
+				got, err := e.Bytes()
+				want, werr := Canonical(s)
+				if (err != nil) != (werr != nil) || err == nil && string(got) != string(want) {
+					t.Fatalf("String(%q) = %q, %v; Canonical gives %q, %v", s, got, err, want, werr)
+				}
+				if plain(s) != !slices.Contains(special, c) {
+					t.Fatalf("plain(%q) = %v", s, plain(s))
+				}
+			}
 		}
 	}
 }

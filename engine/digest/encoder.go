@@ -173,6 +173,10 @@ const hexDigits = "0123456789abcdef"
 // str writes s as an RFC 8785 string: only '"', '\\' and control characters are escaped,
 // with the short forms where JSON has them and lower-case \u00xx otherwise.
 func (e *Encoder) str(s string) {
+	if plain(s) {
+		e.b = append(append(append(e.b, '"'), s...), '"')
+		return
+	}
 	e.b = append(e.b, '"')
 	start, ascii := 0, true
 	for i := 0; i < len(s); i++ {
@@ -207,6 +211,30 @@ func (e *Encoder) str(s string) {
 	if !ascii && !utf8.ValidString(s) && e.err == nil {
 		e.err = fmt.Errorf("digest: encoder: string %q is not valid UTF-8", s)
 	}
+}
+
+// plain reports whether s is ASCII with nothing to escape: no control character, '"' or
+// '\\'. It tests eight bytes at a time: byte by byte, escaping was a third of writing a
+// step's definition.
+func plain(s string) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		x := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+			uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+		quote, backslash := x^('"'*ones), x^('\\'*ones)
+		// A byte of 0x80 or more; below 0x20; equal to '"'; equal to '\\' (a zero byte of
+		// x^c): each test sets the high bit of some byte whenever such a byte is there.
+		if (x|(x-0x20*ones)&^x|(quote-ones)&^quote|(backslash-ones)&^backslash)&highs != 0 {
+			return false
+		}
+	}
+	for ; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x80 || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
 }
 
 // SortKeys returns m's keys in RFC 8785 order: by their UTF-16 code units.
