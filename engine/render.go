@@ -1,9 +1,10 @@
 package engine
 
 import (
+	"bufio"
 	"fmt"
 	"io"
-	"sort"
+	"slices"
 	"strings"
 )
 
@@ -11,12 +12,19 @@ var statusMark = map[string]string{
 	StatusRun: "+", StatusCached: "=", StatusBuild: "+", StatusRegistry: "@", StatusMissing: "!", StatusAlternative: "?",
 }
 
-// WriteText renders the plan for people, grouped by capability, recipe and step.
-func (p *Plan) WriteText(w io.Writer) {
-	byAddr := map[string]*PlanNode{}
+// WriteText renders the plan for people, grouped by capability, recipe and step. It
+// writes through a buffer of its own: a plan of 100k steps is as many lines, and each was a
+// write to the terminal or pipe.
+func (p *Plan) WriteText(out io.Writer) {
+	w := bufio.NewWriterSize(out, 64<<10)
+	defer w.Flush()
+	byAddr := make(map[string]*PlanNode, len(p.Nodes))
+	addrs := make([]string, 0, len(p.Nodes)) // sorted, to find a recipe's steps by prefix
 	for _, n := range p.Nodes {
 		byAddr[n.Address] = n
+		addrs = append(addrs, n.Address)
 	}
+	slices.Sort(addrs)
 	shown := map[string]bool{}
 	fmt.Fprintf(w, "Project %q · plan %s\n", p.Project.Name, short(p.Digest))
 
@@ -75,15 +83,12 @@ func (p *Plan) WriteText(w io.Writer) {
 					extra += "  cycle: " + strings.Join(r.Cycle, " → ")
 				}
 				line("    ", rn, extra)
-				var children []string
-				for a := range byAddr {
-					if strings.HasPrefix(a, r.Address+".") {
-						children = append(children, a)
-					}
-				}
-				sort.Strings(children)
-				for _, a := range children {
-					stepLine("      ", byAddr[a])
+				// The recipe's package and steps: the addresses after its own that start
+				// with it (a scan of every address per recipe grew with their product).
+				prefix := r.Address + "."
+				i, _ := slices.BinarySearch(addrs, prefix)
+				for ; i < len(addrs) && strings.HasPrefix(addrs[i], prefix); i++ {
+					stepLine("      ", byAddr[addrs[i]])
 				}
 			}
 		}
