@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/foundry-build/foundry/engine/digest"
+	"github.com/foundry-build/foundry/internal/jsonindent"
 	"github.com/foundry-build/foundry/internal/parallel"
 	"github.com/foundry-build/foundry/lang"
 )
@@ -429,9 +430,7 @@ func (g *Graph) stepView(n *Node) *StepView {
 
 // WriteJSON writes the plan as indented JSON.
 func (p *Plan) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(p)
+	return jsonindent.Encode(w, p, "  ")
 }
 
 // SavePlan writes the plan to path atomically.

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/foundry-build/foundry/engine"
 	"github.com/foundry-build/foundry/engine/digest"
+	"github.com/foundry-build/foundry/internal/jsonindent"
 	"github.com/foundry-build/foundry/lang"
 )
 
@@ -146,9 +146,7 @@ func toJSONDiagnostics(diags hcl.Diagnostics) []jsonDiagnostic {
 }
 
 func writeJSON(w io.Writer, v any) {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	_ = enc.Encode(v)
+	_ = jsonindent.Encode(w, v, "  ")
 }
 
 func sortedNames[V any](m map[string]V) []string {
