@@ -150,7 +150,10 @@ func describeArgv(argv []string) string {
 }
 
 // WriteDOT renders the graph in Graphviz DOT: an edge points from a dependency to its user.
-func (g *Graph) WriteDOT(w io.Writer) {
+// Like WriteText, it writes through a buffer: a line per node and per edge.
+func (g *Graph) WriteDOT(out io.Writer) {
+	w := bufio.NewWriterSize(out, 64<<10)
+	defer w.Flush()
 	fmt.Fprintln(w, "digraph foundry {")
 	fmt.Fprintln(w, "  rankdir=LR;")
 	fmt.Fprintln(w, "  node [shape=box, fontname=\"monospace\"];")
@@ -171,8 +174,10 @@ func (g *Graph) WriteDOT(w io.Writer) {
 	fmt.Fprintln(w, "}")
 }
 
-// WriteMermaid renders the graph as a Mermaid flowchart.
-func (g *Graph) WriteMermaid(w io.Writer) {
+// WriteMermaid renders the graph as a Mermaid flowchart, through a buffer (see WriteDOT).
+func (g *Graph) WriteMermaid(out io.Writer) {
+	w := bufio.NewWriterSize(out, 64<<10)
+	defer w.Flush()
 	fmt.Fprintln(w, "flowchart LR")
 	id := map[string]string{}
 	for i, a := range g.Order {
