@@ -9,8 +9,11 @@ import (
 	"sort"
 
 	"github.com/hashicorp/hcl/v2"
-	"github.com/hashicorp/hcl/v2/hclparse"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/hashicorp/hcl/v2/hclwrite"
+
+	"github.com/foundry-build/foundry/internal/hclfast"
+	"github.com/foundry-build/foundry/internal/parallel"
 )
 
 func init() {
@@ -37,21 +40,31 @@ Exit codes: 0 success (or nothing to change with -check), 1 syntax errors or I/O
 					fmt.Fprintf(env.stderr, "foundry fmt: %v\n", err)
 					return exitError
 				}
-				parser := hclparse.NewParser()
+				// Files are checked and formatted on every core, and nothing of a file is
+				// kept but what is written or reported: a parser that kept every file's
+				// syntax tree made 'fmt -check' of 100k steps take 23 s and 1.7 GB, most of
+				// it the collector marking the trees.
+				results := make([]fmtResult, len(files))
+				parallel.Parts(len(files), 1, func(lo, hi int) {
+					for i := lo; i < hi; i++ {
+						results[i] = formatFile(files[i])
+					}
+				})
+				sources := map[string]*hcl.File{} // of the files with syntax errors, to show them
 				var diags hcl.Diagnostics
 				changed := 0
-				for _, f := range files {
-					src, err := os.ReadFile(f)
-					if err != nil {
-						fmt.Fprintf(env.stderr, "foundry fmt: %v\n", err)
+				for i, r := range results {
+					f := files[i]
+					if r.err != nil {
+						fmt.Fprintf(env.stderr, "foundry fmt: %v\n", r.err)
 						return exitError
 					}
-					if _, d := parser.ParseHCL(src, f); d.HasErrors() {
-						diags = append(diags, d...)
+					if r.diags.HasErrors() {
+						diags = append(diags, r.diags...)
+						sources[f] = &hcl.File{Bytes: r.src}
 						continue
 					}
-					out := hclwrite.Format(src)
-					if bytes.Equal(out, src) {
+					if r.out == nil {
 						continue
 					}
 					changed++
@@ -59,13 +72,13 @@ Exit codes: 0 success (or nothing to change with -check), 1 syntax errors or I/O
 					if *check {
 						continue
 					}
-					if err := replaceFile(f, out); err != nil {
+					if err := replaceFile(f, r.out); err != nil {
 						fmt.Fprintf(env.stderr, "foundry fmt: %v\n", err)
 						return exitError
 					}
 				}
 				if diags.HasErrors() {
-					writeDiagnostics(env.stderr, parser.Files(), diags)
+					writeDiagnostics(env.stderr, sources, diags)
 					return exitError
 				}
 				if *check && changed > 0 {
@@ -79,6 +92,35 @@ Exit codes: 0 success (or nothing to change with -check), 1 syntax errors or I/O
 }
 
 // hclFiles expands the arguments of fmt into a sorted list of files.
+// fmtResult is what formatting one file found: its formatted text when that differs from
+// the file (nil when it does not), or its syntax errors with its text to show them.
+type fmtResult struct {
+	out   []byte
+	src   []byte
+	diags hcl.Diagnostics
+	err   error
+}
+
+// formatFile reads, checks and formats one file. A file with a syntax error is not
+// formatted: hclwrite formats whatever it is given. The check is hclfast's where it can
+// parse the file (it parses only what hclsyntax parses without a diagnostic), at a sixth
+// of the cost, and hclsyntax's otherwise.
+func formatFile(f string) fmtResult {
+	src, err := os.ReadFile(f)
+	if err != nil {
+		return fmtResult{err: err}
+	}
+	if _, ok := hclfast.Parse(src, f, hcl.InitialPos); !ok {
+		if _, d := hclsyntax.ParseConfig(src, f, hcl.InitialPos); d.HasErrors() {
+			return fmtResult{src: src, diags: d}
+		}
+	}
+	if out := hclwrite.Format(src); !bytes.Equal(out, src) {
+		return fmtResult{out: out}
+	}
+	return fmtResult{}
+}
+
 func hclFiles(args []string) ([]string, error) {
 	if len(args) == 0 {
 		args = []string{"."}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -221,6 +222,34 @@ func TestFmt(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(f); !bytes.Equal(b, bad) {
 		t.Errorf("fmt rewrote a file with a syntax error")
+	}
+	// Files are formatted on every core; they are listed in name order all the same, and
+	// a file with an error stops nothing else from being formatted.
+	many := t.TempDir()
+	unformatted, formatted := "variable \"a\" {\ndefault=\"x\"\n}\n", "variable \"b\" {\n  default = \"x\"\n}\n"
+	var want []string
+	for i := 0; i < 12; i++ {
+		name := filepath.Join(many, fmt.Sprintf("f%02d.hcl", i))
+		src := formatted
+		if i%3 == 0 {
+			src = unformatted
+			want = append(want, name)
+		}
+		os.WriteFile(name, []byte(src), 0o644)
+	}
+	code, out, _ = runCLI(t, "fmt", "-check", many)
+	if code != exitDiffers || out != strings.Join(want, "\n")+"\n" {
+		t.Errorf("fmt -check of many files: exit %d, listed\n%s\nwant\n%s", code, out, strings.Join(want, "\n"))
+	}
+	os.WriteFile(filepath.Join(many, "f05.hcl"), bad, 0o644)
+	if code, out, errs := runCLI(t, "fmt", many); code != exitError || !strings.Contains(errs, "f05.hcl") || out != strings.Join(want, "\n")+"\n" {
+		t.Errorf("fmt of many files, one broken: exit %d, %s%s", code, out, errs)
+	}
+	if code, _, _ := runCLI(t, "fmt", "-check", many); code != exitError {
+		t.Errorf("fmt -check after formatting, with a broken file: exit %d", code)
+	}
+	if b, _ := os.ReadFile(want[0]); !strings.Contains(string(b), "  default = \"x\"") {
+		t.Errorf("fmt did not format %s beside a broken file:\n%s", want[0], b)
 	}
 }
 
