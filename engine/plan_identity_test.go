@@ -51,12 +51,13 @@ func TestPlanIdentityMatchesCanonical(t *testing.T) {
 
 // A plan's digest is that of its identity's canonical JSON, whether MakePlan writes the
 // nodes in address order directly (every address sorts bytewise) or sorts them by UTF-16
-// first: "step.\ue000" comes before "step.😀" by bytes but after it by UTF-16.
+// first: "step.豈" (U+F900) comes before "step.𠀀" (U+20000) by bytes but after it by
+// UTF-16. (Both are letters: a name is an identifier.)
 func TestPlanDigestIsThatOfItsIdentity(t *testing.T) {
 	sparse := loadSparse(t, rand.New(rand.NewSource(5)), 300, 3, 4)
 	dir := t.TempDir()
 	src := fmt.Sprintf("seed \"base\" {\n  layer { files = { \"/bin/sh\" = host_file(%q) } }\n}\n", seedFile(t, "#!/bin/sh\n"))
-	for _, name := range []string{"\ue000", "\U0001F600", "a", "z"} {
+	for _, name := range []string{"\uf900", "\U00020000", "a", "z"} {
 		src += fmt.Sprintf("step %q {\n  image = seed.base\n  run = [\"sh\"]\n  outputs = [\"/out/o\"]\n}\n", name)
 	}
 	must(t, os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(src), 0o644))

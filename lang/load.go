@@ -356,6 +356,10 @@ func parsePieces(jobs []pieceJob) {
 
 // declare records a named block and reports a duplicate.
 func (l *loader) declare(addr string, b *hcl.Block) bool {
+	if b.Type != "project" && !validName(b.Labels[0]) { // a project's name is only shown
+		l.diags = append(l.diags, invalidName(b))
+		return false
+	}
 	if prev, dup := l.declared[addr]; dup {
 		l.diags = append(l.diags, &hcl.Diagnostic{
 			Severity: hcl.DiagError,
@@ -367,6 +371,29 @@ func (l *loader) declare(addr string, b *hcl.Block) bool {
 	}
 	l.declared[addr] = b.DefRange
 	return true
+}
+
+// validName reports whether a block's name is an HCL identifier: a letter or underscore,
+// then letters, digits, underscores and dashes. A name is part of an address (step.NAME,
+// recipe.R.step.NAME) and of the reference to it, and a dot or a space in it would make an
+// address that names another block (product "p.step.x" is product p's step x) or one that
+// no reference can spell.
+func validName(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 0x80 {
+			return hclsyntax.ValidIdentifier(s) // Unicode letters, by hclsyntax's own rules
+		}
+		if !(c == '_' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || i > 0 && (c == '-' || '0' <= c && c <= '9')) {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// invalidName is the diagnostic for a block whose name is not an identifier (validName).
+func invalidName(b *hcl.Block) *hcl.Diagnostic {
+	return errorf(&b.LabelRanges[0], "Invalid name", "%s %q: a name is a letter or underscore followed by letters, digits, underscores or dashes, such as \"build-tool\": it is part of the block's address and of every reference to it.", b.Type, b.Labels[0])
 }
 
 func (l *loader) decodeProject(blocks []*hcl.Block) {

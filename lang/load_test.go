@@ -62,6 +62,10 @@ func TestDiagnostics(t *testing.T) {
 		{"undeclared output", busyboxSeed + "step \"a\" {\n  image = seed.bb\n  run = [\"x\"]\n  outputs = [\"/out/a\"]\n}\nstep \"b\" {\n  image = seed.bb\n  run = [\"x\"]\n  mounts = { \"/a\" = step.a.output[\"/out/b\"] }\n}\n", nil, "Reference to undeclared output", 13, `Did you mean "/out/a"?`},
 		{"step out of scope", busyboxSeed + "step \"top\" {\n  image = seed.bb\n  run = [\"x\"]\n  outputs = [\"/out/a\"]\n}\ncapability \"c\" {\n  interface \"cli\" { entrypoint = [\"/x\"] }\n}\nrecipe \"r\" {\n  provides = capability.c\n  step \"s\" {\n    image = seed.bb\n    run = [\"x\"]\n    mounts = { \"/a\" = step.top.output[\"/out/a\"] }\n  }\n  package { files = {} }\n}\n", nil, "Reference to undeclared step", 18, "own recipe"},
 		{"duplicate block", busyboxSeed + busyboxSeed, nil, "Duplicate seed", 6, "already declared"},
+		{"name with a dot", busyboxSeed + "step \"a.b\" {\n  image = seed.bb\n  run = [\"x\"]\n}\n", nil, "Invalid name", 5, `step "a.b": a name is a letter`},
+		{"name with a space", "variable \"my var\" {\n  default = 1\n}\n", nil, "Invalid name", 1, "letters, digits, underscores or dashes"},
+		{"name starting with a digit", busyboxSeed + "product \"p\" {\n  check \"1st\" {\n    image = seed.bb\n    run = [\"x\"]\n  }\n}\n", nil, "Invalid name", 6, `check "1st"`},
+		{"name spelling another block's address", busyboxSeed + "product \"p\" {\n  step \"x\" {\n    image = seed.bb\n    run = [\"x\"]\n  }\n}\nproduct \"p.step.x\" {}\n", nil, "Invalid name", 11, `product "p.step.x"`},
 		{"project escape", busyboxSeed + "step \"a\" {\n  image = seed.bb\n  run = [\"x\"]\n  mounts = { \"/s\" = dir(\"../x\") }\n}\n", nil, "Invalid function argument", 8, `contains ".."`},
 		{"absolute project path", "project \"p\" {\n  brief = file(\"/etc/hostname\")\n}\n", nil, "Invalid function argument", 2, "is absolute"},
 		{"output outside /out", busyboxSeed + "step \"a\" {\n  image = seed.bb\n  run = [\"x\"]\n  outputs = [\"/tmp/a\"]\n}\n", nil, "Invalid output path", 8, "under /out"},
@@ -361,5 +365,31 @@ func TestCleanContentIsContent(t *testing.T) {
 				t.Errorf("%q against %v:\nclean   %#v\ncontent %#v", src, schema, got, want)
 			}
 		}
+	}
+}
+
+// A name that is not an identifier is reported once, as such, wherever the block is: not as
+// the duplicate of the block whose address it spells, and whether or not the stream loads
+// the project (a bad name among many streamed steps gives the stream up).
+func TestInvalidNamesAreReportedAsSuch(t *testing.T) {
+	step := func(name string) string {
+		return fmt.Sprintf("  step %q {\n    image = seed.bb\n    run = [\"x\"]\n  }\n", name)
+	}
+	for name, files := range map[string]map[string]string{
+		"spelling a product's step": {"main.hcl": busyboxSeed + "product \"p\" {\n" + step("x") + "}\nproduct \"p.step.x\" {\n" + step("y") + "}\n"},
+		"a recipe's step": {"main.hcl": busyboxSeed + "capability \"c\" {\n  interface \"cli\" { entrypoint = [\"/x\"] }\n}\n" +
+			"recipe \"r\" {\n  provides = capability.c\n" + step("has space") + "  package { files = {} }\n}\n"},
+		"streamed": {"main.hcl": streamMain, "sh": "#!/bin/sh\n", "steps.hcl": manySteps(200, "{}") + strings.TrimPrefix(strings.ReplaceAll(step("a.b"), "seed.bb", "seed.base"), "  ")},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, diags := Load(writeProject(t, files), Options{})
+			var got []string
+			for _, d := range diags {
+				got = append(got, d.Summary)
+			}
+			if len(got) != 1 || got[0] != "Invalid name" {
+				t.Fatalf("diagnostics %q, want one «Invalid name»: %s", got, diags.Error())
+			}
+		})
 	}
 }

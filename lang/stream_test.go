@@ -148,6 +148,8 @@ step "early" {
 			map[string]string{"steps.hcl": manySteps(200, "{}"), "z.hcl": "step \"s5\" {\n  image   = seed.base\n  run     = [\"true\"]\n  mounts  = { \"/in\" = step.s2.output[local.key] }\n}\n"}, false, true},
 		{"a streamed step with the name of a held one before it",
 			map[string]string{"steps.hcl": manySteps(200, "{}"), "a.hcl": "step \"s5\" {\n  image   = seed.base\n  run     = [\"true\"]\n  mounts  = { \"/in\" = step.s2.output[local.key] }\n}\n"}, false, true},
+		{"a step whose name is not an identifier",
+			map[string]string{"steps.hcl": manySteps(200, "{}") + "step \"a.b\" {\n  image = seed.base\n  run   = [\"true\"]\n}\n"}, false, true},
 		{"the same step twice in different files",
 			map[string]string{"steps.hcl": manySteps(200, "{}"), "z.hcl": manySteps(1, "{}")}, false, true},
 		{"the same step among other blocks, then streamed",
