@@ -12,7 +12,6 @@ import (
 	"testing"
 
 	"github.com/foundry-build/foundry/engine/digest"
-	"github.com/foundry-build/foundry/lang"
 )
 
 // pieces from which random strings are built: JSON's escapes, characters encoding/json
@@ -145,11 +144,7 @@ func inputListOf(m map[string]inputRef) inputList {
 func TestStepTemplatesMatchGeneric(t *testing.T) {
 	dirs := []string{inputKindsProject(t), filepath.Join("..", "examples", "greeter")}
 	for _, d := range dirs {
-		cfg, diags := lang.Load(d, lang.Options{})
-		if diags.HasErrors() {
-			t.Fatalf("%s: %s", d, diags.Error())
-		}
-		g, diags := Compile(cfg)
+		g, diags := Compile(loadConfig(t, d))
 		if diags.HasErrors() {
 			t.Fatalf("%s: %s", d, diags.Error())
 		}

@@ -149,11 +149,8 @@ func stepTemplate(n *Node, mounts []mount, from []*Node) {
 		}
 		return r
 	}
-	def := StepDefinition{
-		Kind: string(n.Kind), V: DefinitionVersion, Argv: nonNil(s.Run), Env: s.Env, Workdir: s.Workdir,
-		User: s.User, Platform: s.Platform, Inputs: make(inputList, len(mounts)), Outputs: nonNil(s.Outputs),
-		Network: s.Network, Limits: limitsOf(s.Limits),
-	}
+	def := stepFields(n)
+	def.Inputs = make(inputList, len(mounts))
 	if s.Image != nil {
 		def.Image = ref(s.Image, from[0])
 		from = from[1:]
@@ -202,8 +199,10 @@ type inputRef struct {
 
 func (g *Graph) ref(a *lang.Artifact) inputRef {
 	var from digest.Digest
-	if n := g.Nodes[a.Node]; a.Node != "" && n != nil {
-		from = n.Digest
+	if a.Node != "" {
+		if n := g.Nodes[a.Node]; n != nil {
+			from = n.Digest
+		}
 	}
 	return refTo(a, from)
 }
@@ -480,17 +479,25 @@ func (r inputRef) encode(e *digest.Encoder) (fromAt int) {
 	return fromAt
 }
 
+// stepDefinition is the definition of n, a step, with its producers looked up by address:
+// the generic form that stepTemplate's must equal (TestStepTemplatesMatchGeneric).
 func (g *Graph) stepDefinition(n *Node) StepDefinition {
-	s := n.Step
-	def := StepDefinition{
-		Kind: string(n.Kind), V: DefinitionVersion, Argv: nonNil(s.Run), Env: s.Env, Workdir: s.Workdir,
-		User: s.User, Platform: s.Platform, Inputs: g.inputsOf(s.Mounts), Outputs: nonNil(s.Outputs),
-		Network: s.Network, Limits: limitsOf(s.Limits),
-	}
-	if s.Image != nil {
-		def.Image = g.ref(s.Image)
+	def := stepFields(n)
+	def.Inputs = g.inputsOf(n.Step.Mounts)
+	if n.Step.Image != nil {
+		def.Image = g.ref(n.Step.Image)
 	}
 	return def
+}
+
+// stepFields is the definition of n, a step, but for its image and inputs, which name the
+// nodes they come from.
+func stepFields(n *Node) StepDefinition {
+	s := n.Step
+	return StepDefinition{
+		Kind: string(n.Kind), V: DefinitionVersion, Argv: nonNil(s.Run), Env: s.Env, Workdir: s.Workdir,
+		User: s.User, Platform: s.Platform, Outputs: nonNil(s.Outputs), Network: s.Network, Limits: limitsOf(s.Limits),
+	}
 }
 
 // limitsOf is the definition form of a step's effective limits.

@@ -110,6 +110,30 @@ func compileDir(t *testing.T, dir string) map[string]digest.Digest {
 	return out
 }
 
+// loadConfig loads the project in dir, failing the test on any diagnostic.
+func loadConfig(t *testing.T, dir string) *lang.Config {
+	t.Helper()
+	cfg, diags := lang.Load(dir, lang.Options{})
+	if diags.HasErrors() {
+		t.Fatalf("%s: %s", dir, diags.Error())
+	}
+	return cfg
+}
+
+// planOf compiles cfg and plans it, failing the test on any error.
+func planOf(t *testing.T, cfg *lang.Config) *Plan {
+	t.Helper()
+	g, diags := Compile(cfg)
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	p, err := MakePlan(g, PlanOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 func seedFile(t *testing.T, content string) string {
 	p := filepath.Join(t.TempDir(), "tool")
 	must(t, os.WriteFile(p, []byte(content), 0o755))
@@ -313,16 +337,9 @@ func TestServiceContractDigest(t *testing.T) {
 func TestParallelDigestSameAsSequential(t *testing.T) {
 	cfg := loadSparse(t, rand.New(rand.NewSource(7)), parallelDigestMin+100, 3, 20)
 	plan := func() string {
-		g, diags := Compile(cfg)
-		if diags.HasErrors() {
-			t.Fatal(diags)
-		}
-		if len(g.Nodes) < max(parallelDigestMin, parallelMin) {
-			t.Fatalf("only %d nodes: the parallel paths do not run", len(g.Nodes))
-		}
-		p, err := MakePlan(g, PlanOptions{})
-		if err != nil {
-			t.Fatal(err)
+		p := planOf(t, cfg)
+		if len(p.Nodes) < max(parallelDigestMin, parallelMin) {
+			t.Fatalf("only %d nodes: the parallel paths do not run", len(p.Nodes))
 		}
 		var b strings.Builder
 		if err := p.WriteJSON(&b); err != nil {

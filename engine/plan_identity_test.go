@@ -61,19 +61,8 @@ func TestPlanDigestIsThatOfItsIdentity(t *testing.T) {
 		src += fmt.Sprintf("step %q {\n  image = seed.base\n  run = [\"sh\"]\n  outputs = [\"/out/o\"]\n}\n", name)
 	}
 	must(t, os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(src), 0o644))
-	unicode, diags := lang.Load(dir, lang.Options{})
-	if diags.HasErrors() {
-		t.Fatal(diags)
-	}
-	for _, cfg := range []*lang.Config{sparse, unicode} {
-		g, diags := Compile(cfg)
-		if diags.HasErrors() {
-			t.Fatal(diags)
-		}
-		p, err := MakePlan(g, PlanOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, cfg := range []*lang.Config{sparse, loadConfig(t, dir)} {
+		p := planOf(t, cfg)
 		canon, err := digest.Canonical(p.identity())
 		if err != nil {
 			t.Fatal(err)
@@ -88,18 +77,8 @@ func TestPlanDigestIsThatOfItsIdentity(t *testing.T) {
 // eager map of descriptions wrote (keys in byte order, HTML characters escaped), and a plan
 // read back from its JSON writes the same bytes again.
 func TestPlanMountsWriteAndReadBack(t *testing.T) {
-	cfg, diags := lang.Load(inputKindsProject(t), lang.Options{})
-	if diags.HasErrors() {
-		t.Fatal(diags)
-	}
-	g, diags := Compile(cfg)
-	if diags.HasErrors() {
-		t.Fatal(diags)
-	}
-	p, err := MakePlan(g, PlanOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := loadConfig(t, inputKindsProject(t))
+	p := planOf(t, cfg)
 	var made bytes.Buffer
 	if err := p.WriteJSON(&made); err != nil {
 		t.Fatal(err)

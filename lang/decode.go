@@ -499,11 +499,6 @@ func (l *loader) join(f *loader) {
 }
 
 func (l *loader) decodeStep(b *hcl.Block, ctx *hcl.EvalContext, scope *stepScope) *Step {
-	if !validName(b.Labels[0]) {
-		// Only a streamed step gets here with a bad name: the others are declared first
-		// (declare). The stream gives up on it, and the classic load reports it.
-		l.diags = append(l.diags, invalidName(b))
-	}
 	st := &Step{
 		Name: b.Labels[0], Kind: "step", Scope: scope.prefix, DeclRange: b.DefRange, Workdir: "/",
 		Platform: l.cfg.Project.Platform, Network: "none", Env: map[string]string{},

@@ -157,9 +157,10 @@ func (l *loader) stream(files []sourceFile, opts Options) bool {
 		return false
 	}
 
-	// Every step is known now. A step declared twice gives the stream up. Steps are not
-	// recorded in l.declared, which only references to seeds and capabilities read, and
-	// which every evaluation context goes through (baseContext).
+	// Every step is known now. A step declared twice, or whose name is not an identifier,
+	// gives the stream up: taking the names here is what declare does for other blocks.
+	// Steps are not recorded in l.declared, which only references to seeds and capabilities
+	// read, and which every evaluation context goes through (baseContext).
 	n := 0
 	for _, sp := range ps {
 		n += len(sp.decoded)
@@ -167,7 +168,9 @@ func (l *loader) stream(files []sourceFile, opts Options) bool {
 	l.cfg.Steps = make(map[string]*Step, n)
 	order := make([]*Step, 0, n) // Config.stepOrder, with nil for the held steps until decoded
 	held := map[string]*scopeStep{}
-	taken := func(name string) bool { return held[name] != nil || l.cfg.Steps[name] != nil }
+	unusable := func(name string) bool { // a name the stream cannot take
+		return !validName(name) || held[name] != nil || l.cfg.Steps[name] != nil
+	}
 	var deferred []*hcl.Block
 	for _, sp := range ps {
 		h := 0
@@ -176,7 +179,7 @@ func (l *loader) stream(files []sourceFile, opts Options) bool {
 				hs := sp.held[h]
 				h++
 				name := hs.block.Labels[0]
-				if taken(name) {
+				if unusable(name) {
 					return false
 				}
 				held[name] = hs
@@ -184,7 +187,7 @@ func (l *loader) stream(files []sourceFile, opts Options) bool {
 				order = append(order, nil)
 				continue
 			}
-			if taken(st.Name) {
+			if unusable(st.Name) {
 				return false
 			}
 			l.cfg.Steps[st.Name] = st

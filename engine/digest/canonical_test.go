@@ -346,22 +346,26 @@ func TestCanonicalAndOf(t *testing.T) {
 	}
 }
 
+// encoded is what a new encoder holds once write has written to it, or its error.
+func encoded(write func(*Encoder)) (string, error) {
+	e := NewEncoder(0)
+	write(e)
+	b, err := e.Bytes()
+	return string(b), err
+}
+
 // The direct encoder writes every string as Canonical does, and refuses one that is not
 // UTF-8 wherever its bad byte sits (first, last, beside an escape, after valid text).
 func TestEncoderStringsAsCanonical(t *testing.T) {
 	for _, s := range []string{"", "plain", "é", "\u00e9\"x", "tab\there", "\x01\x1f", "a\\b", "\U0001F600", "\ue000"} {
-		e := NewEncoder(0)
-		e.String(s)
-		got, err := e.Bytes()
+		got, err := encoded(func(e *Encoder) { e.String(s) })
 		want, werr := Canonical(s)
-		if err != nil || werr != nil || string(got) != string(want) {
+		if err != nil || werr != nil || got != string(want) {
 			t.Errorf("String(%q) = %q, %v; Canonical gives %q, %v", s, got, err, want, werr)
 		}
 	}
 	for _, s := range []string{"\xff", "a\xff", "\xffa", "\"\xff", "\xff\"", "é\xff", "\xe2\x82", "\xed\xa0\x80", "\xc0\xaf", "a\n\xfe"} {
-		e := NewEncoder(0)
-		e.String(s)
-		if b, err := e.Bytes(); err == nil {
+		if b, err := encoded(func(e *Encoder) { e.String(s) }); err == nil {
 			t.Errorf("String(%q) = %q, want an error: not UTF-8", s, b)
 		}
 	}
@@ -394,11 +398,9 @@ func TestEncoderIntAsCanonical(t *testing.T) {
 		ints = append(ints, i, -i)
 	}
 	for _, i := range ints {
-		e := NewEncoder(0)
-		e.Int(i)
-		got, err := e.Bytes()
+		got, err := encoded(func(e *Encoder) { e.Int(i) })
 		want, werr := Canonical(i)
-		if err != nil || werr != nil || string(got) != string(want) {
+		if err != nil || werr != nil || got != string(want) {
 			t.Errorf("Int(%d) = %q, %v; Canonical gives %q, %v", i, got, err, want, werr)
 		}
 	}
@@ -412,11 +414,9 @@ func TestEncoderFindsEveryByteToEscape(t *testing.T) {
 		for at := 0; at <= n; at++ {
 			for _, c := range append(special, " ", "~", "\x7f", "!", "#", "[", "]") {
 				s := strings.Repeat("a", at) + c + strings.Repeat("z", n-at)
-				e := NewEncoder(0)
-				e.String(s)
-				got, err := e.Bytes()
+				got, err := encoded(func(e *Encoder) { e.String(s) })
 				want, werr := Canonical(s)
-				if (err != nil) != (werr != nil) || err == nil && string(got) != string(want) {
+				if (err != nil) != (werr != nil) || err == nil && got != string(want) {
 					t.Fatalf("String(%q) = %q, %v; Canonical gives %q, %v", s, got, err, want, werr)
 				}
 				if plain(s) != !slices.Contains(special, c) {
