@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/foundry-build/foundry/internal/hugeheap"
 	"github.com/foundry-build/foundry/internal/parallel"
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
@@ -41,8 +42,10 @@ var streamLoad = true
 // 100k steps streamed peaked at 108-116 and 940 MiB (classic: 155 MiB and 1.43 GiB).
 //
 // The stream's first collection waits until the heap fills the touched memory (Reserve
-// puts it off), and later ones are not put off (hugeheap.Expect), as they are while the
-// classic load parses: they free the trees of the pieces decoded. The touch is a trade:
+// puts it off), and later ones, until it fills the reservation (hugeheap.Hold): the trees
+// of the pieces decoded are garbage by then, and the live heap grows slowly. With 100k
+// steps the stream ran one collection, at ~680 MB, and the heap reached ~760 MB when it
+// ended, when the hold's release ran one more. The touch is a trade:
 // less collects sooner, more faults in memory that a virtual machine's host may have taken
 // back. Of 24, 28, 32 and 36 bytes, 28 planned 100k steps fastest and with the least
 // memory (full benchmarks, alternated: 1.79-2.18 s and 940 MiB, against 1.94-2.28 s and
@@ -258,6 +261,9 @@ func (l *loader) streamSteps(ps []*streamPiece, refs []stepRef) ([]stepRef, bool
 	var next atomic.Int64
 	var failed atomic.Bool
 	var wg sync.WaitGroup
+	// The trees of a piece are garbage once it is decoded, and the heap grows little:
+	// collections wait for the heap to fill the reservation (see hugeheap.Hold).
+	hold := hugeheap.NewHold()
 	for w := range workers {
 		wg.Add(1)
 		go func() {
@@ -269,7 +275,7 @@ func (l *loader) streamSteps(ps []*streamPiece, refs []stepRef) ([]stepRef, bool
 				}
 				fl := l.fork()
 				scope := &stepScope{steps: make(map[string]*scopeStep, 1), open: true, refs: noted[w]}
-				ok := fl.streamChunk(ps[c*streamChunk:min((c+1)*streamChunk, len(ps))], scope)
+				ok := fl.streamChunk(ps[c*streamChunk:min((c+1)*streamChunk, len(ps))], scope, hold)
 				noted[w] = scope.refs
 				if !ok {
 					failed.Store(true)
@@ -280,6 +286,7 @@ func (l *loader) streamSteps(ps []*streamPiece, refs []stepRef) ([]stepRef, bool
 		}()
 	}
 	wg.Wait()
+	hold.Release()
 	if failed.Load() {
 		return nil, false
 	}
@@ -301,7 +308,7 @@ func (l *loader) streamSteps(ps []*streamPiece, refs []stepRef) ([]stepRef, bool
 // only the step being decoded (its outputs are its own). A step whose decoding the scope
 // refused is held, and what decoding it reported and noted is dropped: decoding it again
 // once every step is known reports it again (functions' records are memoized per load).
-func (l *loader) streamChunk(ps []*streamPiece, scope *stepScope) bool {
+func (l *loader) streamChunk(ps []*streamPiece, scope *stepScope, hold *hugeheap.Hold) bool {
 	ctx := l.baseContext()
 	for _, sp := range ps {
 		sp.parse(sp.rel)
@@ -316,6 +323,7 @@ func (l *loader) streamChunk(ps []*streamPiece, scope *stepScope) bool {
 		if len(l.diags) > 0 {
 			return false
 		}
+		hold.Renew()
 	}
 	return true
 }

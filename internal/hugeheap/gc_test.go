@@ -3,6 +3,7 @@ package hugeheap
 import (
 	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"testing"
 	"time"
 )
@@ -153,5 +154,76 @@ func TestGOGCReadsTheSetting(t *testing.T) {
 		if got := gogc(); got != p {
 			t.Errorf("gogc() after SetGCPercent(%d) = %d", p, got)
 		}
+	}
+}
+
+// heapGoal is the heap size at which the next collection is to end.
+func heapGoal() uint64 {
+	sample := []metrics.Sample{{Name: "/gc/heap/goal:bytes"}}
+	metrics.Read(sample)
+	return sample[0].Value.Uint64()
+}
+
+// A hold keeps every collection waiting until the heap fills the reservation, not only the
+// first, even when the first delay's cleanup runs during it; its release puts GOGC back.
+func TestHoldKeepsTheGoalAtTheReservation(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector's allocations change when collections run")
+	}
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	forgetReservations()
+	runtime.GC()
+	const reserve, touch = 128 << 20, 32 << 20
+	if !Reserve(reserve, touch) {
+		t.Fatal("Reserve(128 MiB, touch 32 MiB) did nothing")
+	}
+	h := NewHold()
+	if h == nil {
+		t.Fatal("no hold with a reservation in force")
+	}
+	live := liveKiB(32 << 10)
+	start := gcCycles()
+	var sink []byte
+	for ended := 0; ended < 2; {
+		for i := 0; i < 1024; i++ { // 1 MiB of garbage between renewals, as pieces of a load
+			sink = make([]byte, 1024)
+		}
+		if c := gcCycles(); c != start {
+			start = c
+			ended++
+			// The first delay's cleanup may run before or after a renewal.
+			time.Sleep(time.Millisecond)
+			h.Renew()
+			gcMu.Lock()
+			delay := gcDelay
+			gcMu.Unlock()
+			endDelay(delay)
+			// Over 32 MiB live, the default GOGC would collect again at about 64 MiB, and
+			// the first delay's (set over a nearly empty heap) at 256 MiB or more.
+			if g := heapGoal(); g < reserve*9/10 || g > reserve*3/2 {
+				t.Fatalf("after collection %d of the hold, the heap's goal is %d MiB, want about the reserved %d MiB", ended, g>>20, reserve>>20)
+			}
+		}
+	}
+	runtime.KeepAlive(sink)
+	runtime.KeepAlive(live)
+	h.Release()
+	if p := gogc(); p != 100 {
+		t.Errorf("GOGC after the hold's release = %d, want the default 100", p)
+	}
+}
+
+// Without a reservation there is nothing to hold, and a nil hold does nothing.
+func TestNoHoldWithoutAReservation(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	forgetReservations()
+	h := NewHold()
+	if h != nil {
+		t.Fatal("a hold without a reservation")
+	}
+	h.Renew()
+	h.Release()
+	if p := gogc(); p != 100 {
+		t.Errorf("GOGC = %d after a nil hold, want 100", p)
 	}
 }
