@@ -1,7 +1,9 @@
 package engine
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -146,20 +148,28 @@ func (r *resolver) resolve(c string, stack []string) *resolution {
 	return res
 }
 
-// resolveCapabilities resolves every capability of the graph and sets the statuses of the
-// capability, recipe, package and step nodes accordingly.
-func (g *Graph) resolveCapabilities(p *Plan, byNum []*PlanNode, admitted func(*Node) (*Admitted, error)) error {
+// resolveCapabilities resolves every capability of the graph, in the graph's order, and
+// sets the statuses of the capability, recipe, package and step nodes accordingly. at is
+// each node's position in that order, or -1. It reports whether it made a node an
+// alternative.
+func (g *Graph) resolveCapabilities(p *Plan, byNum []*PlanNode, at []int32, admitted func(*Node) (*Admitted, error)) (alternatives bool, err error) {
 	r := &resolver{g: g, admitted: admitted, memo: map[string]*resolution{}}
 	p.Capabilities = []*CapabilityPlan{}
-	for _, k := range g.ix.order {
-		n := g.ix.nodes[k]
-		if n.Kind != KindCapability {
-			continue
+	// The capabilities are found by name: looking for them among the nodes read every
+	// node, a cache miss each with 100k steps.
+	var caps []int32
+	for name := range g.Config.Capabilities {
+		if n := g.Nodes["capability."+name]; n != nil && at[n.num] >= 0 {
+			caps = append(caps, n.num)
 		}
+	}
+	slices.SortFunc(caps, func(a, b int32) int { return cmp.Compare(at[a], at[b]) })
+	for _, k := range caps {
+		n := g.ix.nodes[k]
 		a := n.Address
 		res := r.resolve(a, nil)
 		if r.err != nil {
-			return r.err
+			return false, r.err
 		}
 		cp := &CapabilityPlan{Address: a, ContractDigest: n.Digest, Status: res.status, Recipe: res.recipe,
 			Pinned: res.pinned, Reason: res.reason, Reachable: res.reachable, Ready: res.ready, Recipes: res.options}
@@ -169,22 +179,34 @@ func (g *Graph) resolveCapabilities(p *Plan, byNum []*PlanNode, admitted func(*N
 		for _, o := range cp.Recipes {
 			switch o.Status {
 			case StatusAlternative:
-				markRecipe(p.Nodes, o.Address, StatusAlternative, "fallback if the chosen recipe fails evaluation")
+				g.markRecipe(byNum, o.Address, StatusAlternative, "fallback if the chosen recipe fails evaluation")
+				alternatives = true
 			case StatusMissing:
-				markRecipe(p.Nodes, o.Address, StatusMissing, "needs "+strings.Join(o.Missing, ", ")+", which cannot be resolved")
+				g.markRecipe(byNum, o.Address, StatusMissing, "needs "+strings.Join(o.Missing, ", ")+", which cannot be resolved")
 			}
 		}
 		byNum[k].Status, byNum[k].Reason = cp.Status, cp.Reason
 		p.Capabilities = append(p.Capabilities, cp)
 	}
-	return nil
+	return alternatives, nil
 }
 
-// markRecipe sets the status of a recipe and of its package and steps.
-func markRecipe(nodes []*PlanNode, recipe, st, reason string) {
-	for _, pn := range nodes {
-		if a := pn.Address; a == recipe || strings.HasPrefix(a, recipe+".") {
+// markRecipe sets the status of a recipe and of its package and steps, found among the
+// sorted addresses: the recipe's own, then those under it. (An address such as
+// recipe.r-x sorts between the two.)
+func (g *Graph) markRecipe(byNum []*PlanNode, recipe, st, reason string) {
+	addrs := g.ix.addrs
+	mark := func(k int) {
+		if pn := byNum[k]; pn != nil { // nil: not in the order of a graph that failed
 			pn.Status, pn.Reason = st, reason
 		}
+	}
+	if k, ok := slices.BinarySearch(addrs, recipe); ok {
+		mark(k)
+	}
+	prefix := recipe + "."
+	k, _ := slices.BinarySearch(addrs, prefix)
+	for ; k < len(addrs) && strings.HasPrefix(addrs[k], prefix); k++ {
+		mark(k)
 	}
 }

@@ -150,3 +150,47 @@ func TestResolutionPrefersAdmittedVersion(t *testing.T) {
 }
 
 func digestHex(c string) string { return strings.Repeat(c, 64) }
+
+// A recipe that is not chosen is marked with its package and steps, and nothing else: not a
+// recipe whose name it begins (recipe.r-x sorts between recipe.r and recipe.r.package). A
+// seed that only such recipes use is not built; one that a chosen recipe uses is.
+func TestUnchosenRecipesAndTheirSeeds(t *testing.T) {
+	tool := seedFile(t, "x")
+	recipe := func(name, cost, seed string) string {
+		return fmt.Sprintf(`recipe %q {
+  provides = capability.c
+  cost     = %s
+  step "build" {
+    image   = seed.%s
+    run     = ["sh"]
+    outputs = ["/out/x"]
+  }
+  package { files = { "/bin/c" = step.build.output["/out/x"] } }
+}
+`, name, cost, seed)
+	}
+	src := fmt.Sprintf("seed \"b\" {\n  layer { files = { \"/bin/sh\" = host_file(%q) } }\n}\n", tool) +
+		fmt.Sprintf("seed \"spare\" {\n  layer { files = { \"/bin/sh\" = host_file(%q) } }\n}\n", tool) +
+		"capability \"c\" {\n  interface \"cli\" { entrypoint = [\"/bin/c\"] }\n}\n" +
+		recipe("r", "5", "b") + recipe("r-x", "1", "b") + recipe("r2", "9", "spare")
+	dir := t.TempDir()
+	must(t, os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(src), 0o644))
+	p := planOf(t, loadConfig(t, dir))
+	want := map[string]string{
+		"recipe.r-x": StatusBuild, "recipe.r-x.package": StatusBuild, "recipe.r-x.step.build": StatusRun,
+		"recipe.r": StatusAlternative, "recipe.r.package": StatusAlternative, "recipe.r.step.build": StatusAlternative,
+		"recipe.r2": StatusAlternative, "recipe.r2.package": StatusAlternative, "recipe.r2.step.build": StatusAlternative,
+		"seed.b": StatusBuild, "seed.spare": StatusAlternative, "capability.c": StatusBuild,
+	}
+	for _, n := range p.Nodes {
+		if w, ok := want[n.Address]; !ok {
+			t.Errorf("unexpected node %s", n.Address)
+		} else if n.Status != w {
+			t.Errorf("%s is %s, want %s", n.Address, n.Status, w)
+		}
+		delete(want, n.Address)
+	}
+	for a := range want {
+		t.Errorf("no node %s", a)
+	}
+}
