@@ -237,7 +237,7 @@ func (r *runner) prefetchCache(ctx context.Context, refs []state.NodeRef) error 
 	r.precached = map[string]bool{}
 	for _, ref := range refs {
 		e := entries[ref.Action]
-		if !e.Hit {
+		if !e.Hit || !r.usable(e.Result) {
 			pending = append(pending, ref)
 			continue
 		}

@@ -20,12 +20,19 @@ import (
 	"github.com/foundry-build/foundry/provenance"
 )
 
-// runStep settles a step: from the action cache when its action digest has a result, else
-// by executing it. Only a success observed by the executor is cached.
+// runStep settles a step: from the action cache when its action digest has a result this
+// apply may use (see usable), else by executing it. Only a success observed by the executor
+// is cached.
 func (r *runner) runStep(ctx context.Context, n *Node) (string, error) {
-	if res, hit, err := r.ws.Cache.Lookup(ctx, n.Digest); err != nil {
+	res, hit, err := r.ws.Cache.Lookup(ctx, n.Digest)
+	if err != nil {
 		return "failed", err
-	} else if hit {
+	}
+	rerun := ""
+	if hit && !r.usable(res) {
+		hit, rerun = false, unsandboxedRerun
+	}
+	if hit {
 		r.setResult(n.Address, &nodeResult{step: res})
 		if err := r.ws.State.NodesCached(ctx, r.runID, []state.NodeRef{{Address: n.Address, Action: n.Digest}}); err != nil {
 			return "failed", err
@@ -40,8 +47,8 @@ func (r *runner) runStep(ctx context.Context, n *Node) (string, error) {
 		return "failed", fmt.Errorf("%s must run, but no executor is configured", n.Address)
 	}
 	start := time.Now()
-	r.emit(Event{Type: "node_started", Node: n.Address, Action: n.Digest})
-	res, err := r.execute(ctx, n)
+	r.emit(Event{Type: "node_started", Node: n.Address, Action: n.Digest, Message: rerun})
+	res, err = r.execute(ctx, n)
 	if err != nil {
 		var se *StepError
 		if errors.As(err, &se) {
@@ -62,6 +69,18 @@ func (r *runner) runStep(ctx context.Context, n *Node) (string, error) {
 	zero := 0
 	r.emit(Event{Type: "node_done", Node: n.Address, Action: n.Digest, Elapsed: time.Since(start), ExitCode: &zero})
 	return "executed", nil
+}
+
+// unsandboxedRerun is the message of a step that runs although its action has a cached
+// result, because the local executor produced it.
+const unsandboxedRerun = "its cached result ran unsandboxed (-executor local): running it in the sandbox"
+
+// usable reports whether a cached result may settle a step in this apply. An apply that runs
+// steps in a sandbox does not take a result the local executor produced on the host (its
+// provenance says isolation "none"): it runs the step again, and the sandboxed record then
+// replaces that one. Any apply takes a sandboxed result.
+func (r *runner) usable(res *cache.Result) bool {
+	return res.Isolation != executors.IsolationNone || r.opt.Executor == nil || r.opt.Executor.Isolation() == executors.IsolationNone
 }
 
 // execute runs the step once and, if it succeeded, stores its outputs and cache record.

@@ -405,3 +405,51 @@ func TestQuarantinedInputRefused(t *testing.T) {
 		t.Fatalf("apply with a quarantined input: exit %d, executed %v\n%s", r.code, r.executed, r.stderr)
 	}
 }
+
+// A result the local executor produced on the host does not settle a step of a sandboxed
+// apply: the step runs again, in the sandbox, and says why; its record then replaces the
+// unsandboxed one. A sandboxed result settles an unsandboxed apply.
+func TestUnsandboxedResultDoesNotSatisfyASandboxedApply(t *testing.T) {
+	needSandbox(t)
+	dir := t.TempDir()
+	// The local executor gives the host path of /out in $FOUNDRY_OUT; the sandbox has /out.
+	src := `
+seed "bb" {
+  layer {
+    files    = { "/bin/busybox" = host_file("/bin/busybox") }
+    symlinks = { "/bin/sh" = "busybox" }
+  }
+  env = { PATH = "/bin" }
+}
+step "s" {
+  image   = seed.bb
+  run     = ["sh", "-c", "echo hi > $${FOUNDRY_OUT:-/out}/o"]
+  outputs = ["/out/o"]
+}
+`
+	if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	local := []string{"-executor", "local", "-unsandboxed"}
+	if r := apply(t, dir, nil, local...); r.code != 0 || !sameSet(r.executed, "step.s") {
+		t.Fatalf("local apply: exit %d, executed %v\n%s", r.code, r.executed, r.stderr)
+	}
+	if r := apply(t, dir, nil, local...); r.code != 0 || !sameSet(r.cached, "step.s") {
+		t.Fatalf("a local apply takes the local result: exit %d, cached %v\n%s", r.code, r.cached, r.stderr)
+	}
+	r := apply(t, dir, nil) // runc
+	if r.code != 0 || !sameSet(r.executed, "step.s") || len(r.cached) != 0 {
+		t.Fatalf("a sandboxed apply must run the step again: exit %d, executed %v, cached %v\n%s", r.code, r.executed, r.cached, r.stderr)
+	}
+	if !strings.Contains(r.stderr, `"message":"its cached result ran unsandboxed`) {
+		t.Errorf("the run does not say why the step ran again:\n%s", r.stderr)
+	}
+	for _, args := range [][]string{nil, local} {
+		if r := apply(t, dir, nil, args...); r.code != 0 || !sameSet(r.cached, "step.s") || len(r.executed) != 0 {
+			t.Fatalf("apply %v after the sandboxed run: exit %d, executed %v, cached %v\n%s", args, r.code, r.executed, r.cached, r.stderr)
+		}
+	}
+	if code, out, errs := foundry(t, dir, "output", "step.s", "/out/o"); code != 0 || out != "hi\n" {
+		t.Errorf("output: exit %d %q %s", code, out, errs)
+	}
+}

@@ -89,8 +89,9 @@ func (p *progress) event(e engine.Event) {
 		p.plain(e)
 		p.flushSoon(e.Type)
 	case "tty":
-		// Finished nodes scroll above the live block; running ones are redrawn by loop.
-		if e.Type != "node_started" && e.Type != "run_started" && e.Type != "run_finished" {
+		// Finished nodes scroll above the live block; running ones are redrawn by loop,
+		// unless their start says something.
+		if (e.Type != "node_started" || e.Message != "") && e.Type != "run_started" && e.Type != "run_finished" {
 			p.clear()
 			p.plain(e)
 			p.draw()
@@ -113,7 +114,11 @@ func (p *progress) plain(e engine.Event) {
 			fmt.Fprintf(p.w, "run %s: %d steps\n", e.Run, e.Total)
 		}
 	case "node_started":
-		fmt.Fprintf(p.w, "  ... %s\n", e.Node)
+		if e.Message != "" {
+			fmt.Fprintf(p.w, "  ... %s: %s\n", e.Node, e.Message)
+		} else {
+			fmt.Fprintf(p.w, "  ... %s\n", e.Node)
+		}
 	case "node_done":
 		fmt.Fprintf(p.w, "  ok  %s%s\n", e.Node, el)
 	case "node_cached":

@@ -63,6 +63,10 @@ func TestPlainProgressBatchesCacheHitsOnly(t *testing.T) {
 	if out, _ := w.text(); !strings.Contains(out, "step.hit (cached)\n  ... step.work") {
 		t.Fatalf("a started step was not written at once, after the hits before it:\n%s", out[max(0, len(out)-200):])
 	}
+	p.event(engine.Event{Type: "node_started", Node: "step.again", Message: "why"})
+	if out, _ := w.text(); !strings.Contains(out, "  ... step.work\n  ... step.again: why\n") {
+		t.Fatalf("a start's message was not written:\n%s", out[max(0, len(out)-200):])
+	}
 	p.event(engine.Event{Type: "node_done", Node: "step.work"})
 	if out, _ := w.text(); !strings.Contains(out, "ok  step.work") {
 		t.Fatalf("a finished step was not written at once:\n%s", out[max(0, len(out)-200):])
