@@ -45,18 +45,19 @@ type ApplyOptions struct {
 // CLI sets one that kills the process to prove crash safety.
 type FaultInjector func(point, node string)
 
-// Fault points, in the order a step passes them.
+// Fault points, in the order a step passes them, then a capability's publish.
 const (
 	FaultBeforeExec    = "before-exec"     // attempt recorded, container not yet created
 	FaultAfterExec     = "after-exec"      // process finished, outputs not yet stored
 	FaultAfterOutputs  = "after-outputs"   // outputs in the store, cache entry not yet written
 	FaultAfterCachePut = "after-cache-put" // cache entry written, node not yet marked done
+	FaultAfterDispatch = "after-dispatch"  // a capability's publish dispatched, not yet sent
 )
 
 // Event is one progress event of an apply (spec/cli.md, --progress=json).
 type Event struct {
 	Time     time.Time     `json:"time"`
-	Type     string        `json:"type"` // run_started, node_started, node_done, node_cached, node_failed, node_skipped, run_finished
+	Type     string        `json:"type"` // run_started, node_started, node_done, node_cached, node_failed, node_skipped, run_finished, and those of capabilities (spec/cli.md)
 	Run      string        `json:"run,omitempty"`
 	Node     string        `json:"node,omitempty"`
 	Action   digest.Digest `json:"action,omitempty"`

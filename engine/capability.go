@@ -579,9 +579,21 @@ func (r *runner) admit(ctx context.Context, n *Node, recipe string, tree digest.
 		}
 		return eff.Result, nil
 	}
+	if eff.Status == state.EffectUnknown {
+		// An apply that died after dispatching this publish left its outcome unknown. The
+		// reconciliation of a publish is to publish again: the manifest is content-addressed
+		// (the same one is stored again) and attaching attestations adds what is missing, so
+		// nothing is published twice.
+		why := fmt.Sprintf("reconciled by run %s: run %s died after dispatching it; publishing is idempotent, so it is published again", r.runID, eff.RunID)
+		if err := r.ws.State.ResolveEffect(ctx, id, state.EffectFailed, why); err != nil {
+			return "", err
+		}
+		r.emit(Event{Type: "effect_reconciled", Node: n.Address, Message: fmt.Sprintf("the publish to %s that run %s dispatched has an unknown outcome; publishing is idempotent, so it is published again", dest, eff.RunID)})
+	}
 	if err := r.ws.State.EffectDispatching(ctx, id, r.runID); err != nil {
 		return "", err
 	}
+	r.fault(FaultAfterDispatch, n.Address)
 	ref, err := r.publish(ctx, n, recipe, tree, provEnvs, ev.testResults, vsa)
 	if err != nil {
 		r.ws.State.EffectFinished(context.WithoutCancel(ctx), id, state.EffectFailed, err.Error())

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"io"
 	"os"
@@ -164,5 +165,46 @@ func assertClean(t *testing.T, dir string) {
 	runs, _ := os.ReadDir(filepath.Join(dir, ".foundry", "runs"))
 	if len(runs) != 0 {
 		t.Errorf("run scratch left behind: %d entries", len(runs))
+	}
+}
+
+// A kill after a capability's publish was dispatched, before its outcome was recorded,
+// leaves the publish effect unknown (here nothing reached the registry, as when the push was
+// cut short). The next apply reconciles it: publishing is idempotent, so it publishes
+// again, and the capability is admitted without running a step or a sealed suite again.
+func TestCrashAfterPublishIsReconciled(t *testing.T) {
+	needSandbox(t)
+	dir := copyExample(t, "greeter")
+	r := apply(t, dir, []string{"FOUNDRY_TEST_FAULT=" + engine.FaultAfterDispatch + ":capability.greeter"}, "-progress", "plain")
+	if r.code != -1 {
+		t.Fatalf("the faulted apply should die by SIGKILL as it publishes: exit %d\n%s", r.code, r.stderr)
+	}
+	r = apply(t, dir, nil, "-progress", "plain")
+	if r.code != 0 || !strings.Contains(r.stderr, "ADM capability.greeter") {
+		t.Fatalf("the resumed apply must admit the capability: exit %d\n%s", r.code, r.stderr)
+	}
+	if len(r.executed) != 0 {
+		t.Errorf("steps finished before the crash ran again: %v", r.executed)
+	}
+	if !strings.Contains(r.stderr, "REC capability.greeter: the publish to oci-layout:") || !strings.Contains(r.stderr, "(recorded sealed evaluation)") {
+		t.Errorf("the resumed apply must say it publishes again, and reuse the sealed outcomes:\n%s", r.stderr)
+	}
+	ws, err := engine.OpenWorkspace(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	effects, err := ws.State.Effects(context.Background(), "")
+	ws.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(effects) != 1 || effects[0].Status != "succeeded" {
+		t.Fatalf("want one succeeded publish effect, have %+v", effects)
+	}
+	// One version in the registry, pinned by the next plan.
+	code, out, errs := foundry(t, dir, "plan", "-json")
+	p := decodePlan(t, out)
+	if code != 0 || p.Capabilities[0].Status != engine.StatusRegistry {
+		t.Fatalf("plan after the resumed apply: exit %d %+v\n%s", code, p.Capabilities[0], errs)
 	}
 }

@@ -133,6 +133,8 @@ func (p *progress) plain(e engine.Event) {
 		fmt.Fprintf(p.w, "  REJ %s:\n%s\n", e.Node, e.Message)
 	case "capability_admitted":
 		fmt.Fprintf(p.w, "  ADM %s: %s\n", e.Node, e.Message)
+	case "effect_reconciled":
+		fmt.Fprintf(p.w, "  REC %s: %s\n", e.Node, e.Message)
 	case "capability_pinned":
 		fmt.Fprintf(p.w, "  @   %s pinned to %s\n", e.Node, e.Message)
 	case "run_finished":
