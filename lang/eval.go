@@ -246,7 +246,7 @@ func (s *stepScope) outputValue(t hcl.Traversal) (cty.Value, bool) {
 		return cty.NilVal, false
 	}
 	if s.open {
-		return artifactVal(&Artifact{Kind: ArtifactStepOutput, Node: s.address(ref.name), Path: ref.path}), true
+		return artifactVal(&Artifact{Kind: ArtifactStepOutput, Node: s.address(ref.name), Path: ref.path, fresh: true}), true
 	}
 	st := s.steps[ref.name]
 	if st == nil {
@@ -588,6 +588,12 @@ func allowedArtifact(v cty.Value, rng hcl.Range, kinds []ArtifactKind) (*Artifac
 	a := asArtifact(v)
 	if a == nil || !slices.Contains(kinds, a.Kind) {
 		return nil, false
+	}
+	if a.fresh {
+		// Made for this step's expression alone: no copy (one per mount of every step
+		// of a stream, 58 MB with 100k steps). Taken once; met again, it is copied.
+		a.fresh, a.Range = false, rng
+		return a, true
 	}
 	c := *a
 	c.Range = rng
