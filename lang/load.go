@@ -13,6 +13,7 @@ import (
 	"sync"
 
 	"github.com/foundry-build/foundry/engine/digest"
+	"github.com/foundry-build/foundry/internal/hclfast"
 	"github.com/foundry-build/foundry/internal/hugeheap"
 	"github.com/foundry-build/foundry/internal/parallel"
 	"github.com/hashicorp/hcl/v2"
@@ -342,8 +343,9 @@ func parsePieces(jobs []pieceJob) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			var nodes hclfast.Nodes
 			for j := range work {
-				j.p.parse(j.rel)
+				j.p.parse(j.rel, &nodes)
 			}
 		}()
 	}

@@ -72,8 +72,8 @@ func cutPieces(src []byte, least int) []piece {
 // parse parses the piece with hclfast, which builds the same tree as hclsyntax several
 // times faster for what configuration is mostly made of, or with hclsyntax when hclfast
 // declines.
-func (p *piece) parse(filename string) {
-	if body, ok := hclfast.Parse(p.src, filename, p.pos); ok {
+func (p *piece) parse(filename string, nodes *hclfast.Nodes) {
+	if body, ok := nodes.Parse(p.src, filename, p.pos); ok {
 		p.body, p.clean = body, true
 		return
 	}

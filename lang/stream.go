@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/foundry-build/foundry/internal/hclfast"
 	"github.com/foundry-build/foundry/internal/hugeheap"
 	"github.com/foundry-build/foundry/internal/parallel"
 	"github.com/hashicorp/hcl/v2"
@@ -268,6 +269,7 @@ func (l *loader) streamSteps(ps []*streamPiece, refs []stepRef) ([]stepRef, bool
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			var nodes hclfast.Nodes // the trees of this worker's pieces, decoded in turn
 			for !failed.Load() {
 				c := int(next.Add(1) - 1)
 				if c >= len(forks) {
@@ -275,7 +277,7 @@ func (l *loader) streamSteps(ps []*streamPiece, refs []stepRef) ([]stepRef, bool
 				}
 				fl := l.fork()
 				scope := &stepScope{steps: make(map[string]*scopeStep, 1), open: true, refs: noted[w]}
-				ok := fl.streamChunk(ps[c*streamChunk:min((c+1)*streamChunk, len(ps))], scope, hold)
+				ok := fl.streamChunk(ps[c*streamChunk:min((c+1)*streamChunk, len(ps))], scope, hold, &nodes)
 				noted[w] = scope.refs
 				if !ok {
 					failed.Store(true)
@@ -308,10 +310,10 @@ func (l *loader) streamSteps(ps []*streamPiece, refs []stepRef) ([]stepRef, bool
 // only the step being decoded (its outputs are its own). A step whose decoding the scope
 // refused is held, and what decoding it reported and noted is dropped: decoding it again
 // once every step is known reports it again (functions' records are memoized per load).
-func (l *loader) streamChunk(ps []*streamPiece, scope *stepScope, hold *hugeheap.Hold) bool {
+func (l *loader) streamChunk(ps []*streamPiece, scope *stepScope, hold *hugeheap.Hold, nodes *hclfast.Nodes) bool {
 	ctx := l.baseContext()
 	for _, sp := range ps {
-		sp.parse(sp.rel)
+		sp.parse(sp.rel, nodes)
 		if !sp.clean || !onlySteps(sp.body) {
 			return false
 		}
