@@ -31,6 +31,13 @@ func (l *loader) evalFast(expr hcl.Expression, ctx *hcl.EvalContext, scope *step
 	case *hclsyntax.LiteralValueExpr:
 		return e.Val, true
 	case *hclsyntax.TemplateExpr:
+		if e.IsStringLiteral() {
+			// Its one part's value, a string that cty.StringVal already normalized: joining
+			// it again took two allocations for every quoted string of every step.
+			if v := e.Parts[0].(*hclsyntax.LiteralValueExpr).Val; v.Type() == cty.String && !v.IsNull() {
+				return v, true
+			}
+		}
 		var b strings.Builder
 		for _, part := range e.Parts {
 			v, ok := l.evalFast(part, ctx, scope)

@@ -23,7 +23,8 @@ func randomProject(t *testing.T, r *rand.Rand, clean bool, steps int) string {
 		if clean {
 			switch kind {
 			case "string":
-				return pick(`"plain"`, `"${var.name}-x"`, `"${local.n}"`, `"${var.num}"`, `"${true}"`, `upper("x")`, `"a${"b"}c"`, `"x" == "y" ? "a" : "b"`)
+				return pick(`"plain"`, `"${var.name}-x"`, `"${local.n}"`, `"${var.num}"`, `"${true}"`, `upper("x")`, `"a${"b"}c"`, `"x" == "y" ? "a" : "b"`,
+					"\"cafe\u0301\"") // decomposed: cty normalizes it to NFC
 			case "list":
 				return pick(`["sh", "-c", "echo 1 > /out/o"]`, `["sh", "-c", "echo ${var.name} > /out/o"]`, `local.l`, `concat(["a"], ["b"])`,
 					`[upper("a"), format("%d", 2)]`, `[for x in local.l : x]`, `["x", 1, true]`)
