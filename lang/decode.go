@@ -572,20 +572,46 @@ func (l *loader) decodeStep(b *hcl.Block, ctx *hcl.EvalContext, scope *stepScope
 	}
 	if mounts, rng, ok := l.decodeMounts(content.Attributes["mounts"], ctx, scope); ok {
 		st.Mounts = mounts
-		// In target order: a diagnostic for each bad target, the same every time.
-		for _, target := range slices.Sorted(maps.Keys(st.Mounts)) {
-			a := st.Mounts[target]
+		// check reports what is wrong with one mount, if report is set, and whether anything is.
+		self := ""
+		check := func(target string, a *Artifact, report bool) bool {
 			if !cleanAbs(target) {
-				l.diags = append(l.diags, errorf(&rng, "Invalid mount path", "%q must be an absolute, clean sandbox path such as \"/src\".", target))
-				continue
+				if report {
+					l.diags = append(l.diags, errorf(&rng, "Invalid mount path", "%q must be an absolute, clean sandbox path such as \"/src\".", target))
+				}
+				return true
 			}
+			bad := false
 			for _, r := range reservedTargets {
 				if target == r || (r != "/" && strings.HasPrefix(target, r+"/")) {
-					l.diags = append(l.diags, errorf(&rng, "Reserved mount path", "%q is reserved: / is the image, /out and /tmp are the step's writable directories, /proc, /dev and /sys belong to the runtime.", target))
+					if report {
+						l.diags = append(l.diags, errorf(&rng, "Reserved mount path", "%q is reserved: / is the image, /out and /tmp are the step's writable directories, /proc, /dev and /sys belong to the runtime.", target))
+					}
+					bad = true
 				}
 			}
-			if a.Kind == ArtifactStepOutput && a.Node == scope.address(st.Name) {
-				l.diags = append(l.diags, errorf(&rng, "Step mounts its own output", "step %q cannot mount %s: it does not exist until the step has run.", st.Name, a))
+			if a.Kind == ArtifactStepOutput {
+				if self == "" {
+					self = scope.address(st.Name)
+				}
+				if a.Node == self {
+					if report {
+						l.diags = append(l.diags, errorf(&rng, "Step mounts its own output", "step %q cannot mount %s: it does not exist until the step has run.", st.Name, a))
+					}
+					bad = true
+				}
+			}
+			return bad
+		}
+		// A diagnostic for each bad target, in target order, the same every time. Nearly
+		// every step has none: the mounts are checked in the map's order first, without
+		// sorting their targets.
+		for target, a := range st.Mounts {
+			if check(target, a, false) {
+				for _, target := range slices.Sorted(maps.Keys(st.Mounts)) {
+					check(target, st.Mounts[target], true)
+				}
+				break
 			}
 		}
 	}

@@ -43,6 +43,28 @@ func writeProject(t *testing.T, files map[string]string) string {
 
 // Each class of error yields one diagnostic with its summary, a source line, and (where one
 // is obvious) a suggestion.
+// A step's bad mounts are each reported, in target order, whatever the map's order.
+func TestBadMountsReportedInTargetOrder(t *testing.T) {
+	src := busyboxSeed + `step "a" {
+  image   = seed.bb
+  run     = ["x"]
+  outputs = ["/out/o"]
+  mounts  = { "/z" = "fine", "/out/x" = "t", "b/c" = "t", "/in" = step.a.output["/out/o"], "/a/../a" = "t", "/m" = "fine" }
+}
+`
+	for i := 0; i < 5; i++ {
+		_, diags := Load(writeProject(t, map[string]string{"main.hcl": src}), Options{})
+		var got []string
+		for _, d := range diags {
+			got = append(got, d.Summary)
+		}
+		want := "Invalid mount path, Step mounts its own output, Reserved mount path, Invalid mount path" // /a/../a, /in, /out/x, b/c
+		if strings.Join(got, ", ") != want {
+			t.Fatalf("diagnostics %v\nwant %s", got, want)
+		}
+	}
+}
+
 func TestDiagnostics(t *testing.T) {
 	cases := []struct {
 		name    string
@@ -70,6 +92,8 @@ func TestDiagnostics(t *testing.T) {
 		{"absolute project path", "project \"p\" {\n  brief = file(\"/etc/hostname\")\n}\n", nil, "Invalid function argument", 2, "is absolute"},
 		{"output outside /out", busyboxSeed + "step \"a\" {\n  image = seed.bb\n  run = [\"x\"]\n  outputs = [\"/tmp/a\"]\n}\n", nil, "Invalid output path", 8, "under /out"},
 		{"reserved mount", busyboxSeed + "step \"a\" {\n  image = seed.bb\n  run = [\"x\"]\n  mounts = { \"/out/x\" = \"text\" }\n}\n", nil, "Reserved mount path", 8, ""},
+		{"relative mount", busyboxSeed + "step \"a\" {\n  image = seed.bb\n  run = [\"x\"]\n  mounts = { \"src\" = \"text\" }\n}\n", nil, "Invalid mount path", 8, "absolute, clean"},
+		{"own output", busyboxSeed + "step \"a\" {\n  image = seed.bb\n  run = [\"x\"]\n  outputs = [\"/out/o\"]\n  mounts = { \"/in\" = step.a.output[\"/out/o\"] }\n}\n", nil, "Step mounts its own output", 9, "does not exist until the step has run"},
 		{"network", busyboxSeed + "step \"a\" {\n  image = seed.bb\n  run = [\"x\"]\n  network = \"host\"\n}\n", nil, "Network not granted", 8, "grant"},
 		{"bad size", busyboxSeed + "step \"a\" {\n  image = seed.bb\n  run = [\"x\"]\n  limits { memory = \"1 parsec\" }\n}\n", nil, "Invalid size", 8, "unknown unit"},
 		{"unpinned image", "seed \"x\" {\n  image = \"docker.io/library/busybox:latest\"\n}\n", nil, "Unpinned image reference", 2, "pinned by digest"},
