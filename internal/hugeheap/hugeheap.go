@@ -20,7 +20,6 @@ const Threshold = 32 << 20
 var (
 	mu       sync.Mutex
 	reserved int
-	touched  int // what the reservation in force faulted in
 )
 
 // Reserve grows the Go heap by about n bytes of address space that the kernel is advised to
@@ -63,7 +62,7 @@ func Reserve(n, touch int) bool {
 	if !reserve(n, touch, advise) {
 		return false
 	}
-	reserved, touched = n, touch
+	reserved = n
 	// The first collection waits until the heap has grown into the touched memory. Sooner,
 	// with a small heap, the scavenger would hand the free part of it back to the kernel
 	// while the heap still grows into it: with 100k steps it gave back ~500 of 930 MB
