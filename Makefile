@@ -42,7 +42,8 @@ fuzz:
 bench: deps build test-tools
 	$(GO) run ./bench/plan
 	# The no-op apply needs a populated cache, not a sandboxed one: filling 10,000 steps
-	# with the local executor takes ~1.5 min instead of ~15 (the steps are the bench's own).
+	# with the local executor takes ~1.5 min instead of ~15 (the steps are the bench's own),
+	# and the no-op applies then run with it too (a sandboxed apply reruns local results).
 	$(GO) run ./bench/apply -foundry $(BIN) -fill-executor local
 	bash scripts/bench.sh
 	$(GO) run ./bench/registry
