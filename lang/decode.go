@@ -77,7 +77,7 @@ func (l *loader) decodeSeed(b *hcl.Block) {
 	if s.Image != "" {
 		if _, dgst, ok := strings.Cut(s.Image, "@"); !ok || !strings.HasPrefix(dgst, "sha256:") || digest.Digest(dgst).Validate() != nil {
 			rng := content.Attributes["image"].Expr.Range()
-			l.diags = append(l.diags, errorf(&rng, "Unpinned image reference",
+			l.diags = append(l.diags, errorAt(rng, "Unpinned image reference",
 				"%q is not pinned by digest. Seeds are hashed, never resolved at run time: write host/repo@sha256:<64 hex digits>.", s.Image))
 		}
 	}
@@ -133,7 +133,7 @@ func (l *loader) decodeLayer(b *hcl.Block, ctx *hcl.EvalContext) *SeedLayer {
 			if at := content.Attributes["at"]; at != nil {
 				rng = at.Expr.Range()
 			}
-			l.diags = append(l.diags, errorf(&rng, "Invalid image path", "at = %q must be an absolute, clean path.", ly.At))
+			l.diags = append(l.diags, errorAt(rng, "Invalid image path", "at = %q must be an absolute, clean path.", ly.At))
 		}
 	} else if a := content.Attributes["at"]; a != nil {
 		l.diags = append(l.diags, errorf(a.NameRange.Ptr(), "Unexpected attribute", "at is only meaningful together with dir."))
@@ -527,7 +527,7 @@ func (l *loader) decodeStep(b *hcl.Block, ctx *hcl.EvalContext, scope *stepScope
 			rng := a.Expr.Range()
 			st.Run = l.stringList(v, rng, "run")
 			if len(st.Run) == 0 && v.IsKnown() && !v.IsNull() && v.CanIterateElements() && v.LengthInt() == 0 {
-				l.diags = append(l.diags, errorf(&rng, "Empty command", "run needs at least the program to execute, for example [\"sh\", \"-c\", \"echo hi > /out/hi\"]."))
+				l.diags = append(l.diags, errorAt(rng, "Empty command", "run needs at least the program to execute, for example [\"sh\", \"-c\", \"echo hi > /out/hi\"]."))
 			}
 		}
 	}
@@ -535,7 +535,7 @@ func (l *loader) decodeStep(b *hcl.Block, ctx *hcl.EvalContext, scope *stepScope
 		st.Env = env
 		for k := range st.Env {
 			if k == "" || strings.ContainsAny(k, "=\x00") {
-				l.diags = append(l.diags, errorf(&rng, "Invalid environment variable name", "%q cannot be an environment variable name.", k))
+				l.diags = append(l.diags, errorAt(rng, "Invalid environment variable name", "%q cannot be an environment variable name.", k))
 			}
 		}
 	}
@@ -543,7 +543,7 @@ func (l *loader) decodeStep(b *hcl.Block, ctx *hcl.EvalContext, scope *stepScope
 		if s, ok := l.str(v, rng, "workdir"); ok {
 			st.Workdir = s
 			if !cleanAbs(s) {
-				l.diags = append(l.diags, errorf(&rng, "Invalid workdir", "workdir = %q must be an absolute, clean path.", s))
+				l.diags = append(l.diags, errorAt(rng, "Invalid workdir", "workdir = %q must be an absolute, clean path.", s))
 			}
 		}
 	}
@@ -551,7 +551,7 @@ func (l *loader) decodeStep(b *hcl.Block, ctx *hcl.EvalContext, scope *stepScope
 		if s, ok := l.str(v, rng, "user"); ok {
 			st.User = s
 			if !validUser(s) {
-				l.diags = append(l.diags, errorf(&rng, "Invalid user", "user = %q must be numeric \"UID:GID\", for example \"1000:1000\".", s))
+				l.diags = append(l.diags, errorAt(rng, "Invalid user", "user = %q must be numeric \"UID:GID\", for example \"1000:1000\".", s))
 			}
 		}
 	}
@@ -565,7 +565,7 @@ func (l *loader) decodeStep(b *hcl.Block, ctx *hcl.EvalContext, scope *stepScope
 		if s, ok := l.str(v, rng, "network"); ok {
 			st.Network = s
 			if s != "none" {
-				l.diags = append(l.diags, errorf(&rng, "Network not granted",
+				l.diags = append(l.diags, errorAt(rng, "Network not granted",
 					"network = %q: steps run with loopback only. Network access needs an operator grant, which this version of Foundry does not support yet; use \"none\".", s))
 			}
 		}
@@ -577,7 +577,7 @@ func (l *loader) decodeStep(b *hcl.Block, ctx *hcl.EvalContext, scope *stepScope
 		check := func(target string, a *Artifact, report bool) bool {
 			if !cleanAbs(target) {
 				if report {
-					l.diags = append(l.diags, errorf(&rng, "Invalid mount path", "%q must be an absolute, clean sandbox path such as \"/src\".", target))
+					l.diags = append(l.diags, errorAt(rng, "Invalid mount path", "%q must be an absolute, clean sandbox path such as \"/src\".", target))
 				}
 				return true
 			}
@@ -585,7 +585,7 @@ func (l *loader) decodeStep(b *hcl.Block, ctx *hcl.EvalContext, scope *stepScope
 			for _, r := range reservedTargets {
 				if target == r || (r != "/" && strings.HasPrefix(target, r+"/")) {
 					if report {
-						l.diags = append(l.diags, errorf(&rng, "Reserved mount path", "%q is reserved: / is the image, /out and /tmp are the step's writable directories, /proc, /dev and /sys belong to the runtime.", target))
+						l.diags = append(l.diags, errorAt(rng, "Reserved mount path", "%q is reserved: / is the image, /out and /tmp are the step's writable directories, /proc, /dev and /sys belong to the runtime.", target))
 					}
 					bad = true
 				}
@@ -596,7 +596,7 @@ func (l *loader) decodeStep(b *hcl.Block, ctx *hcl.EvalContext, scope *stepScope
 				}
 				if a.Node == self {
 					if report {
-						l.diags = append(l.diags, errorf(&rng, "Step mounts its own output", "step %q cannot mount %s: it does not exist until the step has run.", st.Name, a))
+						l.diags = append(l.diags, errorAt(rng, "Step mounts its own output", "step %q cannot mount %s: it does not exist until the step has run.", st.Name, a))
 					}
 					bad = true
 				}
@@ -687,7 +687,7 @@ func (l *loader) decodeLimits(b *hcl.Block, ctx *hcl.EvalContext) Limits {
 			if s, ok := l.str(v, rng, name); ok {
 				n, err := ParseSize(s)
 				if err != nil {
-					l.diags = append(l.diags, errorf(&rng, "Invalid size", "%s = %q: %v", name, s, err))
+					l.diags = append(l.diags, errorAt(rng, "Invalid size", "%s = %q: %v", name, s, err))
 				}
 				*dst = n
 			}
@@ -696,7 +696,7 @@ func (l *loader) decodeLimits(b *hcl.Block, ctx *hcl.EvalContext) Limits {
 	if v, rng, ok := get("cpus"); ok {
 		if n, ok := l.number(v, rng, "cpus"); ok {
 			if n <= 0 || n > 1024 {
-				l.diags = append(l.diags, errorf(&rng, "Invalid cpus", "cpus = %v must be a positive number of CPUs, for example 0.5 or 2.", n))
+				l.diags = append(l.diags, errorAt(rng, "Invalid cpus", "cpus = %v must be a positive number of CPUs, for example 0.5 or 2.", n))
 			}
 			lim.CPUs = n
 		}
@@ -704,7 +704,7 @@ func (l *loader) decodeLimits(b *hcl.Block, ctx *hcl.EvalContext) Limits {
 	if v, rng, ok := get("pids"); ok {
 		if n, ok := l.number(v, rng, "pids"); ok {
 			if n < 1 || n != math.Trunc(n) || n > 1<<22 {
-				l.diags = append(l.diags, errorf(&rng, "Invalid pids", "pids = %v must be a positive integer.", n))
+				l.diags = append(l.diags, errorAt(rng, "Invalid pids", "pids = %v must be a positive integer.", n))
 			}
 			lim.Pids = int64(n)
 		}
@@ -713,7 +713,7 @@ func (l *loader) decodeLimits(b *hcl.Block, ctx *hcl.EvalContext) Limits {
 		if s, ok := l.str(v, rng, "time"); ok {
 			d, err := time.ParseDuration(s)
 			if err != nil || d <= 0 {
-				l.diags = append(l.diags, errorf(&rng, "Invalid duration", "time = %q must be a positive duration such as \"90s\" or \"5m\".", s))
+				l.diags = append(l.diags, errorAt(rng, "Invalid duration", "time = %q must be a positive duration such as \"90s\" or \"5m\".", s))
 			}
 			lim.Time = d
 		}
@@ -911,7 +911,7 @@ func (l *loader) checkSealed(suites []*Suite) {
 		for _, sf := range l.sealed {
 			if site.real == sf.real || strings.HasPrefix(sf.real, site.real+string(filepath.Separator)) {
 				rng := site.rng
-				l.diags = append(l.diags, errorf(&rng, "Configuration reads sealed cases",
+				l.diags = append(l.diags, errorAt(rng, "Configuration reads sealed cases",
 					"%s reaches %s, a sealed case of capability %q. Sealed cases are for the evaluator only; no step, seed or value may include them. Keep them in a directory nothing else reads.",
 					site.what, sf.path, sf.capability))
 				break
@@ -929,7 +929,7 @@ func (l *loader) checkSealed(suites []*Suite) {
 		for _, f := range s.Files {
 			if c, ok := sealed[f]; ok {
 				rng := s.Range
-				l.diags = append(l.diags, errorf(&rng, "Suite includes sealed cases",
+				l.diags = append(l.diags, errorAt(rng, "Suite includes sealed cases",
 					"suite %q matches %s, a sealed case of capability %q: builders see %s cases. Narrow its pattern.", s.Name, f, c, s.Name))
 			}
 		}
