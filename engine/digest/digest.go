@@ -85,7 +85,17 @@ func (d Digest) String() string { return string(d) }
 // FromBytes returns the SHA-256 digest of b.
 func FromBytes(b []byte) Digest {
 	sum := sha256.Sum256(b)
-	return Digest(prefix + hex.EncodeToString(sum[:]))
+	return fromSum(sum[:])
+}
+
+// fromSum is the digest of a SHA-256 sum: the prefix and the hex written into one buffer,
+// one allocation where concatenating hex.EncodeToString's string took two (every node of a
+// plan, and every input hashed).
+func fromSum(sum []byte) Digest {
+	var b [len(prefix) + 2*sha256.Size]byte
+	copy(b[:], prefix)
+	hex.Encode(b[len(prefix):], sum)
+	return Digest(b[:])
 }
 
 // FromReader returns the SHA-256 digest of everything read from r until EOF,
@@ -150,7 +160,7 @@ func hashReader(r io.Reader) (Digest, int64, error) {
 	if err != nil {
 		return "", n, fmt.Errorf("reading after %d bytes: %w", n, err)
 	}
-	return Digest(prefix + hex.EncodeToString(h.Sum(nil))), n, nil
+	return fromSum(h.Sum(nil)), n, nil
 }
 
 // quoteShort quotes s for an error message, truncated so that an arbitrary
