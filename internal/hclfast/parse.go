@@ -42,6 +42,7 @@ type Nodes struct {
 	attributes slab[hclsyntax.Attribute]
 	keys       slab[hclsyntax.ObjectConsKeyExpr]
 	scopes     slab[hclsyntax.ScopeTraversalExpr]
+	traversers slab[[4]hcl.Traverser] // a scope traversal's list: room for step.NAME.output["PATH"]
 	blocks     slab[hclsyntax.Block]
 	bodies     slab[hclsyntax.Body]
 }
@@ -540,7 +541,7 @@ func (p *parser) term(nl bool) hclsyntax.Expression {
 			return &hclsyntax.LiteralValueExpr{Val: cty.NullVal(cty.DynamicPseudoType), SrcRange: t.rng}
 		default:
 			// Room for the usual step.NAME.output["PATH"], which grew the list three times.
-			tr := make(hcl.Traversal, 1, 4)
+			tr := hcl.Traversal(p.traversers.new()[:1])
 			tr[0] = hcl.TraverseRoot{Name: name, SrcRange: t.rng}
 			e := p.scopes.new()
 			*e = hclsyntax.ScopeTraversalExpr{Traversal: tr, SrcRange: t.rng}
