@@ -40,14 +40,15 @@ var streamLoad = true
 
 // streamHeapPerSourceByte and streamTouchPerSourceByte are heapPerSourceByte and
 // touchPerSourceByte for a streamed load, which never holds every tree: planning 10k and
-// 100k steps streamed peaked at 108-116 and 940 MiB (classic: 155 MiB and 1.43 GiB).
+// 100k steps streamed peaked at 108-116 and 940 MiB (classic: 155 MiB and 1.43 GiB). It
+// reserves the classic load's address space all the same (see loader.reserve).
 //
 // The stream's first collection waits until the heap fills the touched memory (Reserve
-// puts it off), and later ones, until it fills the reservation (hugeheap.Hold): the trees
-// of the pieces decoded are garbage by then, and the live heap grows slowly. With 100k
-// steps the stream ran one collection, at ~680 MB, and the heap reached ~760 MB when it
-// ended, when the hold's release ran one more. The touch is a trade:
-// less collects sooner, more faults in memory that a virtual machine's host may have taken
+// puts it off), and later ones until it reaches streamHeapPerSourceByte (hugeheap.Hold):
+// the trees of the pieces decoded are garbage by then, and the live heap grows slowly.
+// With 100k steps the stream ran one collection, at ~680 MB, and the heap reached ~760 MB
+// when it ended, when the hold's release ran one more. The touch is a trade: less
+// collects sooner, more faults in memory that a virtual machine's host may have taken
 // back. Of 24, 28, 32 and 36 bytes, 28 planned 100k steps fastest and with the least
 // memory (full benchmarks, alternated: 1.79-2.18 s and 940 MiB, against 1.94-2.28 s and
 // 1,150 MiB with 36).
@@ -263,8 +264,12 @@ func (l *loader) streamSteps(ps []*streamPiece, refs []stepRef) ([]stepRef, bool
 	var failed atomic.Bool
 	var wg sync.WaitGroup
 	// The trees of a piece are garbage once it is decoded, and the heap grows little:
-	// collections wait for the heap to fill the reservation (see hugeheap.Hold).
-	hold := hugeheap.NewHold()
+	// collections wait for the heap to reach what a stream takes (see hugeheap.Hold).
+	size := 0
+	for _, sp := range ps {
+		size += len(sp.src)
+	}
+	hold := hugeheap.NewHold(size * streamHeapPerSourceByte)
 	for w := range workers {
 		wg.Add(1)
 		go func() {

@@ -52,8 +52,8 @@ func endDelay(delay int) {
 	}
 }
 
-// A Hold keeps the heap's goal at the reservation (Reserve's n), collection after
-// collection, while goroutines allocate in a burst whose garbage is freed as it goes and
+// A Hold keeps the heap's goal at a given size, collection after collection, while
+// goroutines allocate in a burst whose garbage is freed as it goes and
 // whose live heap grows slowly: a streamed load, whose syntax trees are garbage as soon as
 // their piece is decoded.
 //
@@ -69,19 +69,20 @@ type Hold struct {
 	cycles atomic.Uint64 // and at the last Renew
 }
 
-// NewHold starts a hold, or returns nil when there is nothing to hold: no reservation in
-// force, or GOGC set by the user. Its methods do nothing on nil. One hold at a time.
-func NewHold() *Hold {
+// NewHold starts a hold of the heap's goal at goal bytes, at most the reservation in force
+// (Reserve's n), or returns nil when there is nothing to hold: no reservation, or GOGC set
+// by the user. Its methods do nothing on nil. One hold at a time.
+func NewHold(goal int) *Hold {
 	mu.Lock()
-	goal := uint64(reserved)
+	goal = min(goal, reserved)
 	mu.Unlock()
-	if goal == 0 || userGOGC() {
+	if goal <= 0 || userGOGC() {
 		return nil
 	}
 	gcMu.Lock()
 	defer gcMu.Unlock()
 	held, ended = true, false
-	h := &Hold{goal: goal, start: gcCycles()}
+	h := &Hold{goal: uint64(goal), start: gcCycles()}
 	h.cycles.Store(h.start)
 	return h
 }

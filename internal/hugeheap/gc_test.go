@@ -177,7 +177,12 @@ func TestHoldKeepsTheGoalAtTheReservation(t *testing.T) {
 	if !Reserve(reserve, touch) {
 		t.Fatal("Reserve(128 MiB, touch 32 MiB) did nothing")
 	}
-	h := NewHold()
+	if h := NewHold(reserve * 2); h == nil || h.goal != reserve {
+		t.Fatalf("a hold beyond the reservation: %+v, want its goal at the reservation", h)
+	} else {
+		h.Release()
+	}
+	h := NewHold(reserve)
 	if h == nil {
 		t.Fatal("no hold with a reservation in force")
 	}
@@ -217,7 +222,7 @@ func TestHoldKeepsTheGoalAtTheReservation(t *testing.T) {
 func TestNoHoldWithoutAReservation(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(100))
 	forgetReservations()
-	h := NewHold()
+	h := NewHold(64 << 20)
 	if h != nil {
 		t.Fatal("a hold without a reservation")
 	}
