@@ -53,9 +53,9 @@ func endDelay(delay int) {
 }
 
 // A Hold keeps the heap's goal at a given size, collection after collection, while
-// goroutines allocate in a burst whose garbage is freed as it goes and
-// whose live heap grows slowly: a streamed load, whose syntax trees are garbage as soon as
-// their piece is decoded.
+// goroutines allocate in a burst whose garbage is freed as it goes and whose live heap
+// grows slowly: a streamed load, whose syntax trees are garbage as soon as their piece is
+// decoded.
 //
 // Why: Reserve's delay ends in a cleanup, which runs when the scheduler gets to it. While
 // every processor was busy loading, that was often the end of the load; when a worker
