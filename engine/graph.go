@@ -212,6 +212,17 @@ type index struct {
 	wave  []int32   // by number: 0 without dependencies, else 1 + the latest of theirs (see digest)
 }
 
+// under returns the range [lo, hi) of the sorted addresses that start with prefix: a
+// recipe's or product's nodes, for prefix "recipe.r.", found without a scan of every node.
+func under(sorted []string, prefix string) (lo, hi int) {
+	lo, _ = slices.BinarySearch(sorted, prefix)
+	hi = lo
+	for hi < len(sorted) && strings.HasPrefix(sorted[hi], prefix) {
+		hi++
+	}
+	return lo, hi
+}
+
 // newIndex numbers the nodes made in address order. An address made twice (which lang
 // does not allow) is the last node made with it, as in Graph.Nodes.
 func newIndex(made []*Node) *index {

@@ -85,10 +85,9 @@ func (p *Plan) WriteText(out io.Writer) {
 				line("    ", rn, extra)
 				// The recipe's package and steps: the addresses after its own that start
 				// with it (a scan of every address per recipe grew with their product).
-				prefix := r.Address + "."
-				i, _ := slices.BinarySearch(addrs, prefix)
-				for ; i < len(addrs) && strings.HasPrefix(addrs[i], prefix); i++ {
-					stepLine("      ", byAddr[addrs[i]])
+				lo, hi := under(addrs, r.Address+".")
+				for _, a := range addrs[lo:hi] {
+					stepLine("      ", byAddr[a])
 				}
 			}
 		}

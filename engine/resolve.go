@@ -43,8 +43,13 @@ type resolver struct {
 // prerequisites lists the capabilities a recipe needs: those its steps and package refer to.
 func (g *Graph) prerequisites(recipe string) []string {
 	set := map[string]bool{}
-	for a, n := range g.Nodes {
-		if a != recipe && !strings.HasPrefix(a, recipe+".") {
+	// The recipe's node and those under it, by the sorted addresses, as markRecipe finds
+	// them, rather than a scan of every node for each recipe resolved.
+	nodes := []*Node{g.Nodes[recipe]}
+	lo, hi := under(g.ix.addrs, recipe+".")
+	nodes = append(nodes, g.ix.nodes[lo:hi]...)
+	for _, n := range nodes {
+		if n == nil {
 			continue
 		}
 		for _, d := range n.Deps {
@@ -204,9 +209,8 @@ func (g *Graph) markRecipe(byNum []*PlanNode, recipe, st, reason string) {
 	if k, ok := slices.BinarySearch(addrs, recipe); ok {
 		mark(k)
 	}
-	prefix := recipe + "."
-	k, _ := slices.BinarySearch(addrs, prefix)
-	for ; k < len(addrs) && strings.HasPrefix(addrs[k], prefix); k++ {
+	lo, hi := under(addrs, recipe+".")
+	for k := lo; k < hi; k++ {
 		mark(k)
 	}
 }

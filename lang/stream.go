@@ -157,7 +157,10 @@ func (l *loader) stream(files []sourceFile, opts Options) bool {
 	if len(l.diags) > 0 {
 		return false
 	}
-	refs, ok := l.streamSteps(streamed, scope.refs)
+	// The trees of a piece are garbage once it is decoded, and the heap grows little:
+	// collections wait for the heap to reach what a stream takes (see hugeheap.Hold).
+	hold := hugeheap.NewHold(sourceSize(files) * streamHeapPerSourceByte)
+	refs, ok := l.streamSteps(streamed, scope.refs, hold)
 	if !ok {
 		return false
 	}
@@ -253,8 +256,9 @@ func (l *loader) stream(files []sourceFile, opts Options) bool {
 // streamSteps parses and decodes the pieces on every core, a chunk at a time, each chunk
 // with a fork of l and an open scope; the forks are joined in chunk order. The notes of the
 // scopes are returned after refs, in no particular order (each is checked on its own). It
-// reports whether every piece held only steps and decoded without a diagnostic.
-func (l *loader) streamSteps(ps []*streamPiece, refs []stepRef) ([]stepRef, bool) {
+// reports whether every piece held only steps and decoded without a diagnostic. The
+// workers renew hold, which it releases when they are done.
+func (l *loader) streamSteps(ps []*streamPiece, refs []stepRef, hold *hugeheap.Hold) ([]stepRef, bool) {
 	forks := make([]*loader, (len(ps)+streamChunk-1)/streamChunk)
 	workers := min(runtime.GOMAXPROCS(0), len(forks))
 	// Each worker notes references in one list across its chunks: a list per chunk,
@@ -263,13 +267,6 @@ func (l *loader) streamSteps(ps []*streamPiece, refs []stepRef) ([]stepRef, bool
 	var next atomic.Int64
 	var failed atomic.Bool
 	var wg sync.WaitGroup
-	// The trees of a piece are garbage once it is decoded, and the heap grows little:
-	// collections wait for the heap to reach what a stream takes (see hugeheap.Hold).
-	size := 0
-	for _, sp := range ps {
-		size += len(sp.src)
-	}
-	hold := hugeheap.NewHold(size * streamHeapPerSourceByte)
 	for w := range workers {
 		wg.Add(1)
 		go func() {

@@ -106,8 +106,7 @@ func (h *Hold) Renew() {
 	}
 	h.cycles.Store(c)
 	live, _ := heapNow()
-	live = max(live, 4<<20) // as in delayUntil
-	want := int(min(h.goal, 1<<40)*100/live) - 100
+	want := percentFor(h.goal, live)
 	if !gcDelayed {
 		if want <= gogc() {
 			return
@@ -135,8 +134,11 @@ func (h *Hold) Release() {
 }
 
 // gcCycles is the number of collections that have ended.
-func gcCycles() uint64 {
-	sample := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}}
+func gcCycles() uint64 { return metric("/gc/cycles/total:gc-cycles") }
+
+// metric reads one runtime metric of kind uint64.
+func metric(name string) uint64 {
+	sample := []metrics.Sample{{Name: name}}
 	metrics.Read(sample)
 	return sample[0].Value.Uint64()
 }
@@ -190,12 +192,7 @@ func heapNow() (live, heap uint64) {
 // delayUntil puts off the next collection until the heap holds about goal bytes, given what
 // the last collection marked live, unless GOGC already allows that or collection is off.
 func delayUntil(goal, live uint64) {
-	// The runtime's goal is at least heapMinimum, 4 MiB scaled by GOGC/100: over a smaller
-	// live heap, a GOGC computed from it would put the collection off far beyond goal.
-	live = max(live, 4<<20)
-	// A goal beyond a tebibyte comes from bad numbers: it must not overflow into a small one,
-	// nor turn collection off.
-	want := int(min(goal, 1<<40)*100/live) - 100
+	want := percentFor(goal, live)
 	gcMu.Lock()
 	defer gcMu.Unlock()
 	if cur := gogc(); cur < 0 || cur >= want {
@@ -204,13 +201,20 @@ func delayUntil(goal, live uint64) {
 	delayNextGC(want)
 }
 
+// percentFor is the GOGC that puts the next collection at a heap of about goal bytes, given
+// what the last collection marked live.
+func percentFor(goal, live uint64) int {
+	// The runtime's goal is at least heapMinimum, 4 MiB scaled by GOGC/100: over a smaller
+	// live heap, a GOGC computed from it would put the collection off far beyond goal.
+	live = max(live, 4<<20)
+	// A goal beyond a tebibyte comes from bad numbers: it must not overflow into a small one,
+	// nor turn collection off.
+	return int(min(goal, 1<<40)*100/live) - 100
+}
+
 // gogc returns the GOGC in force, -1 for off. Reading it with debug.SetGCPercent(-1), as
 // this package once did, waits for a collection that is marking to finish.
-func gogc() int {
-	sample := []metrics.Sample{{Name: "/gc/gogc:percent"}}
-	metrics.Read(sample)
-	return int(int32(sample[0].Value.Uint64()))
-}
+func gogc() int { return int(int32(metric("/gc/gogc:percent"))) }
 
 // restoreGC puts back the GOGC that DelayFirstGC or Expect replaced, once.
 func restoreGC() {

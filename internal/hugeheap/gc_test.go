@@ -3,7 +3,6 @@ package hugeheap
 import (
 	"runtime"
 	"runtime/debug"
-	"runtime/metrics"
 	"testing"
 	"time"
 )
@@ -110,12 +109,7 @@ func TestStaleCleanupKeepsALaterDelay(t *testing.T) {
 // small live heap the runtime's minimum heap scales with GOGC, which once put the collection
 // off by gigabytes.
 func TestReserveDelaysTheFirstCollectionToTheTouchedSize(t *testing.T) {
-	if raceEnabled {
-		t.Skip("the race detector's allocations change when collections run")
-	}
-	defer debug.SetGCPercent(debug.SetGCPercent(100))
-	forgetReservations()
-	runtime.GC()
+	collectionsFromScratch(t)
 	const touch = 64 << 20
 	if !Reserve(2*touch, touch) {
 		t.Fatal("Reserve(128 MiB, touch 64 MiB) did nothing")
@@ -157,22 +151,27 @@ func TestGOGCReadsTheSetting(t *testing.T) {
 	}
 }
 
-// heapGoal is the heap size at which the next collection is to end.
-func heapGoal() uint64 {
-	sample := []metrics.Sample{{Name: "/gc/heap/goal:bytes"}}
-	metrics.Read(sample)
-	return sample[0].Value.Uint64()
+// collectionsFromScratch prepares a test of when collections run after a reservation: not
+// under the race detector, whose allocations change that; GOGC at 100 until the test ends;
+// no reservation in force; and a collected heap.
+func collectionsFromScratch(t *testing.T) {
+	t.Helper()
+	if raceEnabled {
+		t.Skip("the race detector's allocations change when collections run")
+	}
+	prev := debug.SetGCPercent(100)
+	t.Cleanup(func() { debug.SetGCPercent(prev) })
+	forgetReservations()
+	runtime.GC()
 }
+
+// heapGoal is the heap size at which the next collection is to end.
+func heapGoal() uint64 { return metric("/gc/heap/goal:bytes") }
 
 // A hold keeps every collection waiting until the heap fills the reservation, not only the
 // first, even when the first delay's cleanup runs during it; its release puts GOGC back.
 func TestHoldKeepsTheGoalAtTheReservation(t *testing.T) {
-	if raceEnabled {
-		t.Skip("the race detector's allocations change when collections run")
-	}
-	defer debug.SetGCPercent(debug.SetGCPercent(100))
-	forgetReservations()
-	runtime.GC()
+	collectionsFromScratch(t)
 	const reserve, touch = 128 << 20, 32 << 20
 	if !Reserve(reserve, touch) {
 		t.Fatal("Reserve(128 MiB, touch 32 MiB) did nothing")
