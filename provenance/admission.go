@@ -37,8 +37,15 @@ const (
 	LevelProvenanceVerified = "FOUNDRY_PROVENANCE_VERIFIED"
 )
 
-// AnnotationContract on a summary's subject is the contract digest it was admitted under.
-const AnnotationContract = "foundry_contract"
+// Annotations on a summary's subjects: the contract digest it was admitted under (on every
+// subject), and on the manifest subject the tree digest of the files it carries.
+const (
+	AnnotationContract = "foundry_contract"
+	AnnotationTree     = "foundry_tree"
+)
+
+// MediaTypeOCIManifest is the media type of the manifest subject of a summary.
+const MediaTypeOCIManifest = "application/vnd.oci.image.manifest.v1+json"
 
 var levelRE = regexp.MustCompile(`^[A-Z][A-Z0-9_]{0,63}$`)
 
@@ -72,6 +79,10 @@ type Admission struct {
 	// ContractDigest is the contract the candidate was admitted under ("sha256:<hex>"); the
 	// sealed test result must name the same contract.
 	ContractDigest string
+	// Manifest, if set, is the digest of the OCI manifest the candidate is published as: the
+	// summary names it as a second subject (with the contract and the tree), so that a pin,
+	// a pull or cosign binds the admission to those exact bytes.
+	Manifest string
 	// ResourceURI is the VSA resourceUri, e.g. the registry reference the capability will
 	// be published at. Empty means "foundry:capability/<name>@<digest>".
 	ResourceURI string
@@ -258,9 +269,22 @@ func NewVerificationSummary(a *Admission) (*Statement, error) {
 	if err != nil {
 		return nil, fmt.Errorf("verification summary: %w", err)
 	}
+	subjects := []*intoto.ResourceDescriptor{{Name: a.Subject.Name, Digest: subj, MediaType: a.Subject.MediaType, Annotations: ann}}
+	if a.Manifest != "" {
+		md, err := digestSet(a.Manifest)
+		if err != nil {
+			return nil, fmt.Errorf("verification summary: manifest: %w", err)
+		}
+		mann, err := structpb.NewStruct(map[string]any{AnnotationContract: a.ContractDigest, AnnotationTree: a.Subject.Digest})
+		if err != nil {
+			return nil, fmt.Errorf("verification summary: %w", err)
+		}
+		subjects = append(subjects, &intoto.ResourceDescriptor{Name: a.Subject.Name + ".manifest", Digest: md,
+			MediaType: MediaTypeOCIManifest, Annotations: mann})
+	}
 	st := &intoto.Statement{
 		Type:          intoto.StatementTypeUri,
-		Subject:       []*intoto.ResourceDescriptor{{Name: a.Subject.Name, Digest: subj, MediaType: a.Subject.MediaType, Annotations: ann}},
+		Subject:       subjects,
 		PredicateType: PredicateVSA,
 		Predicate:     predStruct,
 	}
@@ -329,10 +353,15 @@ func ParseVerificationSummary(st *intoto.Statement) (*vsa.VerificationSummary, e
 
 // subjectContract is the contract digest annotated on the subject with digest want.
 func subjectContract(st *intoto.Statement, want string) string {
+	return subjectAnnotation(st, want, AnnotationContract)
+}
+
+// subjectAnnotation is annotation key of the subject with digest want, or "".
+func subjectAnnotation(st *intoto.Statement, want, key string) string {
 	hex := strings.TrimPrefix(want, "sha256:")
 	for _, s := range st.GetSubject() {
 		if s.GetDigest()["sha256"] == hex {
-			return s.GetAnnotations().GetFields()[AnnotationContract].GetStringValue()
+			return s.GetAnnotations().GetFields()[key].GetStringValue()
 		}
 	}
 	return ""

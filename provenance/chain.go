@@ -118,6 +118,23 @@ func (v *verifier) summary(r *AttestationReport, st *intoto.Statement, want stri
 		r.fail("contract", CodeContract, "the subject has no %s annotation (sha256:<hex>): the contract it was admitted under is unknown", AnnotationContract)
 		return
 	}
+	if b, ok := v.bind[want]; ok && depth == 0 {
+		if b.Contract != "" && contract != b.Contract {
+			r.fail("contract", CodeContract, "admitted under contract %s, not %s: not admitted for this contract", contract, b.Contract)
+			return
+		}
+		if b.Manifest != "" {
+			if _, named := matchSubject(st, b.Manifest); !named {
+				r.fail("manifest", CodeManifest, "the summary does not name manifest %s (subjects: %s)", b.Manifest, describeSubjects(st))
+				return
+			}
+			if c, t := subjectContract(st, b.Manifest), subjectAnnotation(st, b.Manifest, AnnotationTree); c != contract || t != want {
+				r.fail("manifest", CodeManifest, "the summary names manifest %s under contract %q with tree %q, not contract %s with tree %s", b.Manifest, c, t, contract, want)
+				return
+			}
+			r.pass("manifest", "names manifest %s with tree %s", b.Manifest, want)
+		}
+	}
 	r.pass("contract", "admitted under contract %s", contract)
 
 	// Every input the summary lists must be found by its digest and verify: the summary

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -44,6 +45,9 @@ const (
 	RoleSuite         = "suite"         // the suite that was run (name = dev|repair|sealed)
 	RoleEvaluator     = "evaluator"     // the evaluator identity (uri), with the run's times
 	RoleConfiguration = "configuration" // anything else the run used, by digest
+	// RoleDisclosed marks a sealed case (by its content digest) that this run showed to a
+	// builder as a counterexample: from then on it is disclosed, and leaves the sealed set.
+	RoleDisclosed = "disclosed"
 )
 
 // Annotation keys on the evaluator descriptor of a test result.
@@ -117,6 +121,10 @@ type Evaluation struct {
 	Configuration []Dependency
 	// URL, optional, is where the run's results are kept (the test-result "url").
 	URL string
+	// Disclosed are the failed cases this run showed to a builder as counterexamples, by
+	// name (for a sealed suite, a case's name is its content digest). Each must be a failed
+	// case of the run.
+	Disclosed []string
 }
 
 // CaseResult is the evaluator's observation of one case.
@@ -210,6 +218,18 @@ func NewTestResult(e *Evaluation) (*Statement, error) {
 		return extra[i].GetName()+"\x00"+extra[i].GetUri() < extra[j].GetName()+"\x00"+extra[j].GetUri()
 	})
 	config = append(config, extra...)
+	disclosed := slices.Clone(e.Disclosed)
+	sort.Strings(disclosed)
+	for _, name := range slices.Compact(disclosed) {
+		if !slices.Contains(failed, name) {
+			return nil, fmt.Errorf("test result: disclosed case %q is not a failed case of the run", name)
+		}
+		rd, err := roleRD(RoleDisclosed, name, "", "", nil)
+		if err != nil {
+			return nil, fmt.Errorf("test result: disclosed: %w", err)
+		}
+		config = append(config, rd)
+	}
 	if e.URL != "" {
 		if err := checkURI(e.URL); err != nil {
 			return nil, fmt.Errorf("test result: url: %w", err)
@@ -300,6 +320,10 @@ type TestResult struct {
 	SuiteDigest    string   // "sha256:<hex>"
 	Evaluator      string   // the evaluator identity
 	Subjects       []string // the subjects' sha256 digests ("sha256:<hex>")
+	// Disclosed are the cases the run showed to a builder (RoleDisclosed), by name.
+	Disclosed []string
+	// Configuration maps each configuration descriptor's name to its digest.
+	Configuration map[string]string
 }
 
 // Passed reports whether this is a passing run: result PASSED, no failed test, at least one
@@ -352,6 +376,13 @@ func ParseTestResult(st *intoto.Statement) (*TestResult, error) {
 		case RoleEvaluator:
 			nEval++
 			t.Evaluator = rd.GetUri()
+		case RoleDisclosed:
+			t.Disclosed = append(t.Disclosed, rd.GetName())
+		case RoleConfiguration:
+			if t.Configuration == nil {
+				t.Configuration = map[string]string{}
+			}
+			t.Configuration[rd.GetName()] = sha256Of(rd)
 		}
 	}
 	if nContract != 1 || nSuite != 1 || nEval != 1 {

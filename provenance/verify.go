@@ -48,6 +48,7 @@ const (
 	CodeNoProvenance = "no-provenance"         // no verified provenance for the candidate's build
 	CodeContract     = "contract-mismatch"     // a test result is under another contract than the summary
 	CodeChainCycle   = "summary-cycle"         // a summary relies on itself
+	CodeManifest     = "manifest-mismatch"     // a summary does not name the manifest being resolved
 )
 
 const (
@@ -171,9 +172,17 @@ type Options struct {
 }
 
 // Subject is an artifact to verify: a label for reports and its digest.
+//
+// Contract and Manifest bind a verification summary about the artifact to what is being
+// resolved: with Contract set, a summary counts only if it admitted the artifact under
+// exactly that contract digest; with Manifest set, only if it also names that manifest
+// digest as a subject, under the same contract and with this artifact as its tree. A summary
+// that binds anything else is refused (contract-mismatch, manifest-mismatch).
 type Subject struct {
-	Name   string `json:"name"`
-	Digest string `json:"digest"`
+	Name     string `json:"name"`
+	Digest   string `json:"digest"`
+	Contract string `json:"contract,omitempty"`
+	Manifest string `json:"manifest,omitempty"`
 }
 
 // Report is the result of Verify: OK only if every artifact verified.
@@ -251,6 +260,8 @@ type verifier struct {
 	explicit  []Attestation
 	done      map[string]*ArtifactReport // dependency digest → its report, once verified
 	inProcess map[string]bool
+	// bind holds the top-level subjects that carry a Contract or Manifest, by digest.
+	bind map[string]Subject
 }
 
 // Verify checks the artifacts against the attestations found for them. It returns an error
@@ -267,6 +278,11 @@ func Verify(ctx context.Context, opts Options, artifacts ...Subject) (*Report, e
 		if !digestRE.MatchString(a.Digest) {
 			return nil, fmt.Errorf("verify: artifact %s: digest %q is not sha256:<64 lowercase hex>", a.Name, a.Digest)
 		}
+		for _, d := range []string{a.Contract, a.Manifest} {
+			if d != "" && !digestRE.MatchString(d) {
+				return nil, fmt.Errorf("verify: artifact %s: digest %q is not sha256:<64 lowercase hex>", a.Name, d)
+			}
+		}
 	}
 	v := &verifier{
 		ctx:        ctx,
@@ -280,6 +296,7 @@ func Verify(ctx context.Context, opts Options, artifacts ...Subject) (*Report, e
 		verifiers:  opts.Policy.Verifiers,
 		envelopes:  map[string]Attestation{},
 		inChain:    map[string]bool{},
+		bind:       map[string]Subject{},
 	}
 	if len(v.builders) == 0 {
 		v.builders = DefaultBuilders()
@@ -292,6 +309,11 @@ func Verify(ctx context.Context, opts Options, artifacts ...Subject) (*Report, e
 	}
 	for _, a := range opts.Attestations {
 		v.remember(a)
+	}
+	for _, a := range artifacts {
+		if a.Contract != "" || a.Manifest != "" {
+			v.bind[a.Digest] = a
+		}
 	}
 	if v.maxDepth == 0 {
 		v.maxDepth = defaultMaxDepth
