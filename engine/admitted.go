@@ -3,7 +3,8 @@ package engine
 import (
 	"context"
 	"errors"
-	"fmt"
+	"os"
+	"path/filepath"
 
 	"github.com/foundry-build/foundry/engine/digest"
 	"github.com/foundry-build/foundry/provenance"
@@ -12,88 +13,88 @@ import (
 
 // Quarantine says whether digests are quarantined (engine/state implements it).
 type Quarantine interface {
+	registry.Quarantine
 	IsQuarantined(ctx context.Context, d digest.Digest) (bool, string, error)
 }
 
-// Inspection is what the registry holds for one capability contract.
+// Inspection is what the registry holds for one capability contract, judged by evidence.
 type Inspection struct {
-	Manifest    digest.Digest      `json:"manifest,omitempty"` // empty: nothing published under the contract tag
-	Tree        digest.Digest      `json:"tree,omitempty"`
-	Ref         string             `json:"ref,omitempty"`
-	Quarantined string             `json:"quarantined,omitempty"` // the reason, when quarantined
-	Verified    bool               `json:"verified"`              // its verification summary chain verifies
+	Manifest    digest.Digest `json:"manifest,omitempty"` // empty: nothing published under the contract tag
+	Tree        digest.Digest `json:"tree,omitempty"`     // recomputed from the layers fetched
+	Ref         string        `json:"ref,omitempty"`
+	Quarantined string        `json:"quarantined,omitempty"` // the reason, when quarantined
+	// Verified: a signed verification summary binds this capability's contract digest, the
+	// manifest digest and the tree its layers form, and its chain verifies.
+	Verified bool `json:"verified"`
+	// NotAdmitted says why the version under the contract tag is not admitted for this
+	// contract, when it is not.
+	NotAdmitted string              `json:"not_admitted,omitempty"`
+	Skipped     []registry.Skipped  `json:"skipped_referrers,omitempty"`
 	Report      *provenance.Report `json:"report,omitempty"`
 }
 
 // InspectAdmitted reads what registry s holds under capability node n's contract tag
-// (resolved to a digest once, here), whether it is quarantined, and whether its
-// verification summary — and through it the sealed test result and the provenance —
-// verifies with keys.
+// (resolved to a digest once, here) and judges it as a pull would: the manifest must be a
+// capability whose contract is n's, its layers are fetched and the tree they form
+// recomputed, and a verification summary signed by one of keys must bind that contract,
+// that manifest and that tree, with its chain (sealed test result, provenance) verifying.
+// Anything the registry holds that fails this is reported in NotAdmitted, never as an
+// error: a tag, a manifest or a referrer an attacker pushed cannot block resolution. The
+// error is for what is not the registry's content (a temporary directory, a cancelled ctx).
 func InspectAdmitted(ctx context.Context, s registry.Store, keys []*provenance.Verifier, q Quarantine, n *Node) (*Inspection, error) {
 	m, err := s.Resolve(ctx, ContractTag(n.Digest))
 	if errors.Is(err, registry.ErrNotFound) {
 		return &Inspection{}, nil
 	}
 	if err != nil {
-		return nil, err
+		return &Inspection{NotAdmitted: "the registry could not be read: " + err.Error()}, ctx.Err()
 	}
 	in := &Inspection{Manifest: m, Ref: s.String() + "@" + string(m)}
-	raw, _, err := s.Manifest(ctx, m)
-	if err != nil {
-		return nil, err
-	}
-	man, err := registry.ParseCapability(raw)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", m, err)
-	}
-	in.Tree = digest.Digest(man.Annotations[registry.AnnotationTree])
-	for _, d := range []digest.Digest{m, in.Tree} {
-		bad, reason, err := q.IsQuarantined(ctx, d)
-		if err != nil {
-			return nil, err
-		}
-		if bad {
-			in.Quarantined = reason
-			return in, nil
-		}
-	}
 	if len(keys) == 0 {
+		in.NotAdmitted = "no trusted key to verify its evidence with"
 		return in, nil
 	}
-	atts, err := registry.Referrers(ctx, s, m)
+	tmp, err := os.MkdirTemp("", "foundry-inspect-")
 	if err != nil {
 		return nil, err
 	}
-	var given []provenance.Attestation
-	for _, a := range atts {
-		given = append(given, provenance.Attestation{Source: s.String() + "@" + string(a.Digest), Envelope: a.Envelope})
+	defer os.RemoveAll(tmp)
+	pulled, err := registry.Pull(ctx, s, string(m), filepath.Join(tmp, "files"), registry.PullOptions{
+		Keys: keys, Quarantine: q, Contract: n.Digest,
+		Policy: provenance.Policy{PredicateTypes: []string{provenance.PredicateVSA}},
+	})
+	if pulled != nil {
+		in.Tree, in.Report, in.Skipped = pulled.Tree, pulled.Report, pulled.Skipped
 	}
-	rep, err := provenance.Verify(ctx, provenance.Options{
-		Keys:         keys,
-		Policy:       provenance.Policy{PredicateTypes: []string{provenance.PredicateVSA}},
-		Source:       attSet(given),
-		Attestations: given,
-	}, provenance.Subject{Name: n.Address, Digest: string(in.Tree)})
-	if err != nil {
-		return nil, err
+	var qe *registry.QuarantinedError
+	switch {
+	case errors.As(err, &qe):
+		in.Quarantined = qe.Reason
+	case err != nil:
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		in.NotAdmitted = err.Error()
+	default:
+		in.Verified = true
 	}
-	in.Verified, in.Report = rep.OK, rep
 	return in, nil
 }
 
-// LookupAdmitted returns the admitted version of capability node n in registry s, or nil:
-// a version is admitted only when it is not quarantined and its verification summary chain
-// verifies with keys. A registry tag or a row in the state database alone is never enough.
-func LookupAdmitted(ctx context.Context, s registry.Store, keys []*provenance.Verifier, q Quarantine, n *Node) (*Admitted, error) {
+// LookupAdmitted returns the admitted version of capability node n in registry s, or nil
+// and why the registry's version (if any) is not admitted for n's contract. A registry tag,
+// an annotation or a row in the state database alone is never enough (InspectAdmitted).
+func LookupAdmitted(ctx context.Context, s registry.Store, keys []*provenance.Verifier, q Quarantine, n *Node) (*Admitted, string, error) {
 	in, err := InspectAdmitted(ctx, s, keys, q, n)
-	if err != nil || !in.Verified || in.Quarantined != "" {
-		return nil, err
+	switch {
+	case err != nil:
+		return nil, "", err
+	case in.Manifest == "":
+		return nil, "", nil
+	case in.Quarantined != "":
+		return nil, in.Ref + " is quarantined: " + in.Quarantined, nil
+	case !in.Verified:
+		return nil, in.Ref + " is not admitted for this contract: " + in.NotAdmitted, nil
 	}
-	return &Admitted{Ref: in.Ref, Digest: in.Manifest}, nil
+	return &Admitted{Ref: in.Ref, Digest: in.Manifest, Tree: in.Tree}, "", nil
 }
-
-// attSet is an AttestationSource over a fixed set of envelopes: lookups by subject digest
-// or by envelope digest both return the whole set, and Verify picks what applies.
-type attSet []provenance.Attestation
-
-func (a attSet) Lookup(context.Context, string) ([]provenance.Attestation, error) { return a, nil }

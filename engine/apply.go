@@ -39,6 +39,9 @@ type ApplyOptions struct {
 	Registry registry.Store
 	// TrustedKeys verify what is pulled from the registry.
 	TrustedKeys []*provenance.Verifier
+	// MinUndisclosed is how many sealed cases never shown to a builder a capability must
+	// keep for a candidate to be promoted; 0 means DefaultMinUndisclosed.
+	MinUndisclosed int
 }
 
 // FaultInjector is called at named points of an apply (see faultPoints); a test build of the
@@ -133,6 +136,12 @@ type runner struct {
 	sealedOnce sync.Once
 	sealed     map[digest.Digest]string
 	sealedErr  error
+
+	// sealedSeen caches the signed sealed test results of the attestation directory;
+	// resultsRead is cleared when this run signs another.
+	resultsMu   sync.Mutex
+	sealedSeen  []provenance.SignedTestResult
+	resultsRead bool
 }
 
 // containerPrefix starts the ID of every container of this run: the next apply cleans up

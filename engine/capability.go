@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -82,16 +83,22 @@ func (r *runner) settleCapability(ctx context.Context, n *Node) (string, error) 
 	if cp == nil {
 		return "failed", fmt.Errorf("%s is not in the plan", n.Address)
 	}
+	capErr := &CapabilityError{Capability: n.Address}
 	if cp.Status == StatusRegistry {
 		tree, err := r.pullAdmitted(ctx, n, cp.Pinned)
-		if err != nil {
+		if err == nil {
+			r.setResult(n.Address, &nodeResult{tree: tree})
+			r.emit(Event{Type: "capability_pinned", Node: n.Address, Message: cp.Pinned.Ref})
+			return "", nil
+		}
+		if ctx.Err() != nil {
 			return "failed", fmt.Errorf("%s: %w", n.Address, err)
 		}
-		r.setResult(n.Address, &nodeResult{tree: tree})
-		r.emit(Event{Type: "capability_pinned", Node: n.Address, Message: cp.Pinned.Ref})
-		return "", nil
+		// The pin is no longer usable (quarantined since the plan, or its evidence no
+		// longer binds it): the recipes the plan kept as alternatives are tried instead.
+		capErr.Rejections = append(capErr.Rejections, Rejection{Recipe: cp.Pinned.Ref, Reason: "the pinned version is not usable: " + err.Error()})
+		r.emit(Event{Type: "pin_refused", Node: n.Address, Message: fmt.Sprintf("%s: %v; trying its recipes", cp.Pinned.Ref, err)})
 	}
-	capErr := &CapabilityError{Capability: n.Address}
 	for _, o := range cp.Recipes {
 		if o.Status != StatusBuild && o.Status != StatusAlternative {
 			continue
@@ -99,6 +106,16 @@ func (r *runner) settleCapability(ctx context.Context, n *Node) (string, error) 
 		tree, base, err := r.buildCandidate(ctx, o.Address)
 		if err != nil {
 			capErr.Rejections = append(capErr.Rejections, Rejection{Recipe: o.Address, Reason: err.Error()})
+			continue
+		}
+		// A rebuild of a withdrawn artifact is the same artifact: it is not evaluated or
+		// admitted again, and the next recipe is tried.
+		if why, err := r.quarantined(ctx, tree); err != nil {
+			return "failed", err
+		} else if why != "" {
+			rej := Rejection{Recipe: o.Address, Reason: fmt.Sprintf("its files %s are quarantined (%s)", tree, why)}
+			capErr.Rejections = append(capErr.Rejections, rej)
+			r.emit(Event{Type: "candidate_rejected", Node: n.Address, Message: rej.String()})
 			continue
 		}
 		rej, evidence, err := r.evaluate(ctx, n, tree, base)
@@ -111,9 +128,17 @@ func (r *runner) settleCapability(ctx context.Context, n *Node) (string, error) 
 			r.emit(Event{Type: "candidate_rejected", Node: n.Address, Message: rej.String()})
 			continue
 		}
-		ref, err := r.admit(ctx, n, o.Address, tree, evidence)
+		ref, m, err := r.admit(ctx, n, o.Address, tree, evidence)
 		if err != nil {
 			return "failed", fmt.Errorf("admitting %s for %s: %w", o.Address, n.Address, err)
+		}
+		if why, err := r.quarantined(ctx, m); err != nil {
+			return "failed", err
+		} else if why != "" {
+			rej := Rejection{Recipe: o.Address, Reason: fmt.Sprintf("its manifest %s is quarantined (%s)", m, why)}
+			capErr.Rejections = append(capErr.Rejections, rej)
+			r.emit(Event{Type: "candidate_rejected", Node: n.Address, Message: rej.String()})
+			continue
 		}
 		r.setResult(n.Address, &nodeResult{tree: tree})
 		r.emit(Event{Type: "capability_admitted", Node: n.Address, Message: fmt.Sprintf("%s admitted as %s", o.Address, ref)})
@@ -177,47 +202,186 @@ type evidence struct {
 	testResults [][]byte
 }
 
-// suiteCase is one parsed case with its digest (what retirement is keyed by).
+// suiteCase is one parsed case with its content digest. A case from a sealed suite is
+// published by its digest only (name), never by its file name.
 type suiteCase struct {
 	c      *verdict.Case
 	digest digest.Digest
+	name   string // as published in test results
 }
 
-// loadSuite parses a suite's case files; retired sealed cases are left out.
-func (r *runner) loadSuite(ctx context.Context, capb *lang.Capability, s *lang.Suite) ([]suiteCase, error) {
-	retired := map[digest.Digest]string{}
-	if s.Sealed {
-		var err error
-		if retired, err = r.ws.State.RetiredCases(ctx, capb.Name); err != nil {
-			return nil, err
-		}
+// DefaultMinUndisclosed is how many undisclosed sealed cases a capability must keep for a
+// candidate to be promoted, unless the apply says otherwise (ApplyOptions.MinUndisclosed).
+const DefaultMinUndisclosed = 1
+
+// suites are a capability's cases as the evaluator uses them now: dev as written; repair as
+// written plus every sealed case that signed evidence says was disclosed to a builder; and
+// sealed, the sealed cases never disclosed, with their digest (what verdicts are keyed by).
+type suites struct {
+	dev, repair, sealed []suiteCase
+	sealedDigest        digest.Digest
+	// names maps each sealed case's digest to its file, for the operator's local record.
+	names map[digest.Digest]string
+}
+
+// loadSuites reads a capability's case files and splits them by what the evidence says:
+// disclosed sealed cases move to repair for every later candidate.
+func (r *runner) loadSuites(ctx context.Context, n *Node) (*suites, error) {
+	capb := n.Capability
+	disclosed, err := r.disclosedCases(ctx, capb.Name)
+	if err != nil {
+		return nil, err
 	}
-	var out []suiteCase
-	for _, f := range s.Files {
-		b, err := os.ReadFile(filepath.Join(r.g.Config.Dir, filepath.FromSlash(f)))
-		if err != nil {
-			return nil, err
-		}
-		d := digest.FromBytes(b)
-		if _, gone := retired[d]; gone {
+	su := &suites{names: map[digest.Digest]string{}}
+	for _, name := range []string{"dev", "repair", "sealed"} {
+		s := capb.Suites[name]
+		if s == nil {
 			continue
 		}
-		c, err := verdict.ParseCase(f, b, capb)
-		if err != nil {
-			return nil, err
+		for _, f := range s.Files {
+			b, err := os.ReadFile(filepath.Join(r.g.Config.Dir, filepath.FromSlash(f)))
+			if err != nil {
+				return nil, err
+			}
+			d := digest.FromBytes(b)
+			c, err := verdict.ParseCase(f, b, capb)
+			if err != nil {
+				return nil, err
+			}
+			sc := suiteCase{c: c, digest: d, name: f}
+			switch {
+			case name == "dev":
+				su.dev = append(su.dev, sc)
+			case name == "repair":
+				su.repair = append(su.repair, sc)
+			case disclosed[d]:
+				su.names[d] = f
+				sc.name = string(d)
+				su.repair = append(su.repair, sc)
+			default:
+				su.names[d] = f
+				sc.name = string(d)
+				su.sealed = append(su.sealed, sc)
+			}
 		}
-		out = append(out, suiteCase{c: c, digest: d})
+	}
+	su.sealedDigest = suiteDigest(su.sealed)
+	return su, nil
+}
+
+// suiteDigest is the digest of a suite's cases as run: their content digests, sorted.
+func suiteDigest(cases []suiteCase) digest.Digest {
+	ds := make([]string, 0, len(cases))
+	for _, c := range cases {
+		ds = append(ds, string(c.digest))
+	}
+	sort.Strings(ds)
+	return digest.FromBytes([]byte(strings.Join(ds, "\n")))
+}
+
+// sealedResults are the signed sealed test results in the attestation directory that verify
+// with the trusted keys: the evidence of what the evaluator observed, read once per run.
+func (r *runner) sealedResults() ([]provenance.SignedTestResult, error) {
+	r.resultsMu.Lock()
+	defer r.resultsMu.Unlock()
+	if r.resultsRead {
+		return r.sealedSeen, nil
+	}
+	pub, err := provenance.NewVerifier("signing key "+r.opt.Signer.KeyID(), r.opt.Signer.PublicKey())
+	if err != nil {
+		return nil, err
+	}
+	all, err := provenance.TestResultsIn(r.ws.AttestationDir(), append([]*provenance.Verifier{pub}, r.opt.TrustedKeys...), nil)
+	if err != nil {
+		return nil, err
+	}
+	r.sealedSeen = nil
+	for _, t := range all {
+		if t.Suite == provenance.SuiteSealed {
+			r.sealedSeen = append(r.sealedSeen, t)
+		}
+	}
+	r.resultsRead = true
+	return r.sealedSeen, nil
+}
+
+// sealedSigned marks the cached sealed results stale: the run has just signed another.
+func (r *runner) sealedSigned() {
+	r.resultsMu.Lock()
+	r.resultsRead = false
+	r.resultsMu.Unlock()
+}
+
+// disclosedCases are the content digests of the sealed cases of capability name that signed
+// test results say were shown to a builder, together with those the state once recorded as
+// retired (a row can only move a case from sealed to repair, where it is still checked).
+func (r *runner) disclosedCases(ctx context.Context, name string) (map[digest.Digest]bool, error) {
+	results, err := r.sealedResults()
+	if err != nil {
+		return nil, err
+	}
+	out := map[digest.Digest]bool{}
+	for _, t := range results {
+		if t.Capability != name {
+			continue
+		}
+		for _, d := range t.Disclosed {
+			out[digest.Digest(d)] = true
+		}
+	}
+	retired, err := r.ws.State.RetiredCases(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	for d := range retired {
+		out[d] = true
 	}
 	return out, nil
 }
 
-// evaluate runs the candidate on its suites. It returns a rejection (with the smallest
-// counterexample) or, on success, the signed test results. The sealed suite runs at most
-// once per candidate: a recorded sealed outcome is reused, never re-run.
+// recordedSealed finds the signed sealed test result of this candidate on this sealed suite
+// under this contract (candidate = tree on the candidate image), unless the operator
+// withdrew its verdict. The state row, when there is one, only supplies what was shown.
+func (r *runner) recordedSealed(ctx context.Context, n *Node, tree, image digest.Digest, suite digest.Digest) (*provenance.SignedTestResult, *state.Verdict, error) {
+	results, err := r.sealedResults()
+	if err != nil {
+		return nil, nil, err
+	}
+	rows, err := r.ws.State.Verdicts(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	byEnv := map[digest.Digest]*state.Verdict{}
+	for i := range rows {
+		byEnv[rows[i].Envelope] = &rows[i]
+	}
+	for i := range results {
+		t := &results[i]
+		if t.ContractDigest != string(n.Digest) || t.SuiteDigest != string(suite) || !slices.Equal(t.Subjects, []string{string(tree)}) ||
+			t.Configuration["candidate-image"] != string(image) {
+			continue
+		}
+		row := byEnv[digest.Digest(t.Digest)]
+		if row != nil && !row.Withdrawn.IsZero() {
+			continue
+		}
+		return t, row, nil
+	}
+	return nil, nil, nil
+}
+
+// evaluate runs the candidate on its suites: dev, then repair (with every disclosed sealed
+// case), then, if enough undisclosed sealed cases are left, the sealed suite once per suite
+// version: a signed sealed result for this candidate, contract and suite digest is reused,
+// never re-run. It returns a rejection (with the smallest counterexample) or, on success,
+// the signed test results.
 func (r *runner) evaluate(ctx context.Context, n *Node, tree digest.Digest, base executors.Image) (*Rejection, *evidence, error) {
 	capb := n.Capability
 	if capb.Interface == nil || (capb.Interface.Kind != "cli" && capb.Interface.Kind != "service") {
 		return &Rejection{Reason: "the capability has no interface Foundry can evaluate"}, nil, nil
+	}
+	if capb.Suites["sealed"] == nil {
+		return &Rejection{Suite: "sealed", Reason: "the capability has no sealed suite: nothing can be admitted without one"}, nil, nil
 	}
 	key, _, err := digest.Of(map[string]any{"tree": tree, "base": base.Digest})
 	if err != nil {
@@ -227,53 +391,23 @@ func (r *runner) evaluate(ctx context.Context, n *Node, tree digest.Digest, base
 	if err != nil {
 		return nil, nil, fmt.Errorf("candidate image: %w", err)
 	}
+	su, err := r.loadSuites(ctx, n)
+	if err != nil {
+		return nil, nil, err
+	}
 	ev := &evidence{}
-	for _, name := range []string{"dev", "repair", "sealed"} {
-		s := capb.Suites[name]
-		if s == nil {
+	for _, part := range []struct {
+		name  string
+		cases []suiteCase
+	}{{provenance.SuiteDev, su.dev}, {provenance.SuiteRepair, su.repair}} {
+		if len(part.cases) == 0 {
 			continue
 		}
-		if s.Sealed {
-			if prev, ok, err := r.ws.State.GetEvaluation(ctx, n.Digest, key, "sealed"); err != nil {
-				return nil, nil, err
-			} else if ok {
-				rej, env, err := decodeSealed(prev.Record)
-				if err != nil {
-					return nil, nil, err
-				}
-				if !prev.Passed {
-					return rej, nil, nil
-				}
-				ev.testResults = append(ev.testResults, env)
-				continue
-			}
-		}
-		cases, err := r.loadSuite(ctx, capb, s)
+		rej, env, err := r.runSuite(ctx, n, img, tree, part.name, part.cases, false)
 		if err != nil {
 			return nil, nil, err
 		}
-		if len(cases) == 0 {
-			if s.Sealed {
-				return &Rejection{Suite: name, Reason: "no sealed case is left (all were retired); add sealed cases"}, nil, nil
-			}
-			continue
-		}
-		rej, env, err := r.runSuite(ctx, n, img, tree, s, cases)
-		if err != nil {
-			return nil, nil, err
-		}
-		if s.Sealed {
-			rec := encodeSealed(rej, env)
-			if err := r.ws.State.RecordSealedEvaluation(ctx, state.Evaluation{Contract: n.Digest, Candidate: key, Suite: "sealed", Passed: rej == nil, Record: rec}); err != nil {
-				return nil, nil, err
-			}
-			if rej != nil {
-				// The counterexample is about to be shown: the case leaves the sealed set.
-				if err := r.ws.State.RetireCase(ctx, capb.Name, rej.caseDigest, rej.Case, "shown as the counterexample that rejected a candidate"); err != nil {
-					return nil, nil, err
-				}
-			}
-		} else if err := r.ws.State.RecordEvaluation(ctx, state.Evaluation{Contract: n.Digest, Candidate: key, Suite: name, Passed: rej == nil, Record: []byte(`{}`)}); err != nil {
+		if err := r.ws.State.RecordEvaluation(ctx, state.Evaluation{Contract: n.Digest, Candidate: key, Suite: part.name, Passed: rej == nil, Record: []byte(`{}`)}); err != nil {
 			return nil, nil, err
 		}
 		if rej != nil {
@@ -281,10 +415,99 @@ func (r *runner) evaluate(ctx context.Context, n *Node, tree digest.Digest, base
 		}
 		ev.testResults = append(ev.testResults, env)
 	}
-	if len(ev.testResults) == 0 || capb.Suites["sealed"] == nil {
-		return &Rejection{Suite: "sealed", Reason: "the capability has no sealed suite: nothing can be admitted without one"}, nil, nil
+	if need := r.minUndisclosed(); len(su.sealed) < need {
+		return &Rejection{Suite: "sealed", Reason: fmt.Sprintf("%d undisclosed sealed case(s) left, and promotion needs %d: every other sealed case was shown to a builder and now serves for repair; add sealed cases", len(su.sealed), need)}, nil, nil
 	}
+	if prev, row, err := r.recordedSealed(ctx, n, tree, digest.Digest(img.Digest), su.sealedDigest); err != nil {
+		return nil, nil, err
+	} else if prev != nil {
+		if prev.Passed() {
+			r.emit(Event{Type: "suite_evaluated", Node: n.Address, Message: fmt.Sprintf("sealed suite: passed (recorded evaluation %s)", short(digest.Digest(prev.Digest)))})
+			ev.testResults = append(ev.testResults, prev.Envelope)
+			return nil, ev, nil
+		}
+		return recordedRejection(prev, row, su), nil, nil
+	}
+	rej, env, err := r.runSuite(ctx, n, img, tree, provenance.SuiteSealed, su.sealed, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	rec, _ := json.Marshal(verdictRecord{Rejection: rejectionOf(rej), Cases: su.names})
+	v := state.Verdict{Envelope: digest.FromBytes(env), Capability: capb.Name, Contract: n.Digest, Candidate: tree,
+		SuiteDigest: su.sealedDigest, Passed: rej == nil, Record: rec, Evaluated: time.Now()}
+	if err := r.ws.State.RecordVerdict(ctx, v); err != nil {
+		return nil, nil, err
+	}
+	r.sealedSigned()
+	if rej != nil {
+		// The state's index of disclosed cases, for the operator (the evidence is the
+		// signed result's disclosure).
+		if err := r.ws.State.RetireCase(ctx, capb.Name, rej.caseDigest, su.names[rej.caseDigest], "shown as the counterexample that rejected a candidate"); err != nil {
+			return nil, nil, err
+		}
+		return &rej.Rejection, nil, nil
+	}
+	ev.testResults = append(ev.testResults, env)
 	return nil, ev, nil
+}
+
+// minUndisclosed is the number of undisclosed sealed cases promotion needs.
+func (r *runner) minUndisclosed() int {
+	if r.opt.MinUndisclosed > 0 {
+		return r.opt.MinUndisclosed
+	}
+	return DefaultMinUndisclosed
+}
+
+// verdictRecord is what the state keeps beside a sealed verdict for the operator: the
+// rejection shown, and the case files behind the digests the signed result names.
+type verdictRecord struct {
+	Rejection *Rejection               `json:"rejection,omitempty"`
+	Cases     map[digest.Digest]string `json:"cases,omitempty"`
+}
+
+func rejectionOf(rej *rejection) *Rejection {
+	if rej == nil {
+		return nil
+	}
+	return &rej.Rejection
+}
+
+// recordedRejection is the rejection a signed FAILED sealed result stands for. What it says
+// comes from the evidence and the current case files: the disclosed case is looked up by
+// its digest; the output the candidate gave is quoted from the local record only when that
+// record is about the same disclosed case.
+func recordedRejection(t *provenance.SignedTestResult, row *state.Verdict, su *suites) *Rejection {
+	rej := &Rejection{Suite: "sealed", Reason: fmt.Sprintf("(recorded sealed evaluation %s) failed %d of %d sealed case(s)",
+		short(digest.Digest(t.Digest)), len(t.Predicate.GetFailedTests()), len(t.Predicate.GetFailedTests())+len(t.Predicate.GetPassedTests()))}
+	if len(t.Disclosed) == 0 {
+		return rej
+	}
+	d := digest.Digest(t.Disclosed[0])
+	for _, sc := range su.repair {
+		if sc.digest != d {
+			continue
+		}
+		rej.Case, rej.Input, rej.Expected, rej.Got = su.names[d], abbreviate(describeInput(sc.c), 160), abbreviate(string(sc.c.Expect.Output), 200), "(not recorded)"
+		var rec verdictRecord
+		if row != nil && json.Unmarshal(row.Record, &rec) == nil && rec.Rejection != nil && rec.Rejection.Case == rej.Case {
+			rej.Reason = "(recorded sealed evaluation) " + rec.Rejection.Reason
+			rej.Got = rec.Rejection.Got
+		}
+	}
+	return rej
+}
+
+// describeInput is how a case's input is shown in a counterexample.
+func describeInput(c *verdict.Case) string {
+	if len(c.Requests) == 0 {
+		return string(c.Input)
+	}
+	var parts []string
+	for i := range c.Requests {
+		parts = append(parts, c.Requests[i].Describe())
+	}
+	return strings.Join(parts, "; ")
 }
 
 // rejection carries the failing case's digest, for retirement.
@@ -321,12 +544,15 @@ func envMap(kvs []string) map[string]string {
 }
 
 // runSuite runs every case of a suite, each in a fresh sandbox, judges it, and mints the
-// suite's signed test result. It returns the smallest failing case as a rejection.
-func (r *runner) runSuite(ctx context.Context, n *Node, img executors.Image, tree digest.Digest, s *lang.Suite, cases []suiteCase) (*rejection, []byte, error) {
+// suite's signed test result. It returns the smallest failing case as a rejection; with
+// disclose set, that case is about to be shown to the operator (and so to whoever builds the
+// next candidate), and the signed result records its disclosure.
+func (r *runner) runSuite(ctx context.Context, n *Node, img executors.Image, tree digest.Digest, suite string, cases []suiteCase, disclose bool) (*rejection, []byte, error) {
 	capb := n.Capability
 	started := time.Now()
 	var results []provenance.CaseResult
 	var worst *rejection
+	var worstName string
 	for _, sc := range cases {
 		var v verdict.Verdict
 		var shown string
@@ -340,14 +566,14 @@ func (r *runner) runSuite(ctx context.Context, n *Node, img executors.Image, tre
 		if err != nil {
 			return nil, nil, err
 		}
-		results = append(results, provenance.CaseResult{Name: sc.c.Name, Pass: v.Pass})
+		results = append(results, provenance.CaseResult{Name: sc.name, Pass: v.Pass})
 		if v.Pass {
 			continue
 		}
-		rej := &rejection{Rejection: Rejection{Suite: s.Name, Reason: v.Reason, Case: sc.c.Name,
+		rej := &rejection{Rejection: Rejection{Suite: suite, Reason: v.Reason, Case: sc.c.Name,
 			Input: abbreviate(shown, 160), Expected: v.Expected, Got: v.Got}, caseDigest: sc.digest, inputLen: caseSize(sc.c)}
 		if worst == nil || rej.inputLen < worst.inputLen {
-			worst = rej
+			worst, worstName = rej, sc.name
 		}
 	}
 	evaluator, err := provenance.EvaluatorID(r.opt.Executor.Name(), r.opt.Executor.Isolation())
@@ -355,31 +581,20 @@ func (r *runner) runSuite(ctx context.Context, n *Node, img executors.Image, tre
 		return nil, nil, err
 	}
 	sort.Slice(results, func(i, j int) bool { return results[i].Name < results[j].Name })
-	var suiteDigests []string
-	for _, sc := range cases {
-		suiteDigests = append(suiteDigests, sc.c.Name+"="+string(sc.digest))
-	}
-	sort.Strings(suiteDigests)
-	st, err := provenance.NewTestResult(&provenance.Evaluation{
+	e := &provenance.Evaluation{
 		Capability: capb.Name, ContractDigest: string(n.Digest), Candidate: string(tree),
-		Suite: s.Name, SuiteDigest: string(digest.FromBytes([]byte(strings.Join(suiteDigests, "\n")))),
+		Suite: suite, SuiteDigest: string(suiteDigest(cases)),
 		Evaluator: evaluator, Cases: results, StartedOn: started, FinishedOn: time.Now(),
 		Configuration: []provenance.Dependency{{Name: "candidate-image", URI: "foundry:" + n.Address, Digest: img.Digest}},
-	})
+	}
+	if disclose && worst != nil {
+		e.Disclosed = []string{worstName}
+	}
+	env, err := r.sign(provenance.NewTestResult(e))
 	if err != nil {
 		return nil, nil, err
 	}
-	env, err := provenance.Sign(r.opt.Signer, st)
-	if err != nil {
-		return nil, nil, err
-	}
-	if _, err := r.ws.Store.PutBytes(env); err != nil {
-		return nil, nil, err
-	}
-	if _, err := provenance.WriteEnvelope(r.ws.AttestationDir(), env); err != nil {
-		return nil, nil, err
-	}
-	r.emit(Event{Type: "suite_evaluated", Node: n.Address, Message: fmt.Sprintf("%s suite: %d of %d cases passed", s.Name, countPassed(results), len(results))})
+	r.emit(Event{Type: "suite_evaluated", Node: n.Address, Message: fmt.Sprintf("%s suite: %d of %d cases passed", suite, countPassed(results), len(results))})
 	return worst, env, nil
 }
 
@@ -482,41 +697,13 @@ func abbreviate(s string, n int) string {
 	return s
 }
 
-// sealedRecord is what the state keeps of the one sealed evaluation of a candidate.
-type sealedRecord struct {
-	Rejection  *Rejection    `json:"rejection,omitempty"`
-	TestResult []byte        `json:"test_result,omitempty"`
-	CaseDigest digest.Digest `json:"case_digest,omitempty"`
-}
-
-func encodeSealed(rej *rejection, env []byte) []byte {
-	rec := sealedRecord{TestResult: env}
-	if rej != nil {
-		rec.Rejection, rec.CaseDigest = &rej.Rejection, rej.caseDigest
-	}
-	b, _ := json.Marshal(rec)
-	return b
-}
-
-func decodeSealed(b []byte) (*Rejection, []byte, error) {
-	var rec sealedRecord
-	if err := json.Unmarshal(b, &rec); err != nil {
-		return nil, nil, fmt.Errorf("reading the recorded sealed evaluation: %w", err)
-	}
-	if rec.Rejection != nil {
-		rej := *rec.Rejection
-		rej.Reason = "(recorded sealed evaluation) " + rej.Reason
-		return &rej, rec.TestResult, nil
-	}
-	return nil, rec.TestResult, nil
-}
-
-// admit mints the verification summary over the candidate's provenance and test results,
-// publishes the capability to the project registry and attaches every attestation to it.
-// The publish is an external effect: it goes through the outbox with a deterministic ID.
-func (r *runner) admit(ctx context.Context, n *Node, recipe string, tree digest.Digest, ev *evidence) (string, error) {
+// admit publishes an evaluated candidate to the project registry with its evidence and
+// returns the reference and manifest digest it was published as. The publish is an external
+// effect: it goes through the outbox with a deterministic ID. The outbox row is an index,
+// never a fact to repeat: the reference returned is the one this publish wrote and signed.
+func (r *runner) admit(ctx context.Context, n *Node, recipe string, tree digest.Digest, ev *evidence) (string, digest.Digest, error) {
 	if r.opt.Registry == nil {
-		return "", errors.New("no registry is configured to publish admitted capabilities to")
+		return "", "", errors.New("no registry is configured to publish admitted capabilities to")
 	}
 	var inputs []provenance.Attestation
 	var provEnvs [][]byte
@@ -527,7 +714,7 @@ func (r *runner) admit(ctx context.Context, n *Node, recipe string, tree digest.
 		for _, d := range nr.step.Attestations {
 			b, err := r.ws.Store.Get(d)
 			if err != nil {
-				return "", fmt.Errorf("provenance of %s: %w", a, err)
+				return "", "", fmt.Errorf("provenance of %s: %w", a, err)
 			}
 			inputs = append(inputs, provenance.Attestation{Source: a, Envelope: b})
 			provEnvs = append(provEnvs, b)
@@ -536,112 +723,94 @@ func (r *runner) admit(ctx context.Context, n *Node, recipe string, tree digest.
 	for _, env := range ev.testResults {
 		inputs = append(inputs, provenance.Attestation{Source: "evaluation", Envelope: env})
 	}
+	dest := r.opt.Registry.String()
+	id, err := state.EffectID(r.g.Config.Project.Name, string(tree), n.Address, "publish", dest)
+	if err != nil {
+		return "", "", err
+	}
+	eff, _, err := r.ws.State.EffectIntent(ctx, state.Effect{ID: id, RunID: r.runID, Address: n.Address, Kind: "publish", Destination: dest})
+	if err != nil {
+		return "", "", err
+	}
+	switch eff.Status {
+	case state.EffectSucceeded:
+		// An earlier apply recorded this publish, yet the plan found no admitted version:
+		// the registry lost it, or its evidence no longer binds it. Publishing is idempotent
+		// (content-addressed; attaching adds what is missing), so it is published again.
+		m, err := r.publish(ctx, n, recipe, tree, provEnvs, ev.testResults, inputs)
+		if err != nil {
+			return "", "", err
+		}
+		return dest + "@" + string(m), m, nil
+	case state.EffectUnknown:
+		// An apply that died after dispatching this publish left its outcome unknown. The
+		// reconciliation of a publish is to publish again, for the same reason.
+		why := fmt.Sprintf("reconciled by run %s: run %s died after dispatching it; publishing is idempotent, so it is published again", r.runID, eff.RunID)
+		if err := r.ws.State.ResolveEffect(ctx, id, state.EffectFailed, why); err != nil {
+			return "", "", err
+		}
+		r.emit(Event{Type: "effect_reconciled", Node: n.Address, Message: fmt.Sprintf("the publish to %s that run %s dispatched has an unknown outcome; publishing is idempotent, so it is published again", dest, eff.RunID)})
+	}
+	if err := r.ws.State.EffectDispatching(ctx, id, r.runID); err != nil {
+		return "", "", err
+	}
+	r.fault(FaultAfterDispatch, n.Address)
+	m, err := r.publish(ctx, n, recipe, tree, provEnvs, ev.testResults, inputs)
+	if err != nil {
+		r.ws.State.EffectFinished(context.WithoutCancel(ctx), id, state.EffectFailed, err.Error())
+		return "", "", err
+	}
+	ref := dest + "@" + string(m)
+	if err := r.ws.State.EffectFinished(ctx, id, state.EffectSucceeded, ref); err != nil {
+		return "", "", err
+	}
+	return ref, m, nil
+}
+
+// quarantined returns why digest d is quarantined, or "".
+func (r *runner) quarantined(ctx context.Context, d digest.Digest) (string, error) {
+	bad, reason, err := r.ws.State.IsQuarantined(ctx, d)
+	if err != nil || !bad {
+		return "", err
+	}
+	return reason, nil
+}
+
+// publish stores the capability artifact, untagged; mints the verification summary that
+// binds its contract, its manifest and its tree (over the candidate's provenance and test
+// results, inputs); attaches every attestation; and only then points the contract tag at it,
+// so that the tag never names a manifest without its evidence. Every step is idempotent
+// (content-addressed), which is what lets a dispatched-but-unknown publish be reconciled by
+// publishing again.
+func (r *runner) publish(ctx context.Context, n *Node, recipe string, tree digest.Digest, prov, tests [][]byte, inputs []provenance.Attestation) (digest.Digest, error) {
+	m, err := registry.Publish(ctx, r.opt.Registry, r.ws.Store, registry.Capability{
+		Contract: n.Definition, Tree: tree, Name: n.Capability.Name, Version: tree.Hex()[:12],
+		Target: n.Capability.Target,
+	})
+	if err != nil {
+		return "", err
+	}
 	pub, err := provenance.NewVerifier("signing key "+r.opt.Signer.KeyID(), r.opt.Signer.PublicKey())
 	if err != nil {
 		return "", err
 	}
 	policy := digest.FromBytes([]byte(AdmissionPolicyURI + "\ndev and repair pass; sealed passes on its one evaluation\n"))
-	st, err := provenance.NewVerificationSummary(&provenance.Admission{
-		Subject:        provenance.Artifact{Name: n.Capability.Name, Digest: string(tree)},
-		ContractDigest: string(n.Digest),
-		TimeVerified:   time.Now(),
-		Policy:         provenance.PolicyRef{URI: AdmissionPolicyURI, Digest: string(policy)},
-		Inputs:         inputs,
-		Keys:           []*provenance.Verifier{pub},
-	})
-	if err != nil {
-		return "", err
-	}
-	vsa, err := provenance.Sign(r.opt.Signer, st)
-	if err != nil {
-		return "", err
-	}
-	if _, err := r.ws.Store.PutBytes(vsa); err != nil {
-		return "", err
-	}
-	if _, err := provenance.WriteEnvelope(r.ws.AttestationDir(), vsa); err != nil {
-		return "", err
-	}
-	dest := r.opt.Registry.String()
-	id, err := state.EffectID(r.g.Config.Project.Name, string(tree), n.Address, "publish", dest)
-	if err != nil {
-		return "", err
-	}
-	eff, _, err := r.ws.State.EffectIntent(ctx, state.Effect{ID: id, RunID: r.runID, Address: n.Address, Kind: "publish", Destination: dest})
-	if err != nil {
-		return "", err
-	}
-	if eff.Status == state.EffectSucceeded {
-		// Published by an earlier apply: never twice. But a version quarantined since
-		// must not come back as admitted.
-		if err := r.refuseQuarantined(ctx, tree, eff.Result); err != nil {
-			return "", err
-		}
-		return eff.Result, nil
-	}
-	if eff.Status == state.EffectUnknown {
-		// An apply that died after dispatching this publish left its outcome unknown. The
-		// reconciliation of a publish is to publish again: the manifest is content-addressed
-		// (the same one is stored again) and attaching attestations adds what is missing, so
-		// nothing is published twice.
-		why := fmt.Sprintf("reconciled by run %s: run %s died after dispatching it; publishing is idempotent, so it is published again", r.runID, eff.RunID)
-		if err := r.ws.State.ResolveEffect(ctx, id, state.EffectFailed, why); err != nil {
-			return "", err
-		}
-		r.emit(Event{Type: "effect_reconciled", Node: n.Address, Message: fmt.Sprintf("the publish to %s that run %s dispatched has an unknown outcome; publishing is idempotent, so it is published again", dest, eff.RunID)})
-	}
-	if err := r.ws.State.EffectDispatching(ctx, id, r.runID); err != nil {
-		return "", err
-	}
-	r.fault(FaultAfterDispatch, n.Address)
-	ref, err := r.publish(ctx, n, recipe, tree, provEnvs, ev.testResults, vsa)
-	if err != nil {
-		r.ws.State.EffectFinished(context.WithoutCancel(ctx), id, state.EffectFailed, err.Error())
-		return "", err
-	}
-	if err := r.ws.State.EffectFinished(ctx, id, state.EffectSucceeded, ref); err != nil {
-		return "", err
-	}
-	if err := r.refuseQuarantined(ctx, tree, ref); err != nil {
-		return "", err
-	}
-	return ref, nil
-}
-
-// refuseQuarantined fails when the candidate's files or its published manifest (the digest
-// after the last "@" of ref) are quarantined: a rebuild of a withdrawn artifact is the same
-// artifact, and is not admitted again.
-func (r *runner) refuseQuarantined(ctx context.Context, tree digest.Digest, ref string) error {
-	ds := []digest.Digest{tree}
-	if i := strings.LastIndex(ref, "@"); i >= 0 {
-		ds = append(ds, digest.Digest(ref[i+1:]))
-	}
-	for _, d := range ds {
-		bad, reason, err := r.ws.State.IsQuarantined(ctx, d)
-		if err != nil {
-			return err
-		}
-		if bad {
-			return fmt.Errorf("the candidate's artifact %s is quarantined (%s); it is not admitted again", d, reason)
-		}
-	}
-	return nil
-}
-
-// publish stores the capability artifact and attaches its attestations. Both are
-// idempotent (content-addressed), which is what lets a dispatched-but-unknown publish be
-// reconciled by publishing again.
-func (r *runner) publish(ctx context.Context, n *Node, recipe string, tree digest.Digest, prov, tests [][]byte, vsa []byte) (string, error) {
-	m, err := registry.Publish(ctx, r.opt.Registry, r.ws.Store, registry.Capability{
-		Contract: n.Definition, Tree: tree, Name: n.Capability.Name, Version: tree.Hex()[:12],
-		Target: n.Capability.Target, Tag: ContractTag(n.Digest),
-	})
+	vsa, err := r.sign(provenance.NewVerificationSummary(&provenance.Admission{
+			Subject:        provenance.Artifact{Name: n.Capability.Name, Digest: string(tree)},
+			ContractDigest: string(n.Digest),
+			Manifest:       string(m),
+			ResourceURI:    r.opt.Registry.String() + "@" + string(m),
+			TimeVerified:   time.Now(),
+			Policy:         provenance.PolicyRef{URI: AdmissionPolicyURI, Digest: string(policy)},
+			Inputs:         inputs,
+			Keys:           []*provenance.Verifier{pub},
+	}))
 	if err != nil {
 		return "", err
 	}
 	// The packaging itself is an action Foundry observed (on the host, unsandboxed): its
-	// provenance names the published manifest, which is what OCI tools such as cosign look
-	// for, and the tree, with the step outputs it was assembled from as dependencies.
+	// provenance names the published manifest and the tree, with the step outputs it was
+	// assembled from as dependencies.
 	if pkg, err := r.packageProvenance(n, recipe, tree, m); err != nil {
 		return "", fmt.Errorf("provenance of the package: %w", err)
 	} else if pkg != nil {
@@ -657,7 +826,30 @@ func (r *runner) publish(ctx context.Context, n *Node, recipe string, tree diges
 			}
 		}
 	}
-	return r.opt.Registry.String() + "@" + string(m), nil
+	if err := r.opt.Registry.Tag(ctx, ContractTag(n.Digest), m); err != nil {
+		return "", err
+	}
+	return m, nil
+}
+
+// sign signs a minted statement (mintErr is the minting's error, passed through) with the
+// run's key and stores the envelope in the content store and the attestation directory. It
+// is the one way the engine records an attestation.
+func (r *runner) sign(st *provenance.Statement, mintErr error) ([]byte, error) {
+	if mintErr != nil {
+		return nil, mintErr
+	}
+	env, err := provenance.Sign(r.opt.Signer, st)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := r.ws.Store.PutBytes(env); err != nil {
+		return nil, err
+	}
+	if _, err := provenance.WriteEnvelope(r.ws.AttestationDir(), env); err != nil {
+		return nil, err
+	}
+	return env, nil
 }
 
 // ContractTag is the registry tag under which the latest admitted version of a contract is
@@ -683,7 +875,7 @@ func (r *runner) pullAdmitted(ctx context.Context, n *Node, pin *Admitted) (dige
 	}
 	dest := filepath.Join(r.scratch, "pull-"+newID())
 	pulled, err := registry.Pull(ctx, r.opt.Registry, string(pin.Digest), dest, registry.PullOptions{
-		Keys: r.opt.TrustedKeys, Quarantine: r.ws.State,
+		Keys: r.opt.TrustedKeys, Quarantine: r.ws.State, Contract: n.Digest,
 		Policy: provenance.Policy{PredicateTypes: []string{provenance.PredicateVSA}},
 	})
 	if err != nil {
@@ -694,8 +886,8 @@ func (r *runner) pullAdmitted(ctx context.Context, n *Node, pin *Admitted) (dige
 	if err != nil {
 		return "", err
 	}
-	if tree != pulled.Tree {
-		return "", fmt.Errorf("pulled files hash to %s, the artifact says %s", tree, pulled.Tree)
+	if tree != pulled.Tree || (pin.Tree != "" && tree != pin.Tree) {
+		return "", fmt.Errorf("pulled files hash to %s; the evidence binds %s and the plan pinned %s", tree, pulled.Tree, pin.Tree)
 	}
 	return tree, nil
 }
@@ -740,19 +932,5 @@ func (r *runner) packageProvenance(n *Node, recipe string, tree, manifest digest
 		e.Inputs = append(e.Inputs, provenance.Dependency{Name: path, URI: "foundry:" + a.Node + "#" + a.Path,
 			Digest: string(o.Digest), Producer: string(producer)})
 	}
-	st, err := provenance.NewProvenance(e)
-	if err != nil {
-		return nil, err
-	}
-	env, err := provenance.Sign(r.opt.Signer, st)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := r.ws.Store.PutBytes(env); err != nil {
-		return nil, err
-	}
-	if _, err := provenance.WriteEnvelope(r.ws.AttestationDir(), env); err != nil {
-		return nil, err
-	}
-	return env, nil
+	return r.sign(provenance.NewProvenance(e))
 }

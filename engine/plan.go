@@ -135,6 +135,9 @@ type CapabilityPlan struct {
 	Recipe         string        `json:"recipe,omitempty"`
 	Pinned         *Admitted     `json:"pinned,omitempty"` // status registry: the admitted version
 	Reason         string        `json:"reason,omitempty"`
+	// Registry says why the version the registry holds under the contract tag is not used
+	// (quarantined, or not admitted for this contract), when there is one.
+	Registry string `json:"registry,omitempty"`
 	// Reachable: some recipe graph provides it under its assumptions (every prerequisite
 	// is itself reachable). Ready: concrete digests and evidence are at hand — it is pinned
 	// in the registry, or a reachable recipe has every prerequisite ready.
@@ -171,7 +174,8 @@ type PlanOptions struct {
 	Cached func(*Node) bool
 	// Admitted finds an admitted, unquarantined version of a capability in the registry;
 	// nil means there is no registry to consult.
-	Admitted func(*Node) (*Admitted, error)
+	// the string says why the registry's version is not used, when it is not.
+	Admitted func(*Node) (*Admitted, string, error)
 	// Quarantined maps quarantined digests to the reason. A node whose own digest or any
 	// input's digest is quarantined is missing, and everything built from it is affected.
 	Quarantined map[digest.Digest]string

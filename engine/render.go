@@ -69,6 +69,9 @@ func (p *Plan) WriteText(out io.Writer) {
 			if c.Reason != "" {
 				fmt.Fprintf(w, "      %s\n", c.Reason)
 			}
+			if c.Registry != "" {
+				fmt.Fprintf(w, "      registry: %s\n", c.Registry)
+			}
 			if !c.Ready && c.Reachable {
 				fmt.Fprintln(w, "      reachable, not ready: a prerequisite is not at hand yet")
 			}

@@ -14,6 +14,8 @@ import (
 type Admitted struct {
 	Ref    string        `json:"ref"`    // registry reference pinned by digest
 	Digest digest.Digest `json:"digest"` // the capability artifact's manifest digest
+	// Tree is the digest of the files, recomputed from the layers when it was judged.
+	Tree digest.Digest `json:"tree,omitempty"`
 }
 
 // resolution is the outcome of resolving one capability.
@@ -27,6 +29,7 @@ type resolution struct {
 	options   []*RecipeOption
 	cycle     []string // set when the capability was met again on its own stack
 	witness   []string // a cycle that made it (or a prerequisite) unresolvable
+	registry  string   // why the registry's version under the contract tag is not used
 }
 
 // resolver resolves capabilities in the order the design fixes: an admitted version in the
@@ -35,7 +38,7 @@ type resolution struct {
 // smallest observed set of missing prerequisites.
 type resolver struct {
 	g        *Graph
-	admitted func(*Node) (*Admitted, error)
+	admitted func(*Node) (*Admitted, string, error)
 	memo     map[string]*resolution
 	err      error
 }
@@ -75,7 +78,8 @@ func (r *resolver) resolve(c string, stack []string) *resolution {
 	n := r.g.Nodes[c]
 	res := &resolution{status: StatusMissing}
 	if r.admitted != nil && r.err == nil {
-		adm, err := r.admitted(n)
+		adm, why, err := r.admitted(n)
+		res.registry = why
 		if err != nil {
 			r.err = fmt.Errorf("looking up %s in the registry: %w", c, err)
 		} else if adm != nil {
@@ -157,7 +161,7 @@ func (r *resolver) resolve(c string, stack []string) *resolution {
 // sets the statuses of the capability, recipe, package and step nodes accordingly. at is
 // each node's position in that order, or -1. It reports whether it made a node an
 // alternative.
-func (g *Graph) resolveCapabilities(p *Plan, byNum []*PlanNode, at []int32, admitted func(*Node) (*Admitted, error)) (alternatives bool, err error) {
+func (g *Graph) resolveCapabilities(p *Plan, byNum []*PlanNode, at []int32, admitted func(*Node) (*Admitted, string, error)) (alternatives bool, err error) {
 	r := &resolver{g: g, admitted: admitted, memo: map[string]*resolution{}}
 	p.Capabilities = []*CapabilityPlan{}
 	// The capabilities are found by name: looking for them among the nodes read every
@@ -177,7 +181,7 @@ func (g *Graph) resolveCapabilities(p *Plan, byNum []*PlanNode, at []int32, admi
 			return false, r.err
 		}
 		cp := &CapabilityPlan{Address: a, ContractDigest: n.Digest, Status: res.status, Recipe: res.recipe,
-			Pinned: res.pinned, Reason: res.reason, Reachable: res.reachable, Ready: res.ready, Recipes: res.options}
+			Pinned: res.pinned, Reason: res.reason, Registry: res.registry, Reachable: res.reachable, Ready: res.ready, Recipes: res.options}
 		if cp.Recipes == nil {
 			cp.Recipes = []*RecipeOption{}
 		}

@@ -52,7 +52,7 @@ func capProject(t *testing.T, caps []string, recipes [][]string) *Graph {
 	return g
 }
 
-func capPlan(t *testing.T, g *Graph, admitted func(*Node) (*Admitted, error)) map[string]*CapabilityPlan {
+func capPlan(t *testing.T, g *Graph, admitted func(*Node) (*Admitted, string, error)) map[string]*CapabilityPlan {
 	t.Helper()
 	p, err := MakePlan(g, PlanOptions{Admitted: admitted})
 	if err != nil {
@@ -131,7 +131,7 @@ func TestResolutionCycle(t *testing.T) {
 func TestResolutionPrefersAdmittedVersion(t *testing.T) {
 	g := capProject(t, []string{"c"}, [][]string{{"r", "c", "1"}})
 	pin := &Admitted{Ref: "oci-layout:reg@sha256:" + strings.Repeat("a", 64), Digest: digest.Digest("sha256:" + digestHex("a"))}
-	p, err := MakePlan(g, PlanOptions{Admitted: func(n *Node) (*Admitted, error) { return pin, nil }})
+	p, err := MakePlan(g, PlanOptions{Admitted: func(n *Node) (*Admitted, string, error) { return pin, "", nil }})
 	if err != nil {
 		t.Fatal(err)
 	}

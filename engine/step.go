@@ -329,22 +329,11 @@ func (r *runner) attest(n *Node, attempt int, img executors.Image, inputs []inpu
 		}
 	}
 	sort.Slice(e.Logs, func(i, j int) bool { return e.Logs[i].Name < e.Logs[j].Name })
-	st, err := provenance.NewProvenance(e)
+	env, err := r.sign(provenance.NewProvenance(e))
 	if err != nil {
 		return "", err
 	}
-	env, err := provenance.Sign(r.opt.Signer, st)
-	if err != nil {
-		return "", err
-	}
-	d, err := r.ws.Store.PutBytes(env)
-	if err != nil {
-		return "", err
-	}
-	if _, err := provenance.WriteEnvelope(r.ws.AttestationDir(), env); err != nil {
-		return "", err
-	}
-	return d, nil
+	return digest.FromBytes(env), nil
 }
 
 // recordedOutput finds the recorded output that a refers to (step.X.output["/out/Y"]) and
@@ -655,8 +644,8 @@ func (r *runner) refuseSealed(name string, man *digest.Manifest) error {
 		return err
 	}
 	for _, e := range man.Entries {
-		if c, ok := sealed[e.Digest]; ok && e.Type == digest.TypeFile {
-			return fmt.Errorf("refusing to mount %s: its file %s has the content of %s, a sealed case", name, e.Path, c)
+		if _, ok := sealed[e.Digest]; ok && e.Type == digest.TypeFile {
+			return fmt.Errorf("refusing to mount %s: its file %s has the content of a sealed case", name, e.Path)
 		}
 	}
 	return nil

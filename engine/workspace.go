@@ -195,7 +195,7 @@ func (w *Workspace) Plan(ctx context.Context, g *Graph, reg registry.Store, keys
 		opt.Quarantined[q.Digest] = q.Reason
 	}
 	if reg != nil {
-		opt.Admitted = func(n *Node) (*Admitted, error) { return LookupAdmitted(ctx, reg, keys, w.State, n) }
+		opt.Admitted = func(n *Node) (*Admitted, string, error) { return LookupAdmitted(ctx, reg, keys, w.State, n) }
 	}
 	return MakePlan(g, opt)
 }

@@ -72,11 +72,26 @@ func writeChecks(b *strings.Builder, cs []Check, indent string) {
 	}
 }
 
+// writeArtifact writes an artifact's checks and its envelopes. For a verified artifact, the
+// envelopes it relied on are written in full and the refused ones, which it did not need,
+// are listed after them with one line each saying why; for an unverified one every
+// envelope is written in full, since any of them may be the one that should have passed.
 func writeArtifact(b *strings.Builder, a *ArtifactReport, indent string) {
 	fmt.Fprintf(b, "%s%s %s %s\n", indent, mark(a.OK), a.Name, a.Digest)
 	writeChecks(b, a.Checks, indent+"  ")
+	var unneeded []*AttestationReport
 	for _, at := range a.Attestations {
+		if a.OK && !at.OK {
+			unneeded = append(unneeded, at)
+			continue
+		}
 		writeAttestation(b, at, "envelope", indent+"  ")
+	}
+	if len(unneeded) > 0 {
+		fmt.Fprintf(b, "%s  not needed (%d envelope(s) that do not bear on this artifact's verdict):\n", indent, len(unneeded))
+		for _, at := range unneeded {
+			fmt.Fprintf(b, "%s    %s (%s): %s\n", indent, at.Source, at.Digest, at.refusal(""))
+		}
 	}
 }
 

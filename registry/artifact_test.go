@@ -84,7 +84,7 @@ func TestPublishAttachPull(t *testing.T) {
 		if _, err := Attach(bg, s, md, env1, "https://example.com/other"); err == nil {
 			t.Fatal("Attach with a predicate type the statement does not have succeeded")
 		}
-		atts, err := Referrers(bg, s, md)
+		atts, _, err := Referrers(bg, s, md)
 		if err != nil {
 			t.Fatalf("Referrers: %v", err)
 		}
@@ -190,7 +190,7 @@ func TestConcurrentAttach(t *testing.T) {
 				t.Fatalf("attach %d: %v", i, err)
 			}
 		}
-		atts, err := Referrers(bg, s, md)
+		atts, _, err := Referrers(bg, s, md)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -162,7 +162,7 @@ func writeCosignAttestations(ctx context.Context, s Store, subject digest.Digest
 		return err
 	}
 	if len(layers) < len(refs) {
-		atts, err := referrers(ctx, s, subject, false)
+		atts, _, err := referrers(ctx, s, subject, false)
 		if err != nil {
 			return err
 		}
@@ -197,35 +197,56 @@ func writeCosignAttestations(ctx context.Context, s Store, subject digest.Digest
 	return err
 }
 
+// Skipped is a referrer (or a layer of cosign's attestation image) that Referrers did not
+// read, and why: unreadable, oversized, corrupted, or past the MaxReferrers bound. One bad
+// entry never hides the others.
+type Skipped struct {
+	Digest digest.Digest `json:"digest"`
+	Reason string        `json:"reason"`
+}
+
 // Referrers returns the attestations attached to subject: every referrer manifest whose own
 // subject field is subject (the registry's list is only a hint) and whose artifactType is
 // ArtifactTypeDSSE, plus envelopes in cosign's "sha256-<hex>.att" image, deduplicated by
 // envelope digest. Each envelope is checked against its descriptor's digest and size; none
-// is verified (provenance.Verify does that with the keys the caller trusts).
-func Referrers(ctx context.Context, s Store, subject digest.Digest) ([]Attestation, error) {
+// is verified (provenance.Verify does that with the keys the caller trusts). Entries are read
+// one by one under per-entry limits (the manifest size, dsse.MaxEnvelopeSize, at most
+// MaxReferrers of each kind): one that fails is skipped and reported, never fatal to the
+// others. Only a failure to list the referrers at all is an error.
+func Referrers(ctx context.Context, s Store, subject digest.Digest) ([]Attestation, []Skipped, error) {
 	return referrers(ctx, s, subject, true)
 }
 
-func referrers(ctx context.Context, s Store, subject digest.Digest, withCosign bool) ([]Attestation, error) {
+// MaxReferrers bounds how many referrers of one subject, and how many layers of its cosign
+// attestation image, are read; the rest are skipped.
+const MaxReferrers = maxReferrers
+
+func referrers(ctx context.Context, s Store, subject digest.Digest, withCosign bool) ([]Attestation, []Skipped, error) {
 	if err := subject.Validate(); err != nil {
-		return nil, fmt.Errorf("referrers: %w", err)
+		return nil, nil, fmt.Errorf("referrers: %w", err)
 	}
 	descs, err := s.Referrers(ctx, subject)
 	if err != nil {
-		return nil, fmt.Errorf("referrers of %s: %w", subject, err)
-	}
-	if len(descs) > maxReferrers {
-		return nil, fmt.Errorf("referrers of %s: %d referrers, more than %d: %w", subject, len(descs), maxReferrers, ErrTooLarge)
+		return nil, nil, fmt.Errorf("referrers of %s: %w", subject, err)
 	}
 	var out []Attestation
+	var skipped []Skipped
 	seen := map[digest.Digest]bool{}
-	for _, d := range descs {
+	for i, d := range descs {
+		md := digest.Digest(d.Digest.String())
+		if i >= maxReferrers {
+			skipped = append(skipped, Skipped{Digest: md, Reason: fmt.Sprintf("more than %d referrers: not read", maxReferrers)})
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, nil, err
+		}
 		// artifactType in the list is not filtered on: some registries report the config
 		// media type instead. The manifest itself decides.
-		md := digest.Digest(d.Digest.String())
 		raw, _, err := fetchManifest(ctx, s, md)
 		if err != nil {
-			return nil, fmt.Errorf("referrers of %s: %w", subject, err)
+			skipped = append(skipped, Skipped{Digest: md, Reason: err.Error()})
+			continue
 		}
 		m, err := ParseManifest(raw)
 		if err != nil || m.ArtifactType != ArtifactTypeDSSE || m.Subject == nil || m.Subject.Digest != subject ||
@@ -237,56 +258,62 @@ func referrers(ctx context.Context, s Store, subject digest.Digest, withCosign b
 		}
 		env, err := fetchBlobBytes(ctx, s, m.Layers[0], dsse.MaxEnvelopeSize)
 		if err != nil {
-			return nil, fmt.Errorf("referrers of %s: envelope: %w", subject, err)
+			skipped = append(skipped, Skipped{Digest: md, Reason: "envelope: " + err.Error()})
+			continue
 		}
 		seen[m.Layers[0].Digest] = true
 		out = append(out, Attestation{Digest: m.Layers[0].Digest, Manifest: md,
 			PredicateType: m.Annotations[AnnotationPredicateType], Envelope: env})
 	}
 	if withCosign {
-		extra, err := cosignAttestations(ctx, s, subject, seen)
+		extra, sk, err := cosignAttestations(ctx, s, subject, seen)
 		if err != nil {
-			return nil, fmt.Errorf("referrers of %s: %w", subject, err)
+			skipped = append(skipped, Skipped{Digest: subject, Reason: cosignAttTag(subject) + ": " + err.Error()})
 		}
 		out = append(out, extra...)
+		skipped = append(skipped, sk...)
 	}
-	return out, nil
+	return out, skipped, nil
 }
 
 // cosignAttestations reads envelopes from the "sha256-<hex>.att" image that are not in seen
-// (attached by cosign itself, or by a Foundry whose referrer push failed).
-func cosignAttestations(ctx context.Context, s Store, subject digest.Digest, seen map[digest.Digest]bool) ([]Attestation, error) {
+// (attached by cosign itself, or by a Foundry whose referrer push failed). A layer that
+// cannot be read is skipped; an error means the image itself could not be read.
+func cosignAttestations(ctx context.Context, s Store, subject digest.Digest, seen map[digest.Digest]bool) ([]Attestation, []Skipped, error) {
 	md, err := s.Resolve(ctx, cosignAttTag(subject))
 	if errors.Is(err, ErrNotFound) {
-		return nil, nil // nothing attached the cosign way
+		return nil, nil, nil // nothing attached the cosign way
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	raw, _, err := fetchManifest(ctx, s, md)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	m, err := ParseManifest(raw)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", cosignAttTag(subject), err)
-	}
-	if len(m.Layers) > maxReferrers {
-		return nil, fmt.Errorf("%s: %d layers: %w", cosignAttTag(subject), len(m.Layers), ErrTooLarge)
+		return nil, nil, err
 	}
 	var out []Attestation
-	for _, l := range m.Layers {
+	var skipped []Skipped
+	for i, l := range m.Layers {
 		if l.MediaType != ArtifactTypeDSSE || seen[l.Digest] {
+			continue
+		}
+		if i >= maxReferrers {
+			skipped = append(skipped, Skipped{Digest: l.Digest, Reason: fmt.Sprintf("%s: more than %d layers: not read", cosignAttTag(subject), maxReferrers)})
 			continue
 		}
 		env, err := fetchBlobBytes(ctx, s, l, dsse.MaxEnvelopeSize)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", cosignAttTag(subject), err)
+			skipped = append(skipped, Skipped{Digest: l.Digest, Reason: cosignAttTag(subject) + ": " + err.Error()})
+			continue
 		}
 		seen[l.Digest] = true
 		out = append(out, Attestation{Digest: l.Digest, PredicateType: l.Annotations[cosignPredicateAnnotation], Envelope: env})
 	}
-	return out, nil
+	return out, skipped, nil
 }
 
 // RemoteSource is a provenance.AttestationSource over a Store: Lookup returns the
@@ -304,7 +331,7 @@ func (r RemoteSource) Lookup(ctx context.Context, d string) ([]provenance.Attest
 	if err != nil {
 		return nil, err
 	}
-	atts, err := Referrers(ctx, r.Store, dg)
+	atts, _, err := Referrers(ctx, r.Store, dg)
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"unicode/utf8"
@@ -72,7 +73,16 @@ type PullOptions struct {
 	// (meaningful inside a container rootfs, dangerous on a host); off by default.
 	AllowEscapingSymlinks bool
 	Limits                Limits
+	// Contract, if set, is the contract digest the capability is wanted for: a manifest whose
+	// contract config has another digest is refused with ErrNotAdmitted before any layer is
+	// fetched. Without it, the manifest's own contract is the one the evidence must bind.
+	Contract digest.Digest
 }
+
+// ErrNotAdmitted is wrapped by Pull's errors when the artifact is not admitted for the
+// contract: it is another contract's, or no verification summary binds its contract,
+// manifest and the tree its layers form.
+var ErrNotAdmitted = errors.New("not admitted for this contract")
 
 // Pulled describes what Pull wrote.
 type Pulled struct {
@@ -94,6 +104,8 @@ type Pulled struct {
 	// Report is provenance's report for the subject that verified (or for the manifest
 	// digest, when none did).
 	Report *provenance.Report `json:"report,omitempty"`
+	// Skipped are the referrers that could not be read (Referrers).
+	Skipped []Skipped `json:"skipped,omitempty"`
 }
 
 // VerificationError is returned when the attestations do not verify; Report says why.
@@ -114,6 +126,9 @@ func (e *VerificationError) Error() string {
 	return fmt.Sprintf("%s: attestations do not verify: %s", e.Digest, strings.Join(reasons, "; "))
 }
 
+// Unwrap makes a failed verification an ErrNotAdmitted.
+func (e *VerificationError) Unwrap() error { return ErrNotAdmitted }
+
 // QuarantinedError is returned for a quarantined digest.
 type QuarantinedError struct {
 	Digest digest.Digest
@@ -131,16 +146,17 @@ func (e *QuarantinedError) Error() string {
 //  1. a tag is resolved to a digest once; only the digest is used afterwards;
 //  2. a quarantined digest is refused;
 //  3. the manifest is fetched by digest, checked against it, and must be a Foundry
-//     capability (OCI image manifest, Foundry artifactType);
-//  4. unless NoVerify, the attached attestations must verify with Keys under Policy and
-//     name the manifest digest, or the tree digest the manifest declares, as a subject;
-//  5. the contract and layers are fetched, each checked against its descriptor, and the
+//     capability (OCI image manifest, Foundry artifactType) whose contract config is
+//     opt.Contract when that is set;
+//  4. the contract and layers are fetched, each checked against its descriptor, and the
 //     tar entries checked strictly (no absolute paths, no "..", no hard links, no devices,
 //     no entry under a symlink, no escaping symlink, size and entry limits) before each is
 //     written into a temporary sibling of dest through an os.Root, which cannot reach
-//     outside it;
-//  6. the tree they form must have the declared tree digest, and only then is the sibling
-//     renamed to dest. On any failure it is removed: dest is absent or whole.
+//     outside it; the tree they form must be the one the manifest declares;
+//  5. unless NoVerify, the attached attestations must verify with Keys under Policy about
+//     that recomputed tree — a verification summary only if it binds the manifest digest,
+//     the contract digest and the tree together (provenance.Subject) — and only then is the
+//     sibling renamed to dest. On any failure it is removed: dest is absent or whole.
 func Pull(ctx context.Context, s Store, ref, dest string, opt PullOptions) (*Pulled, error) {
 	if !opt.NoVerify && len(opt.Keys) == 0 {
 		return nil, errors.New("pull: no public key to verify with (give a key, or skip verification explicitly)")
@@ -167,17 +183,15 @@ func Pull(ctx context.Context, s Store, ref, dest string, opt PullOptions) (*Pul
 	}
 	out.Tree, out.Contract = digest.Digest(m.Annotations[AnnotationTree]), m.Config.Digest
 	out.Name, out.Version, out.Target = m.Annotations[AnnotationTitle], m.Annotations[AnnotationVersion], m.Annotations[AnnotationTarget]
+	if opt.Contract != "" && out.Contract != opt.Contract {
+		return nil, fmt.Errorf("pull %s (%s): its contract is %s, not %s: %w", ref, md, out.Contract, opt.Contract, ErrNotAdmitted)
+	}
 	ds := []digest.Digest{out.Tree, out.Contract}
 	for _, l := range m.Layers {
 		ds = append(ds, l.Digest)
 	}
 	if err := checkQuarantine(ctx, opt.Quarantine, ds...); err != nil {
 		return nil, fmt.Errorf("pull %s (%s): %w", ref, md, err)
-	}
-	if !opt.NoVerify {
-		if err := verifyAttached(ctx, s, out, opt); err != nil {
-			return out, fmt.Errorf("pull %s: %w", ref, err)
-		}
 	}
 	contract, err := fetchBlobBytes(ctx, s, m.Config, maxContractBytes)
 	if err != nil {
@@ -196,7 +210,8 @@ func Pull(ctx context.Context, s Store, ref, dest string, opt PullOptions) (*Pul
 	}
 	// Files are written into a temporary sibling of dest through an os.Root (the kernel
 	// refuses any path that resolves outside it, symlinks included) and dest appears only by
-	// rename once the whole tree has checked out; on any failure the sibling is removed.
+	// rename once the whole tree has checked out and verified; on any failure the sibling is
+	// removed.
 	parent := filepath.Dir(dest)
 	if err := os.MkdirAll(parent, 0o755); err != nil {
 		return nil, fmt.Errorf("pull %s: %w", ref, err)
@@ -228,6 +243,11 @@ func Pull(ctx context.Context, s Store, ref, dest string, opt PullOptions) (*Pul
 	}
 	if got != out.Tree {
 		return nil, fmt.Errorf("pull %s: the layers form tree %s, the manifest declares %s: %w", ref, got, out.Tree, ErrDigestMismatch)
+	}
+	if !opt.NoVerify {
+		if err := verifyAttached(ctx, s, out, opt); err != nil {
+			return out, fmt.Errorf("pull %s: %w", ref, err)
+		}
 	}
 	if err := os.Chmod(tmp, 0o755); err != nil {
 		return nil, fmt.Errorf("pull %s: %w", ref, err)
@@ -299,28 +319,38 @@ func ParseCapability(raw []byte) (*Manifest, error) {
 	return m, nil
 }
 
-// verifyAttached checks the attestations attached to out.Digest: at least the policy's
-// required types, verified, naming the manifest digest or the declared tree digest. Every
-// attached envelope is given to provenance.Verify as a candidate, so a chain of step
-// provenance attached together verifies its dependencies among itself.
+// verifyAttached checks the attestations attached to out.Digest, whose tree (recomputed from
+// the layers) is out.Tree. A verification summary must bind the manifest, its contract and
+// that tree; other required types may name the manifest or the tree. Every attached envelope
+// is given to provenance.Verify as a candidate, so a chain of step provenance attached
+// together verifies its dependencies among itself.
 func verifyAttached(ctx context.Context, s Store, out *Pulled, opt PullOptions) error {
-	atts, err := Referrers(ctx, s, out.Digest)
+	atts, skipped, err := Referrers(ctx, s, out.Digest)
 	if err != nil {
 		return err
 	}
+	out.Skipped = skipped
 	var cands []provenance.Attestation
 	for _, a := range atts {
 		cands = append(cands, provenance.Attestation{Source: refString(s, out.Digest) + " referrer " + string(a.Digest), Envelope: a.Envelope})
 	}
 	vopt := provenance.Options{Keys: opt.Keys, Policy: opt.Policy, Attestations: cands}
+	subjects := []provenance.Subject{
+		{Name: out.Ref, Digest: string(out.Tree), Contract: string(out.Contract), Manifest: string(out.Digest)},
+	}
+	if !slices.Contains(opt.Policy.PredicateTypes, provenance.PredicateVSA) {
+		// Provenance or test results alone name the manifest or the tree; neither binds a
+		// contract, so they are asked about both.
+		subjects = []provenance.Subject{{Name: out.Ref, Digest: string(out.Digest)}, {Name: out.Ref, Digest: string(out.Tree)}}
+	}
 	var first *provenance.Report
-	for _, subj := range []digest.Digest{out.Digest, out.Tree} {
-		rep, err := provenance.Verify(ctx, vopt, provenance.Subject{Name: out.Ref, Digest: string(subj)})
+	for _, subj := range subjects {
+		rep, err := provenance.Verify(ctx, vopt, subj)
 		if err != nil {
 			return err
 		}
 		if rep.OK {
-			out.Verified, out.VerifiedSubject, out.Report = true, subj, rep
+			out.Verified, out.VerifiedSubject, out.Report = true, digest.Digest(subj.Digest), rep
 			return nil
 		}
 		if first == nil {

@@ -177,14 +177,20 @@ check failed and why) or a key, policy or artifact could not be read, 2 usage er
 				for _, a := range args {
 					if isOCIRef(a) {
 						// A capability in a registry: its attached attestations are candidates,
-						// and the subject is its files' tree, which the verification summary,
-						// the test results and the admission name.
-						tree, atts, err := ociAttestations(context.Background(), a)
+						// and the subject is the tree its layers form (fetched and recomputed
+						// here, never the manifest's annotation), bound to the manifest and its
+						// contract: a verification summary counts only if it names all three.
+						subj, atts, skipped, err := ociAttestations(context.Background(), a)
 						if err != nil {
 							return failed("%v", err)
 						}
+						if !*jsonOut {
+							for _, sk := range skipped {
+								fmt.Fprintf(env.stderr, "note: skipped referrer %s of %s: %s\n", sk.Digest, a, sk.Reason)
+							}
+						}
 						opts.Attestations = append(opts.Attestations, atts...)
-						subjects = append(subjects, provenance.Subject{Name: a, Digest: string(tree)})
+						subjects = append(subjects, subj)
 						if len(types) == 0 && *policyPath == "" {
 							pol.PredicateTypes = appendNew(pol.PredicateTypes, provenance.PredicateVSA)
 							opts.Policy = pol
@@ -291,30 +297,36 @@ func isOCIRef(a string) bool {
 	return err == nil
 }
 
-// ociAttestations resolves a capability reference (a tag exactly once) and returns its
-// files' tree digest and every attestation attached to it, unverified.
-func ociAttestations(ctx context.Context, ref string) (digest.Digest, []provenance.Attestation, error) {
+// ociAttestations resolves a capability reference (a tag exactly once), fetches its layers
+// to recompute the tree they form, and returns the subject to verify (that tree, bound to
+// the manifest digest and its contract) with every attestation attached to the manifest,
+// unverified, and the referrers that could not be read.
+func ociAttestations(ctx context.Context, ref string) (provenance.Subject, []provenance.Attestation, []registry.Skipped, error) {
 	s, m, err := registry.OpenReference(ctx, ref)
 	if err != nil {
-		return "", nil, err
+		return provenance.Subject{}, nil, nil, err
 	}
-	raw, _, err := s.Manifest(ctx, m)
+	tmp, err := os.MkdirTemp("", "foundry-verify-")
 	if err != nil {
-		return "", nil, err
+		return provenance.Subject{}, nil, nil, err
 	}
-	man, err := registry.ParseCapability(raw)
+	defer os.RemoveAll(tmp)
+	// Verification is done by the caller, with its keys and policy: here the layers are only
+	// fetched, checked and hashed.
+	pulled, err := registry.Pull(ctx, s, string(m), filepath.Join(tmp, "files"), registry.PullOptions{NoVerify: true})
 	if err != nil {
-		return "", nil, fmt.Errorf("%s: %w", ref, err)
+		return provenance.Subject{}, nil, nil, err
 	}
-	atts, err := registry.Referrers(ctx, s, m)
+	atts, skipped, err := registry.Referrers(ctx, s, m)
 	if err != nil {
-		return "", nil, err
+		return provenance.Subject{}, nil, nil, err
 	}
 	var out []provenance.Attestation
 	for _, a := range atts {
 		out = append(out, provenance.Attestation{Source: s.String() + "@" + string(a.Digest), Envelope: a.Envelope})
 	}
-	return digest.Digest(man.Annotations[registry.AnnotationTree]), out, nil
+	subj := provenance.Subject{Name: ref, Digest: string(pulled.Tree), Contract: string(pulled.Contract), Manifest: string(m)}
+	return subj, out, skipped, nil
 }
 
 // attestationList is an AttestationSource over fixed envelopes: every lookup returns them

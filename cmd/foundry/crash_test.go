@@ -186,7 +186,7 @@ func TestCrashAfterPublishIsReconciled(t *testing.T) {
 	if len(r.executed) != 0 {
 		t.Errorf("steps finished before the crash ran again: %v", r.executed)
 	}
-	if !strings.Contains(r.stderr, "REC capability.greeter: the publish to oci-layout:") || !strings.Contains(r.stderr, "(recorded sealed evaluation)") {
+	if !strings.Contains(r.stderr, "REC capability.greeter: the publish to oci-layout:") || !strings.Contains(r.stderr, "sealed suite: passed (recorded evaluation") {
 		t.Errorf("the resumed apply must say it publishes again, and reuse the sealed outcomes:\n%s", r.stderr)
 	}
 	ws, err := engine.OpenWorkspace(dir)

@@ -113,6 +113,23 @@ CREATE TABLE retired_cases (
 	// 10,000 steps slowed from 0.95 s to 1.26 s over 30 runs). LastNodeResult probes the
 	// primary key run by run instead.
 	`DROP INDEX nodes_by_address;`,
+	// 5: sealed verdicts, keyed by the signed test result that is their evidence and indexed
+	// by candidate, contract and suite digest; a withdrawal is recorded beside the verdict.
+	`
+CREATE TABLE verdicts (
+	envelope_digest  TEXT PRIMARY KEY,
+	capability       TEXT NOT NULL,
+	contract_digest  TEXT NOT NULL,
+	candidate_digest TEXT NOT NULL,
+	suite_digest     TEXT NOT NULL,
+	passed           INTEGER NOT NULL CHECK (passed IN (0, 1)),
+	record           BLOB NOT NULL,
+	evaluated        INTEGER NOT NULL,
+	withdrawn        INTEGER,
+	withdrawn_reason TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX verdicts_by_candidate ON verdicts (contract_digest, candidate_digest, suite_digest);
+`,
 }
 
 // Version is the schema version this binary writes.
