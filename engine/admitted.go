@@ -28,8 +28,8 @@ type Inspection struct {
 	Verified bool `json:"verified"`
 	// NotAdmitted says why the version under the contract tag is not admitted for this
 	// contract, when it is not.
-	NotAdmitted string              `json:"not_admitted,omitempty"`
-	Skipped     []registry.Skipped  `json:"skipped_referrers,omitempty"`
+	NotAdmitted string             `json:"not_admitted,omitempty"`
+	Skipped     []registry.Skipped `json:"skipped_referrers,omitempty"`
 	Report      *provenance.Report `json:"report,omitempty"`
 }
 

@@ -796,14 +796,14 @@ func (r *runner) publish(ctx context.Context, n *Node, recipe string, tree diges
 	}
 	policy := digest.FromBytes([]byte(AdmissionPolicyURI + "\ndev and repair pass; sealed passes on its one evaluation\n"))
 	vsa, err := r.sign(provenance.NewVerificationSummary(&provenance.Admission{
-			Subject:        provenance.Artifact{Name: n.Capability.Name, Digest: string(tree)},
-			ContractDigest: string(n.Digest),
-			Manifest:       string(m),
-			ResourceURI:    r.opt.Registry.String() + "@" + string(m),
-			TimeVerified:   time.Now(),
-			Policy:         provenance.PolicyRef{URI: AdmissionPolicyURI, Digest: string(policy)},
-			Inputs:         inputs,
-			Keys:           []*provenance.Verifier{pub},
+		Subject:        provenance.Artifact{Name: n.Capability.Name, Digest: string(tree)},
+		ContractDigest: string(n.Digest),
+		Manifest:       string(m),
+		ResourceURI:    r.opt.Registry.String() + "@" + string(m),
+		TimeVerified:   time.Now(),
+		Policy:         provenance.PolicyRef{URI: AdmissionPolicyURI, Digest: string(policy)},
+		Inputs:         inputs,
+		Keys:           []*provenance.Verifier{pub},
 	}))
 	if err != nil {
 		return "", err
