@@ -29,13 +29,17 @@ order, so that nothing is written unless everything checked out:
   1. a tag in REF is resolved to a manifest digest once; only the digest is used after that
   2. a quarantined digest (foundry quarantine, in the project at -C) is refused
   3. the manifest is fetched by digest, checked against it, and must be a Foundry capability
-  4. its attached attestations must verify with a -key, like 'foundry verify' (signature,
-     in-toto statement, SLSA provenance from an allowed builder, required -type), and name
-     the manifest digest or the tree digest the manifest declares as their subject
-  5. the contract and layers are fetched and checked against their digests and sizes; the
+  4. the contract and layers are fetched and checked against their digests and sizes; the
      tar entries must be plain files, directories and symlinks that stay inside the tree
      (no absolute paths, no "..", no hard links, no devices, nothing written through a
      symlink), and together they must hash to the declared tree digest
+  5. its attached attestations must verify with a -key, like 'foundry verify' (signature,
+     in-toto statement, the required -type). By default that is Foundry's admission, a
+     verification summary (https://slsa.dev/verification_summary/v1) that names this
+     manifest, its contract and the tree just recomputed from the layers, with its chain:
+     a sealed test result PASSED for that tree and the build's provenance. With -type
+     https://slsa.dev/provenance/v1 instead, provenance naming the manifest or the tree
+     from an allowed builder is enough (an artifact Foundry did not admit, such as an image)
   6. DIR is created (built beside it and renamed into place)
 
 REF is a full reference:
@@ -64,7 +68,7 @@ layer, 2 usage error.`,
 			out := fs.String("o", "", "write the capability's files to the new directory `DIR` (required)")
 			fs.Var(&keys, "key", "trusted public key `PEM` file (repeatable)")
 			noVerify := fs.Bool("no-verify", false, "skip attestation checks (digest and safety checks still run)")
-			fs.Var(&types, "type", "required predicate `TYPE` (repeatable; default https://slsa.dev/provenance/v1)")
+			fs.Var(&types, "type", "required predicate `TYPE` (repeatable; default https://slsa.dev/verification_summary/v1, Foundry's admission)")
 			fs.Var(&builders, "builder", "allowed builder `ID` (repeatable; default Foundry's sandboxed executors)")
 			policyPath := fs.String("policy", "", "JSON policy `FILE`, as for foundry verify")
 			project := fs.String("C", ".", "project `DIR` whose quarantine is consulted (and whose registry a bare TAG names)")
@@ -112,6 +116,9 @@ layer, 2 usage error.`,
 					}
 					opt.Policy.Builders = appendNew(opt.Policy.Builders, builders...)
 					opt.Policy.PredicateTypes = appendNew(opt.Policy.PredicateTypes, types...)
+					if len(opt.Policy.PredicateTypes) == 0 {
+						opt.Policy.PredicateTypes = []string{provenance.PredicateVSA}
+					}
 				}
 				// The project's quarantine is consulted when the project has state; pull
 				// never creates a project.
@@ -135,6 +142,10 @@ layer, 2 usage error.`,
 						} else {
 							fmt.Fprintf(env.stderr, "foundry pull: %s: attestations do not verify; nothing was written\n\n", ve.Digest)
 							_ = ve.Report.WriteText(env.stderr)
+							if len(types) == 0 && *policyPath == "" {
+								fmt.Fprintf(env.stderr, "\nThe default requires Foundry's admission (-type %s). For an artifact Foundry\nbuilt but did not admit, require its provenance instead: -type %s\n",
+									provenance.PredicateVSA, provenance.PredicateSLSAProvenance)
+							}
 						}
 						return exitError
 					}

@@ -54,7 +54,7 @@ func newPullFixture(t *testing.T) *pullFixture {
 func TestPullFromProjectRegistry(t *testing.T) {
 	f := newPullFixture(t)
 	out := filepath.Join(t.TempDir(), "out")
-	code, stdout, stderr := runCLI(t, "pull", "stable", "-o", out, "-key", f.pub, "-C", f.project)
+	code, stdout, stderr := runCLI(t, "pull", "stable", "-o", out, "-key", f.pub, "-type", provenance.PredicateSLSAProvenance, "-C", f.project)
 	if code != exitOK {
 		t.Fatalf("pull = %d\n%s%s", code, stdout, stderr)
 	}
@@ -68,7 +68,7 @@ func TestPullFromProjectRegistry(t *testing.T) {
 	// -json, by digest, with the full layout reference.
 	out2 := filepath.Join(t.TempDir(), "out")
 	ref := "oci-layout:" + filepath.Join(f.project, ".foundry", "registry") + "@" + string(f.md)
-	code, stdout, stderr = runCLI(t, "pull", ref, "-o", out2, "-key", f.pub, "-json")
+	code, stdout, stderr = runCLI(t, "pull", ref, "-o", out2, "-key", f.pub, "-type", provenance.PredicateSLSAProvenance, "-json")
 	if code != exitOK {
 		t.Fatalf("pull -json = %d\n%s%s", code, stdout, stderr)
 	}
@@ -95,6 +95,9 @@ func TestPullRefusals(t *testing.T) {
 		{"no tag", []string{"pull", "127.0.0.1:1/x", "-o", out, "-key", f.pub}, exitError, "no tag or digest"},
 		{"unknown tag", []string{"pull", "nope", "-o", out, "-key", f.pub, "-C", f.project}, exitError, "not found"},
 		{"untrusted key", []string{"pull", "stable", "-o", out, "-key", other.pub, "-C", f.project}, exitError, "signature-invalid"},
+		// The default is Foundry's admission; the message names the type that would fit an
+		// artifact that has provenance only.
+		{"not admitted", []string{"pull", "stable", "-o", out, "-key", f.pub, "-C", f.project}, exitError, "-type " + provenance.PredicateSLSAProvenance},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			code, stdout, stderr := runCLI(t, c.args...)
@@ -124,7 +127,7 @@ func TestQuarantineRefusesPull(t *testing.T) {
 	if code, stdout, stderr := runCLI(t, "quarantine", "add", string(f.tree), "-reason", "CVE-2026-1234", "-C", f.project); code != exitOK {
 		t.Fatalf("add = %d\n%s%s", code, stdout, stderr)
 	}
-	code, stdout, stderr := runCLI(t, "pull", "stable", "-o", out, "-key", f.pub, "-C", f.project)
+	code, stdout, stderr := runCLI(t, "pull", "stable", "-o", out, "-key", f.pub, "-type", provenance.PredicateSLSAProvenance, "-C", f.project)
 	if code != exitError || !strings.Contains(stderr, "quarantined: CVE-2026-1234") {
 		t.Fatalf("pull of a quarantined tree = %d\n%s%s", code, stdout, stderr)
 	}
@@ -142,7 +145,7 @@ func TestQuarantineRefusesPull(t *testing.T) {
 	if code, stdout, stderr := runCLI(t, "quarantine", "remove", string(f.tree), "-C", f.project); code != exitOK || !strings.Contains(stdout, "lifted") {
 		t.Fatalf("remove = %d\n%s%s", code, stdout, stderr)
 	}
-	if code, stdout, stderr := runCLI(t, "pull", "stable", "-o", out, "-key", f.pub, "-C", f.project); code != exitOK {
+	if code, stdout, stderr := runCLI(t, "pull", "stable", "-o", out, "-key", f.pub, "-type", provenance.PredicateSLSAProvenance, "-C", f.project); code != exitOK {
 		t.Fatalf("pull after remove = %d\n%s%s", code, stdout, stderr)
 	}
 	if code, _, stderr := runCLI(t, "quarantine", "frobnicate"); code != exitUsage || !strings.Contains(stderr, "unknown action") {
@@ -175,7 +178,7 @@ func TestRegistryServe(t *testing.T) {
 		t.Fatalf("serve exited: %d\n%s%s", code, stdout, stderr)
 	}
 	out := filepath.Join(t.TempDir(), "out")
-	if c, o, e := runCLI(t, "pull", addr+"/foundry:stable", "-o", out, "-key", f.pub); c != exitOK {
+	if c, o, e := runCLI(t, "pull", addr+"/foundry:stable", "-o", out, "-key", f.pub, "-type", provenance.PredicateSLSAProvenance); c != exitOK {
 		t.Fatalf("pull over HTTP = %d\n%s%s", c, o, e)
 	}
 	cancel()

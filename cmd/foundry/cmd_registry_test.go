@@ -65,7 +65,7 @@ func TestRegistryServeEndToEnd(t *testing.T) {
 			t.Fatalf("%s %v: %v\n%s", filepath.Base(name), args, err, out)
 		}
 	}
-	runTool(foundryBin, "pull", repo+":stable", "-o", filepath.Join(t.TempDir(), "out"), "-key", f.pub)
+	runTool(foundryBin, "pull", repo+":stable", "-o", filepath.Join(t.TempDir(), "out"), "-key", f.pub, "-type", "https://slsa.dev/provenance/v1")
 	runTool(crane, "pull", "--insecure", "--format=oci", ref, filepath.Join(t.TempDir(), "copy"))
 	cmd := exec.Command(cosign, "verify-attestation", "--key", f.pub, "--type", "https://slsa.dev/provenance/v1",
 		"--insecure-ignore-tlog", "--allow-http-registry", ref)
