@@ -767,6 +767,16 @@ func (r *runner) admit(ctx context.Context, n *Node, recipe string, tree digest.
 	return ref, m, nil
 }
 
+// resourceURI is the URI a verification summary names the published manifest by: the
+// layout's own "oci-layout:PATH@DIGEST", or "oci://HOST/REPO@DIGEST" for a registry.
+func resourceURI(s registry.Store, m digest.Digest) string {
+	ref := s.String() + "@" + string(m)
+	if strings.HasPrefix(ref, registry.LayoutScheme) {
+		return ref
+	}
+	return "oci://" + ref
+}
+
 // quarantined returns why digest d is quarantined, or "".
 func (r *runner) quarantined(ctx context.Context, d digest.Digest) (string, error) {
 	bad, reason, err := r.ws.State.IsQuarantined(ctx, d)
@@ -799,7 +809,7 @@ func (r *runner) publish(ctx context.Context, n *Node, recipe string, tree diges
 		Subject:        provenance.Artifact{Name: n.Capability.Name, Digest: string(tree)},
 		ContractDigest: string(n.Digest),
 		Manifest:       string(m),
-		ResourceURI:    r.opt.Registry.String() + "@" + string(m),
+		ResourceURI:    resourceURI(r.opt.Registry, m),
 		TimeVerified:   time.Now(),
 		Policy:         provenance.PolicyRef{URI: AdmissionPolicyURI, Digest: string(policy)},
 		Inputs:         inputs,
