@@ -96,5 +96,9 @@ func LookupAdmitted(ctx context.Context, s registry.Store, keys []*provenance.Ve
 	case !in.Verified:
 		return nil, in.Ref + " is not admitted for this contract: " + in.NotAdmitted, nil
 	}
-	return &Admitted{Ref: in.Ref, Digest: in.Manifest, Tree: in.Tree}, "", nil
+	adm := &Admitted{Ref: in.Ref, Digest: in.Manifest, Tree: in.Tree}
+	for _, d := range in.Report.SealedSuites() {
+		adm.Suites = append(adm.Suites, digest.Digest(d))
+	}
+	return adm, "", nil
 }

@@ -39,9 +39,6 @@ type ApplyOptions struct {
 	Registry registry.Store
 	// TrustedKeys verify what is pulled from the registry.
 	TrustedKeys []*provenance.Verifier
-	// MinUndisclosed is how many sealed cases never shown to a builder a capability must
-	// keep for a candidate to be promoted; 0 means DefaultMinUndisclosed.
-	MinUndisclosed int
 }
 
 // FaultInjector is called at named points of an apply (see faultPoints); a test build of the

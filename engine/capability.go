@@ -211,7 +211,7 @@ type suiteCase struct {
 }
 
 // DefaultMinUndisclosed is how many undisclosed sealed cases a capability must keep for a
-// candidate to be promoted, unless the apply says otherwise (ApplyOptions.MinUndisclosed).
+// candidate to be promoted, unless the project's min_undisclosed_sealed says more.
 const DefaultMinUndisclosed = 1
 
 // suites are a capability's cases as the evaluator uses them now: dev as written; repair as
@@ -227,11 +227,20 @@ type suites struct {
 // loadSuites reads a capability's case files and splits them by what the evidence says:
 // disclosed sealed cases move to repair for every later candidate.
 func (r *runner) loadSuites(ctx context.Context, n *Node) (*suites, error) {
-	capb := n.Capability
-	disclosed, err := r.disclosedCases(ctx, capb.Name)
+	results, err := r.sealedResults()
 	if err != nil {
 		return nil, err
 	}
+	retired, err := r.ws.State.RetiredCases(ctx, n.Capability.Name)
+	if err != nil {
+		return nil, err
+	}
+	return readSuites(r.g.Config.Dir, n.Capability, disclosedBy(results, n.Capability.Name, retired))
+}
+
+// readSuites reads capability capb's case files under the project directory dir; the sealed
+// cases whose digest is in disclosed join the repair suite.
+func readSuites(dir string, capb *lang.Capability, disclosed map[digest.Digest]bool) (*suites, error) {
 	su := &suites{names: map[digest.Digest]string{}}
 	for _, name := range []string{"dev", "repair", "sealed"} {
 		s := capb.Suites[name]
@@ -239,7 +248,7 @@ func (r *runner) loadSuites(ctx context.Context, n *Node) (*suites, error) {
 			continue
 		}
 		for _, f := range s.Files {
-			b, err := os.ReadFile(filepath.Join(r.g.Config.Dir, filepath.FromSlash(f)))
+			b, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(f)))
 			if err != nil {
 				return nil, err
 			}
@@ -267,6 +276,25 @@ func (r *runner) loadSuites(ctx context.Context, n *Node) (*suites, error) {
 	}
 	su.sealedDigest = suiteDigest(su.sealed)
 	return su, nil
+}
+
+// disclosedBy are the content digests of the sealed cases of capability name that signed
+// test results say were shown to a builder, together with those the state once recorded as
+// retired (a row can only move a case from sealed to repair, where it is still checked).
+func disclosedBy(results []provenance.SignedTestResult, name string, retired map[digest.Digest]string) map[digest.Digest]bool {
+	out := map[digest.Digest]bool{}
+	for _, t := range results {
+		if t.Suite != provenance.SuiteSealed || t.Capability != name {
+			continue
+		}
+		for _, d := range t.Disclosed {
+			out[digest.Digest(d)] = true
+		}
+	}
+	for d := range retired {
+		out[d] = true
+	}
+	return out
 }
 
 // suiteDigest is the digest of a suite's cases as run: their content digests, sorted.
@@ -310,33 +338,6 @@ func (r *runner) sealedSigned() {
 	r.resultsMu.Lock()
 	r.resultsRead = false
 	r.resultsMu.Unlock()
-}
-
-// disclosedCases are the content digests of the sealed cases of capability name that signed
-// test results say were shown to a builder, together with those the state once recorded as
-// retired (a row can only move a case from sealed to repair, where it is still checked).
-func (r *runner) disclosedCases(ctx context.Context, name string) (map[digest.Digest]bool, error) {
-	results, err := r.sealedResults()
-	if err != nil {
-		return nil, err
-	}
-	out := map[digest.Digest]bool{}
-	for _, t := range results {
-		if t.Capability != name {
-			continue
-		}
-		for _, d := range t.Disclosed {
-			out[digest.Digest(d)] = true
-		}
-	}
-	retired, err := r.ws.State.RetiredCases(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	for d := range retired {
-		out[d] = true
-	}
-	return out, nil
 }
 
 // recordedSealed finds the signed sealed test result of this candidate on this sealed suite
@@ -452,9 +453,12 @@ func (r *runner) evaluate(ctx context.Context, n *Node, tree digest.Digest, base
 }
 
 // minUndisclosed is the number of undisclosed sealed cases promotion needs.
-func (r *runner) minUndisclosed() int {
-	if r.opt.MinUndisclosed > 0 {
-		return r.opt.MinUndisclosed
+func (r *runner) minUndisclosed() int { return minUndisclosed(r.g.Config.Project) }
+
+// minUndisclosed is the number of undisclosed sealed cases the project's promotion needs.
+func minUndisclosed(p *lang.Project) int {
+	if p != nil && p.MinUndisclosedSealed > 0 {
+		return p.MinUndisclosedSealed
 	}
 	return DefaultMinUndisclosed
 }

@@ -136,8 +136,12 @@ type CapabilityPlan struct {
 	Pinned         *Admitted     `json:"pinned,omitempty"` // status registry: the admitted version
 	Reason         string        `json:"reason,omitempty"`
 	// Registry says why the version the registry holds under the contract tag is not used
-	// (quarantined, or not admitted for this contract), when there is one.
+	// (quarantined, not admitted for this contract, admitted on an earlier sealed suite),
+	// or why it is pinned all the same.
 	Registry string `json:"registry,omitempty"`
+	// Notes say what else the evaluation of its candidates will meet, such as a sealed
+	// suite with fewer undisclosed cases than promotion needs.
+	Notes []string `json:"notes,omitempty"`
 	// Reachable: some recipe graph provides it under its assumptions (every prerequisite
 	// is itself reachable). Ready: concrete digests and evidence are at hand — it is pinned
 	// in the registry, or a reachable recipe has every prerequisite ready.

@@ -72,6 +72,9 @@ func (p *Plan) WriteText(out io.Writer) {
 			if c.Registry != "" {
 				fmt.Fprintf(w, "      registry: %s\n", c.Registry)
 			}
+			for _, note := range c.Notes {
+				fmt.Fprintf(w, "      note: %s\n", note)
+			}
 			if !c.Ready && c.Reachable {
 				fmt.Fprintln(w, "      reachable, not ready: a prerequisite is not at hand yet")
 			}

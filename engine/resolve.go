@@ -16,6 +16,8 @@ type Admitted struct {
 	Digest digest.Digest `json:"digest"` // the capability artifact's manifest digest
 	// Tree is the digest of the files, recomputed from the layers when it was judged.
 	Tree digest.Digest `json:"tree,omitempty"`
+	// Suites are the digests of the sealed suites its verified admissions passed.
+	Suites []digest.Digest `json:"sealed_suites,omitempty"`
 }
 
 // resolution is the outcome of resolving one capability.

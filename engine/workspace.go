@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"syscall"
 
@@ -194,10 +195,63 @@ func (w *Workspace) Plan(ctx context.Context, g *Graph, reg registry.Store, keys
 	for _, q := range qs {
 		opt.Quarantined[q.Digest] = q.Reason
 	}
+	sealed := w.sealedNow(ctx, g, keys)
 	if reg != nil {
-		opt.Admitted = func(n *Node) (*Admitted, string, error) { return LookupAdmitted(ctx, reg, keys, w.State, n) }
+		opt.Admitted = func(n *Node) (*Admitted, string, error) {
+			adm, why, err := LookupAdmitted(ctx, reg, keys, w.State, n)
+			if err != nil || adm == nil {
+				return adm, why, err
+			}
+			su := sealed(n)
+			if su == nil || slices.Contains(adm.Suites, su.sealedDigest) {
+				return adm, "", nil
+			}
+			note := fmt.Sprintf("%s passed an earlier sealed suite than the current one (%s)", adm.Ref, short(su.sealedDigest))
+			switch {
+			case g.Config.Project.KeepPins:
+				return adm, note + "; pinned all the same, as the project's keep_pins says", nil
+			case len(n.Providers) == 0:
+				return adm, note + "; pinned all the same: no recipe provides a candidate to evaluate on it", nil
+			}
+			return nil, note + ": its recipe's candidate is evaluated on the current suite", nil
+		}
 	}
-	return MakePlan(g, opt)
+	p, err := MakePlan(g, opt)
+	if err != nil {
+		return nil, err
+	}
+	for _, cp := range p.Capabilities {
+		n := g.Nodes[cp.Address]
+		if cp.Status == StatusRegistry || n.Capability.Suites["sealed"] == nil {
+			continue
+		}
+		if su := sealed(n); su != nil && len(su.sealed) < minUndisclosed(g.Config.Project) {
+			cp.Ready = false
+			cp.Notes = append(cp.Notes, fmt.Sprintf("out of undisclosed sealed cases: %d left, and promotion needs %d; every other sealed case was shown to a builder and serves for repair now: add sealed cases",
+				len(su.sealed), minUndisclosed(g.Config.Project)))
+		}
+	}
+	return p, nil
+}
+
+// sealedNow returns a function giving a capability's suites as they stand in this workspace
+// (the sealed cases no signed result disclosed), or nil when they cannot be read: the plan
+// then says nothing about them, and apply reports the problem when it evaluates.
+func (w *Workspace) sealedNow(ctx context.Context, g *Graph, keys []*provenance.Verifier) func(*Node) *suites {
+	var results []provenance.SignedTestResult
+	var once sync.Once
+	return func(n *Node) *suites {
+		once.Do(func() { results, _ = provenance.TestResultsIn(w.AttestationDir(), keys, nil) })
+		retired, err := w.State.RetiredCases(ctx, n.Capability.Name)
+		if err != nil {
+			return nil
+		}
+		su, err := readSuites(g.Config.Dir, n.Capability, disclosedBy(results, n.Capability.Name, retired))
+		if err != nil {
+			return nil
+		}
+		return su
+	}
 }
 
 // SQLForTest runs a raw statement against the state database; tests use it to play an

@@ -55,7 +55,13 @@ type Project struct {
 	Brief     string
 	Registry  string
 	Platform  string // default target platform of steps, "linux/amd64" unless set
-	DeclRange hcl.Range
+	// KeepPins keeps pinning an admitted version that passed an earlier sealed suite than
+	// the current one, instead of evaluating it again on the current suite.
+	KeepPins bool
+	// MinUndisclosedSealed is how many sealed cases never shown to a builder a capability
+	// must keep for a candidate to be promoted (at least 1; 0 when not set).
+	MinUndisclosedSealed int
+	DeclRange            hcl.Range
 }
 
 // Variable is a variable block and the value it resolved to.

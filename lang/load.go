@@ -3,6 +3,7 @@ package lang
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -419,7 +420,7 @@ func (l *loader) decodeProject(blocks []*hcl.Block) {
 	b := blocks[0]
 	p.Name, p.DeclRange = b.Labels[0], b.DefRange
 	content, diags := l.content(b.Body, &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
-		{Name: "brief"}, {Name: "registry"}, {Name: "platform"},
+		{Name: "brief"}, {Name: "registry"}, {Name: "platform"}, {Name: "keep_pins"}, {Name: "min_undisclosed_sealed"},
 	}})
 	l.diags = append(l.diags, diags...)
 	ctx := l.baseContext()
@@ -428,6 +429,27 @@ func (l *loader) decodeProject(blocks []*hcl.Block) {
 	l.optString(content, "platform", ctx, &p.Platform)
 	if a := content.Attributes["platform"]; a != nil {
 		l.checkPlatform(p.Platform, a.Expr.Range())
+	}
+	if a := content.Attributes["keep_pins"]; a != nil {
+		if v, d := l.eval(a.Expr, ctx, nil); !d.HasErrors() {
+			if !v.IsKnown() || v.IsNull() || v.Type() != cty.Bool {
+				l.diags = append(l.diags, errorf(a.Expr.Range().Ptr(), "Invalid keep_pins", "keep_pins must be true or false."))
+			} else {
+				p.KeepPins = v.True()
+			}
+		}
+	}
+	if a := content.Attributes["min_undisclosed_sealed"]; a != nil {
+		if v, d := l.eval(a.Expr, ctx, nil); !d.HasErrors() {
+			if n, ok := l.number(v, a.Expr.Range(), "min_undisclosed_sealed"); ok {
+				if n < 1 || n != math.Trunc(n) || n > 1<<20 {
+					l.diags = append(l.diags, errorf(a.Expr.Range().Ptr(), "Invalid min_undisclosed_sealed",
+						"min_undisclosed_sealed = %v must be a whole number of at least 1: nothing is admitted without a sealed case no builder has seen.", n))
+				} else {
+					p.MinUndisclosedSealed = int(n)
+				}
+			}
+		}
 	}
 }
 

@@ -246,7 +246,7 @@ func (v *verifier) input(att Attestation, d, want, contract string, depth int) *
 		}
 		r.sealed = tr.Suite == SuiteSealed
 		r.passed = tr.Passed()
-		r.suite, r.result = tr.Suite, tr.Result
+		r.suite, r.result, r.SuiteDigest = tr.Suite, tr.Result, tr.SuiteDigest
 	case PredicateSLSAProvenance:
 		detail := "bound to " + want + " by the summary; subjects: " + describeSubjects(st)
 		if name, ok := matchSubject(st, want); ok {
@@ -260,6 +260,25 @@ func (v *verifier) input(att Attestation, d, want, contract string, depth int) *
 		r.fail("input", CodeInputRefused, "predicateType %s is not part of the admission chain", r.PredicateType)
 	}
 	return r
+}
+
+// SealedSuites are the suite digests of the sealed passes that verified summaries in the
+// report rely on: the sealed suites an admitted artifact was judged on.
+func (r *Report) SealedSuites() []string {
+	var out []string
+	for _, a := range r.Artifacts {
+		for _, at := range a.Attestations {
+			if !at.OK || at.PredicateType != PredicateVSA {
+				continue
+			}
+			for _, in := range at.Inputs {
+				if in.OK && in.sealedPassFor() == "" && !slices.Contains(out, in.SuiteDigest) {
+					out = append(out, in.SuiteDigest)
+				}
+			}
+		}
+	}
+	return out
 }
 
 // sealedPassFor says why a verified test-result input is not a sealed pass, or "" if it is.

@@ -220,6 +220,7 @@ type AttestationReport struct {
 	PredicateType string    `json:"predicateType,omitempty"`
 	BuilderID     string    `json:"builderId,omitempty"`
 	EvaluatorID   string    `json:"evaluatorId,omitempty"` // of a test result
+	SuiteDigest   string    `json:"suiteDigest,omitempty"` // of a test result: the cases it ran
 	VerifierID    string    `json:"verifierId,omitempty"`  // of a verification summary
 	SignedBy      []KeyInfo `json:"signedBy,omitempty"`    // the trusted keys that verified it
 	Checks        []Check   `json:"checks"`

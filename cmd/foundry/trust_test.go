@@ -442,3 +442,85 @@ func mustManifest(t *testing.T, f *trustFixture, raw []byte) digest.Digest {
 	}
 	return d
 }
+
+// Item 4: verdicts are keyed by the sealed suite they were judged on. A sealed case added
+// with a wrong expectation makes the plan say the admitted version passed an earlier suite
+// (pinned only with keep_pins); apply evaluates the recipe's candidate on the current suite,
+// where the wrong case rejects it. Once the case is corrected, the old rejection is not
+// reused (nor quoted): the candidate is evaluated again and admitted. `foundry verdicts`
+// lists what the evidence says, and a withdrawn verdict is evaluated afresh.
+func TestVerdictsFollowTheSealedSuite(t *testing.T) {
+	f := newTrustFixture(t, "oci-layout:.foundry/registry")
+	wrong := filepath.Join(f.dir, "sealed", "wrong.json")
+	os.WriteFile(wrong, []byte(`{"input":[7,6],"output":[6,8]}`), 0o644)
+
+	c := f.capability(t, f.plan(t), "capability.sorter")
+	if c.Status == engine.StatusRegistry || !strings.Contains(c.Registry, "passed an earlier sealed suite") {
+		t.Fatalf("plan after a sealed case was added: %+v", c)
+	}
+	main := filepath.Join(f.dir, "main.hcl")
+	orig, _ := os.ReadFile(main)
+	os.WriteFile(main, []byte(strings.Replace(string(orig), "project \"trust\" {", "project \"trust\" {\n  keep_pins = true", 1)), 0o644)
+	if c := f.capability(t, f.plan(t), "capability.sorter"); c.Status != engine.StatusRegistry || !strings.Contains(c.Registry, "keep_pins") {
+		t.Fatalf("keep_pins did not keep the pin: %+v", c)
+	}
+	os.WriteFile(main, orig, 0o644)
+
+	r := apply(t, f.dir, nil, "-progress", "plain")
+	if r.code == 0 || !strings.Contains(r.stderr, "recipe.good: failed the sealed suite") || !strings.Contains(r.stderr, "expected: [6,8]") {
+		t.Fatalf("apply with the wrong case: exit %d\n%s", r.code, r.stderr)
+	}
+	os.WriteFile(wrong, []byte(`{"input":[7,6],"output":[6,7]}`), 0o644)
+	r = apply(t, f.dir, nil, "-progress", "plain")
+	if r.code != 0 || strings.Contains(r.stderr, "[6,8]") || strings.Contains(r.stderr, "recorded sealed evaluation") ||
+		!strings.Contains(r.stderr, "recipe.good admitted") {
+		t.Fatalf("apply after the correction reused or quoted the old verdict: exit %d\n%s", r.code, r.stderr)
+	}
+
+	code, out, errs := foundry(t, f.dir, "verdicts", "-json")
+	if code != 0 {
+		t.Fatalf("verdicts: exit %d\n%s", code, errs)
+	}
+	var vs []engine.VerdictView
+	if err := json.Unmarshal([]byte(out), &vs); err != nil {
+		t.Fatal(err)
+	}
+	var passed []engine.VerdictView
+	disclosed := map[string]bool{}
+	for _, v := range vs {
+		if v.Evidence == "" {
+			t.Errorf("a verdict without evidence: %+v", v)
+		}
+		if v.Passed {
+			passed = append(passed, v)
+		}
+		disclosed[v.Disclosed] = true
+	}
+	if len(vs) != 4 || len(passed) != 2 || !disclosed["sealed/dup.json"] || !disclosed["sealed/wrong.json"] {
+		t.Fatalf("verdicts: %+v", vs)
+	}
+	code, out, _ = foundry(t, f.dir, "verdicts")
+	if code != 0 || !strings.Contains(out, "disclosed sealed/wrong.json") {
+		t.Errorf("verdicts:\n%s", out)
+	}
+
+	// Withdraw the standing pass; without the registry copy, the candidate meets the sealed
+	// suite again instead of reusing it.
+	latest := passed[0]
+	for _, v := range passed {
+		if v.Evaluated.After(latest.Evaluated) {
+			latest = v
+		}
+	}
+	if code, out, errs := foundry(t, f.dir, "verdicts", "-withdraw", string(latest.Envelope)[:20], "-reason", "the evaluator's sandbox was faulty"); code != 0 || !strings.Contains(out, "Withdrew") {
+		t.Fatalf("withdraw: exit %d\n%s%s", code, out, errs)
+	}
+	if code, _, errs := foundry(t, f.dir, "verdicts", "-withdraw", string(latest.Envelope), "-reason", "again"); code != exitError || !strings.Contains(errs, "already withdrawn") {
+		t.Errorf("withdrawing twice: exit %d %s", code, errs)
+	}
+	os.RemoveAll(filepath.Join(f.dir, ".foundry", "registry"))
+	r = apply(t, f.dir, nil, "-progress", "plain")
+	if r.code != 0 || strings.Contains(r.stderr, "sealed suite: passed (recorded") || !strings.Contains(r.stderr, "sealed suite: 2 of 2 cases passed") {
+		t.Fatalf("apply after the withdrawal: exit %d\n%s", r.code, r.stderr)
+	}
+}

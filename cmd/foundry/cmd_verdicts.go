@@ -1,0 +1,123 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"time"
+
+	"github.com/foundry-build/foundry/engine"
+)
+
+func init() {
+	register(&command{
+		name:    "verdicts",
+		summary: "List recorded sealed verdicts, or withdraw one",
+		usage:   "foundry verdicts [-json] [DIR]\n       foundry verdicts -withdraw DIGEST -reason TEXT [DIR]",
+		help: `
+Verdicts lists the sealed evaluations recorded in the project in DIR: each candidate that met
+a capability's sealed suite, with the contract and suite digests it was judged under, the
+result, and the case it disclosed as its counterexample. A verdict is its signed test result
+in .foundry/attestations; the state database only indexes it. A candidate meets a given
+sealed suite once: the next apply reuses a standing verdict instead of running the sealed
+cases again. Changing, adding or removing a sealed case changes the suite digest, so the
+verdicts judged under the old suite stop applying by themselves.
+
+-withdraw takes a verdict out of use (its digest as listed, or a prefix of it), with a
+recorded reason: the next apply evaluates that candidate on the sealed suite afresh. Withdraw
+a verdict that an evaluator fault decided (an infrastructure error, a flaky sandbox). The
+signed evidence is kept, and a case it disclosed stays disclosed: a builder has seen it.
+
+Examples:
+  foundry verdicts
+  foundry verdicts -json examples/int-sort
+  foundry verdicts -withdraw sha256:63d94390 -reason "the sandbox ran out of disk"
+
+Exit codes: 0 success, 1 no state, no such verdict or not withdrawn, 2 usage error.`,
+		setup: func(fs *flag.FlagSet) func(*cliEnv, []string) int {
+			jsonOut := fs.Bool("json", false, "print JSON")
+			withdraw := fs.String("withdraw", "", "withdraw the verdict with this envelope `DIGEST` (or prefix)")
+			reason := fs.String("reason", "", "why the verdict is withdrawn (`TEXT`, required with -withdraw)")
+			return func(env *cliEnv, args []string) int {
+				dir, ok := projectDir(env, "verdicts", args)
+				if !ok {
+					return exitUsage
+				}
+				if (*withdraw == "") != (*reason == "") {
+					fmt.Fprintln(env.stderr, "foundry verdicts: -withdraw and -reason go together.\nRun 'foundry verdicts -help' for usage.")
+					return exitUsage
+				}
+				ws, ok := openExistingWorkspace(env, "verdicts", dir)
+				if !ok {
+					return exitError
+				}
+				defer ws.Close()
+				keys, err := trustedKeys(dir, nil)
+				if err != nil {
+					fmt.Fprintf(env.stderr, "foundry verdicts: %v\n", err)
+					return exitError
+				}
+				ctx := context.Background()
+				if *withdraw != "" {
+					v, err := ws.WithdrawVerdict(ctx, keys, *withdraw, *reason)
+					if err != nil {
+						fmt.Fprintf(env.stderr, "foundry verdicts: %v\n", err)
+						return exitError
+					}
+					if *jsonOut {
+						writeJSON(env.stdout, v)
+						return exitOK
+					}
+					fmt.Fprintf(env.stdout, "Withdrew verdict %s (%s on %s): %s\nThe next apply evaluates that candidate on the sealed suite again.\n",
+						v.Envelope, v.Capability, v.Candidate, v.WithdrawnReason)
+					return exitOK
+				}
+				vs, err := ws.Verdicts(ctx, keys)
+				if err != nil {
+					fmt.Fprintf(env.stderr, "foundry verdicts: %v\n", err)
+					return exitError
+				}
+				if *jsonOut {
+					if vs == nil {
+						vs = []engine.VerdictView{}
+					}
+					writeJSON(env.stdout, vs)
+					return exitOK
+				}
+				if len(vs) == 0 {
+					fmt.Fprintln(env.stdout, "No sealed verdicts yet.")
+					return exitOK
+				}
+				for _, v := range vs {
+					result := "PASSED"
+					if !v.Passed {
+						result = fmt.Sprintf("FAILED %d of %d", v.Failed, v.Cases)
+					}
+					fmt.Fprintf(env.stdout, "%s  %s  %s\n", v.Envelope, v.Capability, result)
+					fmt.Fprintf(env.stdout, "  candidate %s  contract %s  suite %s\n", v.Candidate, shortDigest(string(v.Contract)), shortDigest(string(v.SuiteDigest)))
+					if !v.Evaluated.IsZero() {
+						fmt.Fprintf(env.stdout, "  evaluated %s\n", v.Evaluated.Local().Format(time.DateTime))
+					}
+					if v.Disclosed != "" {
+						fmt.Fprintf(env.stdout, "  disclosed %s (it serves for repair since)\n", v.Disclosed)
+					}
+					switch {
+					case v.Evidence == "":
+						fmt.Fprintln(env.stdout, "  IGNORED: a state row with no signed test result behind it")
+					case !v.Withdrawn.IsZero():
+						fmt.Fprintf(env.stdout, "  WITHDRAWN %s: %s\n", v.Withdrawn.Local().Format(time.DateTime), v.WithdrawnReason)
+					}
+				}
+				return exitOK
+			}
+		},
+	})
+}
+
+// shortDigest abbreviates sha256:<hex> to its first 12 hex digits.
+func shortDigest(d string) string {
+	if len(d) > len("sha256:")+12 {
+		return d[:len("sha256:")+12]
+	}
+	return d
+}

@@ -1,0 +1,129 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/foundry-build/foundry/engine/digest"
+	"github.com/foundry-build/foundry/engine/state"
+	"github.com/foundry-build/foundry/provenance"
+)
+
+// VerdictView is one sealed verdict as the evidence says it, with what the state's index
+// adds for the operator: when it was recorded, the case files behind the digests the signed
+// result names, and a withdrawal.
+type VerdictView struct {
+	Envelope    digest.Digest `json:"envelope"`
+	Capability  string        `json:"capability"`
+	Contract    digest.Digest `json:"contract_digest"`
+	Candidate   digest.Digest `json:"candidate"`
+	SuiteDigest digest.Digest `json:"suite_digest"`
+	Passed      bool          `json:"passed"`
+	Cases       int           `json:"cases"`
+	Failed      int           `json:"failed"`
+	// Disclosed is the case the evaluation showed as its counterexample: its file, from the
+	// local record, or its digest.
+	Disclosed       string    `json:"disclosed,omitempty"`
+	Evaluated       time.Time `json:"evaluated,omitzero"`
+	Withdrawn       time.Time `json:"withdrawn,omitzero"`
+	WithdrawnReason string    `json:"withdrawn_reason,omitempty"`
+	// Evidence is where the signed test result is; empty for a row with no signed result
+	// behind it, which no decision uses.
+	Evidence string `json:"evidence,omitempty"`
+}
+
+// Verdicts lists the project's sealed verdicts: every signed sealed test result in the
+// attestation directory that verifies with keys, joined with its index row, and then the
+// rows that have no evidence (shown so that the operator sees them ignored).
+func (w *Workspace) Verdicts(ctx context.Context, keys []*provenance.Verifier) ([]VerdictView, error) {
+	results, err := provenance.TestResultsIn(w.AttestationDir(), keys, nil)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := w.State.Verdicts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	byEnv := map[digest.Digest]state.Verdict{}
+	for _, r := range rows {
+		byEnv[r.Envelope] = r
+	}
+	var out []VerdictView
+	seen := map[digest.Digest]bool{}
+	for _, t := range results {
+		if t.Suite != provenance.SuiteSealed {
+			continue
+		}
+		env := digest.Digest(t.Digest)
+		seen[env] = true
+		v := VerdictView{Envelope: env, Capability: t.Capability, Contract: digest.Digest(t.ContractDigest),
+			SuiteDigest: digest.Digest(t.SuiteDigest), Passed: t.Passed(), Evidence: t.Path,
+			Failed: len(t.Predicate.GetFailedTests()), Cases: len(t.Predicate.GetFailedTests()) + len(t.Predicate.GetPassedTests())}
+		if len(t.Subjects) > 0 {
+			v.Candidate = digest.Digest(t.Subjects[0])
+		}
+		if len(t.Disclosed) > 0 {
+			v.Disclosed = t.Disclosed[0]
+		}
+		if r, ok := byEnv[env]; ok {
+			v.Evaluated, v.Withdrawn, v.WithdrawnReason = r.Evaluated, r.Withdrawn, r.WithdrawnReason
+			var rec verdictRecord
+			if json.Unmarshal(r.Record, &rec) == nil && rec.Cases[digest.Digest(v.Disclosed)] != "" {
+				v.Disclosed = rec.Cases[digest.Digest(v.Disclosed)]
+			}
+		}
+		out = append(out, v)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Evaluated.After(out[j].Evaluated) })
+	for _, r := range rows {
+		if !seen[r.Envelope] {
+			out = append(out, VerdictView{Envelope: r.Envelope, Capability: r.Capability, Contract: r.Contract, Candidate: r.Candidate,
+				SuiteDigest: r.SuiteDigest, Passed: r.Passed, Evaluated: r.Evaluated, Withdrawn: r.Withdrawn, WithdrawnReason: r.WithdrawnReason})
+		}
+	}
+	return out, nil
+}
+
+// WithdrawVerdict withdraws the sealed verdict whose envelope digest is, or starts with, id,
+// recording reason: the next apply evaluates that candidate on the sealed suite afresh
+// instead of reusing it. Only a verdict with signed evidence can be withdrawn; the evidence
+// is kept, and a case it disclosed stays disclosed.
+func (w *Workspace) WithdrawVerdict(ctx context.Context, keys []*provenance.Verifier, id, reason string) (VerdictView, error) {
+	vs, err := w.Verdicts(ctx, keys)
+	if err != nil {
+		return VerdictView{}, err
+	}
+	want := id
+	if !strings.HasPrefix(want, digest.Algorithm+":") {
+		want = digest.Algorithm + ":" + want
+	}
+	var match []VerdictView
+	for _, v := range vs {
+		if v.Evidence != "" && strings.HasPrefix(string(v.Envelope), want) {
+			match = append(match, v)
+		}
+	}
+	switch len(match) {
+	case 0:
+		return VerdictView{}, fmt.Errorf("no sealed verdict with signed evidence matches %s (see 'foundry verdicts')", id)
+	case 1:
+	default:
+		return VerdictView{}, fmt.Errorf("%s matches %d verdicts; give more of the digest", id, len(match))
+	}
+	v := match[0]
+	// A verdict whose index row was lost is indexed again from its evidence first.
+	if err := w.State.RecordVerdict(ctx, state.Verdict{Envelope: v.Envelope, Capability: v.Capability, Contract: v.Contract,
+		Candidate: v.Candidate, SuiteDigest: v.SuiteDigest, Passed: v.Passed, Record: []byte(`{}`), Evaluated: time.Now()}); err != nil {
+		return VerdictView{}, err
+	}
+	row, err := w.State.WithdrawVerdict(ctx, string(v.Envelope), reason)
+	if err != nil {
+		return VerdictView{}, err
+	}
+	v.Withdrawn, v.WithdrawnReason = row.Withdrawn, row.WithdrawnReason
+	return v, nil
+}
