@@ -43,8 +43,11 @@ type CapabilityError struct {
 // Rejection is why one candidate recipe was not admitted.
 type Rejection struct {
 	Recipe string
-	Suite  string // the suite that failed, or "" when the build itself failed
+	Suite  string // the suite that failed, or "" when the build itself failed or it was refused
 	Reason string
+	// Refused is set when the candidate (or a pinned version) was refused before or after
+	// evaluation, quarantined or unusable, rather than failing to build or a suite.
+	Refused bool
 	// Counterexample is the smallest failing case: its input, what was expected, what came.
 	Case, Input, Expected, Got string
 }
@@ -58,6 +61,9 @@ func (e *CapabilityError) Error() string {
 }
 
 func (r Rejection) String() string {
+	if r.Refused {
+		return fmt.Sprintf("  %s: refused: %s", r.Recipe, r.Reason)
+	}
 	if r.Suite == "" {
 		return fmt.Sprintf("  %s: did not build: %s", r.Recipe, r.Reason)
 	}
@@ -96,7 +102,7 @@ func (r *runner) settleCapability(ctx context.Context, n *Node) (string, error) 
 		}
 		// The pin is no longer usable (quarantined since the plan, or its evidence no
 		// longer binds it): the recipes the plan kept as alternatives are tried instead.
-		capErr.Rejections = append(capErr.Rejections, Rejection{Recipe: cp.Pinned.Ref, Reason: "the pinned version is not usable: " + err.Error()})
+		capErr.Rejections = append(capErr.Rejections, Rejection{Recipe: cp.Pinned.Ref, Refused: true, Reason: "the pinned version is not usable: " + err.Error()})
 		r.emit(Event{Type: "pin_refused", Node: n.Address, Message: fmt.Sprintf("%s: %v; trying its recipes", cp.Pinned.Ref, err)})
 	}
 	for _, o := range cp.Recipes {
@@ -113,7 +119,7 @@ func (r *runner) settleCapability(ctx context.Context, n *Node) (string, error) 
 		if why, err := r.quarantined(ctx, tree); err != nil {
 			return "failed", err
 		} else if why != "" {
-			rej := Rejection{Recipe: o.Address, Reason: fmt.Sprintf("its files %s are quarantined (%s)", tree, why)}
+			rej := Rejection{Recipe: o.Address, Refused: true, Reason: fmt.Sprintf("its files %s are quarantined (%s)", tree, why)}
 			capErr.Rejections = append(capErr.Rejections, rej)
 			r.emit(Event{Type: "candidate_rejected", Node: n.Address, Message: rej.String()})
 			continue
@@ -135,7 +141,7 @@ func (r *runner) settleCapability(ctx context.Context, n *Node) (string, error) 
 		if why, err := r.quarantined(ctx, m); err != nil {
 			return "failed", err
 		} else if why != "" {
-			rej := Rejection{Recipe: o.Address, Reason: fmt.Sprintf("its manifest %s is quarantined (%s)", m, why)}
+			rej := Rejection{Recipe: o.Address, Refused: true, Reason: fmt.Sprintf("its manifest %s is quarantined (%s)", m, why)}
 			capErr.Rejections = append(capErr.Rejections, rej)
 			r.emit(Event{Type: "candidate_rejected", Node: n.Address, Message: rej.String()})
 			continue

@@ -524,3 +524,62 @@ func TestVerdictsFollowTheSealedSuite(t *testing.T) {
 		t.Fatalf("apply after the withdrawal: exit %d\n%s", r.code, r.stderr)
 	}
 }
+
+// Item 9: after the admitted manifest is quarantined, the plan does not pin it, and apply
+// tries each recipe in turn: the good recipe's rebuild is the quarantined artifact again
+// and is refused, so the next recipe's candidate is evaluated and admitted.
+func TestQuarantinedAdmissionFallsThroughToTheNextRecipe(t *testing.T) {
+	f := newTrustFixture(t, "oci-layout:.foundry/registry")
+	alt := `
+recipe "alt" {
+  provides = capability.sorter
+  cost     = 3
+  step "build" {
+    image   = seed.bb
+    mounts  = { "/src" = dir("src") }
+    run     = ["sh", "-c", "cp /src/good.sh /out/sorter && echo '# alt' >> /out/sorter"]
+    outputs = ["/out/sorter"]
+  }
+  package {
+    base  = seed.bb
+    files = { "/bin/sorter" = step.build.output["/out/sorter"] }
+  }
+}
+`
+	os.WriteFile(filepath.Join(f.dir, "alt.hcl"), []byte(alt), 0o644)
+	if code, out, errs := foundry(t, f.dir, "quarantine", "add", string(f.genuine), "-reason", "a bad build host"); code != 0 {
+		t.Fatalf("quarantine: exit %d\n%s%s", code, out, errs)
+	}
+	if c := f.capability(t, f.plan(t), "capability.sorter"); c.Status == engine.StatusRegistry || !strings.Contains(c.Registry, "quarantined") {
+		t.Fatalf("a quarantined version was pinned: %+v", c)
+	}
+	r := apply(t, f.dir, nil, "-progress", "plain")
+	if r.code != 0 || !strings.Contains(r.stderr, "recipe.good: refused: its manifest "+string(f.genuine)+" is quarantined") ||
+		!strings.Contains(r.stderr, "recipe.alt admitted") {
+		t.Fatalf("apply did not fall through to the next recipe: exit %d\n%s", r.code, r.stderr)
+	}
+}
+
+// Item 8: what is published names sealed cases by content digest only; the operator's local
+// record keeps the mapping (foundry verdicts shows the file).
+func TestPublishedEvidenceNamesNoSealedFile(t *testing.T) {
+	f := newTrustFixture(t, "oci-layout:.foundry/registry")
+	atts, _, err := registry.Referrers(context.Background(), f.store, f.genuine)
+	if err != nil || len(atts) < 3 {
+		t.Fatalf("referrers: %d, %v", len(atts), err)
+	}
+	for _, a := range atts {
+		var env struct{ Payload []byte }
+		if err := json.Unmarshal(a.Envelope, &env); err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{"dup.json", "pair.json", "sealed/"} {
+			if bytes.Contains(env.Payload, []byte(name)) || bytes.Contains(a.Envelope, []byte(name)) {
+				t.Errorf("published %s names %q:\n%s", a.PredicateType, name, env.Payload)
+			}
+		}
+	}
+	if code, out, _ := foundry(t, f.dir, "verdicts"); code != 0 || !strings.Contains(out, "disclosed sealed/dup.json") {
+		t.Errorf("the local record lost the mapping:\n%s", out)
+	}
+}
