@@ -96,7 +96,12 @@ Exit codes: 0 success, 1 configuration or registry errors, 2 usage error.`,
 					case in.Verified:
 						fmt.Fprintf(env.stdout, "  admitted %s\n  files %s\n  evidence verified: verification summary → sealed test result → provenance\n", in.Ref, in.Tree)
 					default:
-						fmt.Fprintf(env.stdout, "  %s\n  NOT ADMITTED: its evidence does not verify with the trusted keys (see 'foundry verify')\n", in.Ref)
+						fmt.Fprintf(env.stdout, "  %s\n  NOT ADMITTED for this contract: %s\n", in.Ref, in.NotAdmitted)
+					}
+					if in != nil {
+						for _, sk := range in.Skipped {
+							fmt.Fprintf(env.stdout, "  skipped referrer %s: %s\n", sk.Digest, sk.Reason)
+						}
 					}
 				}
 				return exitOK
