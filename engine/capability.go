@@ -543,6 +543,7 @@ func (r *runner) candidateImage(ctx context.Context, capb *lang.Capability, tree
 	return r.ws.Seeds.Build(ctx, spec)
 }
 
+// envMap reads KEY=VALUE pairs; a later pair wins.
 func envMap(kvs []string) map[string]string {
 	m := map[string]string{}
 	for _, kv := range kvs {
@@ -640,8 +641,8 @@ func (r *runner) runCandidate(ctx context.Context, capb *lang.Capability, img ex
 
 // runCase runs one case in a fresh sandbox: the entrypoint with the case input on stdin.
 func (r *runner) runCase(ctx context.Context, capb *lang.Capability, img executors.Image, c *verdict.Case) (verdict.Verdict, error) {
-	stdout := &limitedBuffer{limit: evalOutputBytes}
-	stderr := &limitedBuffer{limit: 64 << 10}
+	stdout := newCappedBuffer(evalOutputBytes)
+	stderr := newCappedBuffer(64 << 10)
 	xr, err := r.runCandidate(ctx, capb, img, executors.Action{Stdin: bytes.NewReader(c.Stdin()), Stdout: stdout, Stderr: stderr})
 	if errors.Is(err, executors.ErrNotStarted) {
 		return notStarted(err, c.Expect.Output), nil
@@ -679,25 +680,6 @@ func caseSize(c *verdict.Case) int {
 		n += len(c.Requests[i].Describe())
 	}
 	return n
-}
-
-// limitedBuffer keeps at most limit bytes and notes whether more came.
-type limitedBuffer struct {
-	b         bytes.Buffer
-	limit     int
-	truncated bool
-}
-
-func (l *limitedBuffer) Write(p []byte) (int, error) {
-	room := l.limit - l.b.Len()
-	if room < len(p) {
-		l.truncated = true
-		if room > 0 {
-			l.b.Write(p[:room])
-		}
-		return len(p), nil
-	}
-	return l.b.Write(p)
 }
 
 func abbreviate(s string, n int) string {

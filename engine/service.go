@@ -34,8 +34,8 @@ type serviceRun struct {
 // counterexample, the request that failed.
 func (r *runner) runServiceCase(ctx context.Context, capb *lang.Capability, img executors.Image, c *verdict.Case) (verdict.Verdict, string, error) {
 	// The service's own output only explains a failure.
-	stdout := &limitedBuffer{limit: 64 << 10}
-	stderr := &limitedBuffer{limit: 64 << 10}
+	stdout := newCappedBuffer(64 << 10)
+	stderr := newCappedBuffer(64 << 10)
 	addr := fmt.Sprintf("127.0.0.1:%d", capb.Interface.Port)
 	run := &serviceRun{}
 	xr, err := r.runCandidate(ctx, capb, img, executors.Action{Stdout: stdout, Stderr: stderr,

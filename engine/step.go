@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -213,12 +214,7 @@ func logDetail(out, errl cache.Log) string {
 
 // envList merges the image's environment with the step's (the step wins), sorted.
 func envList(image []string, step map[string]string) []string {
-	m := map[string]string{}
-	for _, kv := range image {
-		if k, v, ok := strings.Cut(kv, "="); ok {
-			m[k] = v
-		}
-	}
+	m := envMap(image)
 	for k, v := range step {
 		m[k] = v
 	}
@@ -578,28 +574,20 @@ func TailLines(b []byte, n int) []string {
 	return lines
 }
 
-// cappedFile keeps at most limit bytes of a stream, then a truncation marker.
-type cappedFile struct {
-	f         *os.File
+// capped passes at most limit bytes to w and notes whether more came. Write never fails for
+// lack of room: output past the limit is counted and dropped, so a chatty process is not
+// killed by a broken pipe.
+type capped struct {
+	w         io.Writer
 	limit     int64
 	written   int64
 	truncated bool
 }
 
-func newCappedFile(path string, limit int64) (*cappedFile, error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	return &cappedFile{f: f, limit: limit}, nil
-}
-
-// Write never fails for lack of room: output past the limit is counted and dropped, so a
-// chatty step is not killed by a broken pipe.
-func (c *cappedFile) Write(p []byte) (int, error) {
+func (c *capped) Write(p []byte) (int, error) {
 	room := c.limit - c.written
 	if room <= 0 {
-		c.truncated = true
+		c.truncated = len(p) > 0 || c.truncated
 		return len(p), nil
 	}
 	w := p
@@ -607,12 +595,38 @@ func (c *cappedFile) Write(p []byte) (int, error) {
 		w = w[:room]
 		c.truncated = true
 	}
-	n, err := c.f.Write(w)
+	n, err := c.w.Write(w)
 	c.written += int64(n)
 	if err != nil {
 		return n, err
 	}
 	return len(p), nil
+}
+
+// cappedBuffer keeps at most limit bytes in memory.
+type cappedBuffer struct {
+	capped
+	b bytes.Buffer
+}
+
+func newCappedBuffer(limit int64) *cappedBuffer {
+	c := &cappedBuffer{}
+	c.capped = capped{w: &c.b, limit: limit}
+	return c
+}
+
+// cappedFile keeps at most limit bytes of a stream in a file, then a truncation marker.
+type cappedFile struct {
+	capped
+	f *os.File
+}
+
+func newCappedFile(path string, limit int64) (*cappedFile, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	return &cappedFile{capped: capped{w: f, limit: limit}, f: f}, nil
 }
 
 // store puts the captured log in the content store, with a marker if it was truncated.
