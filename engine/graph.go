@@ -13,7 +13,6 @@ import (
 	"github.com/hashicorp/hcl/v2"
 
 	"github.com/foundry-build/foundry/engine/digest"
-	"github.com/foundry-build/foundry/internal/hugeheap"
 	"github.com/foundry-build/foundry/internal/parallel"
 	"github.com/foundry-build/foundry/lang"
 )
@@ -80,9 +79,6 @@ type Graph struct {
 func Compile(cfg *lang.Config) (*Graph, hcl.Diagnostics) {
 	g := &Graph{Config: cfg}
 	made := g.addNodes()
-	// What compiling and planning allocate is nearly all kept (definitions, views): no
-	// collection is worth running before they are built.
-	hugeheap.Expect(len(made) * compileBytesPerNode)
 	ix := newIndex(made)
 	g.ix = ix
 	diags := g.addEdges(ix)
@@ -195,10 +191,6 @@ func (n *Node) artifacts(ordered bool) []*lang.Artifact {
 	}
 	return out
 }
-
-// compileBytesPerNode is about what compiling and planning allocate per node (measured: 4.9
-// KiB at 10k steps).
-const compileBytesPerNode = 8 << 10
 
 // index numbers the nodes in address order, so that the graph algorithms below work on
 // slices instead of maps keyed by address, and comparing two numbers compares addresses (the
