@@ -446,7 +446,7 @@ func (r *runner) walk(ctx context.Context, active []string, deps map[string][]st
 			}
 			if r.precached[a] {
 				// Settled from the cache lookup made before the walk: no work, so no
-				// goroutine (a no-op apply of 10,000 steps spent 150 ms handing them off).
+				// goroutine to hand it to.
 				r.emit(Event{Type: "node_cached", Node: a, Action: r.g.Nodes[a].Digest})
 				finish(done{addr: a, kind: "cached"})
 				continue

@@ -130,9 +130,9 @@ type hole struct {
 // stepTemplate writes the definition of n, a step, into n.template before the nodes it
 // reads from are digested: each of their digests is written as pendingDigest, and n.holes
 // says where, so that digesting n only copies them in (fillTemplate). The definition is
-// then written while addEdges has the step's data in cache: written when the step was
-// digested, a wave at a time, with 100k steps its fields, mounts and artifacts were each a
-// cache miss again.
+// then written while addEdges has the step's data in cache: written when the step is
+// digested, a wave at a time, its fields, mounts and artifacts would each be a cache miss
+// again.
 //
 // mounts are the step's mounts sorted by path, and from the producers of its image (if it
 // has one) and then of its mounts in that order: nil for content read at evaluation time.
@@ -236,8 +236,8 @@ func (g *Graph) inputsOf(m map[string]*lang.Artifact) inputList {
 }
 
 // inputList is a step's inputs by sandbox path, sorted as RFC 8785 sorts an object's keys,
-// and written as that object: a map per step, its keys then sorted to encode it, was 70 MB
-// of allocation at 100k steps.
+// and written as that object, instead of a map per step whose keys are then sorted to
+// encode it.
 type inputList []pathRef
 
 type pathRef struct {

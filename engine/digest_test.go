@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"runtime/debug"
 	"sort"
 	"strings"
 	"testing"
@@ -477,33 +476,6 @@ step "c" {
 	if p, err := MakePlan(g, PlanOptions{}); err != nil || len(p.Nodes) != 0 {
 		t.Fatalf("plan of a cyclic graph: %v, %v", p, err)
 	}
-}
-
-// Compile announces what it will allocate (hugeheap.Expect): right after it, unless a
-// collection ran meanwhile, GOGC is still raised above the default.
-func TestCompileExpectsItsAllocation(t *testing.T) {
-	cfg := loadSparse(t, rand.New(rand.NewSource(13)), 3000, 0, 10)
-	defer debug.SetGCPercent(debug.SetGCPercent(100))
-	// A collection during Compile puts GOGC back; that is right, but then this cannot see
-	// the announcement, so try again.
-	for attempt := 0; attempt < 5; attempt++ {
-		debug.SetGCPercent(100)
-		runtime.GC()
-		var before, after runtime.MemStats
-		runtime.ReadMemStats(&before)
-		if _, diags := Compile(cfg); diags.HasErrors() {
-			t.Fatal(diags)
-		}
-		runtime.ReadMemStats(&after)
-		if after.NumGC != before.NumGC {
-			continue
-		}
-		if p := debug.SetGCPercent(100); p <= 100 {
-			t.Fatalf("GOGC after compiling 3000 steps is %d: Compile announced no allocation", p)
-		}
-		return
-	}
-	t.Fatal("a collection ran during every Compile")
 }
 
 // References to nodes that do not exist (lang rejects them; a configuration built another

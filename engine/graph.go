@@ -13,7 +13,6 @@ import (
 	"github.com/hashicorp/hcl/v2"
 
 	"github.com/foundry-build/foundry/engine/digest"
-	"github.com/foundry-build/foundry/internal/hugeheap"
 	"github.com/foundry-build/foundry/internal/parallel"
 	"github.com/foundry-build/foundry/lang"
 )
@@ -80,9 +79,6 @@ type Graph struct {
 func Compile(cfg *lang.Config) (*Graph, hcl.Diagnostics) {
 	g := &Graph{Config: cfg}
 	made := g.addNodes()
-	// What compiling and planning allocate is nearly all kept (definitions, views): no
-	// collection is worth running before they are built.
-	hugeheap.Expect(len(made) * compileBytesPerNode)
 	ix := newIndex(made)
 	g.ix = ix
 	diags := g.addEdges(ix)
@@ -105,7 +101,7 @@ func Compile(cfg *lang.Config) (*Graph, hcl.Diagnostics) {
 // That is the order lang decoded them in, so the passes that go through every node for its
 // own data (edges, plan views) do so in that order (index.made), reading memory nearly in
 // sequence: in address order, or in the order of the configuration's maps, each node's
-// step and artifacts were a cache miss or more with 100k nodes.
+// step and artifacts would be a cache miss or more.
 func (g *Graph) addNodes() []*Node {
 	c := g.Config
 	var made []*Node
@@ -196,13 +192,9 @@ func (n *Node) artifacts(ordered bool) []*lang.Artifact {
 	return out
 }
 
-// compileBytesPerNode is about what compiling and planning allocate per node (measured: 4.9
-// KiB at 10k steps).
-const compileBytesPerNode = 8 << 10
-
 // index numbers the nodes in address order, so that the graph algorithms below work on
 // slices instead of maps keyed by address, and comparing two numbers compares addresses (the
-// order's tie-break). With 100k nodes, hashing and comparing addresses was most of their time.
+// order's tie-break): hashing and comparing addresses would be most of their work.
 type index struct {
 	addrs []string  // by number
 	nodes []*Node   // by number
@@ -437,14 +429,14 @@ func (g *Graph) checkCycles(ix *index) *hcl.Diagnostic {
 // smallest number first), and each node's wave (index.wave).
 //
 // Each node's users are one slice cut from a single array, and the ready set is a heap of
-// plain numbers: a slice per node and container/heap's boxing of every number pushed and
-// popped were 200k allocations for 100k nodes.
+// plain numbers, not a slice per node and container/heap's boxing of every number pushed
+// and popped: two allocations per node.
 func (g *Graph) order(ix *index) {
 	n := len(ix.addrs)
 	indeg := make([]int32, n)
 	from := make([]int32, n+1) // node a's users are users[from[a]:from[a+1]]
 	// The lists of dependencies are read in the order they were made (see addNodes), in
-	// which they lie in memory: in number order, with 100k nodes, each was a cache miss.
+	// which they lie in memory: in number order, each would be a cache miss.
 	// A node's users may be in any order: every one is pushed on the heap.
 	for _, a := range ix.made {
 		deps := ix.deps[a]

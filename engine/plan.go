@@ -92,8 +92,8 @@ type StepView struct {
 // JSON as an object of path → description.
 //
 // A plan MakePlan makes holds the step's artifacts and describes them when asked (Text,
-// MarshalJSON): with 100k steps, a map of descriptions made for every step was more than
-// half of planning, and a plan is mostly made to be read for its statuses. A plan read
+// MarshalJSON): making a map of descriptions for every step would cost more than the
+// rest of planning, and a plan is mostly made to be read for its statuses. A plan read
 // from JSON holds the descriptions.
 type Mounts struct {
 	arts map[string]*lang.Artifact
@@ -198,7 +198,7 @@ func MakePlan(g *Graph, opt PlanOptions) (*Plan, error) {
 		p.Inputs = []lang.InputRecord{}
 	}
 	// Nodes are numbered in address order (see index), and byNum[k] is node k's plan node:
-	// with 100k nodes, maps keyed by address were most of the time of planning.
+	// maps keyed by address would be most of the time of planning.
 	ix := g.ix
 	byNum := make([]*PlanNode, len(ix.nodes))
 	p.Nodes = make([]*PlanNode, len(ix.order))
@@ -255,8 +255,7 @@ func MakePlan(g *Graph, opt PlanOptions) (*Plan, error) {
 	}
 	// A seed that only unchosen recipes (fallbacks, or those of a pinned capability) use is
 	// not built unless apply falls back to one of them. Without alternatives every seed in
-	// use is needed, and the nodes' dependencies need not be read (a cache miss each with
-	// 100k steps).
+	// use is needed, and the nodes' dependencies need not be read (a cache miss each).
 	if alternatives {
 		g.markUnneededSeeds(byNum)
 	}
@@ -377,7 +376,7 @@ func (g *Graph) markUnneededSeeds(byNum []*PlanNode) {
 }
 
 // identityJSON is digest.Canonical(p.identity()), written directly: the generic path
-// (marshal, re-parse, transform) took most of planning 100k nodes.
+// (marshal, re-parse, transform) would cost more than the rest of planning.
 func (p *Plan) identityJSON() ([]byte, error) {
 	nodes := make(map[string]*PlanNode, len(p.Nodes)) // as identity: the last of an address counts
 	for _, n := range p.Nodes {

@@ -13,8 +13,8 @@ var statusMark = map[string]string{
 }
 
 // WriteText renders the plan for people, grouped by capability, recipe and step. It
-// writes through a buffer of its own: a plan of 100k steps is as many lines, and each was a
-// write to the terminal or pipe.
+// writes through a buffer of its own: a plan has a line per node, and each would otherwise
+// be a write to the terminal or pipe.
 func (p *Plan) WriteText(out io.Writer) {
 	w := bufio.NewWriterSize(out, 64<<10)
 	defer w.Flush()

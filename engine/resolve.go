@@ -166,8 +166,8 @@ func (r *resolver) resolve(c string, stack []string) *resolution {
 func (g *Graph) resolveCapabilities(p *Plan, byNum []*PlanNode, at []int32, admitted func(*Node) (*Admitted, string, error)) (alternatives bool, err error) {
 	r := &resolver{g: g, admitted: admitted, memo: map[string]*resolution{}}
 	p.Capabilities = []*CapabilityPlan{}
-	// The capabilities are found by name: looking for them among the nodes read every
-	// node, a cache miss each with 100k steps.
+	// The capabilities are found by name: looking for them among the nodes would read
+	// every node.
 	var caps []int32
 	for name := range g.Config.Capabilities {
 		if n := g.Nodes["capability."+name]; n != nil && at[n.num] >= 0 {

@@ -37,10 +37,6 @@ type Artifact struct {
 	Mode   uint32 // 0755 or 0644 for files
 	Inline []byte // ArtifactInline only
 	Range  hcl.Range
-	// fresh marks an artifact that the evaluation of one step's expression made and nothing
-	// else holds (a step output's, in a stream's open scope): allowedArtifact may then take it
-	// instead of a copy.
-	fresh bool
 }
 
 func (a *Artifact) String() string {

@@ -521,9 +521,7 @@ func (l *loader) decodeStep(b *hcl.Block, ctx *hcl.EvalContext, scope *stepScope
 		st.Image = l.artifact(v, rng, "image", false, ArtifactSeed)
 	}
 	if a := content.Attributes["run"]; a != nil {
-		if run, ok := l.stringListFast(a.Expr, ctx, scope); ok {
-			st.Run = run
-		} else if v, d := l.eval(a.Expr, ctx, scope); !d.HasErrors() {
+		if v, d := l.eval(a.Expr, ctx, scope); !d.HasErrors() {
 			rng := a.Expr.Range()
 			st.Run = l.stringList(v, rng, "run")
 			if len(st.Run) == 0 && v.IsKnown() && !v.IsNull() && v.CanIterateElements() && v.LengthInt() == 0 {
@@ -627,16 +625,12 @@ func (l *loader) decodeStep(b *hcl.Block, ctx *hcl.EvalContext, scope *stepScope
 // mountKinds are what a step may mount, besides inline content.
 var mountKinds = []ArtifactKind{ArtifactProjectDir, ArtifactStepOutput, ArtifactCapability}
 
-// decodeMounts evaluates a step's mounts attribute, if present and without errors. The
-// object constructor nearly every step has goes straight to the map (artifactMapFast).
+// decodeMounts evaluates a step's mounts attribute, if present and without errors.
 func (l *loader) decodeMounts(a *hcl.Attribute, ctx *hcl.EvalContext, scope *stepScope) (map[string]*Artifact, hcl.Range, bool) {
 	if a == nil {
 		return nil, hcl.Range{}, false
 	}
 	rng := a.Expr.Range()
-	if m, ok := l.artifactMapFast(a.Expr, ctx, scope, rng, mountKinds); ok {
-		return m, rng, true
-	}
 	v, diags := l.eval(a.Expr, ctx, scope)
 	if diags.HasErrors() {
 		return nil, rng, false
@@ -650,9 +644,6 @@ func (l *loader) decodeEnv(a *hcl.Attribute, ctx *hcl.EvalContext, scope *stepSc
 		return nil, hcl.Range{}, false
 	}
 	rng := a.Expr.Range()
-	if m, ok := l.stringMapFast(a.Expr, ctx, scope); ok {
-		return m, rng, true
-	}
 	v, diags := l.eval(a.Expr, ctx, scope)
 	if diags.HasErrors() {
 		return nil, rng, false
@@ -938,8 +929,8 @@ func (l *loader) checkSealed(suites []*Suite) {
 
 // EachStep calls fn with every step of the configuration (top-level, recipes', products'
 // and their checks). A loaded configuration's top-level steps come first, in declaration
-// order, which is nearly the order of their memory: a pass over 100k steps in the order of
-// their map took a cache miss for each. The rest come in no particular order.
+// order, which is nearly the order of their memory: a pass in the order of their map would
+// take a cache miss for each. The rest come in no particular order.
 func (c *Config) EachStep(fn func(*Step)) {
 	if len(c.stepOrder) == len(c.Steps) {
 		for _, s := range c.stepOrder {

@@ -20,8 +20,8 @@ func errorf(rng *hcl.Range, summary, format string, args ...any) *hcl.Diagnostic
 }
 
 // errorAt is errorf at rng, a copy. Passing &rng of a local or a parameter to errorf moves
-// that variable to the heap wherever it is declared, error or not: for the ranges of every
-// step's attributes and references, ~900k allocations loading 100k steps.
+// that variable to the heap wherever it is declared, error or not: an allocation for the
+// range of every attribute and reference of every step.
 func errorAt(rng hcl.Range, summary, format string, args ...any) *hcl.Diagnostic {
 	return &hcl.Diagnostic{Severity: hcl.DiagError, Summary: summary, Detail: fmt.Sprintf(format, args...), Subject: &rng}
 }
@@ -48,31 +48,18 @@ func didYouMean(name string, candidates []string) string {
 // see top-level steps; steps inside a recipe or product see that block's steps only.
 type stepScope struct {
 	prefix string // "" or "recipe.x" / "product.x"
-	// steps holds what the scope knows of each step, by name: one lookup per reference,
-	// which with 100k steps costs a cache miss or two.
+	// steps holds what the scope knows of each step, by name: one lookup per reference.
 	steps map[string]*scopeStep
 	order []string
 	// value is the object step.NAME.output["PATH"] is evaluated in (see stepValue).
 	valueOnce sync.Once
 	value     cty.Value
-	// open marks a scope whose steps are not all known yet, while a load streams (see
-	// stream.go): step.NAME.output["PATH"] evaluates to its artifact and is noted in refs,
-	// to be checked once every step is known. Any other reference to a step, or any
-	// evaluated the general way, is refused with a diagnostic, and refused is set.
-	open    bool
-	refs    []stepRef
-	refused bool
 }
-
-// stepRef is a reference step.NAME.output["PATH"].
-type stepRef struct{ name, path string }
 
 // scopeStep is one step of a scope.
 type scopeStep struct {
 	block   *hcl.Block // until the step is decoded
 	outputs []string   // its declared outputs, sorted
-	once    sync.Once
-	outVals map[string]cty.Value // the artifacts of its outputs by path (see values)
 }
 
 // newStepScope returns an empty scope with room for about n steps.
@@ -210,29 +197,18 @@ func validOutputPath(p string) bool {
 	return true
 }
 
-// values returns the artifacts of the outputs of st, the scope's step name, by path. They
-// are made on first use: made for every step before any was decoded, they took a tenth of a
-// second with 100k steps, on one core, and most are never used (references of the usual
-// form are evaluated without them, and a streamed load decodes nearly every step without).
-func (s *stepScope) values(name string, st *scopeStep) map[string]cty.Value {
-	st.once.Do(func() {
-		st.outVals = make(map[string]cty.Value, len(st.outputs))
-		for _, o := range st.outputs {
-			st.outVals[o] = artifactVal(&Artifact{Kind: ArtifactStepOutput, Node: s.address(name), Path: o})
-		}
-	})
-	return st.outVals
-}
-
-// stepValue returns the scope's step object, built on first use: evalFast resolves step
-// references without it, so only an expression evaluated the general way needs it. It is
-// safe for concurrent use.
+// stepValue returns the scope's step object, built on first use (a configuration without
+// step references never needs it). It is safe for concurrent use.
 func (s *stepScope) stepValue() cty.Value {
 	s.valueOnce.Do(func() {
 		attrs := make(map[string]cty.Value, len(s.steps))
 		for name, st := range s.steps {
 			outVal := cty.MapValEmpty(ArtifactType)
-			if vals := s.values(name, st); len(vals) > 0 {
+			if len(st.outputs) > 0 {
+				vals := make(map[string]cty.Value, len(st.outputs))
+				for _, o := range st.outputs {
+					vals[o] = artifactVal(&Artifact{Kind: ArtifactStepOutput, Node: s.address(name), Path: o})
+				}
 				outVal = cty.MapVal(vals)
 			}
 			attrs[name] = cty.ObjectVal(map[string]cty.Value{"output": outVal})
@@ -240,59 +216,6 @@ func (s *stepScope) stepValue() cty.Value {
 		s.value = cty.ObjectVal(attrs)
 	})
 	return s.value
-}
-
-// outputValue returns what t, a reference checked by checkRef, evaluates to in the scope's
-// step context when it has the form step.NAME.output["PATH"]: the artifact in value.
-func (s *stepScope) outputValue(t hcl.Traversal) (cty.Value, bool) {
-	if s == nil {
-		return cty.NilVal, false
-	}
-	ref, ok := outputRef(t)
-	if !ok {
-		return cty.NilVal, false
-	}
-	if s.open {
-		return artifactVal(&Artifact{Kind: ArtifactStepOutput, Node: s.address(ref.name), Path: ref.path, fresh: true}), true
-	}
-	st := s.steps[ref.name]
-	if st == nil {
-		return cty.NilVal, false
-	}
-	v, ok := s.values(ref.name, st)[ref.path]
-	return v, ok
-}
-
-// outputRef returns the step and path t names when it has the form step.NAME.output["PATH"].
-func outputRef(t hcl.Traversal) (stepRef, bool) {
-	if len(t) != 4 || t.RootName() != "step" {
-		return stepRef{}, false
-	}
-	name, ok1 := t[1].(hcl.TraverseAttr)
-	out, ok2 := t[2].(hcl.TraverseAttr)
-	idx, ok3 := t[3].(hcl.TraverseIndex)
-	if !ok1 || !ok2 || !ok3 || out.Name != "output" || idx.Key.Type() != cty.String || !idx.Key.IsKnown() || idx.Key.IsNull() || idx.Key.IsMarked() {
-		return stepRef{}, false
-	}
-	return stepRef{name.Name, idx.Key.AsString()}, true
-}
-
-// note records a reference to a step in an open scope. A reference of another form than
-// step.NAME.output["PATH"] is refused: its value or its check needs every step.
-func (s *stepScope) note(t hcl.Traversal) *hcl.Diagnostic {
-	if ref, ok := outputRef(t); ok {
-		s.refs = append(s.refs, ref)
-		return nil
-	}
-	return s.refuse(t)
-}
-
-// refuse marks the open scope's current step as refused because of t, and returns the
-// diagnostic that stops its decoding (the stream drops it; see streamChunk).
-func (s *stepScope) refuse(t hcl.Traversal) *hcl.Diagnostic {
-	s.refused = true
-	rng := t.SourceRange()
-	return errorAt(rng, "Reference needs every step", "This reference is evaluated once every step is known.")
 }
 
 // baseContext is the evaluation context of every expression: variables, locals, seeds,
@@ -351,19 +274,10 @@ var refRoots = []string{"var", "local", "seed", "capability", "step"}
 // first gives one precise diagnostic per bad reference, with a suggestion, instead of cty's
 // generic "unsupported attribute".
 func (l *loader) eval(expr hcl.Expression, ctx *hcl.EvalContext, scope *stepScope) (cty.Value, hcl.Diagnostics) {
-	if fastEval {
-		l.in.current = expr.Range()
-		if v, ok := l.evalFast(expr, ctx, scope); ok {
-			return v, nil
-		}
-	}
 	var diags hcl.Diagnostics
 	for _, t := range expr.Variables() {
 		if d := l.checkRef(t, scope); d != nil {
 			diags = append(diags, d)
-		} else if scope != nil && scope.open && t.RootName() == "step" {
-			// An open scope has no object of every step to evaluate in (see stream.go).
-			diags = append(diags, scope.refuse(t))
 		}
 	}
 	if diags.HasErrors() {
@@ -421,9 +335,6 @@ func (l *loader) checkRef(t hcl.Traversal, scope *stepScope) *hcl.Diagnostic {
 	case "step":
 		if scope == nil {
 			return errorAt(rng, "Invalid reference", "Steps cannot be referenced here; step outputs may be used in steps, packages, checks and deliveries.")
-		}
-		if scope.open {
-			return scope.note(t)
 		}
 		st, ok := scope.steps[name]
 		if !ok {
@@ -596,12 +507,6 @@ func allowedArtifact(v cty.Value, rng hcl.Range, kinds []ArtifactKind) (*Artifac
 	if a == nil || !slices.Contains(kinds, a.Kind) {
 		return nil, false
 	}
-	if a.fresh {
-		// Made for this step's expression alone: no copy (one per mount of every step
-		// of a stream, 58 MB with 100k steps). Taken once; met again, it is copied.
-		a.fresh, a.Range = false, rng
-		return a, true
-	}
 	c := *a
 	c.Range = rng
 	return &c, true
@@ -619,7 +524,7 @@ func (l *loader) artifactMap(v cty.Value, rng hcl.Range, what string, allowInlin
 	for it := v.ElementIterator(); it.Next(); {
 		k, e := it.Element()
 		// What artifact returns for an artifact of an allowed kind, without naming the
-		// element for a diagnostic that cannot arise (one Sprintf per mount of 100k steps).
+		// element for a diagnostic that cannot arise (a Sprintf per mount of every step).
 		if c, ok := allowedArtifact(e, rng, kinds); ok {
 			out[k.AsString()] = c
 			continue

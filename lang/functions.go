@@ -111,13 +111,6 @@ func (in *inputs) fork() *inputs {
 		dirs: maps.Clone(in.dirs), reads: map[string]readSite{}, quiet: in.quiet, stat: in.stat}
 }
 
-// fresh returns inputs with no records, for loading again from the start: it keeps the
-// memos, which depend only on the files.
-func (in *inputs) fresh() *inputs {
-	return &inputs{dir: in.dir, records: map[string]InputRecord{}, hashed: in.hashed, dirs: in.dirs,
-		reads: map[string]readSite{}, stat: in.stat}
-}
-
 // join adds the records and memos of a fork, as if in had read them after its own: a read
 // site already known stays, so the first read in step order is the one reported.
 func (in *inputs) join(f *inputs) {

@@ -14,8 +14,6 @@ import (
 	"sync"
 
 	"github.com/foundry-build/foundry/engine/digest"
-	"github.com/foundry-build/foundry/internal/hclfast"
-	"github.com/foundry-build/foundry/internal/hugeheap"
 	"github.com/foundry-build/foundry/internal/parallel"
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/ext/typeexpr"
@@ -61,8 +59,6 @@ type loader struct {
 	// ctx caches the base evaluation context once locals are final (localsDone).
 	ctx        *hcl.EvalContext
 	localsDone bool
-	// deferred counts the top-level steps a streamed load decoded the classic way.
-	deferred int
 }
 
 type sealedFile struct {
@@ -84,13 +80,7 @@ func Load(dir string, opts Options) (*Config, hcl.Diagnostics) {
 	in.stat = opts.StatCache
 	l := newLoader(in)
 	if files := l.readFiles(); files != nil {
-		// A streamed load either succeeds, having reported nothing, or is given up; the
-		// classic load then starts from a fresh loader, so that its records and
-		// diagnostics are exactly its own.
-		if !streamLoad || !readable(files) || !l.stream(files, opts) {
-			l = newLoader(in.fresh())
-			l.load(files, opts)
-		}
+		l.load(files, opts)
 	}
 	l.cfg.Inputs = l.in.sorted()
 	// The parser owns every file read, including var files: expose them all for rendering,
@@ -115,16 +105,14 @@ func newLoader(in *inputs) *loader {
 	}
 }
 
-// load decodes the files the classic way: every file parsed, then every block decoded.
+// load parses every file, then decodes every block.
 func (l *loader) load(files []sourceFile, opts Options) {
 	var blocks []*hcl.Block
-	source := 0
 	for _, pf := range parseFiles(files) {
 		l.diags = append(l.diags, pf.diags...)
 		if pf.file == nil {
 			continue
 		}
-		source += len(pf.file.Bytes)
 		// The parser keeps only the text, for rendering diagnostics: the syntax trees
 		// are let go block by block as they are decoded (see decodeSteps).
 		l.parser.AddFile(pf.rel, &hcl.File{Bytes: pf.file.Bytes})
@@ -133,8 +121,8 @@ func (l *loader) load(files []sourceFile, opts Options) {
 	if l.diags.HasErrors() {
 		return
 	}
-	// Maps keyed by address are sized up front: growing one of 100k entries rehashes it
-	// ~17 times, each time touching every entry again.
+	// Maps keyed by address are sized up front: growing a large one rehashes it again and
+	// again, each time touching every entry.
 	l.declared = make(map[string]hcl.Range, len(blocks))
 	byType := map[string][]*hcl.Block{}
 	for _, b := range blocks {
@@ -155,13 +143,6 @@ func (l *loader) load(files []sourceFile, opts Options) {
 	delete(byType, "step")
 	l.cfg.stepOrder = l.decodeSteps(top, l.cfg.Steps)
 	l.decodeRest(byType)
-	if source*heapPerSourceByte >= hugeheap.Threshold {
-		// Most of the heap is now the syntax trees, all garbage: collect them before the
-		// caller compiles, so that compiling reuses their memory. Otherwise the heap's goal,
-		// set while the trees were live, lets it grow to about twice their size (planning
-		// 10k steps peaked at 181-213 MiB without this, 167-178 MiB with it).
-		runtime.GC()
-	}
 }
 
 // decodeGlobals decodes what every step may refer to besides other steps. Order matters:
@@ -203,20 +184,6 @@ func (l *loader) decodeRest(byType map[string][]*hcl.Block) {
 	l.checkSealed(suites)
 }
 
-// heapPerSourceByte is about how much heap loading takes per byte of configuration at its
-// peak. hclsyntax needed 85 bytes; with hclfast about 70 were measured at 10k steps. A larger
-// estimate costs only address space.
-const heapPerSourceByte = 96
-
-// touchPerSourceByte is how much of the reserved heap a load faults in up front, per byte of
-// configuration: less than loading uses (52-64 bytes were measured at its peak, at 10k and
-// 100k steps), so that it never makes the process larger than it would grow anyway.
-const touchPerSourceByte = 48
-
-// treePerSourceByte is about the size of the syntax trees hclfast builds per byte of
-// configuration (measured: 27 at 10k steps).
-const treePerSourceByte = 28
-
 // sourceFile is one configuration file, read and cut into pieces (see parse.go).
 type sourceFile struct {
 	rel    string
@@ -234,9 +201,8 @@ func (l *loader) readFiles() []sourceFile {
 		return nil
 	}
 	sort.Strings(names)
-	l.reserve(names)
 	files := make([]sourceFile, len(names))
-	// Files are read and cut on every core (1000 files took 0.18 s on one).
+	// Files are read and cut on every core: a large project has a thousand files or more.
 	parallel.Parts(len(names), 16, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			f := &files[i]
@@ -247,50 +213,6 @@ func (l *loader) readFiles() []sourceFile {
 		}
 	})
 	return files
-}
-
-// reserve reserves the heap a load of the named files takes (hugeheap.Reserve), from their
-// sizes, before they are read: their text then lands in huge pages too. Read first, the 26 MB
-// of a project of 100k steps took ~10k small-page faults, at ~13 µs each on our virtual
-// machines (~3.4 ms per MiB, against 0.07-2 ms per MiB in huge pages).
-func (l *loader) reserve(names []string) {
-	size := 0
-	for _, name := range names {
-		if fi, err := os.Stat(name); err == nil {
-			size += int(fi.Size())
-		}
-	}
-	if streamLoad {
-		// The address space a classic load needs, though the stream needs half of it: when
-		// the stream gives up (a project with an error), the classic load that follows
-		// finds it reserved. Reserving more then, on a heap that held the stream's objects,
-		// the runtime may zero the new span and so fault all of it in: validating 100k
-		// steps with one bad reference took 3.9-13 s and peaked at 2.1-3.3 GB, against
-		// 2.7-4.2 s and 1.2-1.3 GB. Address space costs nothing else: planning 10k steps,
-		// 15 runs alternated, took 135 ms (median) either way.
-		hugeheap.Reserve(size*heapPerSourceByte, size*streamTouchPerSourceByte)
-	} else {
-		hugeheap.Reserve(size*heapPerSourceByte, size*touchPerSourceByte)
-	}
-}
-
-// readable reports whether every file was read.
-func readable(files []sourceFile) bool {
-	for _, f := range files {
-		if f.err != nil {
-			return false
-		}
-	}
-	return true
-}
-
-// sourceSize is the number of bytes of configuration in files.
-func sourceSize(files []sourceFile) int {
-	n := 0
-	for _, f := range files {
-		n += len(f.src)
-	}
-	return n
 }
 
 // parsedFile is one configuration file, parsed and split into its top-level blocks.
@@ -313,10 +235,6 @@ func parseFiles(files []sourceFile) []parsedFile {
 			jobs = append(jobs, pieceJob{&files[i].pieces[k], files[i].rel})
 		}
 	}
-	total := sourceSize(files)
-	hugeheap.Reserve(total*heapPerSourceByte, total*touchPerSourceByte)
-	// The trees stay live until decoded: collecting while they are built frees nothing.
-	hugeheap.Expect(total * treePerSourceByte)
 	parsePieces(jobs)
 	for i := range out {
 		if err := files[i].err; err != nil {
@@ -351,9 +269,8 @@ func parsePieces(jobs []pieceJob) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var nodes hclfast.Nodes
 			for j := range work {
-				j.p.parse(j.rel, &nodes)
+				j.p.parse(j.rel)
 			}
 		}()
 	}
@@ -719,7 +636,7 @@ func sortedKeys[V any](m map[string]V) []string {
 // nothing: every attribute and block is in the schema, with its labels, and no required
 // attribute is missing. It reports false otherwise, and Content is asked for the
 // diagnostics. hclsyntax's Content makes four maps and a copy of the body to find what
-// remains (170 MB of the 1.6 GB allocated loading 100k steps).
+// remains, for every block of every step.
 func cleanContent(body hcl.Body, schema *hcl.BodySchema) (*hcl.BodyContent, bool) {
 	b, ok := body.(*hclsyntax.Body)
 	if !ok {

@@ -5,11 +5,9 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"runtime"
 	"strings"
 	"testing"
 
-	"github.com/foundry-build/foundry/internal/hugeheap"
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 )
@@ -264,34 +262,6 @@ func TestSchemaKeepsLargeIntegers(t *testing.T) {
 	}
 }
 
-// TestLargeLoadCollectsItsTrees checks that the classic load of a large project ends with a
-// collection: its syntax trees are then garbage, and compiling should reuse their memory
-// rather than grow the heap past them. (A streamed load never holds them all, and does not.)
-func TestLargeLoadCollectsItsTrees(t *testing.T) {
-	defer func() { streamLoad = true }()
-	streamLoad = false
-	step := "step \"s%d\" {\n  image = seed.base\n  run = [\"sh\", \"-c\", \"echo %d > /out/o\"]\n  outputs = [\"/out/o\"]\n}\n"
-	var b strings.Builder
-	for i := 0; b.Len()*heapPerSourceByte < hugeheap.Threshold; i++ {
-		fmt.Fprintf(&b, step, i, i)
-	}
-	dir := writeProject(t, map[string]string{"sh": "#!/bin/sh\n", "steps.hcl": b.String(),
-		"main.hcl": "seed \"base\" {\n  layer { files = { \"/bin/sh\" = file(\"sh\") } }\n}\n"})
-	cfg, diags := Load(dir, Options{})
-	if diags.HasErrors() {
-		t.Fatal(diags)
-	}
-	var loaded, collected runtime.MemStats
-	runtime.ReadMemStats(&loaded)
-	runtime.GC()
-	runtime.ReadMemStats(&collected)
-	runtime.KeepAlive(cfg)
-	// Without the collection, the garbage left is the trees of every step: ~10 MB here.
-	if garbage := int64(loaded.HeapAlloc) - int64(collected.HeapAlloc); garbage > 1<<20 {
-		t.Errorf("loading %d steps (%d bytes) left %d bytes of garbage", len(cfg.Steps), b.Len(), garbage)
-	}
-}
-
 // TestStepOutputStringQuotesAsFmt: Artifact.String builds step output names without fmt,
 // and must still quote paths exactly as %q does (plans show and compare them).
 func TestStepOutputStringQuotesAsFmt(t *testing.T) {
@@ -393,8 +363,7 @@ func TestCleanContentIsContent(t *testing.T) {
 }
 
 // A name that is not an identifier is reported once, as such, wherever the block is: not as
-// the duplicate of the block whose address it spells, and whether or not the stream loads
-// the project (a bad name among many streamed steps gives the stream up).
+// the duplicate of the block whose address it spells, and also among many valid steps.
 func TestInvalidNamesAreReportedAsSuch(t *testing.T) {
 	step := func(name string) string {
 		return fmt.Sprintf("  step %q {\n    image = seed.bb\n    run = [\"x\"]\n  }\n", name)
@@ -403,7 +372,7 @@ func TestInvalidNamesAreReportedAsSuch(t *testing.T) {
 		"spelling a product's step": {"main.hcl": busyboxSeed + "product \"p\" {\n" + step("x") + "}\nproduct \"p.step.x\" {\n" + step("y") + "}\n"},
 		"a recipe's step": {"main.hcl": busyboxSeed + "capability \"c\" {\n  interface \"cli\" { entrypoint = [\"/x\"] }\n}\n" +
 			"recipe \"r\" {\n  provides = capability.c\n" + step("has space") + "  package { files = {} }\n}\n"},
-		"streamed": {"main.hcl": streamMain, "sh": "#!/bin/sh\n", "steps.hcl": manySteps(200, "{}") + strings.TrimPrefix(strings.ReplaceAll(step("a.b"), "seed.bb", "seed.base"), "  ")},
+		"among many steps": {"main.hcl": manyMain, "sh": "#!/bin/sh\n", "steps.hcl": manySteps(200, "{}") + strings.TrimPrefix(strings.ReplaceAll(step("a.b"), "seed.bb", "seed.base"), "  ")},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, diags := Load(writeProject(t, files), Options{})
@@ -415,5 +384,73 @@ func TestInvalidNamesAreReportedAsSuch(t *testing.T) {
 				t.Fatalf("diagnostics %q, want one «Invalid name»: %s", got, diags.Error())
 			}
 		})
+	}
+}
+
+// manySteps returns n steps s0... that each mount the output of the one before, and the
+// first one's mounts given.
+func manySteps(n int, first string) string { return namedSteps("s", n, first) }
+
+// namedSteps is manySteps with another prefix of names than "s".
+func namedSteps(prefix string, n int, first string) string {
+	var b strings.Builder
+	for i := 0; i < n; i++ {
+		mounts := first
+		if i > 0 {
+			mounts = fmt.Sprintf(`{ "/in" = step.%s%d.output["/out/o"] }`, prefix, i-1)
+		}
+		fmt.Fprintf(&b, "step \"%s%d\" {\n  image   = seed.base\n  run     = [\"sh\", \"-c\", \"echo %d > /out/o\"]\n  mounts  = %s\n  outputs = [\"/out/o\"]\n}\n", prefix, i, i, mounts)
+	}
+	return b.String()
+}
+
+// manyMain is the main.hcl of projects made with manySteps.
+const manyMain = `
+locals {
+  key = "/out/o"
+}
+seed "base" {
+  layer { files = { "/bin/sh" = file("sh") } }
+}
+`
+
+// The configuration keeps the project's files for rendering diagnostics.
+func TestLoadKeepsFiles(t *testing.T) {
+	dir := writeProject(t, map[string]string{"main.hcl": manyMain, "sh": "x", "steps.hcl": manySteps(50, "{}")})
+	cfg, diags := Load(dir, Options{})
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	for _, name := range []string{"main.hcl", "steps.hcl"} {
+		src, _ := os.ReadFile(filepath.Join(dir, name))
+		if f := cfg.Files[name]; f == nil || string(f.Bytes) != string(src) {
+			t.Errorf("Files[%q] is not the file's text", name)
+		}
+	}
+}
+
+// EachStep gives a loaded configuration's top-level steps in declaration order: files in
+// name order, blocks in file order, whatever the steps refer to.
+func TestEachStepInDeclarationOrder(t *testing.T) {
+	step := func(name, mounts string) string {
+		return fmt.Sprintf("step %q {\n  image   = seed.base\n  run     = [\"true\"]\n  mounts  = %s\n  outputs = [\"/out/o\"]\n}\n", name, mounts)
+	}
+	files := map[string]string{"sh": "#!/bin/sh\n",
+		"main.hcl": manyMain + step("m", "{}"),
+		"a.hcl":    step("zz", "{}") + step("held", `{ "/in" = step.zz.output[local.key] }`) + step("aa", "{}"),
+		"b.hcl":    namedSteps("t", 150, "{}")}
+	want := []string{"zz", "held", "aa"}
+	for i := 0; i < 150; i++ {
+		want = append(want, fmt.Sprintf("t%d", i))
+	}
+	want = append(want, "m")
+	cfg, diags := Load(writeProject(t, files), Options{})
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	var got []string
+	cfg.EachStep(func(s *Step) { got = append(got, s.Name) })
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("EachStep order:\n got %v\nwant %v", got, want)
 	}
 }

@@ -3,20 +3,17 @@ package lang
 import (
 	"bytes"
 
-	"github.com/foundry-build/foundry/internal/hclfast"
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 )
 
-// Configuration files are parsed like hclsyntax.ParseConfig, with the same result, but
-// block by block where they can be.
+// Configuration files are parsed with hclsyntax.ParseConfig, with the same result as parsing
+// each file whole, but block by block where they can be.
 //
 // Why: hclsyntax lexes a whole file into one token slice before parsing, growing it by
-// append; for a file of a hundred steps that slice reaches ~1 MB and is reallocated and
-// copied dozens of times, which made lexing a third of the time of planning 10k steps.
-// Parsing top-level blocks on their own keeps every token slice small, and lets the pieces
-// of one large file be parsed on several cores. Each piece is first offered to hclfast, which
-// builds the same tree without any token slice; hclsyntax parses what it declines.
+// append; for a file of a hundred steps that slice is reallocated and copied dozens of
+// times. Parsing top-level blocks on their own keeps every token slice small, and lets the
+// pieces of one large file be parsed on several cores.
 //
 // A cut is the start of a line that follows a line holding only "}". Such a point is either
 // a real top-level boundary or lies inside something still open (a block, a heredoc, a
@@ -34,12 +31,10 @@ const minPiece = 512
 type piece struct {
 	src   []byte
 	pos   hcl.Pos
-	body  *hclsyntax.Body
-	clean bool // parsed without diagnostics and without top-level attributes
-
-	// what hclsyntax made of the piece, when it parsed it: a file of one piece is this.
 	file  *hcl.File
 	diags hcl.Diagnostics
+	body  *hclsyntax.Body
+	clean bool // parsed without diagnostics and without top-level attributes
 }
 
 // cutPieces cuts src after lines that are exactly "}" (or "}\r") and are followed by more
@@ -69,14 +64,8 @@ func cutPieces(src []byte, least int) []piece {
 	return ps
 }
 
-// parse parses the piece with hclfast, which builds the same tree as hclsyntax several
-// times faster for what configuration is mostly made of, or with hclsyntax when hclfast
-// declines.
-func (p *piece) parse(filename string, nodes *hclfast.Nodes) {
-	if body, ok := nodes.Parse(p.src, filename, p.pos); ok {
-		p.body, p.clean = body, true
-		return
-	}
+// parse parses the piece from its position in the file.
+func (p *piece) parse(filename string) {
 	p.file, p.diags = hclsyntax.ParseConfig(p.src, filename, p.pos)
 	if len(p.diags) > 0 || p.file == nil {
 		return
@@ -89,10 +78,7 @@ func (p *piece) parse(filename string, nodes *hclfast.Nodes) {
 // them did not parse cleanly.
 func joinPieces(src []byte, filename string, ps []piece) (*hcl.File, hcl.Diagnostics) {
 	if len(ps) == 1 { // the piece is the file, parsed from its start
-		if ps[0].file != nil || ps[0].diags != nil {
-			return ps[0].file, ps[0].diags
-		}
-		return &hcl.File{Body: ps[0].body, Bytes: src}, nil
+		return ps[0].file, ps[0].diags
 	}
 	body := &hclsyntax.Body{Attributes: hclsyntax.Attributes{}}
 	for _, p := range ps {

@@ -2,7 +2,6 @@ package lang
 
 import (
 	"fmt"
-	"github.com/foundry-build/foundry/internal/hclfast"
 	"os"
 	"path/filepath"
 	"sort"
@@ -57,9 +56,8 @@ func writeBody(b *strings.Builder, body *hclsyntax.Body) {
 // parseInPieces is what parseFiles does to one file, in order: cut, parse each piece, join.
 func parseInPieces(src []byte, filename string, least int) (*hcl.File, hcl.Diagnostics) {
 	ps := cutPieces(src, least)
-	var nodes hclfast.Nodes // shared, as a worker of parseFiles shares them
 	for i := range ps {
-		ps[i].parse(filename, &nodes)
+		ps[i].parse(filename)
 	}
 	return joinPieces(src, filename, ps)
 }

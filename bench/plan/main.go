@@ -7,11 +7,11 @@
 // medians.
 //
 // The scaling line compares this run's 100k and 10k medians: planning that scales linearly
-// keeps the time per node flat. It is a measurement, not a target of its own: on our 2-core
-// virtual machines it ranged over 8.4-10.6× between runs with the same build, because a 10k
-// graph's working set fits in the processor's caches and a 100k graph's does not, and because
-// the host takes back memory the guest freed (the 100k plan faults ~870 MB in, at a cost that
-// varies fivefold from run to run). Making the 10k plan faster raises it.
+// keeps the time per node flat. It is a measurement, not a target of its own: it varies
+// between runs of the same build, because a 10k graph's working set fits in the processor's
+// caches and a 100k graph's does not, and because a virtual machine's host may take back
+// memory the guest freed, which then costs a page fault again. Making the 10k plan faster
+// raises it.
 package main
 
 import (
@@ -85,8 +85,8 @@ func main() {
 			fail(err)
 		}
 	}
-	// Virtual machines drift by 10-30% between runs a minute apart, so one run per size made
-	// the ratio between sizes swing by as much. Each size is planned several times, and the
+	// Virtual machines drift between runs a minute apart, so one run per size would make the
+	// ratio between sizes swing by as much. Each size is planned several times, and the
 	// sizes take turns (1k, 10k, 100k, 1k, ...), so that a drift slows every size alike
 	// instead of the ones measured last: the ratio is between medians of runs made over the
 	// same minute. The peak is the largest of the runs.
@@ -248,7 +248,7 @@ func runChild(dir string) int {
 	}
 	elapsed := time.Since(start)
 	if os.Getenv("FOUNDRY_BENCH_PHASES") != "" {
-		// Page faults cost ~13 µs each on our virtual machines: they are printed per phase.
+		// Page faults are costly on virtual machines: they are printed per phase.
 		f3 := faults()
 		fmt.Fprintf(os.Stderr, "load %v (%d faults) compile %v (%d) plan %v (%d)\n",
 			loaded.Sub(start), f1-f0, compiled.Sub(loaded), f2-f1, time.Since(compiled), f3-f2)

@@ -12,7 +12,6 @@ import (
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/hashicorp/hcl/v2/hclwrite"
 
-	"github.com/foundry-build/foundry/internal/hclfast"
 	"github.com/foundry-build/foundry/internal/parallel"
 )
 
@@ -41,9 +40,8 @@ Exit codes: 0 success (or nothing to change with -check), 1 syntax errors or I/O
 					return exitError
 				}
 				// Files are checked and formatted on every core, and nothing of a file is
-				// kept but what is written or reported: a parser that kept every file's
-				// syntax tree made 'fmt -check' of 100k steps take 21-23 s and 1.7 GB, most of
-				// it the collector marking the trees.
+				// kept but what is written or reported: holding every file's syntax tree
+				// would make the collector mark them all, over and over.
 				results := make([]fmtResult, len(files))
 				parallel.Parts(len(files), 1, func(lo, hi int) {
 					for i := lo; i < hi; i++ {
@@ -102,18 +100,14 @@ type fmtResult struct {
 }
 
 // formatFile reads, checks and formats one file. A file with a syntax error is not
-// formatted: hclwrite formats whatever it is given. The check is hclfast's where it can
-// parse the file (it parses only what hclsyntax parses without a diagnostic), at a sixth
-// of the cost, and hclsyntax's otherwise.
+// formatted: hclwrite formats whatever it is given, so hclsyntax checks it first.
 func formatFile(f string) fmtResult {
 	src, err := os.ReadFile(f)
 	if err != nil {
 		return fmtResult{err: err}
 	}
-	if _, ok := hclfast.Parse(src, f, hcl.InitialPos); !ok {
-		if _, d := hclsyntax.ParseConfig(src, f, hcl.InitialPos); d.HasErrors() {
-			return fmtResult{src: src, diags: d}
-		}
+	if _, d := hclsyntax.ParseConfig(src, f, hcl.InitialPos); d.HasErrors() {
+		return fmtResult{src: src, diags: d}
 	}
 	if out := hclwrite.Format(src); !bytes.Equal(out, src) {
 		return fmtResult{out: out}

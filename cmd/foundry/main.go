@@ -12,8 +12,6 @@ import (
 	"runtime/pprof"
 	"sort"
 	"strings"
-
-	"github.com/foundry-build/foundry/internal/hugeheap"
 )
 
 // Exit codes, documented in spec/cli.md.
@@ -55,9 +53,6 @@ func register(c *command) {
 }
 
 func main() {
-	if os.Getenv("GOGC") == "" {
-		hugeheap.DelayFirstGC()
-	}
 	env := &cliEnv{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv}
 	os.Exit(profiled(env, func() int { return run(env, os.Args[1:]) }))
 }

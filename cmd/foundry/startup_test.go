@@ -10,8 +10,9 @@ import (
 
 // Every foundry command pays for the package initializers of everything linked in. Their
 // cost is measured here in bytes allocated, which, unlike time, does not depend on the
-// machine: upstream jsonschema compiled its metaschemas in init (1.7 MB, ~13 ms of a 45 ms
-// start-up); the copy in third_party compiles them on first use.
+// machine, so that a new dependency with a costly initializer is noticed. The largest is
+// jsonschema's, which compiles its draft metaschemas in init (about 1.7 MB); Foundry uses
+// upstream jsonschema as it is rather than keep a fork to make that lazy.
 func TestStartupInitializersStayCheap(t *testing.T) {
 	cmd := exec.Command(foundryBin, "version")
 	cmd.Env = append(os.Environ(), "GODEBUG=inittrace=1")
@@ -37,10 +38,7 @@ func TestStartupInitializersStayCheap(t *testing.T) {
 	if len(perPackage) == 0 {
 		t.Fatalf("no inittrace output:\n%s", out)
 	}
-	if n := perPackage["github.com/santhosh-tekuri/jsonschema/v6"]; n > 100_000 {
-		t.Errorf("jsonschema's init allocates %d bytes: are its metaschemas compiled eagerly again (third_party/jsonschema/FORK.md)?", n)
-	}
-	const budget = 2_500_000 // 1.76 MB when written
+	const budget = 4_500_000
 	if total > budget {
 		t.Errorf("package initializers allocate %d bytes, over the %d budget; the largest:", total, budget)
 		for p, n := range perPackage {

@@ -51,9 +51,8 @@ import (
 var stateDriver = func() *sqlite.Driver {
 	d := &sqlite.Driver{}
 	// Keep the WAL (and its shared-memory index) when the last connection closes. Close
-	// still checkpoints, so state.db alone is complete afterwards; but deleting both files
-	// and creating them again on every command cost a cached 41-step re-apply ~13 ms of
-	// its ~70 (interleaved A/B, 50 runs each, separate projects).
+	// still checkpoints, so state.db alone is complete afterwards; deleting both files and
+	// creating them again would be a cost paid by every command.
 	d.RegisterConnectionHook(func(c sqlite.ExecQuerierContext, _ string) error {
 		fc, ok := c.(sqlite.FileControl)
 		if !ok {

@@ -51,7 +51,7 @@ type Store struct {
 	dir  string // root/sha256
 	// tmp (root/tmp) holds blobs being written, on the same file system as dir so that a
 	// rename publishes them. Apart from the blobs, so that sweeping up after a crashed
-	// writer lists a handful of files, not the whole store (30,000 names: ~30 ms).
+	// writer lists a handful of files, not the whole store.
 	tmp string
 }
 

@@ -1,5 +1,0 @@
-//go:build !race
-
-package hugeheap
-
-const raceEnabled = false
