@@ -79,10 +79,22 @@ func writeChecks(b *strings.Builder, cs []Check, indent string) {
 func writeArtifact(b *strings.Builder, a *ArtifactReport, indent string) {
 	fmt.Fprintf(b, "%s%s %s %s\n", indent, mark(a.OK), a.Name, a.Digest)
 	writeChecks(b, a.Checks, indent+"  ")
+	// An envelope refused about the artifact itself may still be relied on as the input of
+	// an accepted summary (step provenance names the step's outputs, not the package).
+	relied := map[string]bool{}
+	for _, at := range a.Attestations {
+		for _, in := range at.Inputs {
+			if at.OK && in.OK {
+				relied[in.Digest] = true
+			}
+		}
+	}
 	var unneeded []*AttestationReport
 	for _, at := range a.Attestations {
 		if a.OK && !at.OK {
-			unneeded = append(unneeded, at)
+			if !relied[at.Digest] {
+				unneeded = append(unneeded, at)
+			}
 			continue
 		}
 		writeAttestation(b, at, "envelope", indent+"  ")
