@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"sort"
 	"strings"
 	"sync"
@@ -95,6 +96,18 @@ func (e *StepError) Error() string {
 	}
 	return fmt.Sprintf("%s: exited with code %d", e.Node, e.ExitCode)
 }
+
+// Panic is a panic raised while a node was being settled on one of an apply's goroutines,
+// with the stack where it was raised. The walk raises it again on the goroutine that drives
+// it, so that the caller of Apply can recover every panic of an apply, not only those of its
+// own goroutine (a panic nobody recovers ends the process with Go's exit status 2).
+type Panic struct {
+	Node  string // the node being settled
+	Value any    // what was passed to panic
+	Stack []byte // the panicking goroutine's stack, from where it was recovered
+}
+
+func (p *Panic) Error() string { return fmt.Sprintf("panic while settling %s: %v", p.Node, p.Value) }
 
 // ApplyResult summarizes an apply.
 type ApplyResult struct {
@@ -378,11 +391,14 @@ func (r *runner) walk(ctx context.Context, active []string, deps map[string][]st
 		}
 	}
 	type done struct {
-		addr string
-		err  error
-		kind string // "executed", "cached", "built", "failed", "skipped"
+		addr  string
+		err   error
+		kind  string // "executed", "cached", "built", "failed", "skipped"
+		panic *Panic // settling the node panicked: raised again here
 	}
-	results := make(chan done)
+	// Buffered for every node, so that no goroutine is left blocked on a walk that stopped
+	// early to raise a panic.
+	results := make(chan done, len(active))
 	sem := make(chan struct{}, r.opt.Parallelism)
 	failed := map[string]string{} // node → root failure it is blocked by
 	var ready []string
@@ -453,20 +469,33 @@ func (r *runner) walk(ctx context.Context, active []string, deps map[string][]st
 			}
 			running++
 			go func(a string) {
+				defer func() {
+					if v := recover(); v != nil {
+						p, ok := v.(*Panic) // from a nested walk: it keeps its own node and stack
+						if !ok {
+							p = &Panic{Node: a, Value: v, Stack: debug.Stack()}
+						}
+						results <- done{addr: a, kind: "failed", panic: p}
+					}
+				}()
 				n := r.g.Nodes[a]
 				if n.Kind == KindStep || n.Kind == KindCheck {
 					sem <- struct{}{}
 					defer func() { <-sem }()
 				}
 				kind, err := r.settle(ctx, n)
-				results <- done{a, err, kind}
+				results <- done{addr: a, err: err, kind: kind}
 			}(a)
 		}
 		if running == 0 {
 			break // cancelled: nothing more will finish
 		}
 		running--
-		finish(<-results)
+		d := <-results
+		if d.panic != nil {
+			panic(d.panic)
+		}
+		finish(d)
 	}
 	sort.Strings(res.Skipped)
 	return res

@@ -9,9 +9,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"runtime/pprof"
 	"sort"
 	"strings"
+
+	"github.com/foundry-build/foundry/engine"
 )
 
 // Exit codes, documented in spec/cli.md.
@@ -80,8 +83,17 @@ func profiled(env *cliEnv, f func() int) int {
 	return code
 }
 
-// run dispatches args to a subcommand and returns the process exit code.
-func run(env *cliEnv, args []string) int {
+// run dispatches args to a subcommand and returns the process exit code. A panic in the
+// command (or one an apply carries back from a step's goroutine, engine.Panic) is a bug: it
+// exits exitInternal with one line, not Go's exit 2 and trace, which a script would take
+// for a usage error.
+func run(env *cliEnv, args []string) (code int) {
+	who := "foundry" // names the command in the panic report, once it is known
+	defer func() {
+		if v := recover(); v != nil {
+			code = reportPanic(env, who, v, debug.Stack())
+		}
+	}()
 	if len(args) == 0 {
 		printTopUsage(env.stderr)
 		return exitUsage
@@ -106,7 +118,8 @@ func run(env *cliEnv, args []string) int {
 		fmt.Fprintf(env.stderr, "foundry: unknown command %q%s\nRun 'foundry help' for the list of commands.\n", name, suggestCommand(name))
 		return exitUsage
 	}
-	fs := flag.NewFlagSet("foundry "+c.name, flag.ContinueOnError)
+	who = "foundry " + c.name
+	fs := flag.NewFlagSet(who, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	runFn := c.setup(fs)
 	if err := fs.Parse(args[1:]); err != nil {
@@ -121,6 +134,27 @@ func run(env *cliEnv, args []string) int {
 }
 
 var version = "dev"
+
+// reportURL is where bugs are reported.
+const reportURL = "https://github.com/foundry-build/foundry/issues"
+
+// reportPanic says that the command hit a bug: one line naming the panic value, one saying
+// where to report it; the stack only when FOUNDRY_DEBUG is set (spec/cli.md). stack is
+// where the panic was recovered; a panic carried from another goroutine brings its own.
+func reportPanic(env *cliEnv, name string, v any, stack []byte) int {
+	where := ""
+	if p, ok := v.(*engine.Panic); ok {
+		v, stack = p.Value, p.Stack
+		where = " while settling " + p.Node
+	}
+	fmt.Fprintf(env.stderr, "%s: internal error: panic%s: %v\n", name, where, v)
+	if env.getenv("FOUNDRY_DEBUG") != "" {
+		fmt.Fprintf(env.stderr, "This is a bug in foundry %s; please report it, with this stack, at %s\n\n%s", version, reportURL, stack)
+	} else {
+		fmt.Fprintf(env.stderr, "This is a bug in foundry %s; please report it at %s (run again with FOUNDRY_DEBUG=1 for the stack to include).\n", version, reportURL)
+	}
+	return exitInternal
+}
 
 func printTopUsage(w io.Writer) {
 	fmt.Fprint(w, `Foundry builds software that must be proven: HCL recipes and capability contracts compile into
