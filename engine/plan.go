@@ -20,7 +20,7 @@ const PlanFormatVersion = "1"
 // Node statuses in a plan.
 const (
 	StatusRun         = "run"         // a step that will execute
-	StatusCached      = "cached"      // a step whose result is in the action cache
+	StatusCached      = "cached"      // a step whose result is in the action cache, a seed whose image is built
 	StatusBuild       = "build"       // a seed image, package or recipe that will be assembled
 	StatusRegistry    = "registry"    // a capability pinned to an admitted version in the registry
 	StatusMissing     = "missing"     // cannot be produced: see Reason
@@ -176,6 +176,9 @@ type PlanOptions struct {
 	// Cached reports whether a step's action digest has a result in the action cache; nil
 	// means nothing is cached.
 	Cached func(*Node) bool
+	// SeedBuilt reports whether a seed's image is built (seed.Builder.Built of its digest),
+	// so that apply builds nothing for it; nil means no image is built.
+	SeedBuilt func(*Node) bool
 	// Admitted finds an admitted, unquarantined version of a capability in the registry;
 	// nil means there is no registry to consult.
 	// the string says why the registry's version is not used, when it is not.
@@ -245,6 +248,11 @@ func MakePlan(g *Graph, opt PlanOptions) (*Plan, error) {
 			}
 		case KindCapability:
 			pn.Status = StatusMissing // settled by resolution below
+		case KindSeed:
+			pn.Status = StatusBuild
+			if opt.SeedBuilt != nil && opt.SeedBuilt(ix.nodes[k]) {
+				pn.Status = StatusCached
+			}
 		default:
 			pn.Status = StatusBuild
 		}
@@ -306,7 +314,9 @@ func MakePlan(g *Graph, opt PlanOptions) (*Plan, error) {
 		case StatusRun:
 			p.Summary.Run++
 		case StatusCached:
-			p.Summary.Cached++
+			if pn.Kind == KindStep || pn.Kind == KindCheck {
+				p.Summary.Cached++
+			}
 		case StatusBuild:
 			if pn.Kind == KindSeed || pn.Kind == KindRecipe {
 				p.Summary.Build++

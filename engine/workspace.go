@@ -187,7 +187,11 @@ func (w *Workspace) Plan(ctx context.Context, g *Graph, reg registry.Store, keys
 	if err != nil {
 		return nil, err
 	}
-	opt := PlanOptions{Cached: func(n *Node) bool { return cached[n.Address] }, Quarantined: map[digest.Digest]string{}}
+	opt := PlanOptions{
+		Cached:      func(n *Node) bool { return cached[n.Address] },
+		SeedBuilt:   func(n *Node) bool { return w.Seeds.Built(string(n.Digest)) }, // the key buildSeed gives
+		Quarantined: map[digest.Digest]string{},
+	}
 	qs, err := w.State.QuarantineList(ctx)
 	if err != nil {
 		return nil, err

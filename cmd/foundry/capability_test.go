@@ -191,3 +191,45 @@ func decodePlan(t *testing.T, out string) *engine.Plan {
 	}
 	return p
 }
+
+// plan -detailed-exitcode says whether apply has work: after one apply of a project with an
+// admitted capability and a step, nothing runs and nothing is built (the seed's image is
+// built: it is cached, not "build"), so 0; a changed step, or a seed image gone, is work, 3.
+func TestPlanDetailedExitCodeAfterAdmission(t *testing.T) {
+	needSandbox(t)
+	dir := copyExample(t, "greeter")
+	f, err := os.OpenFile(filepath.Join(dir, "main.hcl"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString(`
+variable "greeting" { default = "hi" }
+step "hello" {
+  image   = seed.busybox
+  run     = ["sh", "-c", "echo $GREETING > /out/hello.txt"]
+  env     = { GREETING = var.greeting }
+  outputs = ["/out/hello.txt"]
+}
+`)
+	f.Close()
+	if code, _, errs := foundry(t, dir, "plan", "-detailed-exitcode"); code != exitDiffers {
+		t.Fatalf("before any apply: exit %d, want %d\n%s", code, exitDiffers, errs)
+	}
+	if r := apply(t, dir, nil); r.code != 0 {
+		t.Fatalf("apply: exit %d\n%s", r.code, r.stderr)
+	}
+	code, out, errs := foundry(t, dir, "plan", "-detailed-exitcode")
+	if code != exitOK || !strings.Contains(out, "= seed.busybox") || !strings.Contains(out, "Plan: 0 to run, 1 cached, 0 to build, 1 from registry") {
+		t.Fatalf("after the apply nothing is left to do: exit %d, want %d\n%s%s", code, exitOK, out, errs)
+	}
+	if code, _, _ := foundry(t, dir, "plan", "-detailed-exitcode", "-var", "greeting=yo"); code != exitDiffers {
+		t.Errorf("a step that will run: exit %d, want %d", code, exitDiffers)
+	}
+	if err := os.RemoveAll(filepath.Join(dir, ".foundry", "images")); err != nil {
+		t.Fatal(err)
+	}
+	code, out, _ = foundry(t, dir, "plan", "-detailed-exitcode")
+	if code != exitDiffers || !strings.Contains(out, "+ seed.busybox") {
+		t.Errorf("a seed whose image is gone will be built: exit %d, want %d\n%s", code, exitDiffers, out)
+	}
+}

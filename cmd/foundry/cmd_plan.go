@@ -19,7 +19,8 @@ Plan compiles the project in DIR (default: the current directory) into a content
 graph and says, for every node, what apply would do with it:
 
   +  run       a step that will execute in a sandbox
-  =  cached    a step whose exact action digest already has a result
+  =  cached    a step whose exact action digest already has a result, or a seed
+               whose image is already built
   +  build     a seed image, package or recipe that will be assembled
   @  registry  a capability pinned to an admitted version by digest
   !  missing   cannot be produced; the reason says why
@@ -34,7 +35,8 @@ Examples:
   foundry plan -out hello.plan            # apply hello.plan later; it refuses if inputs changed
 
 Exit codes: 0 success, 1 configuration errors, 2 usage error,
-3 with -detailed-exitcode when there is work to do (0 then means nothing to do).`,
+3 with -detailed-exitcode when a step will run or a seed or recipe will be built (0 then
+means nothing to do), 4 internal error.`,
 		setup: func(fs *flag.FlagSet) func(*cliEnv, []string) int {
 			var v varFlags
 			v.register(fs)

@@ -153,6 +153,25 @@ func (b *Builder) Build(ctx context.Context, s *Spec) (executors.Image, error) {
 	return img, nil
 }
 
+// Built reports whether a Build of a Spec with this Key would find its image recorded,
+// complete and unpacked, and so build, import and unpack nothing. It creates nothing under
+// Root: a plan asks it of every seed, and planning writes nothing.
+func (b *Builder) Built(key string) bool {
+	if key == "" {
+		return false
+	}
+	st, err := storeAt(b.Root)
+	if err != nil {
+		return false
+	}
+	h, ok := st.lookupKey(key)
+	if !ok {
+		return false
+	}
+	fi, err := os.Lstat(st.rootfsPath(h))
+	return err == nil && fi.IsDir()
+}
+
 func (b *Builder) build(ctx context.Context, s *Spec) (executors.Image, error) {
 	if err := validateSpec(s); err != nil {
 		return executors.Image{}, err

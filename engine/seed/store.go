@@ -31,7 +31,8 @@ type store struct {
 	root, layout, blobs, rootfs, keys, tmp string
 }
 
-func openStore(root string) (*store, error) {
+// storeAt names the store's paths under root, creating nothing.
+func storeAt(root string) (*store, error) {
 	if root == "" {
 		return nil, errors.New("builder has no Root")
 	}
@@ -39,13 +40,20 @@ func openStore(root string) (*store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("builder root: %w", err)
 	}
-	st := &store{
+	return &store{
 		root:   root,
 		layout: filepath.Join(root, "layout"),
 		blobs:  filepath.Join(root, "layout", "blobs", "sha256"),
 		rootfs: filepath.Join(root, "rootfs"),
 		keys:   filepath.Join(root, "keys"),
 		tmp:    filepath.Join(root, "tmp"),
+	}, nil
+}
+
+func openStore(root string) (*store, error) {
+	st, err := storeAt(root)
+	if err != nil {
+		return nil, err
 	}
 	for _, d := range []string{st.blobs, st.rootfs, st.keys, st.tmp} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
