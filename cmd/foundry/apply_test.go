@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/foundry-build/foundry/engine/digest"
 )
@@ -264,6 +265,100 @@ func TestApplyRefusesStaleSavedPlan(t *testing.T) {
 	if !strings.Contains(out, "the top 2:") {
 		t.Errorf("the saved plan's -var top=2 was not applied:\n%s", out)
 	}
+}
+
+// A stale saved plan is refused before anything is written: no state directory where
+// there was none, and where there is one, not a byte of it changed (no run, no lock file,
+// no stat cache entry for the changed input).
+func TestStaleSavedPlanWritesNothing(t *testing.T) {
+	needSandbox(t)
+	dir := helloProject(t)
+	state := filepath.Join(dir, ".foundry")
+	// stale saves a plan, changes an input and applies the plan, which must be refused;
+	// it returns the state directory just before and just after that apply.
+	stale := func() (before, after map[string]string, runsBefore, runsAfter string) {
+		t.Helper()
+		if code, _, errs := foundry(t, dir, "plan", "-out", "saved.plan"); code != 0 {
+			t.Fatal(errs)
+		}
+		f := filepath.Join(dir, "text", "fox.txt")
+		b, _ := os.ReadFile(f)
+		if err := os.WriteFile(f, append(b, "more\n"...), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		// Past the stat cache's racy window, loading the project would remember the inputs'
+		// digests: a write the refusal must not make either.
+		time.Sleep(2100 * time.Millisecond)
+		_, runsBefore, _ = foundry(t, dir, "status", "-json")
+		before = snapshot(t, state)
+		r := apply(t, dir, nil, "saved.plan")
+		after = snapshot(t, state)
+		_, runsAfter, _ = foundry(t, dir, "status", "-json")
+		if r.code != exitError || !strings.Contains(r.stderr, "the saved plan saved.plan is stale; nothing was run or written") || len(r.executed) != 0 {
+			t.Fatalf("stale plan: exit %d, executed %v\n%s", r.code, r.executed, r.stderr)
+		}
+		return before, after, runsBefore, runsAfter
+	}
+	if _, after, _, _ := stale(); len(after) != 0 {
+		t.Fatalf("refusing a stale plan in a project never applied created .foundry: %v", after)
+	}
+
+	if r := apply(t, dir, nil); r.code != 0 {
+		t.Fatalf("apply: %s", r.stderr)
+	}
+	before, after, runsBefore, runsAfter := stale()
+	if len(before) == 0 {
+		t.Fatal("no state after an apply")
+	}
+	for p, h := range after {
+		if before[p] != h {
+			t.Errorf("refusing a stale plan changed .foundry/%s", p)
+		}
+	}
+	for p := range before {
+		if _, ok := after[p]; !ok {
+			t.Errorf("refusing a stale plan removed .foundry/%s", p)
+		}
+	}
+	if runsAfter != runsBefore {
+		t.Errorf("refusing a stale plan changed the runs:\n%s\nbefore:\n%s", runsAfter, runsBefore)
+	}
+}
+
+// snapshot maps every path under root to what it is: a directory, a link's target, or a
+// file's SHA-256.
+func snapshot(t *testing.T, root string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	if _, err := os.Lstat(root); os.IsNotExist(err) {
+		return out
+	}
+	err := filepath.Walk(root, func(p string, info os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		switch {
+		case info.IsDir():
+			out[rel] = "dir"
+		case info.Mode()&os.ModeSymlink != 0:
+			target, _ := os.Readlink(p)
+			out[rel] = "link " + target
+		case info.Mode().IsRegular():
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			out[rel] = string(digest.FromBytes(b))
+		default:
+			out[rel] = info.Mode().String()
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // gc removes what no cached result needs and keeps every cached result usable.

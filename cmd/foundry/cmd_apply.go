@@ -29,7 +29,8 @@ is cached are not run again; a failed step is never cached, and whatever needs i
 skipped and reported once.
 
 Given a PLANFILE saved by 'foundry plan -out', apply first checks that the configuration
-and every input still match it exactly, and refuses, naming what changed, if not.
+and every input still match it exactly, and refuses, naming what changed and writing
+nothing, if not.
 
 A killed apply leaves no half-written results: run it again and it finishes the work,
 without re-running the steps that had completed, after removing the killed run's
@@ -83,10 +84,29 @@ is stale, 2 usage error.`,
 						v.vars, v.varFiles = p.Invocation.Vars, p.Invocation.VarFiles
 					}
 				}
-				g, _ := loadGraph(env, dir, &v, false)
+				g, _, saveStat := loadGraphUnsaved(env, dir, &v, false)
 				if g == nil {
 					return exitError
 				}
+				if saved != nil {
+					// Before anything is written: a stale plan leaves the project as it was.
+					// Staleness is a matter of digests only (not of the cache, registry or
+					// quarantine), so a plan without the workspace decides it.
+					fresh, err := engine.MakePlan(g, engine.PlanOptions{})
+					if err != nil {
+						fmt.Fprintf(env.stderr, "foundry apply: %v\n", err)
+						return exitError
+					}
+					if reasons := engine.StaleReasons(saved, fresh); len(reasons) > 0 {
+						fmt.Fprintf(env.stderr, "foundry apply: the saved plan %s is stale; nothing was run or written. Since it was made:\n", target)
+						for _, r := range reasons {
+							fmt.Fprintf(env.stderr, "  - %s\n", r)
+						}
+						fmt.Fprintln(env.stderr, "Run 'foundry plan -out FILE' again.")
+						return exitError
+					}
+				}
+				saveStat()
 				ws, err := engine.OpenWorkspace(dir)
 				if err != nil {
 					fmt.Fprintf(env.stderr, "foundry apply: %v\n", err)
@@ -118,16 +138,9 @@ is stale, 2 usage error.`,
 					fmt.Fprintf(env.stderr, "foundry apply: %v\n", err)
 					return exitError
 				}
-				if saved != nil {
-					if reasons := engine.StaleReasons(saved, plan); len(reasons) > 0 {
-						fmt.Fprintf(env.stderr, "foundry apply: the saved plan %s is stale; nothing was run. Since it was made:\n", target)
-						for _, r := range reasons {
-							fmt.Fprintf(env.stderr, "  - %s\n", r)
-						}
-						fmt.Fprintln(env.stderr, "Run 'foundry plan -out FILE' again.")
-						return exitError
-					}
-				} else if !*auto {
+				// A saved plan is current (checked above, for the same graph) and is its own
+				// approval.
+				if saved == nil && !*auto {
 					plan.WriteText(env.stdout)
 					if !approve(env) {
 						fmt.Fprintln(env.stderr, "Apply cancelled.")

@@ -61,17 +61,27 @@ func projectDir(env *cliEnv, cmd string, args []string) (string, bool) {
 // loadGraph loads and compiles the project in dir, printing diagnostics. It returns nil when
 // there were errors.
 func loadGraph(env *cliEnv, dir string, v *varFlags, jsonOut bool) (*engine.Graph, hcl.Diagnostics) {
+	g, diags, saveStat := loadGraphUnsaved(env, dir, v, jsonOut)
+	saveStat()
+	return g, diags
+}
+
+// loadGraphUnsaved is loadGraph without writing the stat cache: the caller calls saveStat
+// once it has decided to write in the state directory at all (apply of a stale saved plan
+// writes nothing).
+func loadGraphUnsaved(env *cliEnv, dir string, v *varFlags, jsonOut bool) (g *engine.Graph, diags hcl.Diagnostics, saveStat func()) {
 	// Input digests are remembered by stat in the project's state directory, when it has
 	// one (commands that only read a project do not create it).
 	var stat *digest.StatCache
 	if st, err := os.Stat(filepath.Join(dir, engine.StateDir)); err == nil && st.IsDir() {
 		stat = digest.OpenStatCache(filepath.Join(dir, engine.StateDir, "stat-cache"))
 	}
-	cfg, diags := lang.Load(dir, lang.Options{Vars: v.vars, VarFiles: v.varFiles, StatCache: stat})
-	if err := stat.Save(); err != nil {
-		fmt.Fprintf(env.stderr, "Warning: %v (input files will be hashed again next time)\n", err)
+	saveStat = func() {
+		if err := stat.Save(); err != nil {
+			fmt.Fprintf(env.stderr, "Warning: %v (input files will be hashed again next time)\n", err)
+		}
 	}
-	var g *engine.Graph
+	cfg, diags := lang.Load(dir, lang.Options{Vars: v.vars, VarFiles: v.varFiles, StatCache: stat})
 	if !diags.HasErrors() {
 		var cdiags hcl.Diagnostics
 		g, cdiags = engine.Compile(cfg)
@@ -85,9 +95,9 @@ func loadGraph(env *cliEnv, dir string, v *varFlags, jsonOut bool) (*engine.Grap
 		writeDiagnostics(env.stderr, files, diags)
 	}
 	if diags.HasErrors() {
-		return nil, diags
+		return nil, diags, saveStat
 	}
-	return g, diags
+	return g, diags, saveStat
 }
 
 // writeDiagnostics renders diagnostics with file:line:column and a source snippet.
