@@ -32,6 +32,17 @@ type Effect struct {
 	Result      string // what the outcome was (a digest, a URL) or why it is unknown
 	Created     time.Time
 	Updated     time.Time
+	// Decision is how an operator resolved the effect when it was unknown (DecideEffect);
+	// nil when nobody did. It stays when the engine moves the effect on.
+	Decision *EffectDecision
+}
+
+// EffectDecision is an operator's resolution of an unknown effect.
+type EffectDecision struct {
+	Status EffectStatus // succeeded or failed
+	By     string       // who decided (user@host)
+	At     time.Time
+	Reason string // why: what the operator found out
 }
 
 // EffectID derives an effect's logical action ID deterministically from what identifies it,
@@ -108,6 +119,105 @@ func (d *DB) ResolveEffect(ctx context.Context, id string, status EffectStatus, 
 	return d.settleEffect(ctx, id, status, result, EffectUnknown)
 }
 
+// diedAfterDispatch is the result of an effect parked as unknown.
+const diedAfterDispatch = "the run's process died after dispatch"
+
+// parkEffects marks unknown the effects that the dead run runID had dispatched.
+func parkEffects(ctx context.Context, tx *sql.Tx, runID string, now sql.NullInt64) error {
+	_, err := tx.ExecContext(ctx, `UPDATE effects SET status = 'unknown', result = ?, updated = ? WHERE run_id = ? AND status = 'dispatched'`,
+		diedAfterDispatch, now, runID)
+	return err
+}
+
+// ParkEffects marks unknown every dispatched effect whose run is no longer alive, as
+// RecoverRuns does, without touching the runs themselves (their nodes, attempts and
+// containers are the next apply's to recover). A command that shows or resolves effects
+// calls it, so that it sees a publish cut short by a killed apply as unknown before any
+// apply ran again. It returns how many effects it parked.
+func (d *DB) ParkEffects(ctx context.Context) (int, error) {
+	rows, err := d.db.QueryContext(ctx, `SELECT DISTINCT run_id FROM effects WHERE status = 'dispatched'`)
+	if err != nil {
+		return 0, fmt.Errorf("state: park effects: %w", err)
+	}
+	var runs []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return 0, fmt.Errorf("state: park effects: %w", err)
+		}
+		runs = append(runs, id)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, fmt.Errorf("state: park effects: %w", err)
+	}
+	parked := 0
+	for _, id := range runs {
+		alive, err := d.runAlive(id)
+		if err != nil {
+			return parked, err
+		}
+		if alive {
+			continue
+		}
+		err = d.tx(ctx, "park the effects of run "+id, func(tx *sql.Tx) error {
+			// A dead run stays dead, so its dispatched effects are unknown for good.
+			var n int
+			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM effects WHERE run_id = ? AND status = 'dispatched'`, id).Scan(&n); err != nil {
+				return err
+			}
+			parked += n
+			return parkEffects(ctx, tx, id, nanos(time.Now()))
+		})
+		if err != nil {
+			return parked, err
+		}
+	}
+	return parked, nil
+}
+
+// ErrNotUnknown is returned (wrapped) by DecideEffect for an effect that is not unknown:
+// only an outcome nobody knows is decided by hand.
+var ErrNotUnknown = errors.New("not unknown")
+
+// DecideEffect records an operator's resolution of an unknown effect: it moves the effect to
+// dec.Status — succeeded, with result saying what it produced, or failed, which lets the
+// engine perform it again — and keeps who decided, when and why. Like every row it only
+// indexes: a succeeded publish is still published again when the plan finds no admitted
+// version. An effect that is not unknown is refused with ErrNotUnknown;
+// one that does not exist with ErrNotFound.
+func (d *DB) DecideEffect(ctx context.Context, id string, dec EffectDecision, result string) error {
+	if dec.Status != EffectSucceeded && dec.Status != EffectFailed {
+		return fmt.Errorf("state: decide effect %s: %q is not an outcome (succeeded or failed)", id, dec.Status)
+	}
+	if dec.By == "" || dec.Reason == "" {
+		return fmt.Errorf("state: decide effect %s: who decided and why are required", id)
+	}
+	if dec.At.IsZero() {
+		dec.At = time.Now()
+	}
+	return d.tx(ctx, "decide effect "+id, func(tx *sql.Tx) error {
+		r, err := tx.ExecContext(ctx, `UPDATE effects SET status = ?, result = ?, updated = ?, decision = ?, decided_by = ?, decided = ?, decision_reason = ?
+WHERE id = ? AND status = 'unknown'`, string(dec.Status), result, nanos(dec.At), string(dec.Status), dec.By, nanos(dec.At), dec.Reason, id)
+		if err != nil {
+			return err
+		}
+		if n, _ := r.RowsAffected(); n == 1 {
+			return nil
+		}
+		var st string
+		err = tx.QueryRowContext(ctx, `SELECT status FROM effects WHERE id = ?`, id).Scan(&st)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("effect %s: %w", id, ErrNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		return fmt.Errorf("effect %s is %s, %w", id, st, ErrNotUnknown)
+	})
+}
+
 func (d *DB) settleEffect(ctx context.Context, id string, status EffectStatus, result string, from EffectStatus) error {
 	if status != EffectSucceeded && status != EffectFailed {
 		return fmt.Errorf("state: settle effect %s: %q is not an outcome", id, status)
@@ -125,18 +235,25 @@ func (d *DB) settleEffect(ctx context.Context, id string, status EffectStatus, r
 	})
 }
 
-const effectColumns = `id, run_id, address, kind, destination, status, result, created, updated`
+const effectColumns = `id, run_id, address, kind, destination, status, result, created, updated, decision, decided_by, decided, decision_reason`
 
 func scanEffect(s interface{ Scan(...any) error }) (Effect, error) {
 	var (
-		e                Effect
-		status           string
-		created, updated sql.NullInt64
+		e                         Effect
+		status                    string
+		created, updated, decided sql.NullInt64
+		dec                       EffectDecision
+		decision                  string
 	)
-	if err := s.Scan(&e.ID, &e.RunID, &e.Address, &e.Kind, &e.Destination, &status, &e.Result, &created, &updated); err != nil {
+	if err := s.Scan(&e.ID, &e.RunID, &e.Address, &e.Kind, &e.Destination, &status, &e.Result, &created, &updated,
+		&decision, &dec.By, &decided, &dec.Reason); err != nil {
 		return Effect{}, err
 	}
 	e.Status, e.Created, e.Updated = EffectStatus(status), fromNanos(created), fromNanos(updated)
+	if decision != "" {
+		dec.Status, dec.At = EffectStatus(decision), fromNanos(decided)
+		e.Decision = &dec
+	}
 	return e, nil
 }
 

@@ -130,6 +130,15 @@ CREATE TABLE verdicts (
 );
 CREATE INDEX verdicts_by_candidate ON verdicts (contract_digest, candidate_digest, suite_digest);
 `,
+	// 6: an operator's decision on an effect left unknown (foundry effects resolve): what
+	// they decided, who, when and why. Kept after the engine moves the effect on, as its
+	// history.
+	`
+ALTER TABLE effects ADD COLUMN decision TEXT NOT NULL DEFAULT '' CHECK (decision IN ('', 'succeeded', 'failed'));
+ALTER TABLE effects ADD COLUMN decided_by TEXT NOT NULL DEFAULT '';
+ALTER TABLE effects ADD COLUMN decided INTEGER;
+ALTER TABLE effects ADD COLUMN decision_reason TEXT NOT NULL DEFAULT '';
+`,
 }
 
 // Version is the schema version this binary writes.

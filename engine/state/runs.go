@@ -202,8 +202,7 @@ func (d *DB) RecoverRuns(ctx context.Context) ([]Run, error) {
 				return err
 			}
 			// An effect the dead run had dispatched may or may not have happened: park it.
-			_, err := tx.ExecContext(ctx, `UPDATE effects SET status = 'unknown', result = 'the run''s process died after dispatch', updated = ? WHERE run_id = ? AND status = 'dispatched'`, now, r.ID)
-			return err
+			return parkEffects(ctx, tx, r.ID, now)
 		})
 		if err != nil {
 			return nil, err

@@ -2,6 +2,7 @@ package state
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -347,11 +348,26 @@ func TestKilledRunIsRecovered(t *testing.T) {
 	if dead, err := db.RecoverRuns(ctx); err != nil || len(dead) != 0 {
 		t.Fatalf("live run: recovered = %+v, %v", dead, err)
 	}
+	if n, err := db.ParkEffects(ctx); err != nil || n != 0 {
+		t.Fatalf("live run: parked %d effects, %v", n, err)
+	}
 
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	cmd.Wait()
+
+	// foundry effects parks the dead run's publish as unknown, and leaves the run itself
+	// for apply's recovery.
+	if n, err := db.ParkEffects(ctx); err != nil || n != 1 {
+		t.Fatalf("after kill -9: parked %d effects, %v", n, err)
+	}
+	if e, err := db.GetEffect(ctx, "eff-publish"); err != nil || e.Status != EffectUnknown || e.Result != "the run's process died after dispatch" {
+		t.Fatalf("parked effect = %+v, %v", e, err)
+	}
+	if r, err := db.GetRun(ctx, runID); err != nil || r.Status != RunRunning {
+		t.Fatalf("parking effects touched the run: %+v, %v", r, err)
+	}
 
 	atts, err := db.InterruptedAttempts(ctx)
 	if err != nil || len(atts) != 1 {
@@ -570,6 +586,57 @@ func TestEffectsOutbox(t *testing.T) {
 	}
 	if err := db.ResolveEffect(ctx, id, EffectFailed, ""); err == nil {
 		t.Fatal("resolved an effect that is not unknown")
+	}
+}
+
+// An operator decides an unknown effect once: the outcome, who, when and why are kept,
+// also after the engine performs a failed one again; an effect that is not unknown is
+// refused.
+func TestDecideEffect(t *testing.T) {
+	ctx := context.Background()
+	db := openTest(t)
+	run, err := db.BeginRun(ctx, dg("plan"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := Effect{ID: "eff-1", RunID: run.ID, Address: "capability.c", Kind: "publish", Destination: "oci-layout:reg"}
+	if _, _, err := db.EffectIntent(ctx, e); err != nil {
+		t.Fatal(err)
+	}
+	dec := EffectDecision{Status: EffectFailed, By: "ada@build1", Reason: "the registry has no such manifest"}
+	if err := db.DecideEffect(ctx, "eff-1", dec, ""); !errors.Is(err, ErrNotUnknown) {
+		t.Fatalf("deciding an intended effect: %v, want ErrNotUnknown", err)
+	}
+	if err := db.DecideEffect(ctx, "eff-none", dec, ""); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("deciding a missing effect: %v, want ErrNotFound", err)
+	}
+	db.SQL().Exec(`UPDATE effects SET status = 'unknown', result = 'the run''s process died after dispatch' WHERE id = 'eff-1'`)
+	if err := db.DecideEffect(ctx, "eff-1", EffectDecision{Status: EffectUnknown, By: "x", Reason: "y"}, ""); err == nil {
+		t.Fatal("decided an effect unknown")
+	}
+	if err := db.DecideEffect(ctx, "eff-1", EffectDecision{Status: EffectFailed, By: "x"}, ""); err == nil {
+		t.Fatal("decided without a reason")
+	}
+	if err := db.DecideEffect(ctx, "eff-1", dec, "decided failed"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := db.GetEffect(ctx, "eff-1")
+	if err != nil || got.Status != EffectFailed || got.Result != "decided failed" || got.Decision == nil ||
+		got.Decision.Status != EffectFailed || got.Decision.By != "ada@build1" || got.Decision.Reason != dec.Reason || got.Decision.At.IsZero() {
+		t.Fatalf("decided effect = %+v (%+v), %v", got, got.Decision, err)
+	}
+	if err := db.DecideEffect(ctx, "eff-1", dec, ""); !errors.Is(err, ErrNotUnknown) {
+		t.Fatalf("deciding twice: %v, want ErrNotUnknown", err)
+	}
+	// A failed effect is performed again; the decision stays as its history.
+	if err := db.EffectDispatching(ctx, "eff-1", run.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.EffectFinished(ctx, "eff-1", EffectSucceeded, "oci-layout:reg@sha256:abc"); err != nil {
+		t.Fatal(err)
+	}
+	if list, err := db.Effects(ctx, ""); err != nil || len(list) != 1 || list[0].Status != EffectSucceeded || list[0].Decision == nil || list[0].Decision.By != "ada@build1" {
+		t.Fatalf("effects = %+v, %v", list, err)
 	}
 }
 
