@@ -139,6 +139,26 @@ ALTER TABLE effects ADD COLUMN decided_by TEXT NOT NULL DEFAULT '';
 ALTER TABLE effects ADD COLUMN decided INTEGER;
 ALTER TABLE effects ADD COLUMN decision_reason TEXT NOT NULL DEFAULT '';
 `,
+	// 7: what happened to capabilities in each run (suites evaluated, candidates rejected,
+	// admissions, pins), for foundry status: the evaluations table keeps only the last
+	// outcome per candidate and suite, and no run.
+	`
+CREATE TABLE capability_events (
+	run_id       TEXT NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+	seq          INTEGER NOT NULL CHECK (seq >= 1),
+	at           INTEGER NOT NULL,
+	type         TEXT NOT NULL,
+	capability   TEXT NOT NULL,
+	recipe       TEXT NOT NULL DEFAULT '',
+	suite        TEXT NOT NULL DEFAULT '',
+	passed       INTEGER CHECK (passed IN (0, 1)),
+	cases        INTEGER,
+	cases_passed INTEGER,
+	ref          TEXT NOT NULL DEFAULT '',
+	message      TEXT NOT NULL DEFAULT '',
+	PRIMARY KEY (run_id, seq)
+) WITHOUT ROWID;
+`,
 }
 
 // Version is the schema version this binary writes.

@@ -1,8 +1,9 @@
 // Package state is Foundry's durable run journal: a SQLite database (normally
 // .foundry/state.db) that records runs, the nodes of each run, every execution attempt
-// with the container ID it used, the outbox of external effects, quarantined digests, the
-// last action definition of each node address (for `foundry explain`), and the raw records
-// of the action cache.
+// with the container ID it used, what happened to capabilities in each run (evaluations,
+// rejections, admissions), the outbox of external effects, quarantined digests, the last
+// action definition of each node address (for `foundry explain`), and the raw records of
+// the action cache.
 //
 // What it guarantees: every write is one SQLite transaction in WAL mode, so a process
 // killed at any point (kill -9) leaves either the old or the new row, never a torn one;

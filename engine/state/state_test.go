@@ -640,6 +640,50 @@ func TestDecideEffect(t *testing.T) {
 	}
 }
 
+// A run's capability events come back in the order recorded, with what each says; they go
+// when the run's record is pruned.
+func TestCapabilityEvents(t *testing.T) {
+	ctx := context.Background()
+	db := openTest(t)
+	run, err := db.BeginRun(ctx, dg("plan"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	yes, three := true, 3
+	for _, e := range []CapabilityEvent{
+		{RunID: run.ID, Type: "suite_evaluated", Capability: "capability.c", Recipe: "recipe.r", Suite: "dev", Passed: &yes, Cases: &three, CasesPassed: &three, Message: "dev suite: 3 of 3 cases passed"},
+		{RunID: run.ID, Type: "capability_admitted", Capability: "capability.c", Recipe: "recipe.r", Ref: "oci-layout:reg@sha256:abc", Message: "recipe.r admitted as oci-layout:reg@sha256:abc"},
+	} {
+		if err := db.RecordCapabilityEvent(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.RecordCapabilityEvent(ctx, CapabilityEvent{RunID: run.ID, Type: "capability_failed"}); err == nil {
+		t.Error("recorded an event without a capability")
+	}
+	got, err := db.CapabilityEvents(ctx, run.ID)
+	if err != nil || len(got) != 2 {
+		t.Fatalf("events = %+v, %v", got, err)
+	}
+	if e := got[0]; e.Seq != 1 || e.Type != "suite_evaluated" || e.Recipe != "recipe.r" || e.Suite != "dev" || e.Passed == nil || !*e.Passed ||
+		e.Cases == nil || *e.Cases != 3 || e.CasesPassed == nil || *e.CasesPassed != 3 || e.Time.IsZero() {
+		t.Errorf("first event = %+v", e)
+	}
+	if e := got[1]; e.Seq != 2 || e.Ref != "oci-layout:reg@sha256:abc" || e.Passed != nil || e.Cases != nil {
+		t.Errorf("second event = %+v", e)
+	}
+	db.FinishRun(ctx, run.ID, RunSucceeded)
+	if _, err := db.BeginRun(ctx, dg("plan"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := db.PruneRuns(ctx, 1, false); err != nil || n != 1 {
+		t.Fatalf("pruned %d, %v", n, err)
+	}
+	if got, err := db.CapabilityEvents(ctx, run.ID); err != nil || len(got) != 0 {
+		t.Errorf("events of a pruned run = %+v, %v", got, err)
+	}
+}
+
 func TestMigrationKeepsData(t *testing.T) {
 	ctx := context.Background()
 	saved := migrations
