@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -143,6 +144,9 @@ type runner struct {
 	nested     []*ApplyResult
 	rejections []Rejection
 
+	// caps records what happens to capabilities in this run, for foundry status.
+	caps *capabilityLog
+
 	sealedOnce sync.Once
 	sealed     map[digest.Digest]string
 	sealedErr  error
@@ -192,6 +196,7 @@ func Apply(ctx context.Context, ws *Workspace, g *Graph, p *Plan, opt ApplyOptio
 		return nil, err
 	}
 	r.runID = run.ID
+	r.caps = newCapabilityLog(ws.State, run.ID)
 	r.scratch = filepath.Join(ws.Dir, "runs", run.ID)
 	defer os.RemoveAll(r.scratch)
 
@@ -237,7 +242,7 @@ func Apply(ctx context.Context, ws *Workspace, g *Graph, p *Plan, opt ApplyOptio
 	if ctx.Err() != nil {
 		return res, ctx.Err()
 	}
-	return res, nil
+	return res, r.caps.failure()
 }
 
 // prefetchCache looks every step up in the action cache at once and records the run's
@@ -447,6 +452,8 @@ func (r *runner) walk(ctx context.Context, active []string, deps map[string][]st
 				if n := r.g.Nodes[a]; n.Kind == KindStep || n.Kind == KindCheck {
 					r.ws.State.NodeFinished(ctx, r.runID, a, state.NodeResult{Status: state.NodeSkipped, Error: "needs " + cause + ", which failed"})
 					r.emit(Event{Type: "node_skipped", Node: a, Message: "needs " + cause + ", which failed"})
+				} else if n.Kind == KindRecipe {
+					r.caps.didNotBuild(n, res.Failed) // a candidate that did not build emits no event
 				}
 				remaining--
 				for _, u := range users[a] {
@@ -522,9 +529,15 @@ func (r *runner) settle(ctx context.Context, n *Node) (string, error) {
 		return "built", nil
 	case KindRecipe:
 		r.setResult(n.Address, r.result(n.Address+".package"))
+		r.caps.evaluating(n)
 		return "", nil
 	case KindCapability:
-		return r.settleCapability(ctx, n)
+		kind, err := r.settleCapability(ctx, n)
+		r.mu.Lock()
+		rejections := slices.Clone(r.rejections)
+		r.mu.Unlock()
+		r.caps.settled(n, err, rejections)
+		return kind, err
 	case KindProduct:
 		return "", nil
 	}
@@ -544,11 +557,14 @@ func (r *runner) result(a string) *nodeResult {
 }
 
 func (r *runner) emit(e Event) {
-	if r.opt.Events == nil {
-		return
-	}
 	if e.Time.IsZero() {
 		e.Time = time.Now()
+	}
+	if r.caps != nil {
+		r.caps.event(e)
+	}
+	if r.opt.Events == nil {
+		return
 	}
 	r.evMu.Lock()
 	defer r.evMu.Unlock()

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -231,5 +233,129 @@ step "hello" {
 	code, out, _ = foundry(t, dir, "plan", "-detailed-exitcode")
 	if code != exitDiffers || !strings.Contains(out, "+ seed.busybox") {
 		t.Errorf("a seed whose image is gone will be built: exit %d, want %d\n%s", code, exitDiffers, out)
+	}
+}
+
+// status shows, for a run, what happened to its capabilities: each suite evaluated on each
+// candidate, each rejection and why (also a candidate that did not build), the admission
+// with its reference, a pin, a failure.
+func TestStatusShowsCapabilities(t *testing.T) {
+	needSandbox(t)
+	dir := copyExample(t, "greeter")
+	if r := apply(t, dir, nil); r.code != 0 {
+		t.Fatalf("apply: exit %d\n%s", r.code, r.stderr)
+	}
+	type status struct {
+		Run    string `json:"run"`
+		Events []struct {
+			Run, Type, Capability, Recipe, Suite, Ref, Message string
+			Passed                                             *bool
+			Cases                                              *int
+			CasesPassed                                        *int `json:"cases_passed"`
+		} `json:"capability_events"`
+	}
+	statusJSON := func(args ...string) status {
+		t.Helper()
+		code, out, errs := foundry(t, dir, append([]string{"status", "-json"}, args...)...)
+		var s status
+		if err := json.Unmarshal([]byte(out), &s); code != 0 || err != nil {
+			t.Fatalf("status -json: exit %d, %v\n%s%s", code, err, out, errs)
+		}
+		return s
+	}
+	// summary is an event in brief: type recipe suite passed.
+	summary := func(s status) string {
+		var b strings.Builder
+		for _, e := range s.Events {
+			fmt.Fprintf(&b, "%s %s", e.Type, e.Recipe)
+			if e.Suite != "" {
+				fmt.Fprintf(&b, " %s", e.Suite)
+			}
+			if e.Passed != nil {
+				fmt.Fprintf(&b, " %v", *e.Passed)
+			}
+			if e.Cases != nil {
+				fmt.Fprintf(&b, " %d/%d", *e.CasesPassed, *e.Cases)
+			}
+			b.WriteString("\n")
+		}
+		return b.String()
+	}
+	first := statusJSON()
+	want := `suite_evaluated recipe.greeter-first-name dev true 3/3
+suite_evaluated recipe.greeter-first-name sealed false 2/3
+candidate_rejected recipe.greeter-first-name sealed
+suite_evaluated recipe.greeter-full-name dev true 3/3
+suite_evaluated recipe.greeter-full-name repair true 1/1
+suite_evaluated recipe.greeter-full-name sealed true 2/2
+capability_admitted recipe.greeter-full-name
+`
+	if got := summary(first); got != want {
+		t.Fatalf("capability events of the first run:\n%s\nwant:\n%s", got, want)
+	}
+	admitted := first.Events[6].Ref
+	if !strings.HasPrefix(admitted, "oci-layout:") || !strings.Contains(admitted, "@sha256:") || first.Events[0].Run != first.Run || first.Events[0].Capability != "capability.greeter" {
+		t.Errorf("admission event: %+v", first.Events[6])
+	}
+	code, out, _ := foundry(t, dir, "status")
+	for _, l := range []string{
+		"Capabilities of run " + first.Run + ":\n  capability.greeter\n",
+		"    eval       recipe.greeter-first-name        dev suite passed: 3 of 3 cases\n",
+		"    eval       recipe.greeter-first-name        sealed suite failed: 2 of 3 cases\n",
+		"    rejected   recipe.greeter-first-name        failed the sealed suite: output differs at $.greeting",
+		"      counterexample sealed/full-name.json\n",
+		"    admitted   recipe.greeter-full-name         as " + admitted + "\n",
+	} {
+		if code != 0 || !strings.Contains(out, l) {
+			t.Errorf("status lacks %q:\n%s", l, out)
+		}
+	}
+
+	// Applied again, the capability is pinned to the admitted version.
+	if r := apply(t, dir, nil); r.code != 0 {
+		t.Fatalf("second apply: exit %d\n%s", r.code, r.stderr)
+	}
+	if s := statusJSON(); len(s.Events) != 1 || s.Events[0].Type != "capability_pinned" || s.Events[0].Ref != admitted {
+		t.Errorf("capability events of the second run: %+v", s.Events)
+	}
+	if s := statusJSON("-run", first.Run); summary(s) != want {
+		t.Errorf("status -run of the first run:\n%s", summary(s))
+	}
+
+	// Without the registry copy, and with the first recipe broken: it does not build, and the
+	// second is admitted again (its sealed outcome reused: no sealed case runs).
+	src, _ := os.ReadFile(filepath.Join(dir, "main.hcl"))
+	broken := strings.Replace(string(src), `run     = ["sh", "/common/assemble.sh"]`, `run     = ["sh", "-c", "exit 1"]`, 1)
+	os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(broken), 0o644)
+	os.RemoveAll(filepath.Join(dir, ".foundry", "registry"))
+	// (apply exits 1: a step failed, though the capability was admitted.)
+	if r := apply(t, dir, nil); r.code != exitError || !strings.Contains(r.stderr, `"type":"capability_admitted"`) {
+		t.Fatalf("apply with the first recipe broken: exit %d\n%s", r.code, r.stderr)
+	}
+	s := statusJSON()
+	if got, want := summary(s), `candidate_rejected recipe.greeter-first-name
+suite_evaluated recipe.greeter-full-name dev true 3/3
+suite_evaluated recipe.greeter-full-name repair true 1/1
+suite_evaluated recipe.greeter-full-name sealed true
+capability_admitted recipe.greeter-full-name
+`; got != want {
+		t.Errorf("capability events with the first recipe broken:\n%s\nwant:\n%s", got, want)
+	} else if !strings.Contains(s.Events[0].Message, "did not build: recipe.greeter-first-name.step.build: exited with code 1") {
+		t.Errorf("the rejection of a candidate that did not build: %+v", s.Events[0])
+	}
+
+	// Both broken: no recipe is admitted.
+	broken = strings.Replace(broken, `run     = ["sh", "/common/assemble.sh"]`, `run     = ["sh", "-c", "exit 2"]`, 1)
+	os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(broken), 0o644)
+	os.RemoveAll(filepath.Join(dir, ".foundry", "registry"))
+	if r := apply(t, dir, nil); r.code != exitError {
+		t.Fatalf("apply with both recipes broken: exit %d\n%s", r.code, r.stderr)
+	}
+	if got, want := summary(statusJSON()), "candidate_rejected recipe.greeter-first-name\ncandidate_rejected recipe.greeter-full-name\ncapability_failed \n"; got != want {
+		t.Errorf("capability events with both recipes broken:\n%s\nwant:\n%s", got, want)
+	}
+	code, out, _ = foundry(t, dir, "status")
+	if !strings.Contains(out, "    failed     -                                no recipe was admitted\n") {
+		t.Errorf("status of a capability that failed: exit %d\n%s", code, out)
 	}
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/foundry-build/foundry/engine"
@@ -36,6 +38,11 @@ Status lists the most recent applies of the project in DIR and, for the latest o
 -run ID), every step with how it ended: done (executed), cached, failed or skipped.
 A run whose process died shows as interrupted; the next apply resumes it.
 
+When the run settled capabilities, status then lists, per capability and in order, what
+happened to it: each suite evaluated on a candidate recipe (passed or failed, cases
+passed), each candidate rejected and why, the recipe admitted and the reference it was
+published as, or the admitted version it was pinned to.
+
 Examples:
   foundry status
   foundry status -run 20261129T182501-3f2a -json
@@ -66,14 +73,21 @@ Exit codes: 0 success, 1 no state or unknown run, 2 usage error.`,
 					id = runs[0].ID
 				}
 				var nodes []state.Node
+				events := []state.CapabilityEvent{}
 				if id != "" {
-					if nodes, err = ws.State.Nodes(ctx, id); err != nil {
+					if nodes, err = ws.State.Nodes(ctx, id); err == nil {
+						events, err = ws.State.CapabilityEvents(ctx, id)
+					}
+					if err != nil {
 						fmt.Fprintf(env.stderr, "foundry status: %v\n", err)
 						return exitError
 					}
 				}
 				if *jsonOut {
-					writeJSON(env.stdout, map[string]any{"runs": runs, "run": id, "nodes": nodes})
+					if events == nil {
+						events = []state.CapabilityEvent{}
+					}
+					writeJSON(env.stdout, map[string]any{"runs": runs, "run": id, "nodes": nodes, "capability_events": events})
 					return exitOK
 				}
 				if len(runs) == 0 {
@@ -103,8 +117,75 @@ Exit codes: 0 success, 1 no state or unknown run, 2 usage error.`,
 				}
 				fmt.Fprintf(env.stdout, "\n%d done, %d cached, %d failed, %d skipped, %d pending or running.\n",
 					counts[state.NodeDone], counts[state.NodeCached], counts[state.NodeFailed], counts[state.NodeSkipped], counts[state.NodePending]+counts[state.NodeRunning])
+				if len(events) > 0 {
+					fmt.Fprintf(env.stdout, "\nCapabilities of run %s:\n", id)
+					writeCapabilityEvents(env.stdout, events)
+				}
 				return exitOK
 			}
 		},
 	})
+}
+
+// writeCapabilityEvents prints a run's capability events grouped by capability, in the order
+// the capabilities first appear, each group in the order of its events.
+func writeCapabilityEvents(w io.Writer, events []state.CapabilityEvent) {
+	var order []string
+	byCap := map[string][]state.CapabilityEvent{}
+	for _, e := range events {
+		if _, seen := byCap[e.Capability]; !seen {
+			order = append(order, e.Capability)
+		}
+		byCap[e.Capability] = append(byCap[e.Capability], e)
+	}
+	for _, c := range order {
+		fmt.Fprintf(w, "  %s\n", c)
+		for _, e := range byCap[c] {
+			var what, detail string
+			switch e.Type {
+			case "suite_evaluated":
+				what, detail = "eval", e.Message
+				switch _, why, reused := strings.Cut(strings.TrimSuffix(e.Message, ")"), "("); {
+				case e.Passed != nil && e.Cases != nil && e.CasesPassed != nil:
+					detail = fmt.Sprintf("%s suite %s: %d of %d cases", e.Suite, map[bool]string{true: "passed", false: "failed"}[*e.Passed], *e.CasesPassed, *e.Cases)
+				case e.Passed != nil && *e.Passed && reused:
+					detail = fmt.Sprintf("%s suite passed: %s", e.Suite, why) // "recorded evaluation sha256:…"
+				}
+			case "candidate_rejected":
+				what = "rejected"
+				// The message is the rejection as apply printed it: "  RECIPE: why", then
+				// the counterexample on indented lines.
+				first, rest, _ := strings.Cut(strings.TrimSpace(e.Message), "\n")
+				detail = strings.TrimPrefix(first, e.Recipe+": ")
+				if rest != "" {
+					detail += "\n" + indentLines(rest, "      ")
+				}
+			case "capability_admitted":
+				what, detail = "admitted", "as "+e.Ref
+			case "capability_pinned":
+				what, detail = "pinned", "to "+e.Ref
+			case "pin_refused":
+				what, detail = "unpinned", e.Message
+			case "effect_reconciled":
+				what, detail = "reconciled", e.Message
+			case "capability_failed":
+				what, detail = "failed", e.Message
+			default:
+				what, detail = e.Type, e.Message
+			}
+			recipe := e.Recipe
+			if recipe == "" {
+				recipe = "-"
+			}
+			fmt.Fprintf(w, "    %-10s %-32s %s\n", what, recipe, detail)
+		}
+	}
+}
+
+func indentLines(s, prefix string) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = prefix + strings.TrimPrefix(l, "    ")
+	}
+	return strings.Join(lines, "\n")
 }
