@@ -321,6 +321,9 @@ capability_admitted recipe.greeter-full-name
 	if s := statusJSON("-run", first.Run); summary(s) != want {
 		t.Errorf("status -run of the first run:\n%s", summary(s))
 	}
+	if code, _, errs := foundry(t, dir, "status", "-run", "r-nope"); code != exitError || !strings.Contains(errs, "no run r-nope in this project") {
+		t.Errorf("status -run of a run that does not exist: exit %d\n%s", code, errs)
+	}
 
 	// Without the registry copy, and with the first recipe broken: it does not build, and the
 	// second is admitted again (its sealed outcome reused: no sealed case runs).

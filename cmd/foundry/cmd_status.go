@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -71,6 +72,14 @@ Exit codes: 0 success, 1 no state or unknown run, 2 usage error.`,
 				id := *runID
 				if id == "" && len(runs) > 0 {
 					id = runs[0].ID
+				} else if id != "" {
+					if _, err := ws.State.GetRun(ctx, id); err != nil {
+						if errors.Is(err, state.ErrNotFound) {
+							err = fmt.Errorf("no run %s in this project (see 'foundry status' for the recent ones)", id)
+						}
+						fmt.Fprintf(env.stderr, "foundry status: %v\n", err)
+						return exitError
+					}
 				}
 				var nodes []state.Node
 				events := []state.CapabilityEvent{}
