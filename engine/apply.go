@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -70,6 +69,16 @@ type Event struct {
 	// Capabilities (run_started) counts the capabilities this run builds; their recipes'
 	// steps are not in Total, since which recipes run depends on evaluation.
 	Capabilities int `json:"capabilities,omitempty"`
+
+	// Of a capability's events: the candidate's recipe, the suite evaluated or failed, its
+	// outcome and case counts (suite_evaluated; a reused sealed pass has no counts), and
+	// the reference admitted, pinned or refused.
+	Recipe      string `json:"recipe,omitempty"`
+	Suite       string `json:"suite,omitempty"`
+	Passed      *bool  `json:"passed,omitempty"`
+	Cases       *int   `json:"cases,omitempty"`
+	CasesPassed *int   `json:"cases_passed,omitempty"`
+	Ref         string `json:"ref,omitempty"`
 }
 
 // StepError is a failed step: what ran, how it ended, and where its full log is.
@@ -452,8 +461,6 @@ func (r *runner) walk(ctx context.Context, active []string, deps map[string][]st
 				if n := r.g.Nodes[a]; n.Kind == KindStep || n.Kind == KindCheck {
 					r.ws.State.NodeFinished(ctx, r.runID, a, state.NodeResult{Status: state.NodeSkipped, Error: "needs " + cause + ", which failed"})
 					r.emit(Event{Type: "node_skipped", Node: a, Message: "needs " + cause + ", which failed"})
-				} else if n.Kind == KindRecipe {
-					r.caps.didNotBuild(n, res.Failed) // a candidate that did not build emits no event
 				}
 				remaining--
 				for _, u := range users[a] {
@@ -529,14 +536,10 @@ func (r *runner) settle(ctx context.Context, n *Node) (string, error) {
 		return "built", nil
 	case KindRecipe:
 		r.setResult(n.Address, r.result(n.Address+".package"))
-		r.caps.evaluating(n)
 		return "", nil
 	case KindCapability:
 		kind, err := r.settleCapability(ctx, n)
-		r.mu.Lock()
-		rejections := slices.Clone(r.rejections)
-		r.mu.Unlock()
-		r.caps.settled(n, err, rejections)
+		r.caps.settled(n, err)
 		return kind, err
 	case KindProduct:
 		return "", nil

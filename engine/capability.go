@@ -94,7 +94,7 @@ func (r *runner) settleCapability(ctx context.Context, n *Node) (string, error) 
 		tree, err := r.pullAdmitted(ctx, n, cp.Pinned)
 		if err == nil {
 			r.setResult(n.Address, &nodeResult{tree: tree})
-			r.emit(Event{Type: "capability_pinned", Node: n.Address, Message: cp.Pinned.Ref})
+			r.emit(Event{Type: "capability_pinned", Node: n.Address, Ref: cp.Pinned.Ref, Message: cp.Pinned.Ref})
 			return "", nil
 		}
 		if ctx.Err() != nil {
@@ -103,7 +103,7 @@ func (r *runner) settleCapability(ctx context.Context, n *Node) (string, error) 
 		// The pin is no longer usable (quarantined since the plan, or its evidence no
 		// longer binds it): the recipes the plan kept as alternatives are tried instead.
 		capErr.Rejections = append(capErr.Rejections, Rejection{Recipe: cp.Pinned.Ref, Refused: true, Reason: "the pinned version is not usable: " + err.Error()})
-		r.emit(Event{Type: "pin_refused", Node: n.Address, Message: fmt.Sprintf("%s: %v; trying its recipes", cp.Pinned.Ref, err)})
+		r.emit(Event{Type: "pin_refused", Node: n.Address, Ref: cp.Pinned.Ref, Message: fmt.Sprintf("%s: %v; trying its recipes", cp.Pinned.Ref, err)})
 	}
 	for _, o := range cp.Recipes {
 		if o.Status != StatusBuild && o.Status != StatusAlternative {
@@ -111,7 +111,9 @@ func (r *runner) settleCapability(ctx context.Context, n *Node) (string, error) 
 		}
 		tree, base, err := r.buildCandidate(ctx, o.Address)
 		if err != nil {
-			capErr.Rejections = append(capErr.Rejections, Rejection{Recipe: o.Address, Reason: err.Error()})
+			rej := Rejection{Recipe: o.Address, Reason: err.Error()}
+			capErr.Rejections = append(capErr.Rejections, rej)
+			r.rejected(n, rej)
 			continue
 		}
 		// A rebuild of a withdrawn artifact is the same artifact: it is not evaluated or
@@ -121,17 +123,17 @@ func (r *runner) settleCapability(ctx context.Context, n *Node) (string, error) 
 		} else if why != "" {
 			rej := Rejection{Recipe: o.Address, Refused: true, Reason: fmt.Sprintf("its files %s are quarantined (%s)", tree, why)}
 			capErr.Rejections = append(capErr.Rejections, rej)
-			r.emit(Event{Type: "candidate_rejected", Node: n.Address, Message: rej.String()})
+			r.rejected(n, rej)
 			continue
 		}
-		rej, evidence, err := r.evaluate(ctx, n, tree, base)
+		rej, evidence, err := r.evaluate(ctx, n, o.Address, tree, base)
 		if err != nil {
 			return "failed", fmt.Errorf("evaluating %s for %s: %w", o.Address, n.Address, err)
 		}
 		if rej != nil {
 			rej.Recipe = o.Address
 			capErr.Rejections = append(capErr.Rejections, *rej)
-			r.emit(Event{Type: "candidate_rejected", Node: n.Address, Message: rej.String()})
+			r.rejected(n, *rej)
 			continue
 		}
 		ref, m, err := r.admit(ctx, n, o.Address, tree, evidence)
@@ -143,11 +145,11 @@ func (r *runner) settleCapability(ctx context.Context, n *Node) (string, error) 
 		} else if why != "" {
 			rej := Rejection{Recipe: o.Address, Refused: true, Reason: fmt.Sprintf("its manifest %s is quarantined (%s)", m, why)}
 			capErr.Rejections = append(capErr.Rejections, rej)
-			r.emit(Event{Type: "candidate_rejected", Node: n.Address, Message: rej.String()})
+			r.rejected(n, rej)
 			continue
 		}
 		r.setResult(n.Address, &nodeResult{tree: tree})
-		r.emit(Event{Type: "capability_admitted", Node: n.Address, Message: fmt.Sprintf("%s admitted as %s", o.Address, ref)})
+		r.emit(Event{Type: "capability_admitted", Node: n.Address, Recipe: o.Address, Ref: ref, Message: fmt.Sprintf("%s admitted as %s", o.Address, ref)})
 		r.mu.Lock()
 		r.rejections = append(r.rejections, capErr.Rejections...)
 		r.mu.Unlock()
@@ -382,7 +384,7 @@ func (r *runner) recordedSealed(ctx context.Context, n *Node, tree, image digest
 // version: a signed sealed result for this candidate, contract and suite digest is reused,
 // never re-run. It returns a rejection (with the smallest counterexample) or, on success,
 // the signed test results.
-func (r *runner) evaluate(ctx context.Context, n *Node, tree digest.Digest, base executors.Image) (*Rejection, *evidence, error) {
+func (r *runner) evaluate(ctx context.Context, n *Node, recipe string, tree digest.Digest, base executors.Image) (*Rejection, *evidence, error) {
 	capb := n.Capability
 	if capb.Interface == nil || (capb.Interface.Kind != "cli" && capb.Interface.Kind != "service") {
 		return &Rejection{Reason: "the capability has no interface Foundry can evaluate"}, nil, nil
@@ -410,7 +412,7 @@ func (r *runner) evaluate(ctx context.Context, n *Node, tree digest.Digest, base
 		if len(part.cases) == 0 {
 			continue
 		}
-		rej, env, err := r.runSuite(ctx, n, img, tree, part.name, part.cases, false)
+		rej, env, err := r.runSuite(ctx, n, recipe, img, tree, part.name, part.cases, false)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -429,13 +431,15 @@ func (r *runner) evaluate(ctx context.Context, n *Node, tree digest.Digest, base
 		return nil, nil, err
 	} else if prev != nil {
 		if prev.Passed() {
-			r.emit(Event{Type: "suite_evaluated", Node: n.Address, Message: fmt.Sprintf("sealed suite: passed (recorded evaluation %s)", short(digest.Digest(prev.Digest)))})
+			passed := true
+			r.emit(Event{Type: "suite_evaluated", Node: n.Address, Recipe: recipe, Suite: provenance.SuiteSealed, Passed: &passed,
+				Message: fmt.Sprintf("sealed suite: passed (recorded evaluation %s)", short(digest.Digest(prev.Digest)))})
 			ev.testResults = append(ev.testResults, prev.Envelope)
 			return nil, ev, nil
 		}
 		return recordedRejection(prev, row, su), nil, nil
 	}
-	rej, env, err := r.runSuite(ctx, n, img, tree, provenance.SuiteSealed, su.sealed, true)
+	rej, env, err := r.runSuite(ctx, n, recipe, img, tree, provenance.SuiteSealed, su.sealed, true)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -558,7 +562,7 @@ func envMap(kvs []string) map[string]string {
 // suite's signed test result. It returns the smallest failing case as a rejection; with
 // disclose set, that case is about to be shown to the operator (and so to whoever builds the
 // next candidate), and the signed result records its disclosure.
-func (r *runner) runSuite(ctx context.Context, n *Node, img executors.Image, tree digest.Digest, suite string, cases []suiteCase, disclose bool) (*rejection, []byte, error) {
+func (r *runner) runSuite(ctx context.Context, n *Node, recipe string, img executors.Image, tree digest.Digest, suite string, cases []suiteCase, disclose bool) (*rejection, []byte, error) {
 	capb := n.Capability
 	started := time.Now()
 	var results []provenance.CaseResult
@@ -605,7 +609,10 @@ func (r *runner) runSuite(ctx context.Context, n *Node, img executors.Image, tre
 	if err != nil {
 		return nil, nil, err
 	}
-	r.emit(Event{Type: "suite_evaluated", Node: n.Address, Message: fmt.Sprintf("%s suite: %d of %d cases passed", suite, countPassed(results), len(results))})
+	passed, total := countPassed(results), len(results)
+	ok := passed == total
+	r.emit(Event{Type: "suite_evaluated", Node: n.Address, Recipe: recipe, Suite: suite, Passed: &ok, Cases: &total, CasesPassed: &passed,
+		Message: fmt.Sprintf("%s suite: %d of %d cases passed", suite, passed, total)})
 	return worst, env, nil
 }
 
@@ -741,7 +748,7 @@ func (r *runner) admit(ctx context.Context, n *Node, recipe string, tree digest.
 		if err := r.ws.State.ResolveEffect(ctx, id, state.EffectFailed, why); err != nil {
 			return "", "", err
 		}
-		r.emit(Event{Type: "effect_reconciled", Node: n.Address, Message: fmt.Sprintf("the publish to %s that run %s dispatched has an unknown outcome; publishing is idempotent, so it is published again", dest, eff.RunID)})
+		r.emit(Event{Type: "effect_reconciled", Node: n.Address, Recipe: recipe, Message: fmt.Sprintf("the publish to %s that run %s dispatched has an unknown outcome; publishing is idempotent, so it is published again", dest, eff.RunID)})
 	}
 	if err := r.ws.State.EffectDispatching(ctx, id, r.runID); err != nil {
 		return "", "", err
@@ -767,6 +774,11 @@ func resourceURI(s registry.Store, m digest.Digest) string {
 		return ref
 	}
 	return "oci://" + ref
+}
+
+// rejected reports a candidate's rejection (event candidate_rejected).
+func (r *runner) rejected(n *Node, rej Rejection) {
+	r.emit(Event{Type: "candidate_rejected", Node: n.Address, Recipe: rej.Recipe, Suite: rej.Suite, Message: rej.String()})
 }
 
 // quarantined returns why digest d is quarantined, or "".
