@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/agext/levenshtein"
 	"strings"
 
 	"github.com/foundry-build/foundry/engine"
@@ -128,7 +129,7 @@ func abbreviate(s string) string {
 func suggestFrom(name string, names []string) string {
 	best, bestD := "", 4
 	for _, n := range names {
-		if d := editDistance(name, n); d < bestD {
+		if d := levenshtein.Distance(name, n, nil); d < bestD {
 			best, bestD = n, d
 		}
 	}

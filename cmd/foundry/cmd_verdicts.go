@@ -13,40 +13,63 @@ func init() {
 	register(&command{
 		name:    "verdicts",
 		summary: "List recorded sealed verdicts, or withdraw one",
-		usage:   "foundry verdicts [-json] [DIR]\n       foundry verdicts -withdraw DIGEST -reason TEXT [DIR]",
+		usage:   "foundry verdicts [list] [-C DIR] [-json] | withdraw DIGEST -reason TEXT [-C DIR] [-json]",
 		help: `
-Verdicts lists the sealed evaluations recorded in the project in DIR: each candidate that met
-a capability's sealed suite, with the contract and suite digests it was judged under, the
-result, and the case it disclosed as its counterexample. A verdict is its signed test result
-in .foundry/attestations; the state database only indexes it. A candidate meets a given
-sealed suite once: the next apply reuses a standing verdict instead of running the sealed
-cases again. Changing, adding or removing a sealed case changes the suite digest, so the
-verdicts judged under the old suite stop applying by themselves.
+Verdicts shows the sealed evaluations recorded in the project at -C (default: the current
+directory): each candidate that met a capability's sealed suite, with the contract and suite
+digests it was judged under, the result, and the case it disclosed as its counterexample.
 
--withdraw takes a verdict out of use (its digest as listed, or a prefix of it), with a
-recorded reason: the next apply evaluates that candidate on the sealed suite afresh. Withdraw
-a verdict that an evaluator fault decided (an infrastructure error, a flaky sandbox). The
-signed evidence is kept, and a case it disclosed stays disclosed: a builder has seen it.
+  list (the default)   every verdict, newest first
+  withdraw DIGEST      take a verdict out of use; -reason is required and kept
+
+A verdict is its signed test result in .foundry/attestations; the state database only
+indexes it (a row with no signed result behind it is listed as IGNORED). A candidate meets a
+given sealed suite once: the next apply reuses a standing verdict instead of running the
+sealed cases again. Changing, adding or removing a sealed case changes the suite digest, so
+the verdicts judged under the old suite stop applying by themselves.
+
+Withdraw a verdict that an evaluator fault decided (an infrastructure error, a flaky
+sandbox): the next apply evaluates that candidate on the sealed suite afresh. The signed
+evidence is kept, and a case it disclosed stays disclosed: a builder has seen it. DIGEST is
+the verdict's envelope digest as listed, or a prefix that only it has.
 
 Examples:
   foundry verdicts
-  foundry verdicts -json examples/int-sort
-  foundry verdicts -withdraw sha256:63d94390 -reason "the sandbox ran out of disk"
+  foundry verdicts -json -C examples/int-sort
+  foundry verdicts withdraw sha256:63d94390 -reason "the sandbox ran out of disk"
 
-Exit codes: 0 success, 1 no state, no such verdict or not withdrawn, 2 usage error.`,
+Exit codes: 0 done, 1 no state, no such verdict, already withdrawn, 2 usage error (unknown
+action, withdraw without DIGEST or -reason).`,
 		setup: func(fs *flag.FlagSet) func(*cliEnv, []string) int {
+			project := fs.String("C", ".", "project `DIR`")
+			reason := fs.String("reason", "", "withdraw: why the verdict is withdrawn (required)")
 			jsonOut := fs.Bool("json", false, "print JSON")
-			withdraw := fs.String("withdraw", "", "withdraw the verdict with this envelope `DIGEST` (or prefix)")
-			reason := fs.String("reason", "", "why the verdict is withdrawn (`TEXT`, required with -withdraw)")
 			return func(env *cliEnv, args []string) int {
-				dir, ok := projectDir(env, "verdicts", args)
-				if !ok {
+				usage := func(format string, a ...any) int {
+					fmt.Fprintf(env.stderr, "foundry verdicts: "+format+"\nRun 'foundry verdicts -help' for usage.\n", a...)
 					return exitUsage
 				}
-				if (*withdraw == "") != (*reason == "") {
-					fmt.Fprintln(env.stderr, "foundry verdicts: -withdraw and -reason go together.\nRun 'foundry verdicts -help' for usage.")
-					return exitUsage
+				args, err := interspersed(fs, args)
+				if err != nil {
+					return usage("%v", err)
 				}
+				action := "list"
+				if len(args) > 0 {
+					action, args = args[0], args[1:]
+				}
+				withdraw := ""
+				switch {
+				case action == "list" && len(args) == 0 && *reason == "":
+				case action == "list":
+					return usage("list takes no arguments and no -reason")
+				case action == "withdraw" && len(args) == 1 && *reason != "":
+					withdraw = args[0]
+				case action == "withdraw":
+					return usage("withdraw takes one DIGEST and a -reason")
+				default:
+					return usage("unknown action %q: use list or withdraw", action)
+				}
+				dir := *project
 				ws, ok := openExistingWorkspace(env, "verdicts", dir)
 				if !ok {
 					return exitError
@@ -58,8 +81,8 @@ Exit codes: 0 success, 1 no state, no such verdict or not withdrawn, 2 usage err
 					return exitError
 				}
 				ctx := context.Background()
-				if *withdraw != "" {
-					v, err := ws.WithdrawVerdict(ctx, keys, *withdraw, *reason)
+				if withdraw != "" {
+					v, err := ws.WithdrawVerdict(ctx, keys, withdraw, *reason)
 					if err != nil {
 						fmt.Fprintf(env.stderr, "foundry verdicts: %v\n", err)
 						return exitError

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/agext/levenshtein"
 	"io"
 	"os"
 	"runtime/debug"
@@ -195,7 +196,7 @@ func printCommandHelp(w io.Writer, c *command) {
 func suggestCommand(name string) string {
 	best, bestD := "", 3
 	for n := range commands {
-		if d := editDistance(name, n); d < bestD {
+		if d := levenshtein.Distance(name, n, nil); d < bestD {
 			best, bestD = n, d
 		}
 	}
@@ -203,25 +204,4 @@ func suggestCommand(name string) string {
 		return ""
 	}
 	return fmt.Sprintf(" (did you mean %q?)", best)
-}
-
-// editDistance is the Levenshtein distance between a and b.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }

@@ -512,10 +512,10 @@ func TestVerdictsFollowTheSealedSuite(t *testing.T) {
 			latest = v
 		}
 	}
-	if code, out, errs := foundry(t, f.dir, "verdicts", "-withdraw", string(latest.Envelope)[:20], "-reason", "the evaluator's sandbox was faulty"); code != 0 || !strings.Contains(out, "Withdrew") {
+	if code, out, errs := foundry(t, f.dir, "verdicts", "withdraw", string(latest.Envelope)[:20], "-reason", "the evaluator's sandbox was faulty"); code != 0 || !strings.Contains(out, "Withdrew") {
 		t.Fatalf("withdraw: exit %d\n%s%s", code, out, errs)
 	}
-	if code, _, errs := foundry(t, f.dir, "verdicts", "-withdraw", string(latest.Envelope), "-reason", "again"); code != exitError || !strings.Contains(errs, "already withdrawn") {
+	if code, _, errs := foundry(t, f.dir, "verdicts", "withdraw", string(latest.Envelope), "-reason", "again"); code != exitError || !strings.Contains(errs, "already withdrawn") {
 		t.Errorf("withdrawing twice: exit %d %s", code, errs)
 	}
 	os.RemoveAll(filepath.Join(f.dir, ".foundry", "registry"))
