@@ -23,15 +23,12 @@ type Evaluation struct {
 	Evaluated time.Time
 }
 
-// ErrAlreadyEvaluated is returned (wrapped) by RecordSealedEvaluation when the candidate
-// already met the sealed suite: it meets it exactly once.
-var ErrAlreadyEvaluated = errors.New("the candidate was already evaluated on the sealed suite")
-
 // RecordEvaluation stores the outcome of a dev or repair suite run, replacing an earlier one
-// (visible suites may be re-run freely). Sealed outcomes go through RecordSealedEvaluation.
+// (visible suites may be re-run freely). Sealed verdicts are indexed by RecordVerdict; their
+// evidence is the signed test result.
 func (d *DB) RecordEvaluation(ctx context.Context, e Evaluation) error {
 	if e.Suite == "sealed" {
-		return errors.New("state: sealed evaluations are recorded with RecordSealedEvaluation")
+		return errors.New("state: sealed verdicts are indexed with RecordVerdict")
 	}
 	return d.tx(ctx, "record evaluation", func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `
@@ -40,37 +37,6 @@ ON CONFLICT (contract_digest, candidate_digest, suite) DO UPDATE SET passed = ex
 			string(e.Contract), string(e.Candidate), e.Suite, e.Passed, e.Record, nanos(time.Now()))
 		return err
 	})
-}
-
-// RecordSealedEvaluation stores the one sealed evaluation of a candidate. A second one for
-// the same contract and candidate is refused with ErrAlreadyEvaluated, whatever its outcome:
-// the evaluator must reuse the first instead of running the sealed cases again.
-func (d *DB) RecordSealedEvaluation(ctx context.Context, e Evaluation) error {
-	return d.tx(ctx, "record sealed evaluation", func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `
-INSERT INTO evaluations (contract_digest, candidate_digest, suite, passed, record, evaluated) VALUES (?, ?, 'sealed', ?, ?, ?)`,
-			string(e.Contract), string(e.Candidate), e.Passed, e.Record, nanos(time.Now()))
-		if err != nil && isConstraint(err) {
-			return fmt.Errorf("state: %s for contract %s: %w", e.Candidate, e.Contract, ErrAlreadyEvaluated)
-		}
-		return err
-	})
-}
-
-// GetEvaluation returns the recorded outcome of a suite run on a candidate.
-func (d *DB) GetEvaluation(ctx context.Context, contract, candidate digest.Digest, suite string) (Evaluation, bool, error) {
-	e := Evaluation{Contract: contract, Candidate: candidate, Suite: suite}
-	var evaluated sql.NullInt64
-	err := d.db.QueryRowContext(ctx, `SELECT passed, record, evaluated FROM evaluations WHERE contract_digest = ? AND candidate_digest = ? AND suite = ?`,
-		string(contract), string(candidate), suite).Scan(&e.Passed, &e.Record, &evaluated)
-	if errors.Is(err, sql.ErrNoRows) {
-		return Evaluation{}, false, nil
-	}
-	if err != nil {
-		return Evaluation{}, false, fmt.Errorf("state: evaluation of %s: %w", candidate, err)
-	}
-	e.Evaluated = fromNanos(evaluated)
-	return e, true, nil
 }
 
 // RetireCase records that a sealed case was shown to a builder (as a counterexample): it

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/foundry-build/foundry/engine/digest"
 )
 
-func TestSealedEvaluationOnlyOnce(t *testing.T) {
+// The verdict index: recorded once per envelope, listed, withdrawn once with a reason.
+func TestVerdictIndex(t *testing.T) {
 	ctx := context.Background()
 	db, err := OpenState(filepath.Join(t.TempDir(), "state.db"))
 	if err != nil {
@@ -17,18 +19,44 @@ func TestSealedEvaluationOnlyOnce(t *testing.T) {
 	}
 	defer db.Close()
 	c, cand := digest.FromBytes([]byte("contract")), digest.FromBytes([]byte("candidate"))
-	if err := db.RecordSealedEvaluation(ctx, Evaluation{Contract: c, Candidate: cand, Passed: false, Record: []byte(`{}`)}); err != nil {
+	env := digest.FromBytes([]byte("envelope"))
+	v := Verdict{Envelope: env, Capability: "int-sort", Contract: c, Candidate: cand, SuiteDigest: digest.FromBytes([]byte("suite")),
+		Record: []byte(`{}`), Evaluated: time.Now()}
+	for i := 0; i < 2; i++ { // recording the same envelope twice changes nothing
+		if err := db.RecordVerdict(ctx, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	vs, err := db.Verdicts(ctx)
+	if err != nil || len(vs) != 1 || vs[0].Envelope != env || vs[0].Passed || !vs[0].Withdrawn.IsZero() {
+		t.Fatalf("verdicts: %+v %v", vs, err)
+	}
+	if _, err := db.WithdrawVerdict(ctx, string(env)[:20], " "); err == nil {
+		t.Fatal("a withdrawal without a reason was recorded")
+	}
+	if _, err := db.WithdrawVerdict(ctx, digest.FromBytes([]byte("other")).Hex()[:12], "why"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("withdrawing an unknown verdict: %v", err)
+	}
+	w, err := db.WithdrawVerdict(ctx, env.Hex()[:12], "the sandbox ran out of disk")
+	if err != nil || w.WithdrawnReason != "the sandbox ran out of disk" {
+		t.Fatalf("withdraw: %+v %v", w, err)
+	}
+	if _, err := db.WithdrawVerdict(ctx, string(env), "again"); err == nil {
+		t.Fatal("a verdict was withdrawn twice")
+	}
+	if vs, _ := db.Verdicts(ctx); vs[0].Withdrawn.IsZero() || vs[0].WithdrawnReason == "" {
+		t.Fatalf("the withdrawal was not kept: %+v", vs[0])
+	}
+}
+
+func TestEvaluationsAndRetiredCases(t *testing.T) {
+	ctx := context.Background()
+	db, err := OpenState(filepath.Join(t.TempDir(), "state.db"))
+	if err != nil {
 		t.Fatal(err)
 	}
-	// A second sealed run of the same candidate is refused, even one claiming a pass.
-	err = db.RecordSealedEvaluation(ctx, Evaluation{Contract: c, Candidate: cand, Passed: true, Record: []byte(`{}`)})
-	if !errors.Is(err, ErrAlreadyEvaluated) {
-		t.Fatalf("second sealed evaluation: %v, want ErrAlreadyEvaluated", err)
-	}
-	e, ok, err := db.GetEvaluation(ctx, c, cand, "sealed")
-	if err != nil || !ok || e.Passed {
-		t.Fatalf("the first (failed) sealed evaluation must stand: %+v %v %v", e, ok, err)
-	}
+	defer db.Close()
+	c, cand := digest.FromBytes([]byte("contract")), digest.FromBytes([]byte("candidate"))
 	if err := db.RecordEvaluation(ctx, Evaluation{Contract: c, Candidate: cand, Suite: "sealed", Record: []byte(`{}`)}); err == nil {
 		t.Fatal("RecordEvaluation accepted a sealed suite")
 	}
