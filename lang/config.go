@@ -7,6 +7,10 @@
 // except through host_file/host_dir, whose every use is recorded in Config.HostInputs. lang
 // never executes anything and never writes.
 //
+// Files are parsed by hclsyntax and expressions evaluated by hcl's own evaluator, under the
+// Budget the caller sets (Options.Budget): a configuration cannot make a load take more
+// values, bytes or time than the operator allows, and cannot raise the budget.
+//
 // Diagnostics are hcl.Diagnostics from parsing to planning; each carries a source range.
 package lang
 
@@ -36,6 +40,9 @@ type Config struct {
 	// Inputs lists every file or directory that evaluation read, project and host alike,
 	// with its digest: a saved plan is stale when any of them changes.
 	Inputs []InputRecord
+
+	// EvalUsage is what evaluating the configuration took of its budget (Options.Budget).
+	EvalUsage Usage
 
 	// stepOrder is Steps in declaration order, when the configuration came from Load (see
 	// EachStep).

@@ -489,7 +489,7 @@ func (l *loader) forked(n int, fn func(fl *loader, lo, hi int)) {
 // fork returns a loader for decoding steps on another goroutine: it shares what decoding
 // steps only reads and has its own diagnostics, input records and evaluation context.
 func (l *loader) fork() *loader {
-	return &loader{cfg: l.cfg, in: l.in.fork(), parser: l.parser, declared: l.declared, sealed: l.sealed, localsDone: l.localsDone}
+	return &loader{cfg: l.cfg, in: l.in.fork(), parser: l.parser, declared: l.declared, sealed: l.sealed, localsDone: l.localsDone, budget: l.budget}
 }
 
 // join adds what a fork found, as if l had done the fork's work after its own.

@@ -250,7 +250,7 @@ func (l *loader) baseContext() *hcl.EvalContext {
 			"seed":       cty.ObjectVal(seeds),
 			"capability": cty.ObjectVal(caps),
 		},
-		Functions: l.in.functions(),
+		Functions: l.budget.functions(l.in.functions()),
 	}
 	if l.localsDone {
 		l.ctx = ctx
@@ -289,7 +289,7 @@ func (l *loader) eval(expr hcl.Expression, ctx *hcl.EvalContext, scope *stepScop
 		ctx = withSteps(ctx, scope)
 	}
 	val, diags := expr.Value(ctx)
-	l.diags = append(l.diags, diags...)
+	l.report(diags)
 	return val, diags
 }
 

@@ -39,6 +39,11 @@ type inputs struct {
 	// dirs memoizes dir(PATH) by its argument for one load: resolving the path (symlinks,
 	// the .foundry check) cost more than the rest of a step's decoding.
 	dirs map[string]InputRecord
+	// texts memoizes file(PATH) and jsonschema(PATH) by function and argument for one load:
+	// a file that a thousand steps read is read, held and charged to the budget once.
+	texts map[string]text
+	// charge charges a value made here to the load's evaluation budget.
+	charge func(cty.Value) error
 	// reads remembers, for every record, the real path read and the expression that read
 	// it, so that reads reaching sealed cases can be refused with a source range.
 	reads map[string]readSite
@@ -48,6 +53,12 @@ type inputs struct {
 	quiet bool
 	// stat remembers file digests across loads (nil: hash everything).
 	stat *digest.StatCache
+}
+
+// text is a memoized file() or jsonschema() result and the read it records.
+type text struct {
+	val cty.Value
+	rec InputRecord
 }
 
 type readSite struct {
@@ -81,7 +92,8 @@ func newInputs(dir string) (*inputs, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &inputs{dir: real, records: map[string]InputRecord{}, hashed: map[string]digest.Digest{}, dirs: map[string]InputRecord{}, reads: map[string]readSite{}}, nil
+	return &inputs{dir: real, records: map[string]InputRecord{}, hashed: map[string]digest.Digest{}, dirs: map[string]InputRecord{},
+		texts: map[string]text{}, reads: map[string]readSite{}, charge: func(cty.Value) error { return nil }}, nil
 }
 
 func (in *inputs) record(r InputRecord) {
@@ -104,11 +116,13 @@ func (in *inputs) record(r InputRecord) {
 	}
 }
 
+
 // fork returns inputs for another goroutine: the same project and stat cache (which locks),
 // its own records and memos, seeded with these.
 func (in *inputs) fork() *inputs {
 	return &inputs{dir: in.dir, records: map[string]InputRecord{}, hashed: maps.Clone(in.hashed),
-		dirs: maps.Clone(in.dirs), reads: map[string]readSite{}, quiet: in.quiet, stat: in.stat}
+		dirs: maps.Clone(in.dirs), texts: maps.Clone(in.texts), reads: map[string]readSite{}, quiet: in.quiet,
+		stat: in.stat, charge: in.charge}
 }
 
 // join adds the records and memos of a fork, as if in had read them after its own: a read
@@ -117,6 +131,7 @@ func (in *inputs) join(f *inputs) {
 	maps.Copy(in.records, f.records)
 	maps.Copy(in.hashed, f.hashed)
 	maps.Copy(in.dirs, f.dirs)
+	maps.Copy(in.texts, f.texts)
 	for k, r := range f.reads {
 		if _, seen := in.reads[k]; !seen {
 			in.reads[k] = r
@@ -176,26 +191,60 @@ func (in *inputs) projectPath(p string) (abs, rel string, err error) {
 func exists(p string) bool { _, err := os.Lstat(p); return err == nil }
 
 func (in *inputs) readProjectFile(p string) ([]byte, string, error) {
-	abs, rel, err := in.projectPath(p)
+	b, rec, err := in.readProject(p)
 	if err != nil {
 		return nil, "", err
+	}
+	in.record(rec)
+	return b, rec.Path, nil
+}
+
+// readText returns what makeText makes of the project file p, the value of a call of fn,
+// reading and making it once per load: later calls record the read again and return the
+// same value. The value is charged to the budget when it is made.
+func (in *inputs) readText(fn, p string, makeText func(b []byte, rel string) (cty.Value, error)) (cty.Value, error) {
+	key := fn + "\x00" + p
+	if t, ok := in.texts[key]; ok {
+		in.record(t.rec)
+		return t.val, nil
+	}
+	b, rec, err := in.readProject(p)
+	if err != nil {
+		return cty.NilVal, function.NewArgError(0, err)
+	}
+	in.record(rec)
+	v, err := makeText(b, rec.Path)
+	if err != nil {
+		return cty.NilVal, err
+	}
+	if err := in.charge(v); err != nil {
+		return cty.NilVal, err
+	}
+	in.texts[key] = text{v, rec}
+	return v, nil
+}
+
+// readProject reads the project file p and returns its text and the read to record.
+func (in *inputs) readProject(p string) ([]byte, InputRecord, error) {
+	abs, rel, err := in.projectPath(p)
+	if err != nil {
+		return nil, InputRecord{}, err
 	}
 	st, err := os.Stat(abs)
 	if err != nil {
-		return nil, "", err
+		return nil, InputRecord{}, err
 	}
 	if st.IsDir() {
-		return nil, "", fmt.Errorf("%q is a directory; use dir() for directories", p)
+		return nil, InputRecord{}, fmt.Errorf("%q is a directory; use dir() for directories", p)
 	}
 	if st.Size() > maxFileBytes {
-		return nil, "", fmt.Errorf("%q is %d bytes; files read into the configuration are limited to %d", p, st.Size(), maxFileBytes)
+		return nil, InputRecord{}, fmt.Errorf("%q is %d bytes; files read into the configuration are limited to %d", p, st.Size(), maxFileBytes)
 	}
 	b, err := os.ReadFile(abs)
 	if err != nil {
-		return nil, "", err
+		return nil, InputRecord{}, err
 	}
-	in.record(InputRecord{Kind: string(ArtifactProjectFile), Path: rel, Digest: digest.FromBytes(b)})
-	return b, rel, nil
+	return b, InputRecord{Kind: string(ArtifactProjectFile), Path: rel, Digest: digest.FromBytes(b)}, nil
 }
 
 func fileMode(st os.FileInfo) uint32 {
@@ -277,14 +326,12 @@ func (in *inputs) fileFunc() function.Function {
 		Params: pathParam,
 		Type:   function.StaticReturnType(cty.String),
 		Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
-			b, _, err := in.readProjectFile(args[0].AsString())
-			if err != nil {
-				return cty.NilVal, function.NewArgError(0, err)
-			}
-			if !utf8.Valid(b) {
-				return cty.NilVal, function.NewArgErrorf(0, "%q is not valid UTF-8 text; mount binary files with dir() instead", args[0].AsString())
-			}
-			return cty.StringVal(string(b)), nil
+			return in.readText("file", args[0].AsString(), func(b []byte, _ string) (cty.Value, error) {
+				if !utf8.Valid(b) {
+					return cty.NilVal, function.NewArgErrorf(0, "%q is not valid UTF-8 text; mount binary files with dir() instead", args[0].AsString())
+				}
+				return cty.StringVal(string(b)), nil
+			})
 		},
 	})
 }
@@ -467,15 +514,13 @@ func (in *inputs) jsonschemaFunc() function.Function {
 		Params: pathParam,
 		Type:   function.StaticReturnType(cty.String),
 		Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
-			b, rel, err := in.readProjectFile(args[0].AsString())
-			if err != nil {
-				return cty.NilVal, function.NewArgError(0, err)
-			}
-			canon, err := CompileSchema(rel, b)
-			if err != nil {
-				return cty.NilVal, function.NewArgError(0, err)
-			}
-			return cty.StringVal(string(canon)), nil
+			return in.readText("jsonschema", args[0].AsString(), func(b []byte, rel string) (cty.Value, error) {
+				canon, err := CompileSchema(rel, b)
+				if err != nil {
+					return cty.NilVal, function.NewArgError(0, err)
+				}
+				return cty.StringVal(string(canon)), nil
+			})
 		},
 	})
 }

@@ -33,6 +33,9 @@ type Options struct {
 	// StatCache, if set, supplies the digests of input files unchanged since it last saw
 	// them (file, dir, host_file, host_dir) and learns the others. The caller saves it.
 	StatCache *digest.StatCache
+	// Budget bounds evaluation (see Budget); zero fields take DefaultBudget's. It is the
+	// operator's: nothing in the project's files can set it.
+	Budget Budget
 }
 
 var rootSchema = &hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{
@@ -59,6 +62,8 @@ type loader struct {
 	// ctx caches the base evaluation context once locals are final (localsDone).
 	ctx        *hcl.EvalContext
 	localsDone bool
+	// budget bounds the whole load's evaluation; the forks share it.
+	budget *budget
 }
 
 type sealedFile struct {
@@ -78,11 +83,12 @@ func Load(dir string, opts Options) (*Config, hcl.Diagnostics) {
 		return nil, hcl.Diagnostics{errorf(nil, "Invalid project directory", "%v", err)}
 	}
 	in.stat = opts.StatCache
-	l := newLoader(in)
+	l := newLoader(in, newBudget(opts.Budget))
 	if files := l.readFiles(); files != nil {
 		l.load(files, opts)
 	}
 	l.cfg.Inputs = l.in.sorted()
+	l.cfg.EvalUsage = l.budget.usage()
 	// The parser owns every file read, including var files: expose them all for rendering,
 	// which needs only the source text.
 	for name, f := range l.parser.Files() {
@@ -91,8 +97,15 @@ func Load(dir string, opts Options) (*Config, hcl.Diagnostics) {
 	return l.cfg, l.diags
 }
 
-func newLoader(in *inputs) *loader {
+func newLoader(in *inputs, b *budget) *loader {
+	in.charge = func(v cty.Value) error {
+		if err := b.chargeValue(v); err != nil {
+			return err
+		}
+		return nil
+	}
 	return &loader{
+		budget: b,
 		cfg: &Config{
 			Dir: in.dir, Files: map[string]*hcl.File{},
 			Variables: map[string]*Variable{}, Locals: map[string]cty.Value{},
@@ -108,7 +121,7 @@ func newLoader(in *inputs) *loader {
 // load parses every file, then decodes every block.
 func (l *loader) load(files []sourceFile, opts Options) {
 	var blocks []*hcl.Block
-	for _, pf := range parseFiles(files) {
+	for _, pf := range parseFiles(files, l.budget) {
 		l.diags = append(l.diags, pf.diags...)
 		if pf.file == nil {
 			continue
@@ -132,7 +145,8 @@ func (l *loader) load(files []sourceFile, opts Options) {
 		byType[b.Type] = append(byType[b.Type], b)
 	}
 	blocks = nil
-	if !l.decodeGlobals(byType, opts) {
+	l.budget.begin()
+	if !l.decodeGlobals(byType, opts) || l.budget.exceeded() {
 		return
 	}
 	// Every step's declared outputs must be known before any step expression is evaluated,
@@ -142,6 +156,9 @@ func (l *loader) load(files []sourceFile, opts Options) {
 	top.addAll(l, byType["step"])
 	delete(byType, "step")
 	l.cfg.stepOrder = l.decodeSteps(top, l.cfg.Steps)
+	if l.budget.exceeded() {
+		return
+	}
 	l.decodeRest(byType)
 }
 
@@ -156,6 +173,9 @@ func (l *loader) decodeGlobals(byType map[string][]*hcl.Block, opts Options) boo
 	}
 	l.decodeLocals(byType["locals"])
 	l.localsDone = true
+	if l.budget.exceeded() {
+		return true // what remains would only be refused
+	}
 	l.decodeProject(byType["project"])
 	for _, b := range byType["seed"] {
 		l.decodeSeed(b)
@@ -224,9 +244,10 @@ type parsedFile struct {
 }
 
 // parseFiles parses the files and returns them in the order given, so that diagnostics and
-// blocks keep the sorted file order. Parsing dominates loading a large project: the pieces
-// of all files (see parse.go) are parsed in parallel.
-func parseFiles(files []sourceFile) []parsedFile {
+// blocks keep the sorted file order, with their expressions rewritten to be evaluated under
+// b (see budgetExpr). Parsing dominates loading a large project: the pieces of all files
+// (see parse.go) are parsed in parallel.
+func parseFiles(files []sourceFile, b *budget) []parsedFile {
 	out := make([]parsedFile, len(files))
 	var jobs []pieceJob
 	for i := range files {
@@ -235,13 +256,13 @@ func parseFiles(files []sourceFile) []parsedFile {
 			jobs = append(jobs, pieceJob{&files[i].pieces[k], files[i].rel})
 		}
 	}
-	parsePieces(jobs)
+	parsePieces(jobs, b)
 	for i := range out {
 		if err := files[i].err; err != nil {
 			out[i].diags = hcl.Diagnostics{errorf(nil, "Cannot read configuration file", "%v", err)}
 			continue
 		}
-		f, diags := joinPieces(files[i].src, out[i].rel, files[i].pieces)
+		f, diags := joinPieces(files[i].src, out[i].rel, files[i].pieces, b)
 		out[i].diags = diags
 		if f == nil {
 			continue
@@ -262,7 +283,7 @@ type pieceJob struct {
 }
 
 // parsePieces parses the pieces on every core.
-func parsePieces(jobs []pieceJob) {
+func parsePieces(jobs []pieceJob, b *budget) {
 	work := make(chan pieceJob)
 	var wg sync.WaitGroup
 	for w := 0; w < min(runtime.GOMAXPROCS(0), len(jobs)); w++ {
@@ -270,7 +291,7 @@ func parsePieces(jobs []pieceJob) {
 		go func() {
 			defer wg.Done()
 			for j := range work {
-				j.p.parse(j.rel)
+				j.p.parse(j.rel, b)
 			}
 		}()
 	}
@@ -396,7 +417,7 @@ func (l *loader) decodeVariables(blocks []*hcl.Block, opts Options) {
 		v.Default = cty.NilVal
 		if a := content.Attributes["default"]; a != nil {
 			val, diags := a.Expr.Value(nil)
-			l.diags = append(l.diags, diags...)
+			l.report(diags)
 			if !diags.HasErrors() {
 				v.Default = l.convertVar(v, val, a.Expr.Range())
 			}
@@ -555,6 +576,14 @@ func (l *loader) decodeLocals(blocks []*hcl.Block) {
 			}
 			a := attrs[n]
 			val, diags := l.eval(a.Expr, l.baseContext(), nil)
+			if !diags.HasErrors() {
+				// A local is charged with everything it holds: it is how a value is used
+				// again and again, and a local that holds another twice is twice its size.
+				if err := l.budget.chargeValue(val); err != nil {
+					l.report(hcl.Diagnostics{err.diag(a.Expr.Range())})
+					diags = append(diags, err.diag(a.Expr.Range()))
+				}
+			}
 			if diags.HasErrors() {
 				val = cty.DynamicVal
 			}

@@ -64,26 +64,32 @@ func cutPieces(src []byte, least int) []piece {
 	return ps
 }
 
-// parse parses the piece from its position in the file.
-func (p *piece) parse(filename string) {
+// parse parses the piece from its position in the file, and rewrites its expressions to be
+// evaluated under b.
+func (p *piece) parse(filename string, b *budget) {
 	p.file, p.diags = hclsyntax.ParseConfig(p.src, filename, p.pos)
 	if len(p.diags) > 0 || p.file == nil {
 		return
 	}
 	p.body = p.file.Body.(*hclsyntax.Body)
 	p.clean = len(p.body.Attributes) == 0
+	b.rewriteBody(p.body, "")
 }
 
 // joinPieces returns the file made of the parsed pieces, or parses src whole when one of
-// them did not parse cleanly.
-func joinPieces(src []byte, filename string, ps []piece) (*hcl.File, hcl.Diagnostics) {
+// them did not parse cleanly (and rewrites it for b, as piece.parse does).
+func joinPieces(src []byte, filename string, ps []piece, b *budget) (*hcl.File, hcl.Diagnostics) {
 	if len(ps) == 1 { // the piece is the file, parsed from its start
 		return ps[0].file, ps[0].diags
 	}
 	body := &hclsyntax.Body{Attributes: hclsyntax.Attributes{}}
 	for _, p := range ps {
 		if !p.clean {
-			return hclsyntax.ParseConfig(src, filename, hcl.InitialPos)
+			f, diags := hclsyntax.ParseConfig(src, filename, hcl.InitialPos)
+			if len(diags) == 0 && f != nil {
+				b.rewriteBody(f.Body.(*hclsyntax.Body), "")
+			}
+			return f, diags
 		}
 		body.Blocks = append(body.Blocks, p.body.Blocks...)
 		body.EndRange = p.body.EndRange

@@ -55,18 +55,29 @@ func writeBody(b *strings.Builder, body *hclsyntax.Body) {
 
 // parseInPieces is what parseFiles does to one file, in order: cut, parse each piece, join.
 func parseInPieces(src []byte, filename string, least int) (*hcl.File, hcl.Diagnostics) {
+	b := newBudget(Budget{})
 	ps := cutPieces(src, least)
 	for i := range ps {
-		ps[i].parse(filename)
+		ps[i].parse(filename, b)
 	}
-	return joinPieces(src, filename, ps)
+	return joinPieces(src, filename, ps, b)
+}
+
+// parseWhole is hclsyntax.ParseConfig of the whole file, rewritten for a budget as a
+// piece is.
+func parseWhole(src []byte, filename string) (*hcl.File, hcl.Diagnostics) {
+	f, diags := hclsyntax.ParseConfig(src, filename, hcl.InitialPos)
+	if len(diags) == 0 && f != nil {
+		newBudget(Budget{}).rewriteBody(f.Body.(*hclsyntax.Body), "")
+	}
+	return f, diags
 }
 
 // checkSameParse fails when parsing src in pieces differs in any node, range or diagnostic
 // from parsing it whole, and returns the number of pieces tried.
 func checkSameParse(t *testing.T, src []byte, minPiece int) int {
 	t.Helper()
-	whole := syntaxTree(hclsyntax.ParseConfig(src, "main.hcl", hcl.InitialPos))
+	whole := syntaxTree(parseWhole(src, "main.hcl"))
 	pieced := syntaxTree(parseInPieces(src, "main.hcl", minPiece))
 	if whole != pieced {
 		w, p := strings.Split(whole, "\n"), strings.Split(pieced, "\n")

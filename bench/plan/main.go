@@ -252,6 +252,9 @@ func runChild(dir string) int {
 		f3 := faults()
 		fmt.Fprintf(os.Stderr, "load %v (%d faults) compile %v (%d) plan %v (%d)\n",
 			loaded.Sub(start), f1-f0, compiled.Sub(loaded), f2-f1, time.Since(compiled), f3-f2)
+		u := cfg.EvalUsage
+		fmt.Fprintf(os.Stderr, "evaluation budget used: %d values, %d bytes, %v (limits %d, %d, %v)\n",
+			u.Values, u.Bytes, u.Time.Round(time.Millisecond), lang.DefaultBudget.MaxValues, lang.DefaultBudget.MaxBytes, lang.DefaultBudget.Timeout)
 	}
 	if memProfile != "" {
 		f, err := os.Create(memProfile)

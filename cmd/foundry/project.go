@@ -7,7 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/hcl/v2"
 
@@ -81,7 +83,14 @@ func loadGraphUnsaved(env *cliEnv, dir string, v *varFlags, jsonOut bool) (g *en
 			fmt.Fprintf(env.stderr, "Warning: %v (input files will be hashed again next time)\n", err)
 		}
 	}
-	cfg, diags := lang.Load(dir, lang.Options{Vars: v.vars, VarFiles: v.varFiles, StatCache: stat})
+	budget, diags := evalBudget(env)
+	if diags.HasErrors() {
+		if !jsonOut {
+			writeDiagnostics(env.stderr, nil, diags)
+		}
+		return nil, diags, saveStat
+	}
+	cfg, diags := lang.Load(dir, lang.Options{Vars: v.vars, VarFiles: v.varFiles, StatCache: stat, Budget: budget})
 	if !diags.HasErrors() {
 		var cdiags hcl.Diagnostics
 		g, cdiags = engine.Compile(cfg)
@@ -98,6 +107,40 @@ func loadGraphUnsaved(env *cliEnv, dir string, v *varFlags, jsonOut bool) (g *en
 		return nil, diags, saveStat
 	}
 	return g, diags, saveStat
+}
+
+// evalBudget is the evaluation budget the operator set in the environment (lang.Budget): a
+// limit left unset takes lang.DefaultBudget's. Only the operator sets it; a project's files
+// cannot.
+func evalBudget(env *cliEnv) (lang.Budget, hcl.Diagnostics) {
+	var b lang.Budget
+	var diags hcl.Diagnostics
+	invalid := func(name, val, want string) {
+		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid evaluation budget",
+			Detail: fmt.Sprintf("%s=%s: want %s.", name, val, want)})
+	}
+	if s := env.getenv(lang.EnvMaxValues); s != "" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n <= 0 {
+			invalid(lang.EnvMaxValues, s, "a positive number of values, for example 5000000")
+		}
+		b.MaxValues = n
+	}
+	if s := env.getenv(lang.EnvMaxBytes); s != "" {
+		n, err := lang.ParseSize(s)
+		if err != nil {
+			invalid(lang.EnvMaxBytes, s, "a size, for example 512MiB")
+		}
+		b.MaxBytes = n
+	}
+	if s := env.getenv(lang.EnvTimeout); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d <= 0 {
+			invalid(lang.EnvTimeout, s, "a positive duration, for example 5m")
+		}
+		b.Timeout = d
+	}
+	return b, diags
 }
 
 // writeDiagnostics renders diagnostics with file:line:column and a source snippet.
