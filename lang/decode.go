@@ -889,8 +889,9 @@ func (l *loader) decodeProduct(b *hcl.Block) {
 }
 
 // checkSealed refuses every read of the configuration that reaches a sealed case file — a
-// file() of one, a dir() or host_dir() that contains one (in a mount, a seed layer, a
-// package, anywhere), or a non-sealed suite whose pattern matches one. Sealed cases are for
+// file() of one, a dir(), host_dir() or fileset() of a directory that contains one (in a
+// mount, a seed layer, a package, anywhere), or a non-sealed suite whose pattern matches
+// one. Sealed cases are for
 // the evaluator only: a builder that saw them could fit its output to them. Paths are
 // compared after resolving symlinks, so an alias does not get around the check.
 func (l *loader) checkSealed(suites []*Suite) {

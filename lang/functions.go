@@ -44,8 +44,9 @@ type inputs struct {
 	texts map[string]text
 	// charge charges a value made here to the load's evaluation budget.
 	charge func(cty.Value) error
-	// reads remembers, for every record, the real path read and the expression that read
-	// it, so that reads reaching sealed cases can be refused with a source range.
+	// reads remembers, for every record and every fileset, the real path read and the
+	// expression that read it, so that reads reaching sealed cases can be refused with a
+	// source range.
 	reads map[string]readSite
 	// current is the range of the expression being evaluated (set by loader.eval).
 	current hcl.Range
@@ -116,6 +117,16 @@ func (in *inputs) record(r InputRecord) {
 	}
 }
 
+// noteRead remembers a read that records no input, for the sealed-case check: real is the
+// path read, symlinks resolved.
+func (in *inputs) noteRead(key, real, what string) {
+	if in.quiet {
+		return
+	}
+	if _, seen := in.reads[key]; !seen {
+		in.reads[key] = readSite{real: real, rng: in.current, what: what}
+	}
+}
 
 // fork returns inputs for another goroutine: the same project and stat cache (which locks),
 // its own records and memos, seeded with these.
@@ -380,9 +391,15 @@ func (in *inputs) filesetFunc() function.Function {
 		Params: []function.Parameter{{Name: "path", Type: cty.String}, {Name: "pattern", Type: cty.String}},
 		Type:   function.StaticReturnType(cty.Set(cty.String)),
 		Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
-			matches, err := in.glob(args[0].AsString(), args[1].AsString())
+			base, pattern := args[0].AsString(), args[1].AsString()
+			matches, err := in.glob(base, pattern)
 			if err != nil {
 				return cty.NilVal, function.NewArgError(1, err)
+			}
+			// It records no input, but its names are a read all the same: a fileset of a
+			// directory that holds sealed cases is refused as dir() of it is.
+			if abs, _, err := in.projectPath(base); err == nil {
+				in.noteRead("fileset\x00"+base, abs, fmt.Sprintf("fileset(%q, %q)", base, pattern))
 			}
 			if len(matches) == 0 {
 				return cty.SetValEmpty(cty.String), nil
