@@ -122,7 +122,7 @@ type PolicyRef struct {
 // a.ContractDigest, from an allowed evaluator, is among them. It also refuses inputs that
 // contradict the admission: a test result for another subject or contract, a FAILED sealed
 // result, or an attestation of a type admission does not rely on. This makes "nothing is
-// admitted without a sealed pass" (DESIGN.md, invariant 1) hold at this layer.
+// admitted without a sealed pass" (ARCHITECTURE.md, invariant 1) hold at this layer.
 func NewVerificationSummary(a *Admission) (*Statement, error) {
 	if a == nil {
 		return nil, errors.New("verification summary: nil admission")

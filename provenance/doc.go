@@ -16,9 +16,9 @@
 // exact envelopes it relied on and calls NewVerificationSummary: a SLSA VSA, always PASSED,
 // listing those envelopes by digest. It verifies them itself and refuses unless a sealed
 // test result PASSED for exactly that subject is among them, so that "nothing is admitted
-// without a sealed pass" (DESIGN.md, invariant 1) holds here too, whoever calls it.
+// without a sealed pass" (ARCHITECTURE.md, invariant 1) holds here too, whoever calls it.
 //
-// Invariant (DESIGN.md, "Attestations are minted only from observed execution"): this
+// Invariant (ARCHITECTURE.md, 3: "Attestations are minted only from observed execution"): this
 // package has no API that takes a caller's claim and signs it. Statement has no exported
 // fields or constructors besides NewProvenance, NewTestResult and NewVerificationSummary;
 // Execution and Evaluation have no "success", "verdict" or free-form predicate field, only

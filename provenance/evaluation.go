@@ -27,7 +27,7 @@ const (
 	resultWarned = "WARNED"
 )
 
-// Suites of a capability (DESIGN.md "Suite"): dev and repair are visible to builders,
+// Suites of a capability (spec/capability.md §3): dev and repair are visible to builders,
 // sealed is the evaluator's only.
 const (
 	SuiteDev    = "dev"
