@@ -104,7 +104,10 @@ type ApplyResult struct {
 	Built    int // seeds, packages
 	Failed   []*StepError
 	Skipped  []string // nodes not run because something they need failed
-	Elapsed  time.Duration
+	// Interrupted are the nodes that were running when the apply's context was cancelled:
+	// their executor killed them. They are not failures; the next apply runs them again.
+	Interrupted []string
+	Elapsed     time.Duration
 	// Rejections are candidates turned down before a capability was admitted.
 	Rejections []Rejection
 }
@@ -213,7 +216,12 @@ func Apply(ctx context.Context, ws *Workspace, g *Graph, p *Plan, opt ApplyOptio
 	res.RunID = run.ID
 	res.Elapsed = time.Since(start)
 	status := state.RunSucceeded
-	if len(res.Failed) > 0 || ctx.Err() != nil {
+	switch {
+	case ctx.Err() != nil:
+		// Cancelled (the CLI cancels on SIGINT, SIGTERM and SIGHUP): nothing new was
+		// started once it was, and the executor killed what ran.
+		status = state.RunInterrupted
+	case len(res.Failed) > 0:
 		status = state.RunFailed
 	}
 	if err := ws.State.FinishRun(context.WithoutCancel(ctx), run.ID, status); err != nil {
@@ -222,9 +230,15 @@ func Apply(ctx context.Context, ws *Workspace, g *Graph, p *Plan, opt ApplyOptio
 	r.emit(Event{Type: "run_finished", Run: run.ID, Elapsed: res.Elapsed,
 		Message: fmt.Sprintf("%d executed, %d cached, %d failed, %d skipped", res.Executed, res.Cached, len(res.Failed), len(res.Skipped))})
 	if ctx.Err() != nil {
-		return res, ctx.Err()
+		return res, context.Cause(ctx)
 	}
 	return res, nil
+}
+
+// interruptedError is the error of a node that the cancellation of ctx stopped: "stopped:
+// " and the cancellation's cause ("interrupted by SIGHUP" from the CLI).
+func interruptedError(ctx context.Context) error {
+	return fmt.Errorf("stopped: %w", context.Cause(ctx))
 }
 
 // prefetchCache looks every step up in the action cache at once and records the run's
@@ -403,7 +417,12 @@ func (r *runner) walk(ctx context.Context, active []string, deps map[string][]st
 		case "built":
 			res.Built++
 		}
-		if d.err != nil {
+		if d.err != nil && ctx.Err() != nil {
+			// Whatever ended with an error once the apply was cancelled was stopped by it
+			// (or lost the race with it): it runs again next time, and no user of it is
+			// started now anyway.
+			res.Interrupted = append(res.Interrupted, d.addr)
+		} else if d.err != nil {
 			var se *StepError
 			if !errors.As(d.err, &se) {
 				se = &StepError{Node: d.addr, Reason: d.err.Error()}
@@ -469,6 +488,7 @@ func (r *runner) walk(ctx context.Context, active []string, deps map[string][]st
 		finish(<-results)
 	}
 	sort.Strings(res.Skipped)
+	sort.Strings(res.Interrupted)
 	return res
 }
 

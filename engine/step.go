@@ -50,6 +50,9 @@ func (r *runner) runStep(ctx context.Context, n *Node) (string, error) {
 	start := time.Now()
 	r.emit(Event{Type: "node_started", Node: n.Address, Action: n.Digest, Message: rerun})
 	res, err = r.execute(ctx, n)
+	if err != nil && ctx.Err() != nil {
+		err = interruptedError(ctx)
+	}
 	if err != nil {
 		var se *StepError
 		if errors.As(err, &se) {
@@ -140,7 +143,14 @@ func (r *runner) execute(ctx context.Context, n *Node) (*cache.Result, error) {
 		Stdout: stdout, Stderr: stderr,
 	}
 	xr, err := r.opt.Executor.Run(ctx, action)
+	// Once the process has ended, its result is recorded even if the apply is being
+	// interrupted: that takes milliseconds, and a step that finished stays finished.
 	bg := context.WithoutCancel(ctx)
+	if err != nil && ctx.Err() != nil {
+		// The executor killed it; its container is removed by the time the executor closes.
+		r.ws.State.AttemptFinished(bg, r.runID, n.Address, attempt, state.OutcomeInterrupted, interruptedError(ctx).Error())
+		return nil, interruptedError(ctx)
+	}
 	if err != nil {
 		r.ws.State.AttemptFinished(bg, r.runID, n.Address, attempt, state.OutcomeError, err.Error())
 		return nil, &StepError{Reason: fmt.Sprintf("the %s executor could not run it: %v", r.opt.Executor.Name(), err), ExitCode: -1}
@@ -189,7 +199,7 @@ func (r *runner) execute(ctx context.Context, n *Node) (*cache.Result, error) {
 	}
 	res.Attestations = []digest.Digest{env}
 	r.fault(FaultAfterOutputs, n.Address)
-	if err := r.ws.Cache.Put(ctx, res); err != nil {
+	if err := r.ws.Cache.Put(bg, res); err != nil {
 		return nil, err
 	}
 	r.fault(FaultAfterCachePut, n.Address)

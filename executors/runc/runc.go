@@ -158,8 +158,11 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 	cmd.Stdin = a.Stdin // nil: /dev/null
 	cmd.Stdout = a.Stdout
 	cmd.Stderr = a.Stderr
-	// If foundry dies, runc dies with it; Cleanup then removes the orphaned container.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	// If foundry dies, runc dies with it; Cleanup then removes the orphaned container. Its own
+	// process group keeps a terminal's signals (Ctrl-C, a hang-up) away from it: `runc run`
+	// forwards every signal it gets into the step, which would then race the executor's kill.
+	// Whoever started foundry stops a step through foundry, as with containerd.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	// The pipes close when the step's last process exits; bound the wait anyway, in case a
 	// runtime bug leaves one open.
 	cmd.WaitDelay = 10 * time.Second
