@@ -146,8 +146,19 @@ type runner struct {
 
 // containerPrefix starts the ID of every container of this run: the next apply cleans up
 // after a dead run by this prefix.
-func (r *runner) containerPrefix() string {
-	return ContainerPrefix + r.runID[:min(12, len(r.runID))] + "-"
+func (r *runner) containerPrefix() string { return RunContainerPrefix(r.runID) }
+
+// RunContainerPrefix starts the ID of every container, snapshot and bundle of run runID:
+// "foundry-", the run ID's random part (its last eight hex digits) and "-". Runtimes are
+// shared by every project on the machine (one runc root, one containerd namespace), so the
+// prefix must name one run only: the leftovers of a dead run are removed by it, and must
+// not take another project's running steps with them.
+func RunContainerPrefix(runID string) string {
+	tag := runID
+	if i := strings.LastIndexByte(runID, '-'); i >= 0 {
+		tag = runID[i+1:]
+	}
+	return ContainerPrefix + tag + "-"
 }
 
 // nodeResult is what a finished node produced, for the nodes that use it.
@@ -295,7 +306,7 @@ func (r *runner) recover(ctx context.Context) error {
 		if r.opt.Executor != nil {
 			// Evaluation sandboxes are not recorded as attempts: remove whatever the dead
 			// run left by its container prefix.
-			if err := r.opt.Executor.Cleanup(ctx, ContainerPrefix+run.ID[:min(12, len(run.ID))]+"-"); err != nil {
+			if err := r.opt.Executor.Cleanup(ctx, RunContainerPrefix(run.ID)); err != nil {
 				return fmt.Errorf("cleaning up after interrupted run %s: %w", run.ID, err)
 			}
 		}

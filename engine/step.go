@@ -126,7 +126,7 @@ func (r *runner) execute(ctx context.Context, n *Node) (*cache.Result, error) {
 	}
 	defer stderr.Close()
 
-	id := ContainerPrefix + r.runID[:min(12, len(r.runID))] + "-" + shortAddr(n.Address) + "-" + newID()
+	id := r.containerPrefix() + shortAddr(n.Address) + "-" + newID()
 	id = strings.ToLower(id)
 	if len(id) > 64 {
 		id = id[:64]

@@ -208,3 +208,27 @@ func TestCrashAfterPublishIsReconciled(t *testing.T) {
 		t.Fatalf("plan after the resumed apply: exit %d %+v\n%s", code, p.Capabilities[0], errs)
 	}
 }
+
+// Runtimes are shared by every project on the machine: the recovery of one project's dead
+// run removes that run's leftovers only, never the running steps of another project's apply
+// (however close in time the two runs started).
+func TestRecoveryLeavesOtherRunsAlone(t *testing.T) {
+	needSandbox(t)
+	dead, live := t.TempDir(), t.TempDir()
+	for _, dir := range []string{dead, live} {
+		if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(napProject), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r := apply(t, dead, []string{"FOUNDRY_TEST_FAULT=" + engine.FaultBeforeExec + ":step.nap"}); r.code != -1 {
+		t.Fatalf("the faulted apply should die by SIGKILL: exit %d\n%s", r.code, r.stderr)
+	}
+	ra := startApply(t, live, "runc", "-var", "nap=4")
+	ra.waitStarted(t, "step.nap")
+	if r := apply(t, dead, nil, "-var", "nap=0"); r.code != 0 {
+		t.Fatalf("resumed apply: exit %d\n%s", r.code, r.stderr)
+	}
+	if code := ra.wait(t); code != 0 {
+		t.Fatalf("the other project's apply failed while the dead run was recovered: exit %d\n%s", code, ra.stderrText())
+	}
+}
