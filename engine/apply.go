@@ -142,6 +142,9 @@ type runner struct {
 	resultsMu   sync.Mutex
 	sealedSeen  []provenance.SignedTestResult
 	resultsRead bool
+
+	// sweptAgain is closed when the second sweep of dead runs' leftovers is done (recover.go).
+	sweptAgain chan struct{}
 }
 
 // containerPrefix starts the ID of every container of this run: the next apply cleans up
@@ -185,8 +188,14 @@ func Apply(ctx context.Context, ws *Workspace, g *Graph, p *Plan, opt ApplyOptio
 	}
 	defer unlock()
 	r := &runner{ws: ws, g: g, plan: p, opt: opt, results: map[string]*nodeResult{}}
-	if err := r.recover(ctx); err != nil {
+	if err := r.recoverRuns(ctx); err != nil {
 		return nil, err
+	}
+	if opt.Executor != nil {
+		if err := r.cleanupDead(ctx, opt.Executor); err != nil {
+			return nil, err
+		}
+		defer r.finishCleanup()
 	}
 	run, err := ws.State.BeginRun(ctx, p.Digest, opt.Args)
 	if err != nil {
@@ -279,44 +288,6 @@ func (r *runner) prefetchCache(ctx context.Context, refs []state.NodeRef) error 
 		r.results[ref.Address] = &nodeResult{step: e.Result}
 	}
 	return r.ws.State.StartNodes(ctx, r.runID, pending, hits, defs)
-}
-
-// recover cleans up after applies that died: their containers (by the ID prefix recorded
-// before each container was created), their scratch directories, and their run records.
-func (r *runner) recover(ctx context.Context) error {
-	attempts, err := r.ws.State.InterruptedAttempts(ctx)
-	if err != nil {
-		return err
-	}
-	for _, a := range attempts {
-		if a.ContainerID != "" && r.opt.Executor != nil {
-			if err := r.opt.Executor.Cleanup(ctx, a.ContainerID); err != nil {
-				return fmt.Errorf("cleaning up %s of interrupted run %s: %w", a.ContainerID, a.RunID, err)
-			}
-		}
-		if err := r.ws.State.AttemptFinished(ctx, a.RunID, a.Address, a.N, state.OutcomeInterrupted, "its apply died; leftovers removed"); err != nil {
-			return err
-		}
-	}
-	dead, err := r.ws.State.RecoverRuns(ctx)
-	if err != nil {
-		return err
-	}
-	for _, run := range dead {
-		if r.opt.Executor != nil {
-			// Evaluation sandboxes are not recorded as attempts: remove whatever the dead
-			// run left by its container prefix.
-			if err := r.opt.Executor.Cleanup(ctx, RunContainerPrefix(run.ID)); err != nil {
-				return fmt.Errorf("cleaning up after interrupted run %s: %w", run.ID, err)
-			}
-		}
-		os.RemoveAll(filepath.Join(r.ws.Dir, "runs", run.ID))
-	}
-	// This apply holds the project lock, so no other writer can own a temporary file.
-	if _, err := r.ws.Store.Sweep(0); err != nil {
-		return err
-	}
-	return nil
 }
 
 // capStatus is the planned status of capability a.
