@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/foundry-build/foundry/engine/cache"
@@ -25,6 +26,8 @@ import (
 
 // ApplyOptions configure one apply.
 type ApplyOptions struct {
+	// Executor runs steps and evaluations. An executors.Opener (executors.Lazy) is opened
+	// when the first of them is about to run, and never by an apply with nothing to run.
 	Executor    executors.Executor
 	Parallelism int           // steps run at once; default 4
 	Events      func(Event)   // progress, called from many goroutines one at a time; may be nil
@@ -143,7 +146,13 @@ type runner struct {
 	sealedSeen  []provenance.SignedTestResult
 	resultsRead bool
 
-	// sweptAgain is closed when the second sweep of dead runs' leftovers is done (recover.go).
+	// The executor, opened and cleaned up after dead runs on first use (recover.go); fatal
+	// is set when that fails, and stops the walk. sweptAgain is closed when the second
+	// sweep of dead runs' leftovers is done.
+	exeOnce    sync.Once
+	exe        executors.Executor
+	exeErr     error
+	fatal      atomic.Pointer[error]
 	sweptAgain chan struct{}
 }
 
@@ -191,12 +200,9 @@ func Apply(ctx context.Context, ws *Workspace, g *Graph, p *Plan, opt ApplyOptio
 	if err := r.recoverRuns(ctx); err != nil {
 		return nil, err
 	}
-	if opt.Executor != nil {
-		if err := r.cleanupDead(ctx, opt.Executor); err != nil {
-			return nil, err
-		}
-		defer r.finishCleanup()
-	}
+	// The executor half of recovery runs when the first step or evaluation is about to
+	// (r.executor); its second sweep ends with the apply.
+	defer r.finishCleanup()
 	run, err := ws.State.BeginRun(ctx, p.Digest, opt.Args)
 	if err != nil {
 		return nil, err
@@ -241,7 +247,7 @@ func Apply(ctx context.Context, ws *Workspace, g *Graph, p *Plan, opt ApplyOptio
 		// Cancelled (the CLI cancels on SIGINT, SIGTERM and SIGHUP): nothing new was
 		// started once it was, and the executor killed what ran.
 		status = state.RunInterrupted
-	case len(res.Failed) > 0:
+	case len(res.Failed) > 0 || r.fatalErr() != nil:
 		status = state.RunFailed
 	}
 	if err := ws.State.FinishRun(context.WithoutCancel(ctx), run.ID, status); err != nil {
@@ -251,6 +257,9 @@ func Apply(ctx context.Context, ws *Workspace, g *Graph, p *Plan, opt ApplyOptio
 		Message: fmt.Sprintf("%d executed, %d cached, %d failed, %d skipped", res.Executed, res.Cached, len(res.Failed), len(res.Skipped))})
 	if ctx.Err() != nil {
 		return res, context.Cause(ctx)
+	}
+	if err := r.fatalErr(); err != nil {
+		return res, err
 	}
 	return res, nil
 }
@@ -424,7 +433,7 @@ func (r *runner) walk(ctx context.Context, active []string, deps map[string][]st
 		}
 	}
 	for remaining > 0 {
-		for len(ready) > 0 && ctx.Err() == nil {
+		for len(ready) > 0 && ctx.Err() == nil && r.fatalErr() == nil {
 			a := ready[0]
 			ready = ready[1:]
 			if cause, blocked := failed[a]; blocked {

@@ -14,17 +14,20 @@ import (
 
 // Crash recovery (spec/state.md §5) has two halves.
 //
-// The state half needs no executor: the runs whose process died become interrupted (with
-// their nodes and dispatched effects) and temporary blob files are removed.
+// The state half needs no executor and runs before the apply's run begins: the runs whose
+// process died become interrupted (with their nodes and dispatched effects) and temporary
+// blob files are removed.
 //
-// The executor half removes what dead runs left in the runtime: the containers of their
-// unfinished attempts (each attempt's container ID is recorded before the container is
-// created) and everything with the container prefix of a run whose scratch directory,
-// .foundry/runs/<run>/, is still there. Every container of a run is created after that
-// directory (it holds the container's /out), and a run removes it when it ends, so a
-// directory left by a run that is not this one (this apply holds the project lock: no other
-// apply of the project is alive) marks leftovers to remove. It is removed last, once they
-// are gone, so a crash or a failure on the way leaves the mark for the next apply.
+// The executor half runs when the executor is first needed (executor), before the apply
+// creates its first container, and never in an apply with nothing to run. It removes what
+// dead runs left in the runtime: the containers of their unfinished attempts (each
+// attempt's container ID is recorded before the container is created) and everything with
+// the container prefix of a run whose scratch directory, .foundry/runs/<run>/, is still
+// there. Every container of a run is created after that directory (it holds the
+// container's /out), and a run removes it when it ends, so a directory left by a run that is
+// not this one (this apply holds the project lock: no other apply of the project is alive)
+// marks leftovers to remove. It is removed last, once they are gone, so a crash or a
+// failure on the way leaves the mark for the next apply.
 //
 // A dead client's last requests can still be completing in a daemon after the client died
 // (containerd finishing a container or task it was asked to create), so the executor half
@@ -105,6 +108,42 @@ func (r *runner) cleanupDead(ctx context.Context, exe executors.Executor) error 
 			os.RemoveAll(d)
 		}
 	}()
+	return nil
+}
+
+// executor returns the executor that runs this apply's actions, for what (a node, an
+// evaluation) that is about to run one. The first call opens it (executors.Opener) and
+// removes dead runs' leftovers: before this apply creates its first container, and only if
+// it creates one, so an apply with nothing to run never contacts the runtime. If either
+// fails, nothing can run: the error is the apply's (fatal), which stops the walk.
+func (r *runner) executor(ctx context.Context, what string) (executors.Executor, error) {
+	r.exeOnce.Do(func() {
+		exe := r.opt.Executor
+		var err error
+		if exe == nil {
+			err = errors.New("no executor is configured")
+		} else if o, ok := exe.(executors.Opener); ok {
+			exe, err = o.Open(ctx)
+		}
+		if err == nil {
+			err = r.cleanupDead(ctx, exe)
+		}
+		if err != nil {
+			err = fmt.Errorf("cannot run %s: %w", what, err)
+			if ctx.Err() == nil {
+				r.fatal.Store(&err)
+			}
+		}
+		r.exe, r.exeErr = exe, err
+	})
+	return r.exe, r.exeErr
+}
+
+// fatalErr is the error that stopped this apply before it could run anything, or nil.
+func (r *runner) fatalErr() error {
+	if p := r.fatal.Load(); p != nil {
+		return *p
+	}
 	return nil
 }
 

@@ -28,6 +28,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -140,6 +141,16 @@ func New(ctx context.Context, o Options) (*Executor, error) {
 	if o.Namespace == "" {
 		o.Namespace = DefaultNamespace
 	}
+	// Without a socket, or with one nobody listens on (a stopped daemon), the client would
+	// retry until its timeout; say so at once.
+	if _, err := os.Stat(o.Address); err != nil {
+		return nil, fmt.Errorf("containerd executor: no socket at %s (is containerd running? scripts/containerd.sh start, or use -executor runc): %w", o.Address, err)
+	}
+	conn, err := net.DialTimeout("unix", o.Address, 2*time.Second)
+	if err != nil {
+		return nil, fmt.Errorf("containerd executor: nothing answers at %s (is containerd running? scripts/containerd.sh start, or use -executor runc): %w", o.Address, err)
+	}
+	conn.Close()
 	c, err := containerd.New(o.Address, containerd.WithDefaultNamespace(o.Namespace), containerd.WithTimeout(5*time.Second))
 	if err != nil {
 		return nil, fmt.Errorf("containerd executor: connect %s: %w", o.Address, err)
