@@ -244,9 +244,30 @@ func needContainerd(t *testing.T) {
 }
 
 // assertGone checks that nothing of the given containers is left: runc state, bundle,
-// overlay mount, process, containerd container, task or snapshot.
+// overlay mount, process, containerd container, task or snapshot. Once a task is deleted,
+// containerd's own cleanup (`containerd-shim-runc-v2 … delete`, `runc delete`) can still be
+// on its way out for a moment, so what is there is looked at again for a few seconds.
 func assertGone(t *testing.T, ids []string) {
 	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		left := leftoversOf(t, ids)
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			for _, l := range left {
+				t.Error(l)
+			}
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func leftoversOf(t *testing.T, ids []string) []string {
+	t.Helper()
+	var left []string
 	mounts, _ := os.ReadFile("/proc/self/mountinfo")
 	procs := map[string]bool{}
 	ents, _ := os.ReadDir("/proc")
@@ -260,25 +281,26 @@ func assertGone(t *testing.T, ids []string) {
 		ctrdLeft = containerdContainers(t)
 	}
 	for _, id := range ids {
-		for _, left := range append(runcContainers(t), ctrdLeft...) {
-			if left == id {
-				t.Errorf("container %s is still there", id)
+		for _, l := range append(runcContainers(t), ctrdLeft...) {
+			if l == id {
+				left = append(left, "container "+id+" is still there")
 			}
 		}
 		for cmdline := range procs {
 			if strings.Contains(cmdline, id) {
-				t.Errorf("a process of %s is still there: %s", id, strings.ReplaceAll(cmdline, "\x00", " "))
+				left = append(left, "a process of "+id+" is still there: "+strings.ReplaceAll(cmdline, "\x00", " "))
 			}
 		}
 		for _, p := range []string{"/run/foundry-runc/state/" + id, "/run/foundry-runc/bundles/" + id} {
 			if _, err := os.Stat(p); err == nil {
-				t.Errorf("%s is still there", p)
+				left = append(left, p+" is still there")
 			}
 		}
 		if strings.Contains(string(mounts), id) {
-			t.Errorf("the overlay of %s is still mounted", id)
+			left = append(left, "the overlay of "+id+" is still mounted")
 		}
 	}
+	return left
 }
 
 // SIGINT, SIGTERM and SIGHUP interrupt an apply the same way: the running step is killed and
