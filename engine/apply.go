@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/foundry-build/foundry/engine/cache"
@@ -26,6 +27,8 @@ import (
 
 // ApplyOptions configure one apply.
 type ApplyOptions struct {
+	// Executor runs steps and evaluations. An executors.Opener (executors.Lazy) is opened
+	// when the first of them is about to run, and never by an apply with nothing to run.
 	Executor    executors.Executor
 	Parallelism int           // steps run at once; default 4
 	Events      func(Event)   // progress, called from many goroutines one at a time; may be nil
@@ -127,7 +130,10 @@ type ApplyResult struct {
 	Built    int // seeds, packages
 	Failed   []*StepError
 	Skipped  []string // nodes not run because something they need failed
-	Elapsed  time.Duration
+	// Interrupted are the nodes that were running when the apply's context was cancelled:
+	// their executor killed them. They are not failures; the next apply runs them again.
+	Interrupted []string
+	Elapsed     time.Duration
 	// Rejections are candidates turned down before a capability was admitted.
 	Rejections []Rejection
 }
@@ -165,12 +171,32 @@ type runner struct {
 	resultsMu   sync.Mutex
 	sealedSeen  []provenance.SignedTestResult
 	resultsRead bool
+
+	// The executor, opened and cleaned up after dead runs on first use (recover.go); fatal
+	// is set when that fails, and stops the walk. sweptAgain is closed when the second
+	// sweep of dead runs' leftovers is done.
+	exeOnce    sync.Once
+	exe        executors.Executor
+	exeErr     error
+	fatal      atomic.Pointer[error]
+	sweptAgain chan struct{}
 }
 
 // containerPrefix starts the ID of every container of this run: the next apply cleans up
 // after a dead run by this prefix.
-func (r *runner) containerPrefix() string {
-	return ContainerPrefix + r.runID[:min(12, len(r.runID))] + "-"
+func (r *runner) containerPrefix() string { return RunContainerPrefix(r.runID) }
+
+// RunContainerPrefix starts the ID of every container, snapshot and bundle of run runID:
+// "foundry-", the run ID's random part (its last eight hex digits) and "-". Runtimes are
+// shared by every project on the machine (one runc root, one containerd namespace), so the
+// prefix must name one run only: the leftovers of a dead run are removed by it, and must
+// not take another project's running steps with them.
+func RunContainerPrefix(runID string) string {
+	tag := runID
+	if i := strings.LastIndexByte(runID, '-'); i >= 0 {
+		tag = runID[i+1:]
+	}
+	return ContainerPrefix + tag + "-"
 }
 
 // nodeResult is what a finished node produced, for the nodes that use it.
@@ -197,9 +223,12 @@ func Apply(ctx context.Context, ws *Workspace, g *Graph, p *Plan, opt ApplyOptio
 	}
 	defer unlock()
 	r := &runner{ws: ws, g: g, plan: p, opt: opt, results: map[string]*nodeResult{}}
-	if err := r.recover(ctx); err != nil {
+	if err := r.recoverRuns(ctx); err != nil {
 		return nil, err
 	}
+	// The executor half of recovery runs when the first step or evaluation is about to
+	// (r.executor); its second sweep ends with the apply.
+	defer r.finishCleanup()
 	run, err := ws.State.BeginRun(ctx, p.Digest, opt.Args)
 	if err != nil {
 		return nil, err
@@ -240,7 +269,12 @@ func Apply(ctx context.Context, ws *Workspace, g *Graph, p *Plan, opt ApplyOptio
 	res.RunID = run.ID
 	res.Elapsed = time.Since(start)
 	status := state.RunSucceeded
-	if len(res.Failed) > 0 || ctx.Err() != nil {
+	switch {
+	case ctx.Err() != nil:
+		// Cancelled (the CLI cancels on SIGINT, SIGTERM and SIGHUP): nothing new was
+		// started once it was, and the executor killed what ran.
+		status = state.RunInterrupted
+	case len(res.Failed) > 0 || r.fatalErr() != nil:
 		status = state.RunFailed
 	}
 	if err := ws.State.FinishRun(context.WithoutCancel(ctx), run.ID, status); err != nil {
@@ -249,9 +283,18 @@ func Apply(ctx context.Context, ws *Workspace, g *Graph, p *Plan, opt ApplyOptio
 	r.emit(Event{Type: "run_finished", Run: run.ID, Elapsed: res.Elapsed,
 		Message: fmt.Sprintf("%d executed, %d cached, %d failed, %d skipped", res.Executed, res.Cached, len(res.Failed), len(res.Skipped))})
 	if ctx.Err() != nil {
-		return res, ctx.Err()
+		return res, context.Cause(ctx)
+	}
+	if err := r.fatalErr(); err != nil {
+		return res, err
 	}
 	return res, r.caps.failure()
+}
+
+// interruptedError is the error of a node that the cancellation of ctx stopped: "stopped:
+// " and the cancellation's cause ("interrupted by SIGHUP" from the CLI).
+func interruptedError(ctx context.Context) error {
+	return fmt.Errorf("stopped: %w", context.Cause(ctx))
 }
 
 // prefetchCache looks every step up in the action cache at once and records the run's
@@ -281,44 +324,6 @@ func (r *runner) prefetchCache(ctx context.Context, refs []state.NodeRef) error 
 		r.results[ref.Address] = &nodeResult{step: e.Result}
 	}
 	return r.ws.State.StartNodes(ctx, r.runID, pending, hits, defs)
-}
-
-// recover cleans up after applies that died: their containers (by the ID prefix recorded
-// before each container was created), their scratch directories, and their run records.
-func (r *runner) recover(ctx context.Context) error {
-	attempts, err := r.ws.State.InterruptedAttempts(ctx)
-	if err != nil {
-		return err
-	}
-	for _, a := range attempts {
-		if a.ContainerID != "" && r.opt.Executor != nil {
-			if err := r.opt.Executor.Cleanup(ctx, a.ContainerID); err != nil {
-				return fmt.Errorf("cleaning up %s of interrupted run %s: %w", a.ContainerID, a.RunID, err)
-			}
-		}
-		if err := r.ws.State.AttemptFinished(ctx, a.RunID, a.Address, a.N, state.OutcomeInterrupted, "its apply died; leftovers removed"); err != nil {
-			return err
-		}
-	}
-	dead, err := r.ws.State.RecoverRuns(ctx)
-	if err != nil {
-		return err
-	}
-	for _, run := range dead {
-		if r.opt.Executor != nil {
-			// Evaluation sandboxes are not recorded as attempts: remove whatever the dead
-			// run left by its container prefix.
-			if err := r.opt.Executor.Cleanup(ctx, ContainerPrefix+run.ID[:min(12, len(run.ID))]+"-"); err != nil {
-				return fmt.Errorf("cleaning up after interrupted run %s: %w", run.ID, err)
-			}
-		}
-		os.RemoveAll(filepath.Join(r.ws.Dir, "runs", run.ID))
-	}
-	// This apply holds the project lock, so no other writer can own a temporary file.
-	if _, err := r.ws.Store.Sweep(0); err != nil {
-		return err
-	}
-	return nil
 }
 
 // capStatus is the planned status of capability a.
@@ -433,7 +438,12 @@ func (r *runner) walk(ctx context.Context, active []string, deps map[string][]st
 		case "built":
 			res.Built++
 		}
-		if d.err != nil {
+		if d.err != nil && ctx.Err() != nil {
+			// Whatever ended with an error once the apply was cancelled was stopped by it
+			// (or lost the race with it): it runs again next time, and no user of it is
+			// started now anyway.
+			res.Interrupted = append(res.Interrupted, d.addr)
+		} else if d.err != nil {
 			var se *StepError
 			if !errors.As(d.err, &se) {
 				se = &StepError{Node: d.addr, Reason: d.err.Error()}
@@ -453,7 +463,7 @@ func (r *runner) walk(ctx context.Context, active []string, deps map[string][]st
 		}
 	}
 	for remaining > 0 {
-		for len(ready) > 0 && ctx.Err() == nil {
+		for len(ready) > 0 && ctx.Err() == nil && r.fatalErr() == nil {
 			a := ready[0]
 			ready = ready[1:]
 			if cause, blocked := failed[a]; blocked {
@@ -512,6 +522,7 @@ func (r *runner) walk(ctx context.Context, active []string, deps map[string][]st
 		finish(d)
 	}
 	sort.Strings(res.Skipped)
+	sort.Strings(res.Interrupted)
 	return res
 }
 

@@ -591,7 +591,11 @@ func (r *runner) runSuite(ctx context.Context, n *Node, recipe string, img execu
 			worst, worstName = rej, sc.name
 		}
 	}
-	evaluator, err := provenance.EvaluatorID(r.opt.Executor.Name(), r.opt.Executor.Isolation())
+	exe, err := r.executor(ctx, "the evaluation of "+n.Address)
+	if err != nil {
+		return nil, nil, err
+	}
+	evaluator, err := provenance.EvaluatorID(exe.Name(), exe.Isolation())
 	if err != nil {
 		return nil, nil, err
 	}
@@ -643,7 +647,11 @@ func (r *runner) runCandidate(ctx context.Context, capb *lang.Capability, img ex
 	a.Image, a.Argv, a.Env, a.Workdir, a.OutDir = img, capb.Interface.Entrypoint, img.Env, "/", out
 	a.Network = executors.NetworkNone
 	a.Limits = executors.Limits{MemoryBytes: evalMemoryBytes, CPUs: 1, Pids: 256, Timeout: evalTimeout}
-	return r.opt.Executor.Run(ctx, &a)
+	exe, err := r.executor(ctx, "the evaluation of capability."+capb.Name)
+	if err != nil {
+		return nil, err
+	}
+	return exe.Run(ctx, &a)
 }
 
 // runCase runs one case in a fresh sandbox: the entrypoint with the case input on stdin.

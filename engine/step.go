@@ -47,9 +47,16 @@ func (r *runner) runStep(ctx context.Context, n *Node) (string, error) {
 	if r.opt.Executor == nil {
 		return "failed", fmt.Errorf("%s must run, but no executor is configured", n.Address)
 	}
+	exe, err := r.executor(ctx, n.Address)
+	if err != nil {
+		return "failed", err
+	}
 	start := time.Now()
 	r.emit(Event{Type: "node_started", Node: n.Address, Action: n.Digest, Message: rerun})
-	res, err = r.execute(ctx, n)
+	res, err = r.execute(ctx, n, exe)
+	if err != nil && ctx.Err() != nil {
+		err = interruptedError(ctx)
+	}
 	if err != nil {
 		var se *StepError
 		if errors.As(err, &se) {
@@ -85,7 +92,7 @@ func (r *runner) usable(res *cache.Result) bool {
 }
 
 // execute runs the step once and, if it succeeded, stores its outputs and cache record.
-func (r *runner) execute(ctx context.Context, n *Node) (*cache.Result, error) {
+func (r *runner) execute(ctx context.Context, n *Node, exe executors.Executor) (*cache.Result, error) {
 	st := n.Step
 	if err := r.ws.State.NodeStarted(ctx, r.runID, n.Address, n.Digest); err != nil {
 		return nil, err
@@ -123,12 +130,12 @@ func (r *runner) execute(ctx context.Context, n *Node) (*cache.Result, error) {
 	}
 	defer stderr.Close()
 
-	id := ContainerPrefix + r.runID[:min(12, len(r.runID))] + "-" + shortAddr(n.Address) + "-" + newID()
+	id := r.containerPrefix() + shortAddr(n.Address) + "-" + newID()
 	id = strings.ToLower(id)
 	if len(id) > 64 {
 		id = id[:64]
 	}
-	attempt, err := r.ws.State.AttemptStarted(ctx, r.runID, n.Address, r.opt.Executor.Name(), id)
+	attempt, err := r.ws.State.AttemptStarted(ctx, r.runID, n.Address, exe.Name(), id)
 	if err != nil {
 		return nil, err
 	}
@@ -139,11 +146,18 @@ func (r *runner) execute(ctx context.Context, n *Node) (*cache.Result, error) {
 		Limits: executors.Limits{MemoryBytes: lim.MemoryBytes, CPUs: lim.CPUs, Pids: lim.Pids, Timeout: lim.Time},
 		Stdout: stdout, Stderr: stderr,
 	}
-	xr, err := r.opt.Executor.Run(ctx, action)
+	xr, err := exe.Run(ctx, action)
+	// Once the process has ended, its result is recorded even if the apply is being
+	// interrupted: that takes milliseconds, and a step that finished stays finished.
 	bg := context.WithoutCancel(ctx)
+	if err != nil && ctx.Err() != nil {
+		// The executor killed it; its container is removed by the time the executor closes.
+		r.ws.State.AttemptFinished(bg, r.runID, n.Address, attempt, state.OutcomeInterrupted, interruptedError(ctx).Error())
+		return nil, interruptedError(ctx)
+	}
 	if err != nil {
 		r.ws.State.AttemptFinished(bg, r.runID, n.Address, attempt, state.OutcomeError, err.Error())
-		return nil, &StepError{Reason: fmt.Sprintf("the %s executor could not run it: %v", r.opt.Executor.Name(), err), ExitCode: -1}
+		return nil, &StepError{Reason: fmt.Sprintf("the %s executor could not run it: %v", exe.Name(), err), ExitCode: -1}
 	}
 	r.fault(FaultAfterExec, n.Address)
 	outLog, err := stdout.store(r)
@@ -157,7 +171,7 @@ func (r *runner) execute(ctx context.Context, n *Node) (*cache.Result, error) {
 	res := &cache.Result{
 		Action: n.Digest, ExitCode: xr.ExitCode, TimedOut: xr.TimedOut, OOMKilled: xr.OOMKilled, Signal: xr.Signal,
 		Stdout: outLog, Stderr: errLog, Started: xr.Started, Finished: xr.Finished, Duration: xr.Finished.Sub(xr.Started),
-		Executor: r.opt.Executor.Name(), Isolation: r.opt.Executor.Isolation(),
+		Executor: exe.Name(), Isolation: exe.Isolation(),
 	}
 	if err := res.Success(); err != nil {
 		se := &StepError{ExitCode: xr.ExitCode, TimedOut: xr.TimedOut, OOMKilled: xr.OOMKilled, Stdout: outLog.Digest, Stderr: errLog.Digest}
@@ -189,7 +203,7 @@ func (r *runner) execute(ctx context.Context, n *Node) (*cache.Result, error) {
 	}
 	res.Attestations = []digest.Digest{env}
 	r.fault(FaultAfterOutputs, n.Address)
-	if err := r.ws.Cache.Put(ctx, res); err != nil {
+	if err := r.ws.Cache.Put(bg, res); err != nil {
 		return nil, err
 	}
 	r.fault(FaultAfterCachePut, n.Address)

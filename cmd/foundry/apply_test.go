@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"encoding/base64"
 	"encoding/json"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -549,4 +551,101 @@ step "s" {
 	if code, out, errs := foundry(t, dir, "output", "step.s", "/out/o"); code != 0 || out != "hi\n" {
 		t.Errorf("output: exit %d %q %s", code, out, errs)
 	}
+}
+
+// An apply connects to its executor only when something is about to run: with every step
+// cached it succeeds even when the containerd it was told to use is not there; with work to
+// do it fails at once, naming the socket.
+func TestCachedApplyNeedsNoExecutor(t *testing.T) {
+	needSandbox(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(napProject), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := apply(t, dir, nil, "-var", "nap=0"); r.code != 0 || len(r.executed) != 2 {
+		t.Fatalf("first apply: exit %d, executed %v\n%s", r.code, r.executed, r.stderr)
+	}
+	missing := filepath.Join(t.TempDir(), "containerd.sock")
+	// A socket file nobody listens on: a stopped daemon.
+	stale := filepath.Join(t.TempDir(), "stale.sock")
+	l, err := net.Listen("unix", stale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.(*net.UnixListener).SetUnlinkOnClose(false)
+	l.Close()
+	for _, c := range []struct{ sock, says string }{
+		{missing, "containerd executor: no socket at " + missing},
+		{stale, "containerd executor: nothing answers at " + stale},
+	} {
+		r := apply(t, dir, nil, "-executor", "containerd", "-containerd-address", c.sock, "-var", "nap=0")
+		if r.code != 0 || !sameSet(r.cached, "step.first", "step.nap") {
+			t.Errorf("a fully cached apply with %s: exit %d, cached %v\n%s", c.sock, r.code, r.cached, r.stderr)
+		}
+		r = apply(t, dir, nil, "-executor", "containerd", "-containerd-address", c.sock, "-var", "nap=1")
+		if r.code != exitError || len(r.executed) != 0 || !strings.Contains(r.stderr, "foundry apply: cannot run step.nap: "+c.says) {
+			t.Errorf("an apply with work and containerd at %s: exit %d, executed %v, want exit 1 naming the socket\n%s", c.sock, r.code, r.executed, r.stderr)
+		}
+	}
+}
+
+// The leftovers of a killed apply are removed before the next container is created, not
+// before a fully cached apply, which leaves them (and the dead run's scratch directory that
+// marks them) for the next apply that runs something. The killed run is recorded as
+// interrupted at once.
+func TestCachedApplyLeavesCleanupToTheNextRun(t *testing.T) {
+	needSandbox(t)
+	before := map[string]bool{}
+	for _, id := range runcContainers(t) {
+		before[id] = true
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(napProject), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ra := startApply(t, dir, "runc")
+	run := ra.waitStarted(t, "step.nap")
+	ids := newContainers(t, runcContainers, before, "-step-nap-")
+	ra.cmd.Process.Signal(syscall.SIGKILL)
+	ra.wait(t)
+
+	// Without step.nap everything is cached: no executor, so the container stays.
+	onlyFirst := napProject[:strings.Index(napProject, `step "nap"`)]
+	if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(onlyFirst), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := apply(t, dir, nil, "-executor", "containerd", "-containerd-address", filepath.Join(t.TempDir(), "none.sock"))
+	if r.code != 0 || !sameSet(r.cached, "step.first") {
+		t.Fatalf("cached apply after the kill: exit %d, cached %v\n%s", r.code, r.cached, r.stderr)
+	}
+	_, out, _ := foundry(t, dir, "status", "-json", "-run", run)
+	if !strings.Contains(out, `"interrupted"`) {
+		t.Errorf("the killed run is not interrupted after the next apply:\n%s", out)
+	}
+	if left := runcContainers(t); !containsAll(left, ids) {
+		t.Fatalf("a fully cached apply removed the killed run's container: want %v among %v", ids, left)
+	}
+	if _, err := os.Stat(filepath.Join(dir, ".foundry", "runs", run)); err != nil {
+		t.Fatalf("the killed run's scratch directory, the mark of its leftovers, is gone: %v", err)
+	}
+
+	// With work to do, the leftovers go before the step runs.
+	if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(napProject), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = apply(t, dir, nil, "-var", "nap=0")
+	if r.code != 0 || !sameSet(r.executed, "step.nap") {
+		t.Fatalf("apply with work: exit %d, executed %v\n%s", r.code, r.executed, r.stderr)
+	}
+	assertGone(t, ids)
+	assertClean(t, dir)
+}
+
+func containsAll(xs, want []string) bool {
+	for _, w := range want {
+		if !contains(xs, w) {
+			return false
+		}
+	}
+	return true
 }

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -32,9 +31,11 @@ Given a PLANFILE saved by 'foundry plan -out', apply first checks that the confi
 and every input still match it exactly, and refuses, naming what changed and writing
 nothing, if not.
 
-A killed apply leaves no half-written results: run it again and it finishes the work,
-without re-running the steps that had completed, after removing the killed run's
-containers.
+SIGINT (Ctrl-C), SIGTERM and SIGHUP (a closed terminal, a dropped SSH session) interrupt an
+apply: the running steps are stopped and their sandboxes removed, the run is recorded as
+interrupted, and apply exits 1 saying so. A killed apply (SIGKILL, a crash) leaves no
+half-written results either. Run it again and it finishes the work, without re-running the
+steps that had completed, after removing whatever the killed run left.
 
 Without -auto-approve, apply shows the plan and asks for confirmation on a terminal; a
 saved plan is its own approval.
@@ -46,7 +47,7 @@ Examples:
   foundry apply -auto-approve -executor runc
 
 Exit codes: 0 success, 1 a step failed or the configuration is invalid or the saved plan
-is stale, 2 usage error.`,
+is stale or the apply was interrupted, 2 usage error.`,
 		setup: func(fs *flag.FlagSet) func(*cliEnv, []string) int {
 			var v varFlags
 			v.register(fs)
@@ -121,7 +122,7 @@ is stale, 2 usage error.`,
 					return exitError
 				}
 				defer unlock()
-				ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+				ctx, stop := notifyInterrupt(context.Background())
 				defer stop()
 				reg, err := projectRegistry(g, true)
 				if err != nil {
@@ -134,6 +135,10 @@ is stale, 2 usage error.`,
 					return exitError
 				}
 				plan, err := ws.Plan(ctx, g, reg, keys)
+				if i := interrupted(ctx); i != nil {
+					fmt.Fprintf(env.stderr, "foundry apply: %v while planning; nothing was run.\n", i)
+					return exitError
+				}
 				if err != nil {
 					fmt.Fprintf(env.stderr, "foundry apply: %v\n", err)
 					return exitError
@@ -142,7 +147,12 @@ is stale, 2 usage error.`,
 				// approval.
 				if saved == nil && !*auto {
 					plan.WriteText(env.stdout)
-					if !approve(env) {
+					ok := approve(ctx, env)
+					if i := interrupted(ctx); i != nil {
+						fmt.Fprintf(env.stderr, "\nfoundry apply: %v before the plan was approved; nothing was run.\n", i)
+						return exitError
+					}
+					if !ok {
 						fmt.Fprintln(env.stderr, "Apply cancelled.")
 						return exitError
 					}
@@ -155,22 +165,28 @@ is stale, 2 usage error.`,
 					fmt.Fprintf(env.stderr, "foundry apply: %v\n", err)
 					return exitError
 				}
-				exe, err := ex.open(env)
-				if err != nil {
-					fmt.Fprintf(env.stderr, "foundry apply: %v\n", err)
-					return exitError
-				}
-				defer exe.Close()
 				pr, err := newProgress(*prog, env.stderr)
 				if err != nil {
 					fmt.Fprintf(env.stderr, "foundry apply: %v\n", err)
 					return exitUsage
+				}
+				exe, err := ex.open(env)
+				if err != nil {
+					pr.close()
+					fmt.Fprintf(env.stderr, "foundry apply: %v\n", err)
+					return exitError
 				}
 				res, err := engine.Apply(ctx, ws, g, plan, engine.ApplyOptions{
 					Executor: exe, Parallelism: *par, Events: pr.event, Args: os.Args, Faults: faultsFromEnv(env),
 					Signer: signer, Version: version, Registry: reg, TrustedKeys: keys,
 				})
 				pr.close()
+				// Close waits until the executor has removed every container it made, the
+				// ones killed by an interruption included.
+				closeErr := exe.Close()
+				if i := interrupted(ctx); i != nil {
+					return reportInterrupted(env, i, res, closeErr)
+				}
 				if err != nil {
 					fmt.Fprintf(env.stderr, "foundry apply: %v\n", err)
 					return exitError
@@ -198,16 +214,44 @@ is stale, 2 usage error.`,
 }
 
 // approve asks on a terminal; anywhere else it refuses, so that a script never applies by
-// accident.
-func approve(env *cliEnv) bool {
+// accident. An interruption while it waits for the answer refuses.
+func approve(ctx context.Context, env *cliEnv) bool {
 	f, ok := env.stdin.(*os.File)
 	if !ok || !isTerminal(f) {
 		fmt.Fprintln(env.stderr, "foundry apply: not a terminal, so not asking; use -auto-approve or apply a saved plan.")
 		return false
 	}
 	fmt.Fprint(env.stdout, "\nRun this plan? Only 'yes' is accepted: ")
-	line, _ := bufio.NewReader(env.stdin).ReadString('\n')
-	return strings.TrimSpace(line) == "yes"
+	answer := make(chan string, 1)
+	go func() {
+		line, _ := bufio.NewReader(env.stdin).ReadString('\n')
+		answer <- line
+	}()
+	select {
+	case line := <-answer:
+		return strings.TrimSpace(line) == "yes"
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// reportInterrupted tells what an interrupted apply did and how to resume it. By the time it
+// is called the executor is closed: the steps that were running are gone, or closeErr says
+// what could not be removed.
+func reportInterrupted(env *cliEnv, i *interruption, res *engine.ApplyResult, closeErr error) int {
+	if res != nil {
+		for _, f := range res.Failed {
+			failureReport(env.stderr, f)
+		}
+		fmt.Fprintf(env.stdout, "Apply interrupted: %d executed, %d cached, %d failed, %d skipped in %s.\n",
+			res.Executed, res.Cached, len(res.Failed), len(res.Skipped), res.Elapsed.Round(1e6))
+	}
+	if closeErr != nil {
+		fmt.Fprintf(env.stderr, "foundry apply: %v: the running steps were stopped, but removing them failed: %v\n", i, closeErr)
+		return exitError
+	}
+	fmt.Fprintf(env.stderr, "foundry apply: %v: the running steps were stopped and removed; finished steps are cached. Run 'foundry apply' again to resume.\n", i)
+	return exitError
 }
 
 // faultsFromEnv reads FOUNDRY_TEST_FAULT=POINT[:NODE], a test hook that kills this process

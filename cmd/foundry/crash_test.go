@@ -8,12 +8,19 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	ctrd "github.com/containerd/containerd"
+	"github.com/containerd/containerd/leases"
+	"github.com/containerd/containerd/namespaces"
+	"github.com/containerd/containerd/oci"
+
 	"github.com/foundry-build/foundry/engine"
+	"github.com/foundry-build/foundry/executors/containerd"
 )
 
 // Killing apply with SIGKILL at any point, then applying again, completes the run without
@@ -206,5 +213,176 @@ func TestCrashAfterPublishIsReconciled(t *testing.T) {
 	p := decodePlan(t, out)
 	if code != 0 || p.Capabilities[0].Status != engine.StatusRegistry {
 		t.Fatalf("plan after the resumed apply: exit %d %+v\n%s", code, p.Capabilities[0], errs)
+	}
+}
+
+// Runtimes are shared by every project on the machine: the recovery of one project's dead
+// run removes that run's leftovers only, never the running steps of another project's apply
+// (however close in time the two runs started).
+func TestRecoveryLeavesOtherRunsAlone(t *testing.T) {
+	needSandbox(t)
+	dead, live := t.TempDir(), t.TempDir()
+	for _, dir := range []string{dead, live} {
+		if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(napProject), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r := apply(t, dead, []string{"FOUNDRY_TEST_FAULT=" + engine.FaultBeforeExec + ":step.nap"}); r.code != -1 {
+		t.Fatalf("the faulted apply should die by SIGKILL: exit %d\n%s", r.code, r.stderr)
+	}
+	ra := startApply(t, live, "runc", "-var", "nap=4")
+	ra.waitStarted(t, "step.nap")
+	if r := apply(t, dead, nil, "-var", "nap=0"); r.code != 0 {
+		t.Fatalf("resumed apply: exit %d\n%s", r.code, r.stderr)
+	}
+	if code := ra.wait(t); code != 0 {
+		t.Fatalf("the other project's apply failed while the dead run was recovered: exit %d\n%s", code, ra.stderrText())
+	}
+}
+
+// A dead client's last requests can complete after it died: a container or task containerd
+// finishes creating, a runc state directory and cgroup (with a process in it) and a mounted
+// bundle of a runc killed mid-creation. What appears after the resumed apply's first sweep
+// of the dead run's prefix is removed by its second, when it ends; the dead run's scratch
+// directory, which marks the leftovers still to remove, goes only then.
+func TestRecoverySweepsLeftoversThatAppearLate(t *testing.T) {
+	needSandbox(t)
+	for _, executor := range []string{"runc", "containerd"} {
+		t.Run(executor, func(t *testing.T) {
+			if executor == "containerd" {
+				needContainerd(t)
+			}
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(napProject), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			r := apply(t, dir, []string{"FOUNDRY_TEST_FAULT=" + engine.FaultBeforeExec + ":step.nap"}, "-executor", executor)
+			if r.code != -1 {
+				t.Fatalf("the faulted apply should die by SIGKILL: exit %d\n%s", r.code, r.stderr)
+			}
+			deadRun := runOf(t, r.stderr)
+			late := engine.RunContainerPrefix(deadRun) + "step-nap-late"
+			t.Cleanup(func() { removeContainers([]string{late}) })
+
+			ra := startApply(t, dir, executor, "-var", "nap=2")
+			ra.waitStarted(t, "step.nap") // the first sweep is done: it comes before the first container
+			var check func() []string
+			if executor == "runc" {
+				check = lateRunc(t, late)
+			} else {
+				check = lateContainerd(t, late)
+			}
+			if left := check(); len(left) == 0 {
+				t.Fatal("nothing late was made; nothing to test")
+			}
+			if code := ra.wait(t); code != 0 {
+				t.Fatalf("resumed apply: exit %d\n%s", code, ra.stderrText())
+			}
+			if left := check(); len(left) > 0 {
+				t.Errorf("what the dead run %s made late outlived the apply that recovered it:\n%s", deadRun, strings.Join(left, "\n"))
+			}
+			assertClean(t, dir)
+		})
+	}
+}
+
+// runOf returns the run ID of an apply's run_started event.
+func runOf(t *testing.T, stderr string) string {
+	t.Helper()
+	for _, l := range strings.Split(stderr, "\n") {
+		var e struct{ Type, Run string }
+		if json.Unmarshal([]byte(l), &e) == nil && e.Type == "run_started" {
+			return e.Run
+		}
+	}
+	t.Fatalf("no run_started event:\n%s", stderr)
+	return ""
+}
+
+// lateRunc makes what a `runc run` killed while creating container id leaves: its state
+// directory without state.json, a cgroup with a process in it, and its bundle with the
+// overlay mounted. It returns a function listing what of that is still there.
+func lateRunc(t *testing.T, id string) func() []string {
+	t.Helper()
+	state := filepath.Join("/run/foundry-runc/state", id)
+	bundle := filepath.Join("/run/foundry-runc/bundles", id)
+	lower := t.TempDir()
+	for _, d := range []string{state, bundle + "/upper", bundle + "/work", bundle + "/rootfs"} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := syscall.Mount("overlay", bundle+"/rootfs", "overlay", 0,
+		"lowerdir="+lower+",upperdir="+bundle+"/upper,workdir="+bundle+"/work"); err != nil {
+		t.Fatal(err)
+	}
+	cgroup := "/sys/fs/cgroup/foundry-runc/" + id // unified hierarchy
+	if _, err := os.Stat("/sys/fs/cgroup/pids/foundry-runc"); err == nil {
+		cgroup = "/sys/fs/cgroup/pids/foundry-runc/" + id // a v1 controller
+	}
+	if err := os.Mkdir(cgroup, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	proc := exec.Command("sleep", "600")
+	if err := proc.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { proc.Wait(); close(exited) }()
+	t.Cleanup(func() { proc.Process.Kill(); <-exited; os.Remove(cgroup) })
+	if err := os.WriteFile(cgroup+"/cgroup.procs", []byte(strconv.Itoa(proc.Process.Pid)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return func() []string {
+		var left []string
+		for _, p := range []string{state, bundle, cgroup} {
+			if _, err := os.Stat(p); err == nil {
+				left = append(left, p)
+			}
+		}
+		if mi, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(mi), id) {
+			left = append(left, "the overlay mount of "+id)
+		}
+		select {
+		case <-exited:
+		case <-time.After(100 * time.Millisecond):
+			left = append(left, "the process in its cgroup")
+		}
+		return left
+	}
+}
+
+// lateContainerd makes what containerd finishes creating for a client that died: a lease
+// and a container named id. It returns a function listing what of that is still there.
+func lateContainerd(t *testing.T, id string) func() []string {
+	t.Helper()
+	c, err := ctrd.New(containerdAddress(), ctrd.WithDefaultNamespace(containerd.DefaultNamespace))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	ctx := namespaces.WithNamespace(context.Background(), containerd.DefaultNamespace)
+	lctx, _, err := c.WithLease(ctx, leases.WithID(id), leases.WithExpiration(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.NewContainer(lctx, id, ctrd.WithRuntime("io.containerd.runc.v2", nil), ctrd.WithSpec(&oci.Spec{})); err != nil {
+		t.Fatal(err)
+	}
+	return func() []string {
+		var left []string
+		if _, err := c.LoadContainer(ctx, id); err == nil {
+			left = append(left, "container "+id)
+		}
+		ls, err := c.LeasesService().List(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range ls {
+			if l.ID == id {
+				left = append(left, "lease "+id)
+			}
+		}
+		return left
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"os"
@@ -28,7 +29,9 @@ func (e *executorFlags) register(fs interface {
 	fs.BoolVar(&e.allowLocal, "unsandboxed", false, "allow -executor local, which runs steps as plain host processes; provenance records isolation \"none\"")
 }
 
-// open returns the executor the flags select.
+// open returns the executor the flags select. It is opened (the containerd socket probed
+// and connected to, runc looked up) only when apply first needs it: an apply with nothing to
+// run never contacts the runtime. A bad flag is reported at once.
 func (e *executorFlags) open(env *cliEnv) (executors.Executor, error) {
 	addr := e.containerd
 	if addr == "" {
@@ -37,25 +40,33 @@ func (e *executorFlags) open(env *cliEnv) (executors.Executor, error) {
 	if addr == "" {
 		addr = defaultContainerdAddress
 	}
-	name := e.name
-	if name == "auto" {
-		name = "runc"
-		if socketAnswers(addr) && containerdAvailable {
-			name = "containerd"
-		}
-	}
-	switch name {
-	case "runc":
-		return runc.New(runc.Options{})
-	case "containerd":
-		return openContainerd(addr)
+	isolation := executors.IsolationContainer
+	switch e.name {
+	case "auto", "runc", "containerd":
 	case "local":
 		if !e.allowLocal {
 			return nil, fmt.Errorf("-executor local runs steps unsandboxed on this machine; add -unsandboxed to confirm")
 		}
-		return openLocal()
+		isolation = executors.IsolationNone
+	default:
+		return nil, fmt.Errorf("unknown executor %q: use auto, containerd, runc or local", e.name)
 	}
-	return nil, fmt.Errorf("unknown executor %q: use auto, containerd, runc or local", e.name)
+	return executors.NewLazy(e.name, isolation, func(ctx context.Context) (executors.Executor, error) {
+		name := e.name
+		if name == "auto" {
+			name = "runc"
+			if socketAnswers(addr) && containerdAvailable {
+				name = "containerd"
+			}
+		}
+		switch name {
+		case "runc":
+			return runc.New(runc.Options{})
+		case "containerd":
+			return openContainerd(ctx, addr)
+		}
+		return openLocal()
+	}), nil
 }
 
 // socketAnswers reports whether a unix socket accepts connections.

@@ -12,8 +12,8 @@ import (
 // its socket answers.
 const containerdAvailable = true
 
-func openContainerd(addr string) (executors.Executor, error) {
-	return containerd.New(context.Background(), containerd.Options{Address: addr})
+func openContainerd(ctx context.Context, addr string) (executors.Executor, error) {
+	return containerd.New(ctx, containerd.Options{Address: addr})
 }
 
 func openLocal() (executors.Executor, error) { return local.New(), nil }

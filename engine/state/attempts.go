@@ -16,7 +16,7 @@ const (
 	OutcomeFailed      Outcome = "failed" // the process exited non-zero or was killed
 	OutcomeTimedOut    Outcome = "timed_out"
 	OutcomeError       Outcome = "error"       // the executor could not run it
-	OutcomeInterrupted Outcome = "interrupted" // its run died; leftovers were cleaned up
+	OutcomeInterrupted Outcome = "interrupted" // its apply was interrupted and killed it, or died and its leftovers were cleaned up
 )
 
 // Attempt is one execution of a node by an executor.

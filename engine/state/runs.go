@@ -21,7 +21,7 @@ const (
 	RunRunning     RunStatus = "running"
 	RunSucceeded   RunStatus = "succeeded"
 	RunFailed      RunStatus = "failed"
-	RunInterrupted RunStatus = "interrupted" // its process died before FinishRun
+	RunInterrupted RunStatus = "interrupted" // stopped by a signal, or its process died before FinishRun (RecoverRuns)
 )
 
 // Run is one apply.

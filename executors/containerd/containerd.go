@@ -28,6 +28,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -36,11 +37,13 @@ import (
 	"time"
 
 	"github.com/containerd/containerd"
+	"github.com/containerd/containerd/api/services/tasks/v1"
 	"github.com/containerd/containerd/cio"
 	"github.com/containerd/containerd/errdefs"
 	"github.com/containerd/containerd/images"
 	"github.com/containerd/containerd/leases"
 	"github.com/containerd/containerd/namespaces"
+	"github.com/containerd/containerd/oci"
 	"github.com/containerd/containerd/remotes"
 	"github.com/containerd/containerd/snapshots"
 	"github.com/containerd/platforms"
@@ -138,6 +141,16 @@ func New(ctx context.Context, o Options) (*Executor, error) {
 	if o.Namespace == "" {
 		o.Namespace = DefaultNamespace
 	}
+	// Without a socket, or with one nobody listens on (a stopped daemon), the client would
+	// retry until its timeout; say so at once.
+	if _, err := os.Stat(o.Address); err != nil {
+		return nil, fmt.Errorf("containerd executor: no socket at %s (is containerd running? scripts/containerd.sh start, or use -executor runc): %w", o.Address, err)
+	}
+	conn, err := net.DialTimeout("unix", o.Address, 2*time.Second)
+	if err != nil {
+		return nil, fmt.Errorf("containerd executor: nothing answers at %s (is containerd running? scripts/containerd.sh start, or use -executor runc): %w", o.Address, err)
+	}
+	conn.Close()
 	c, err := containerd.New(o.Address, containerd.WithDefaultNamespace(o.Namespace), containerd.WithTimeout(5*time.Second))
 	if err != nil {
 		return nil, fmt.Errorf("containerd executor: connect %s: %w", o.Address, err)
@@ -163,8 +176,9 @@ func (e *Executor) Name() string { return "containerd" }
 // Isolation implements executors.Executor.
 func (e *Executor) Isolation() string { return executors.IsolationContainer }
 
-// Close waits for background deletions, closes the connection and reports deletions that
-// failed (Cleanup with the action IDs' prefix removes what they left).
+// Close waits for background deletions, stops the executor's keepers and removes those of
+// dead processes (keeper.go), closes the connection and reports deletions that failed
+// (Cleanup with the action IDs' prefix removes what they left).
 func (e *Executor) Close() error {
 	e.bg.Wait()
 	e.bgMu.Lock()
@@ -173,6 +187,9 @@ func (e *Executor) Close() error {
 	e.bgMu.Unlock()
 	if kerr := e.shims.close(e.nsCtx(context.Background())); kerr != nil {
 		err = errors.Join(err, kerr)
+	}
+	if !e.shims.disabled {
+		e.removeStaleKeepers(e.nsCtx(context.Background()))
 	}
 	if cerr := e.client.Close(); cerr != nil {
 		err = errors.Join(err, cerr)
@@ -534,17 +551,65 @@ func (l layoutFetcher) Fetch(ctx context.Context, desc ocispec.Descriptor) (io.R
 
 // Cleanup implements executors.Executor: it kills and deletes tasks and containers whose ID
 // starts with prefix, and removes their snapshots and leases.
+//
+// The prefix is a dead client's, whose last requests the daemon may still be completing
+// (a container or a task it was asked to create can appear after the client died, and after
+// a sweep listed what was there), so Cleanup sweeps until a sweep finds nothing, and each
+// sweep is ordered so that what lands meanwhile is found or cannot be made:
+//   - leases first: a snapshot prepared under a deleted lease fails, so a Prepare still in
+//     flight leaves nothing;
+//   - tasks from the task list, not only through their containers: a task whose creation
+//     finished after its container was deleted has no container left to find it by (and
+//     the daemon deletes a task only through a container, so one is made again for it);
+//   - then containers, then snapshots.
+//
+// The engine sweeps a dead run's prefix a second time when the apply that recovered it
+// ends (engine/recover.go).
 func (e *Executor) Cleanup(ctx context.Context, prefix string) error {
 	ctx = e.nsCtx(ctx)
+	for pass := 1; ; pass++ {
+		found, err := e.sweep(ctx, prefix)
+		if err != nil {
+			return fmt.Errorf("containerd executor: cleanup %q: %w", prefix, err)
+		}
+		if found == 0 {
+			return nil
+		}
+		if pass == maxSweeps {
+			return fmt.Errorf("containerd executor: cleanup %q: objects keep appearing after %d sweeps (%d in the last)", prefix, pass, found)
+		}
+	}
+}
+
+// maxSweeps bounds Cleanup's sweeps of one prefix.
+const maxSweeps = 10
+
+// sweep removes, once, everything with the prefix and reports how much it found.
+func (e *Executor) sweep(ctx context.Context, prefix string) (int, error) {
+	found := 0
 	var errs []error
+	ls, err := e.client.LeasesService().List(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("list leases: %w", err)
+	}
+	for _, l := range ls {
+		if strings.HasPrefix(l.ID, prefix) {
+			found++
+			if err := e.client.LeasesService().Delete(ctx, l); err != nil && !errdefs.IsNotFound(err) {
+				errs = append(errs, fmt.Errorf("delete lease %s: %w", l.ID, err))
+			}
+		}
+	}
+	found += e.deleteOrphanTasks(ctx, prefix, &errs)
 	cs, err := e.client.Containers(ctx)
 	if err != nil {
-		return fmt.Errorf("containerd executor: cleanup: list containers: %w", err)
+		return 0, errors.Join(append(errs, fmt.Errorf("list containers: %w", err))...)
 	}
 	for _, c := range cs {
 		if !strings.HasPrefix(c.ID(), prefix) {
 			continue
 		}
+		found++
 		if err := deleteTask(ctx, c); err != nil {
 			errs = append(errs, fmt.Errorf("delete task %s: %w", c.ID(), err))
 		}
@@ -563,25 +628,53 @@ func (e *Executor) Cleanup(ctx context.Context, prefix string) error {
 		errs = append(errs, fmt.Errorf("list snapshots: %w", err))
 	}
 	for _, k := range keys {
+		found++
 		if err := sn.Remove(ctx, k); err != nil && !errdefs.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("remove snapshot %s: %w", k, err))
 		}
 	}
-	ls, err := e.client.LeasesService().List(ctx)
+	return found, errors.Join(errs...)
+}
+
+// deleteOrphanTasks kills and deletes the tasks with the prefix whose container record is
+// gone, and returns how many it found. No live executor leaves a task without its container
+// (Run and the keepers delete the task first), so such a task is always garbage: its creation
+// finished after a cleanup deleted its container. The daemon reaches a task only through its
+// container, so a placeholder record with the task's ID and runtime is made for it first.
+func (e *Executor) deleteOrphanTasks(ctx context.Context, prefix string, errs *[]error) int {
+	resp, err := e.client.TaskService().List(ctx, &tasks.ListTasksRequest{})
 	if err != nil {
-		errs = append(errs, fmt.Errorf("list leases: %w", err))
+		*errs = append(*errs, fmt.Errorf("list tasks: %w", err))
+		return 0
 	}
-	for _, l := range ls {
-		if strings.HasPrefix(l.ID, prefix) {
-			if err := e.client.LeasesService().Delete(ctx, l); err != nil && !errdefs.IsNotFound(err) {
-				errs = append(errs, fmt.Errorf("delete lease %s: %w", l.ID, err))
+	found := 0
+	for _, t := range resp.Tasks {
+		if !strings.HasPrefix(t.ID, prefix) {
+			continue
+		}
+		if _, err := e.client.LoadContainer(ctx, t.ID); err == nil || !errdefs.IsNotFound(err) {
+			continue // it has its container: the container sweep deletes both
+		}
+		found++
+		c, err := e.client.NewContainer(ctx, t.ID, containerd.WithRuntime(runtimeName, nil), containerd.WithSpec(&oci.Spec{}))
+		if err != nil && !errdefs.IsAlreadyExists(err) {
+			*errs = append(*errs, fmt.Errorf("orphaned task %s: placeholder container: %w", t.ID, err))
+			continue
+		}
+		if c == nil {
+			if c, err = e.client.LoadContainer(ctx, t.ID); err != nil {
+				*errs = append(*errs, fmt.Errorf("orphaned task %s: %w", t.ID, err))
+				continue
 			}
 		}
+		if err := deleteTask(ctx, c); err != nil {
+			*errs = append(*errs, fmt.Errorf("delete orphaned task %s: %w", t.ID, err))
+		}
+		if err := c.Delete(ctx); err != nil && !errdefs.IsNotFound(err) {
+			*errs = append(*errs, fmt.Errorf("delete placeholder container %s: %w", t.ID, err))
+		}
 	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("containerd executor: cleanup %q: %w", prefix, err)
-	}
-	return nil
+	return found
 }
 
 // deleteTask kills and deletes a container's task, if it has one. The executor that ran the

@@ -10,12 +10,16 @@ import (
 	"time"
 
 	ctrd "github.com/containerd/containerd"
+	"github.com/containerd/containerd/api/services/tasks/v1"
+	"github.com/containerd/containerd/cio"
+	"github.com/containerd/containerd/leases"
 	"github.com/containerd/containerd/namespaces"
 	"github.com/containerd/containerd/snapshots"
 
 	"github.com/foundry-build/foundry/executors"
 	"github.com/foundry-build/foundry/executors/containerd"
 	"github.com/foundry-build/foundry/executors/executortest"
+	"github.com/foundry-build/foundry/executors/runc"
 )
 
 func TestMain(m *testing.M) {
@@ -124,7 +128,8 @@ func keepers(t *testing.T, pid int) []string {
 	var ks []string
 	for _, x := range cs {
 		l, err := x.Labels(ctx)
-		if err == nil && strings.HasSuffix(l["foundry.keeper"], "/"+strconv.Itoa(pid)) {
+		// BOOTID/PID/START
+		if f := strings.Split(l["foundry.keeper"], "/"); err == nil && len(f) > 1 && f[1] == strconv.Itoa(pid) {
 			ks = append(ks, x.ID())
 		}
 	}
@@ -192,4 +197,78 @@ func shimPid(t *testing.T, id string) int {
 		}
 	}
 	return 0
+}
+
+// A task whose creation the daemon finished after a cleanup had deleted its container (the
+// dead client's NewTask was still in flight) has no container left to be found by. Cleanup
+// finds it in the task list and removes it.
+func TestCleanupFindsOrphanedTask(t *testing.T) {
+	e := newExecutor(t)
+	defer e.Close()
+	c, err := ctrd.New(address(), ctrd.WithDefaultNamespace(testNamespace))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	prefix := "orphantask-" + strconv.Itoa(os.Getpid()) + "-"
+	id := prefix + "1"
+	ctx := namespaces.WithNamespace(context.Background(), testNamespace)
+	lctx, _, err := c.WithLease(ctx, leases.WithID(id), leases.WithExpiration(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A parked task like a keeper's: an empty root and an argv that exists everywhere.
+	spec, err := runc.Spec(&executors.Action{ID: id, Argv: []string{"/proc/self/exe"}, OutDir: t.TempDir()},
+		runc.SpecOptions{RootPath: "rootfs", CgroupsPath: "/" + testNamespace + "/" + id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.SnapshotService("overlayfs").Prepare(lctx, id, ""); err != nil {
+		t.Fatal(err)
+	}
+	ctr, err := c.NewContainer(lctx, id, ctrd.WithSnapshotter("overlayfs"), ctrd.WithSnapshot(id),
+		ctrd.WithRuntime("io.containerd.runc.v2", nil), ctrd.WithSpec(spec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ctr.NewTask(lctx, cio.NullIO); err != nil {
+		t.Fatal(err)
+	}
+	// What a cleanup that raced the task's creation leaves: the task, without its container.
+	if err := c.ContainerService().Delete(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if !taskListed(t, c, id) {
+		t.Fatal("the task went with its container record; nothing to test")
+	}
+	if err := e.Cleanup(context.Background(), prefix); err != nil {
+		t.Errorf("Cleanup: %v", err)
+	}
+	if taskListed(t, c, id) {
+		t.Errorf("the orphaned task %s survived Cleanup", id)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for shimPid(t, id) != 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if shimPid(t, id) != 0 {
+		t.Errorf("the shim of the orphaned task still runs")
+	}
+	if left := leftovers(t, prefix); len(left) > 0 {
+		t.Errorf("leftovers: %v", left)
+	}
+}
+
+func taskListed(t *testing.T, c *ctrd.Client, id string) bool {
+	t.Helper()
+	resp, err := c.TaskService().List(namespaces.WithNamespace(context.Background(), testNamespace), &tasks.ListTasksRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range resp.Tasks {
+		if x.ID == id {
+			return true
+		}
+	}
+	return false
 }

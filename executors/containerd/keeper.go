@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/containerd/containerd"
@@ -37,12 +36,14 @@ import (
 // only; when none is idle it uses a shim of its own and the pool grows (in the background, up
 // to maxShimGroups), so the pool ends up as large as the creations that overlap.
 //
-// A keeper is labelled with the boot ID and pid of the foundry process that made it; New
-// deletes keepers whose process is gone, so a crash leaves at most one idle shim until the next
-// start.
+// A keeper is labelled with the boot ID, pid and start time of the foundry process that made
+// it; New deletes keepers whose process is gone, and so does Close, after its own keepers: a
+// keeper whose creation the daemon finished after its foundry died (and after New listed the
+// keepers) is then removed by the first executor that closes afterwards.
 const (
 	shimGroupAnnotation = "io.containerd.runc.v2.group"
 	keeperLabel         = "foundry.keeper"
+	keeperPrefix        = "foundry-keeper-"
 )
 
 // maxShimGroups bounds the pool; each group costs one idle shim and one parked runc init.
@@ -187,7 +188,7 @@ func bootID() string {
 
 // startKeeper creates the keeper task of a new shim group.
 func (e *Executor) startKeeper(ctx context.Context) (_ *keeper, err error) {
-	k := &keeper{id: "foundry-keeper-" + randHex(6)}
+	k := &keeper{id: keeperPrefix + randHex(6)}
 	k.group = k.id
 	ctx, k.done, err = e.client.WithLease(ctx, leases.WithID(k.id), leases.WithExpiration(leaseTTL))
 	if err != nil {
@@ -226,7 +227,7 @@ func (e *Executor) startKeeper(ctx context.Context) (_ *keeper, err error) {
 		containerd.WithSnapshot(k.id),
 		containerd.WithRuntime(runtimeName, nil),
 		containerd.WithSpec(spec),
-		containerd.WithContainerLabels(map[string]string{keeperLabel: bootID() + "/" + strconv.Itoa(os.Getpid())}),
+		containerd.WithContainerLabels(map[string]string{keeperLabel: keeperOwner()}),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("create container: %w", err)
@@ -262,21 +263,64 @@ func (k *keeper) stop(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// removeStaleKeepers deletes keepers whose foundry process is gone.
+// keeperOwner is the keeper label of this process: "BOOTID/PID/START", START being the
+// process's start time in clock ticks since boot, so that a reused pid is not taken for the
+// keeper's owner.
+func keeperOwner() string {
+	pid := os.Getpid()
+	start, _ := procStart(pid)
+	return bootID() + "/" + strconv.Itoa(pid) + "/" + start
+}
+
+// procStart returns the start time of process pid (field 22 of /proc/PID/stat) and whether
+// the process is alive: it exists and is not a zombie waiting to be reaped (a killed
+// foundry whose parent has not waited for it yet).
+func procStart(pid int) (string, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return "", false
+	}
+	// The command name (field 2) is in parentheses and may contain spaces.
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return "", false
+	}
+	f := strings.Fields(string(b)[i+1:]) // f[0] is field 3, the state
+	if len(f) < 20 || f[0] == "Z" || f[0] == "X" {
+		return "", false
+	}
+	return f[19], true
+}
+
+// ownerAlive reports whether the foundry process named by a keeper label is still running.
+// Labels of older versions have no start time ("BOOTID/PID").
+func ownerAlive(label string) bool {
+	b, rest, _ := strings.Cut(label, "/")
+	pid, start, _ := strings.Cut(rest, "/")
+	n, err := strconv.Atoi(pid)
+	if err != nil || b != bootID() {
+		return false
+	}
+	got, alive := procStart(n)
+	return alive && (start == "" || got == start)
+}
+
+// removeStaleKeepers deletes keepers whose foundry process is gone, and keeper tasks left
+// without their container.
 func (e *Executor) removeStaleKeepers(ctx context.Context) {
+	var errs []error
+	e.deleteOrphanTasks(ctx, keeperPrefix, &errs)
 	cs, err := e.client.Containers(ctx, fmt.Sprintf("labels.%q", keeperLabel))
 	if err != nil {
 		return
 	}
-	boot := bootID()
 	for _, c := range cs {
 		labels, err := c.Labels(ctx)
 		if err != nil {
 			continue
 		}
-		b, pid, _ := strings.Cut(labels[keeperLabel], "/")
-		if n, err := strconv.Atoi(pid); err == nil && b == boot && syscall.Kill(n, 0) == nil {
-			continue // its process is alive
+		if ownerAlive(labels[keeperLabel]) {
+			continue
 		}
 		k := &keeper{id: c.ID(), c: c}
 		if t, err := c.Task(ctx, nil); err == nil {

@@ -158,8 +158,11 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 	cmd.Stdin = a.Stdin // nil: /dev/null
 	cmd.Stdout = a.Stdout
 	cmd.Stderr = a.Stderr
-	// If foundry dies, runc dies with it; Cleanup then removes the orphaned container.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	// If foundry dies, runc dies with it; Cleanup then removes the orphaned container. Its own
+	// process group keeps a terminal's signals (Ctrl-C, a hang-up) away from it: `runc run`
+	// forwards every signal it gets into the step, which would then race the executor's kill.
+	// Whoever started foundry stops a step through foundry, as with containerd.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	// The pipes close when the step's last process exits; bound the wait anyway, in case a
 	// runtime bug leaves one open.
 	cmd.WaitDelay = 10 * time.Second
@@ -454,7 +457,10 @@ func (e *Executor) exists(id string) bool {
 }
 
 // Cleanup implements executors.Executor: it kills and deletes runc containers whose ID starts
-// with prefix and removes their bundles (unmounting their overlays).
+// with prefix and removes their bundles (unmounting their overlays). A `runc run` killed
+// while it created its container (it dies with foundry) can leave a state directory without
+// state.json, which runc no longer knows as a container, and the container's cgroups:
+// Cleanup kills whatever is still in those cgroups and removes both.
 func (e *Executor) Cleanup(ctx context.Context, prefix string) error {
 	var errs []error
 	ents, _ := os.ReadDir(e.stateDir)
@@ -464,6 +470,16 @@ func (e *Executor) Cleanup(ctx context.Context, prefix string) error {
 		}
 		_ = exec.CommandContext(ctx, e.runtime, "--root", e.stateDir, "kill", "--all", ent.Name(), "KILL").Run()
 		if err := e.delete(ent.Name()); err != nil {
+			errs = append(errs, err)
+		}
+		if !e.exists(ent.Name()) {
+			if err := os.RemoveAll(filepath.Join(e.stateDir, ent.Name())); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	for _, cg := range e.cgroups(prefix) {
+		if err := removeCgroup(cg); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -480,6 +496,34 @@ func (e *Executor) Cleanup(ctx context.Context, prefix string) error {
 		return fmt.Errorf("runc executor: cleanup %q: %w", prefix, err)
 	}
 	return nil
+}
+
+// cgroups lists the cgroup directories of containers whose ID starts with prefix: under
+// CgroupParent in the unified hierarchy (v2) or in each controller's (v1).
+func (e *Executor) cgroups(prefix string) []string {
+	v2, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", e.cgroupParent, prefix+"*"))
+	v1, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", e.cgroupParent, prefix+"*"))
+	return append(v2, v1...)
+}
+
+// removeCgroup kills the processes left in a container's cgroup and removes it; a process
+// being killed holds it for a moment, so the removal is retried for a while.
+func removeCgroup(dir string) error {
+	var err error
+	for i := 0; i < 50; i++ {
+		if b, rerr := os.ReadFile(filepath.Join(dir, "cgroup.procs")); rerr == nil {
+			for _, f := range strings.Fields(string(b)) {
+				if pid, _ := strconv.Atoi(f); pid > 0 {
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+				}
+			}
+		}
+		if err = os.Remove(dir); err == nil || errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Errorf("remove cgroup %s: %w", dir, err)
 }
 
 // OOMKills reports whether the kernel OOM-killed a process in the memory cgroup at
