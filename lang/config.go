@@ -74,10 +74,10 @@ type GlobRecord struct {
 
 // Project is the optional project block.
 type Project struct {
-	Name      string
-	Brief     string
-	Registry  string
-	Platform  string // default target platform of steps, "linux/amd64" unless set
+	Name     string
+	Brief    string
+	Registry string
+	Platform string // default target platform of steps, "linux/amd64" unless set
 	// KeepPins keeps pinning an admitted version that passed an earlier sealed suite than
 	// the current one, instead of evaluating it again on the current suite.
 	KeepPins bool
