@@ -943,6 +943,23 @@ func (l *loader) checkSealed(suites []*Suite) {
 	}
 }
 
+// DeclaredSteps returns the top-level steps, in declaration order when the configuration
+// came from Load (see EachStep).
+func (c *Config) DeclaredSteps() []*Step {
+	if len(c.stepOrder) == len(c.Steps) {
+		return c.stepOrder
+	}
+	out := make([]*Step, 0, len(c.Steps))
+	for _, s := range c.Steps {
+		out = append(out, s)
+	}
+	return out
+}
+
+// SetDeclaredSteps makes steps, which must be the values of c.Steps, the order of
+// DeclaredSteps and EachStep: for a configuration rebuilt from an encoding of one.
+func (c *Config) SetDeclaredSteps(steps []*Step) { c.stepOrder = steps }
+
 // EachStep calls fn with every step of the configuration (top-level, recipes', products'
 // and their checks). A loaded configuration's top-level steps come first, in declaration
 // order, which is nearly the order of their memory: a pass in the order of their map would
