@@ -40,6 +40,10 @@ type Config struct {
 	// Inputs lists every file or directory that evaluation read, project and host alike,
 	// with its digest: a saved plan is stale when any of them changes.
 	Inputs []InputRecord
+	// Globs lists every glob that evaluation expanded (fileset, suite cases) with the digest
+	// of its matches. They are not plan inputs (a saved plan notices a change through the
+	// nodes and suites that use them), but a cache of the load must notice a new match.
+	Globs []GlobRecord
 
 	// EvalUsage is what evaluating the configuration took of its budget (Options.Budget).
 	EvalUsage Usage
@@ -54,6 +58,18 @@ type InputRecord struct {
 	Kind   string        `json:"kind"` // project_file | project_dir | host_file | host_dir
 	Path   string        `json:"path"` // project-relative (slash) or absolute host path
 	Digest digest.Digest `json:"digest"`
+	// Mode is a host_file's mode as its artifact took it (0755 or 0644), which the digest
+	// of its content does not cover. It is not part of a plan's inputs: the definition of
+	// the seed that packs the file is.
+	Mode uint32 `json:"-"`
+}
+
+// GlobRecord is one glob expanded while evaluating the configuration.
+type GlobRecord struct {
+	Base    string        // project-relative directory, as written
+	Pattern string        // as written
+	Suite   string        // the suite input it lists the cases of, "" for a fileset
+	Digest  digest.Digest // of the sorted matches, relative to Base
 }
 
 // Project is the optional project block.

@@ -371,7 +371,8 @@ func (l *loader) decodeSuite(b *hcl.Block, ctx *hcl.EvalContext, capName string)
 		return s
 	}
 	s.Pattern = pat
-	files, err := l.in.glob(".", pat)
+	recPath := "capability." + capName + ".suite." + s.Name
+	files, err := l.in.glob(".", pat, recPath)
 	if err != nil {
 		l.diags = append(l.diags, errorf(a.Expr.Range().Ptr(), "Invalid cases pattern", "%v", err))
 		return s
@@ -380,18 +381,7 @@ func (l *loader) decodeSuite(b *hcl.Block, ctx *hcl.EvalContext, capName string)
 		l.diags = append(l.diags, errorf(a.Expr.Range().Ptr(), "No case files", "The pattern %q matches no files in the project directory.", pat))
 	}
 	s.Files = files
-	// Case files are read quietly and recorded as one digest per suite: the plan must
-	// notice a changed case without listing sealed file names and digests to builders.
-	l.in.quiet = true
-	defer func() { l.in.quiet = false }()
-	var sums []string
-	for _, f := range files {
-		data, _, err := l.in.readProjectFile(f)
-		if err != nil {
-			l.diags = append(l.diags, errorf(a.Expr.Range().Ptr(), "Cannot read case file", "%v", err))
-			continue
-		}
-		sums = append(sums, f+"\x00"+string(digestBytes(data)))
+	sum, errs := l.in.suiteDigest(files, func(f string) {
 		if s.Sealed {
 			real := filepath.Join(l.in.dir, filepath.FromSlash(f))
 			if rp, err := filepath.EvalSymlinks(real); err == nil {
@@ -399,10 +389,35 @@ func (l *loader) decodeSuite(b *hcl.Block, ctx *hcl.EvalContext, capName string)
 			}
 			l.sealed = append(l.sealed, sealedFile{path: f, real: real, capability: capName})
 		}
+	})
+	for _, err := range errs {
+		l.diags = append(l.diags, errorf(a.Expr.Range().Ptr(), "Cannot read case file", "%v", err))
 	}
-	l.in.quiet = false
-	l.in.record(InputRecord{Kind: "suite", Path: "capability." + capName + ".suite." + s.Name, Digest: digestBytes([]byte(strings.Join(sums, "\n")))})
+	l.in.record(InputRecord{Kind: "suite", Path: recPath, Digest: sum})
 	return s
+}
+
+// suiteDigest reads a suite's case files and returns the digest recorded for the suite,
+// calling each for every file read. Case files are read quietly and recorded as one digest
+// per suite: the plan must notice a changed case without listing sealed file names and
+// digests to builders. The errors are of the files that could not be read; the digest
+// covers the others.
+func (in *inputs) suiteDigest(files []string, each func(string)) (digest.Digest, []error) {
+	quiet := in.quiet
+	in.quiet = true
+	defer func() { in.quiet = quiet }()
+	var errs []error
+	var sums []string
+	for _, f := range files {
+		data, _, err := in.readProjectFile(f)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		sums = append(sums, f+"\x00"+string(digestBytes(data)))
+		each(f)
+	}
+	return digestBytes([]byte(strings.Join(sums, "\n"))), errs
 }
 
 var stepSchema = &hcl.BodySchema{
@@ -927,6 +942,23 @@ func (l *loader) checkSealed(suites []*Suite) {
 		}
 	}
 }
+
+// DeclaredSteps returns the top-level steps, in declaration order when the configuration
+// came from Load (see EachStep).
+func (c *Config) DeclaredSteps() []*Step {
+	if len(c.stepOrder) == len(c.Steps) {
+		return c.stepOrder
+	}
+	out := make([]*Step, 0, len(c.Steps))
+	for _, s := range c.Steps {
+		out = append(out, s)
+	}
+	return out
+}
+
+// SetDeclaredSteps makes steps, which must be the values of c.Steps, the order of
+// DeclaredSteps and EachStep: for a configuration rebuilt from an encoding of one.
+func (c *Config) SetDeclaredSteps(steps []*Step) { c.stepOrder = steps }
 
 // EachStep calls fn with every step of the configuration (top-level, recipes', products'
 // and their checks). A loaded configuration's top-level steps come first, in declaration

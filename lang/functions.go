@@ -54,6 +54,9 @@ type inputs struct {
 	quiet bool
 	// stat remembers file digests across loads (nil: hash everything).
 	stat *digest.StatCache
+	// globs records every glob expanded (fileset, suite cases) by base and pattern, quiet
+	// or not: a file that starts or stops matching changes what a load makes.
+	globs map[string]GlobRecord
 }
 
 // text is a memoized file() or jsonschema() result and the read it records.
@@ -94,7 +97,7 @@ func newInputs(dir string) (*inputs, error) {
 		return nil, err
 	}
 	return &inputs{dir: real, records: map[string]InputRecord{}, hashed: map[string]digest.Digest{}, dirs: map[string]InputRecord{},
-		texts: map[string]text{}, reads: map[string]readSite{}, charge: func(cty.Value) error { return nil }}, nil
+		texts: map[string]text{}, reads: map[string]readSite{}, globs: map[string]GlobRecord{}, charge: func(cty.Value) error { return nil }}, nil
 }
 
 func (in *inputs) record(r InputRecord) {
@@ -133,7 +136,7 @@ func (in *inputs) noteRead(key, real, what string) {
 func (in *inputs) fork() *inputs {
 	return &inputs{dir: in.dir, records: map[string]InputRecord{}, hashed: maps.Clone(in.hashed),
 		dirs: maps.Clone(in.dirs), texts: maps.Clone(in.texts), reads: map[string]readSite{}, quiet: in.quiet,
-		stat: in.stat, charge: in.charge}
+		stat: in.stat, charge: in.charge, globs: map[string]GlobRecord{}}
 }
 
 // join adds the records and memos of a fork, as if in had read them after its own: a read
@@ -143,6 +146,7 @@ func (in *inputs) join(f *inputs) {
 	maps.Copy(in.hashed, f.hashed)
 	maps.Copy(in.dirs, f.dirs)
 	maps.Copy(in.texts, f.texts)
+	maps.Copy(in.globs, f.globs)
 	for k, r := range f.reads {
 		if _, seen := in.reads[k]; !seen {
 			in.reads[k] = r
@@ -392,7 +396,7 @@ func (in *inputs) filesetFunc() function.Function {
 		Type:   function.StaticReturnType(cty.Set(cty.String)),
 		Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
 			base, pattern := args[0].AsString(), args[1].AsString()
-			matches, err := in.glob(base, pattern)
+			matches, err := in.glob(base, pattern, "")
 			if err != nil {
 				return cty.NilVal, function.NewArgError(1, err)
 			}
@@ -414,8 +418,9 @@ func (in *inputs) filesetFunc() function.Function {
 }
 
 // glob lists regular files under the project directory base that match pattern, relative to
-// base, sorted. Symlinks are not followed.
-func (in *inputs) glob(base, pattern string) ([]string, error) {
+// base, sorted. Symlinks are not followed. It records the glob (GlobRecord), for the suite
+// input it lists the cases of when suite is set.
+func (in *inputs) glob(base, pattern, suite string) ([]string, error) {
 	abs, _, err := in.projectPath(base)
 	if err != nil {
 		return nil, err
@@ -445,7 +450,33 @@ func (in *inputs) glob(base, pattern string) ([]string, error) {
 		return nil
 	})
 	sort.Strings(out)
+	if err == nil && in.globs != nil {
+		in.globs[suite+"\x00"+base+"\x00"+pattern] = GlobRecord{Base: base, Pattern: pattern, Suite: suite, Digest: globDigest(out)}
+	}
 	return out, err
+}
+
+// globDigest is the digest of a glob's sorted matches.
+func globDigest(matches []string) digest.Digest {
+	return digest.FromBytes([]byte(strings.Join(matches, "\x00")))
+}
+
+// sortedGlobs returns the globs ordered by suite, base, then pattern.
+func (in *inputs) sortedGlobs() []GlobRecord {
+	out := make([]GlobRecord, 0, len(in.globs))
+	for _, g := range in.globs {
+		out = append(out, g)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Suite != out[j].Suite {
+			return out[i].Suite < out[j].Suite
+		}
+		if out[i].Base != out[j].Base {
+			return out[i].Base < out[j].Base
+		}
+		return out[i].Pattern < out[j].Pattern
+	})
+	return out
 }
 
 // globMatch matches path elements against pattern elements; "**" matches zero or more elements.
@@ -506,11 +537,11 @@ func (in *inputs) hostFunc(dir bool) function.Function {
 			if err != nil {
 				return cty.NilVal, function.NewArgErrorf(0, "hashing %q: %v", p, err)
 			}
-			in.record(InputRecord{Kind: string(kind), Path: p, Digest: d})
 			a := &Artifact{Kind: kind, Path: p, Digest: d, IsDir: dir}
 			if !dir {
 				a.Mode = fileMode(st)
 			}
+			in.record(InputRecord{Kind: string(kind), Path: p, Digest: d, Mode: a.Mode})
 			return artifactVal(a), nil
 		},
 	})

@@ -88,6 +88,7 @@ func Load(dir string, opts Options) (*Config, hcl.Diagnostics) {
 		l.load(files, opts)
 	}
 	l.cfg.Inputs = l.in.sorted()
+	l.cfg.Globs = l.in.sortedGlobs()
 	l.cfg.EvalUsage = l.budget.usage()
 	// The parser owns every file read, including var files: expose them all for rendering,
 	// which needs only the source text.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/foundry-build/foundry/engine"
 	"github.com/foundry-build/foundry/engine/digest"
+	"github.com/foundry-build/foundry/engine/graphcache"
 	"github.com/foundry-build/foundry/internal/jsonindent"
 	"github.com/foundry-build/foundry/lang"
 )
@@ -68,9 +69,9 @@ func loadGraph(env *cliEnv, dir string, v *varFlags, jsonOut bool) (*engine.Grap
 	return g, diags
 }
 
-// loadGraphUnsaved is loadGraph without writing the stat cache: the caller calls saveStat
-// once it has decided to write in the state directory at all (apply of a stale saved plan
-// writes nothing).
+// loadGraphUnsaved is loadGraph without writing the stat cache or the graph cache
+// (engine/graphcache): the caller calls saveStat once it has decided to write in the state
+// directory at all (apply of a stale saved plan writes nothing).
 func loadGraphUnsaved(env *cliEnv, dir string, v *varFlags, jsonOut bool) (g *engine.Graph, diags hcl.Diagnostics, saveStat func()) {
 	// Input digests are remembered by stat in the project's state directory, when it has
 	// one (commands that only read a project do not create it).
@@ -90,11 +91,23 @@ func loadGraphUnsaved(env *cliEnv, dir string, v *varFlags, jsonOut bool) (g *en
 		}
 		return nil, diags, saveStat
 	}
-	cfg, diags := lang.Load(dir, lang.Options{Vars: v.vars, VarFiles: v.varFiles, StatCache: stat, Budget: budget})
-	if !diags.HasErrors() {
-		var cdiags hcl.Diagnostics
-		g, cdiags = engine.Compile(cfg)
-		diags = append(diags, cdiags...)
+	// Compiled graphs are cached beside the stat cache, under the same condition.
+	var cacheDir string
+	var trace io.Writer
+	if stat != nil {
+		cacheDir = filepath.Join(dir, engine.StateDir, "graph-cache")
+	}
+	if debugging(env, "graph-cache") {
+		trace = env.stderr
+	}
+	g, cfg, diags, commit := graphcache.Load(dir, lang.Options{Vars: v.vars, VarFiles: v.varFiles, StatCache: stat, Budget: budget}, cacheDir, trace)
+	saveStat = func() {
+		if err := commit(); err != nil {
+			fmt.Fprintf(env.stderr, "Warning: %v (the project will be loaded again next time)\n", err)
+		}
+		if err := stat.Save(); err != nil {
+			fmt.Fprintf(env.stderr, "Warning: %v (input files will be hashed again next time)\n", err)
+		}
 	}
 	if len(diags) > 0 && !jsonOut {
 		var files map[string]*hcl.File
@@ -107,6 +120,17 @@ func loadGraphUnsaved(env *cliEnv, dir string, v *varFlags, jsonOut bool) (g *en
 		return nil, diags, saveStat
 	}
 	return g, diags, saveStat
+}
+
+// debugging reports whether FOUNDRY_DEBUG, a comma-separated list, names topic
+// (spec/cli.md).
+func debugging(env *cliEnv, topic string) bool {
+	for _, t := range strings.Split(env.getenv("FOUNDRY_DEBUG"), ",") {
+		if strings.TrimSpace(t) == topic {
+			return true
+		}
+	}
+	return false
 }
 
 // evalBudget is the evaluation budget the operator set in the environment (lang.Budget): a
