@@ -11,6 +11,7 @@ import (
 
 	"github.com/foundry-build/foundry/engine/cache"
 	"github.com/foundry-build/foundry/engine/digest"
+	"github.com/foundry-build/foundry/engine/graphcache"
 	"github.com/foundry-build/foundry/engine/store"
 )
 
@@ -27,22 +28,30 @@ younger than -min-age are spared, so a concurrent apply's fresh blobs survive.
 
 It also deletes the records of all but the newest -keep-runs runs (their nodes and
 attempts, as 'foundry status' shows them). Runs still running and runs that carried out
-effects are kept: the effects outbox is what stops a publish from being repeated.
+effects are kept: the effects outbox is what stops a publish from being repeated. And it
+keeps the -keep-graphs most recently used compiled graphs of .foundry/graph-cache (each
+combination of configuration files and variables has its own), deleting the others.
 
 Examples:
   foundry gc -dry-run
   foundry gc -min-age 0
   foundry gc -keep-runs 10
+  foundry gc -keep-graphs 4
 
 Exit codes: 0 success, 1 failure, 2 usage error.`,
 		setup: func(fs *flag.FlagSet) func(*cliEnv, []string) int {
 			dry := fs.Bool("dry-run", false, "report what would be deleted, delete nothing")
 			minAge := fs.Duration("min-age", time.Hour, "spare blobs modified less than `AGE` ago")
 			keepRuns := fs.Int("keep-runs", 100, "keep the records of the newest `N` runs; -1 keeps all")
+			keepGraphs := fs.Int("keep-graphs", 16, "keep the `N` most recently used compiled graphs of the graph cache")
 			jsonOut := fs.Bool("json", false, "print JSON")
 			return func(env *cliEnv, args []string) int {
 				if *keepRuns < -1 {
 					fmt.Fprintln(env.stderr, "foundry gc: -keep-runs must be -1 (keep all) or more")
+					return exitUsage
+				}
+				if *keepGraphs < 0 {
+					fmt.Fprintln(env.stderr, "foundry gc: -keep-graphs must be 0 or more")
 					return exitUsage
 				}
 				dir, ok := projectDir(env, "gc", args)
@@ -93,6 +102,11 @@ Exit codes: 0 success, 1 failure, 2 usage error.`,
 						return exitError
 					}
 				}
+				graphs, graphBytes, err := graphcache.Prune(filepath.Join(ws.Dir, "graph-cache"), *keepGraphs, *dry)
+				if err != nil {
+					fmt.Fprintf(env.stderr, "foundry gc: %v\n", err)
+					return exitError
+				}
 				inputs := filepath.Join(ws.Dir, "inputs")
 				if !*dry {
 					// Materialized inputs are copies of blobs: always safe to drop under the lock.
@@ -102,8 +116,9 @@ Exit codes: 0 success, 1 failure, 2 usage error.`,
 				if *jsonOut {
 					writeJSON(env.stdout, struct {
 						store.GCStats
-						RunsPruned int
-					}{stats, pruned})
+						RunsPruned   int
+						GraphsPruned int
+					}{stats, pruned, graphs})
 					return exitOK
 				}
 				verb := "Deleted"
@@ -115,6 +130,7 @@ Exit codes: 0 success, 1 failure, 2 usage error.`,
 				if *keepRuns >= 0 {
 					fmt.Fprintf(env.stdout, "%s the records of %d run(s) older than the newest %d.\n", verb, pruned, *keepRuns)
 				}
+				fmt.Fprintf(env.stdout, "%s %d compiled graph(s) (%.1f MiB) beyond the %d most recently used.\n", verb, graphs, float64(graphBytes)/(1<<20), *keepGraphs)
 				return exitOK
 			}
 		},

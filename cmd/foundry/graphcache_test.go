@@ -2,6 +2,8 @@ package main
 
 import (
 	"os"
+
+	"github.com/foundry-build/foundry/engine"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -170,4 +172,59 @@ func mustRead(t *testing.T, p string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// A damaged, truncated or foreign entry is a miss, never an error, and gc bounds the cache.
+func TestGraphCacheDamagedEntriesAndGC(t *testing.T) {
+	dir, host := gcProject(t)
+	args := []string{"-var", "host=" + host, "-var-file", filepath.Join(dir, "vars.hcl.in")}
+	want, _, _ := planCached(t, dir, args...)
+	cacheDir := filepath.Join(dir, ".foundry", "graph-cache")
+	entries := func() []string {
+		t.Helper()
+		var names []string
+		des, _ := os.ReadDir(cacheDir)
+		for _, de := range des {
+			names = append(names, de.Name())
+		}
+		return names
+	}
+	if len(entries()) != 1 {
+		t.Fatalf("entries after one plan: %v", entries())
+	}
+	entry := filepath.Join(cacheDir, entries()[0])
+	good, _ := os.ReadFile(entry)
+	for name, bad := range map[string][]byte{
+		"truncated": good[:len(good)/2],
+		"garbage":   []byte("not a graph at all"),
+		"flipped":   append(append([]byte{}, good[:len(good)-1]...), good[len(good)-1]^0xff),
+		"empty":     {},
+	} {
+		if err := os.WriteFile(entry, bad, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		got, v, line := planCached(t, dir, args...)
+		if v != "miss" || got != want {
+			t.Errorf("%s entry: %s; same plan: %v", name, line, got == want)
+		}
+	}
+	// Several projects' worth of entries (each -var value is another key); gc keeps the
+	// newest N.
+	for _, g := range []string{"a", "b", "c"} {
+		planCached(t, dir, append(args, "-var", "greeting="+g)...)
+	}
+	if n := len(entries()); n != 4 {
+		t.Fatalf("%d entries, want 4: %v", n, entries())
+	}
+	ws, err := engine.OpenWorkspace(dir) // gc needs a project that has state
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws.Close()
+	if code, out, errs := runCLI(t, "gc", "-keep-graphs", "2", dir); code != exitOK || !strings.Contains(out, "2 compiled graph(s)") {
+		t.Fatalf("gc: exit %d\n%s%s", code, out, errs)
+	}
+	if n := len(entries()); n != 2 {
+		t.Fatalf("after gc -keep-graphs 2: %d entries: %v", n, entries())
+	}
 }
