@@ -15,8 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/foundry-build/foundry/digest"
 	"github.com/foundry-build/foundry/engine/cache"
-	"github.com/foundry-build/foundry/engine/digest"
 	"github.com/foundry-build/foundry/engine/seed"
 	"github.com/foundry-build/foundry/engine/state"
 	"github.com/foundry-build/foundry/executors"

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/foundry-build/foundry/engine/digest"
+	"github.com/foundry-build/foundry/digest"
 )
 
 // pieces from which random strings are built: JSON's escapes, characters encoding/json

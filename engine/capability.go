@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/foundry-build/foundry/engine/digest"
+	"github.com/foundry-build/foundry/digest"
 	"github.com/foundry-build/foundry/engine/seed"
 	"github.com/foundry-build/foundry/engine/state"
 	"github.com/foundry-build/foundry/engine/verdict"

@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/foundry-build/foundry/engine/digest"
+	"github.com/foundry-build/foundry/digest"
 	"github.com/foundry-build/foundry/internal/parallel"
 	"github.com/foundry-build/foundry/lang"
 )

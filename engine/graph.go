@@ -12,7 +12,7 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 
-	"github.com/foundry-build/foundry/engine/digest"
+	"github.com/foundry-build/foundry/digest"
 	"github.com/foundry-build/foundry/internal/parallel"
 	"github.com/foundry-build/foundry/lang"
 )

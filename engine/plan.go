@@ -7,7 +7,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/foundry-build/foundry/engine/digest"
+	"github.com/foundry-build/foundry/digest"
 	"github.com/foundry-build/foundry/internal/jsonindent"
 	"github.com/foundry-build/foundry/internal/parallel"
 	"github.com/foundry-build/foundry/lang"

@@ -7,7 +7,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/foundry-build/foundry/engine/digest"
+	"github.com/foundry-build/foundry/digest"
 )
 
 // Admitted is an admitted version of a capability, found in the registry.

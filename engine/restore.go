@@ -3,7 +3,7 @@ package engine
 import (
 	"fmt"
 
-	"github.com/foundry-build/foundry/engine/digest"
+	"github.com/foundry-build/foundry/digest"
 	"github.com/foundry-build/foundry/lang"
 )
 

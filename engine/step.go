@@ -13,8 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/foundry-build/foundry/digest"
 	"github.com/foundry-build/foundry/engine/cache"
-	"github.com/foundry-build/foundry/engine/digest"
 	"github.com/foundry-build/foundry/engine/state"
 	"github.com/foundry-build/foundry/executors"
 	"github.com/foundry-build/foundry/lang"

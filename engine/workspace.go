@@ -9,13 +9,13 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/foundry-build/foundry/digest"
 	"github.com/foundry-build/foundry/engine/cache"
-	"github.com/foundry-build/foundry/engine/digest"
 	"github.com/foundry-build/foundry/engine/seed"
 	"github.com/foundry-build/foundry/engine/state"
-	"github.com/foundry-build/foundry/engine/store"
 	"github.com/foundry-build/foundry/provenance"
 	"github.com/foundry-build/foundry/registry"
+	"github.com/foundry-build/foundry/store"
 )
 
 // StateDir is the name of a project's state directory.

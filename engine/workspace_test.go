@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/foundry-build/foundry/digest"
 	"github.com/foundry-build/foundry/engine/cache"
-	"github.com/foundry-build/foundry/engine/digest"
 )
 
 func TestLockNestsInProcessAndExcludesOthers(t *testing.T) {

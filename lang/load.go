@@ -13,7 +13,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/foundry-build/foundry/engine/digest"
+	"github.com/foundry-build/foundry/digest"
 	"github.com/foundry-build/foundry/internal/parallel"
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/ext/typeexpr"

@@ -12,8 +12,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/foundry-build/foundry/engine/digest"
-	"github.com/foundry-build/foundry/engine/store"
+	"github.com/foundry-build/foundry/digest"
+	"github.com/foundry-build/foundry/store"
 )
 
 // The capability artifact (spec/artifact.md).

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/foundry-build/foundry/engine/digest"
+	"github.com/foundry-build/foundry/digest"
 	"github.com/foundry-build/foundry/provenance"
 )
 

@@ -9,7 +9,7 @@ import (
 	"hash"
 	"io"
 
-	"github.com/foundry-build/foundry/engine/digest"
+	"github.com/foundry-build/foundry/digest"
 )
 
 // ErrDigestMismatch is wrapped when content does not match the digest or size it was asked

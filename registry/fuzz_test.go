@@ -13,8 +13,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/foundry-build/foundry/engine/digest"
-	"github.com/foundry-build/foundry/engine/store"
+	"github.com/foundry-build/foundry/digest"
+	"github.com/foundry-build/foundry/store"
 )
 
 // FuzzParseRegistryDocuments feeds untrusted registry responses (manifests, indexes,

@@ -16,10 +16,10 @@ import (
 
 	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
 
-	"github.com/foundry-build/foundry/engine/digest"
-	"github.com/foundry-build/foundry/engine/store"
+	"github.com/foundry-build/foundry/digest"
 	"github.com/foundry-build/foundry/provenance"
 	"github.com/foundry-build/foundry/registry/registrytest"
+	"github.com/foundry-build/foundry/store"
 )
 
 func requireTool(t testing.TB, names []string, hint string) string {

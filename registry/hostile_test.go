@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/foundry-build/foundry/engine/digest"
+	"github.com/foundry-build/foundry/digest"
 )
 
 type tarEntry struct {

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/foundry-build/foundry/engine/digest"
+	"github.com/foundry-build/foundry/digest"
 )
 
 // remoteKinds are the registries interop tests run against (external tools need a server).

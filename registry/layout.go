@@ -18,7 +18,7 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
-	"github.com/foundry-build/foundry/engine/digest"
+	"github.com/foundry-build/foundry/digest"
 )
 
 // Layout is a Store over an OCI image layout directory (image-spec v1.1 "oci-layout"):

@@ -18,9 +18,9 @@ import (
 	"github.com/klauspost/compress/gzip"
 	"golang.org/x/sys/unix"
 
-	"github.com/foundry-build/foundry/engine/digest"
-	"github.com/foundry-build/foundry/engine/store"
+	"github.com/foundry-build/foundry/digest"
 	"github.com/foundry-build/foundry/provenance"
+	"github.com/foundry-build/foundry/store"
 )
 
 // Default limits for Pull; PullOptions.Limits overrides them.

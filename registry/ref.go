@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/foundry-build/foundry/engine/digest"
+	"github.com/foundry-build/foundry/digest"
 )
 
 // SplitReference splits a full reference into a store address (for Open) and a tag or

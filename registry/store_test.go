@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/foundry-build/foundry/engine/digest"
+	"github.com/foundry-build/foundry/digest"
 )
 
 // TestStoreConformance holds every Store to the same contract: what one backend does, the

@@ -14,7 +14,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/foundry-build/foundry/engine/digest"
+	"github.com/foundry-build/foundry/digest"
 )
 
 // uploads implements the distribution API's blob uploads for Handler, streaming to a file

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/foundry-build/foundry/engine/digest"
+	"github.com/foundry-build/foundry/digest"
 )
 
 // TestServeUploads drives the upload protocol by hand: chunked, monolithic, a wrong digest

@@ -31,8 +31,8 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 
+	"github.com/foundry-build/foundry/digest"
 	"github.com/foundry-build/foundry/engine"
-	"github.com/foundry-build/foundry/engine/digest"
 	"github.com/foundry-build/foundry/engine/graphcache"
 	"github.com/foundry-build/foundry/lang"
 )

@@ -28,10 +28,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/foundry-build/foundry/engine/digest"
-	"github.com/foundry-build/foundry/engine/store"
+	"github.com/foundry-build/foundry/digest"
 	"github.com/foundry-build/foundry/provenance"
 	"github.com/foundry-build/foundry/registry"
+	"github.com/foundry-build/foundry/store"
 )
 
 func main() {

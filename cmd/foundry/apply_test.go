@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/foundry-build/foundry/engine/digest"
+	"github.com/foundry-build/foundry/digest"
 )
 
 // These tests drive the real binary through real sandboxes (runc), as a user would.

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/foundry-build/foundry/digest"
 	"github.com/foundry-build/foundry/engine"
-	"github.com/foundry-build/foundry/engine/digest"
 	"github.com/foundry-build/foundry/registry"
 )
 

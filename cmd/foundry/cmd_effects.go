@@ -12,8 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/foundry-build/foundry/digest"
 	"github.com/foundry-build/foundry/engine"
-	"github.com/foundry-build/foundry/engine/digest"
 	"github.com/foundry-build/foundry/engine/state"
 	"github.com/foundry-build/foundry/registry"
 )

@@ -9,10 +9,10 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/foundry-build/foundry/digest"
 	"github.com/foundry-build/foundry/engine/cache"
-	"github.com/foundry-build/foundry/engine/digest"
 	"github.com/foundry-build/foundry/engine/graphcache"
-	"github.com/foundry-build/foundry/engine/store"
+	"github.com/foundry-build/foundry/store"
 )
 
 func init() {

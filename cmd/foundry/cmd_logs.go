@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/foundry-build/foundry/engine/digest"
+	"github.com/foundry-build/foundry/digest"
 )
 
 func init() {

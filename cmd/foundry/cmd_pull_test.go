@@ -9,10 +9,10 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/foundry-build/foundry/engine/digest"
-	"github.com/foundry-build/foundry/engine/store"
+	"github.com/foundry-build/foundry/digest"
 	"github.com/foundry-build/foundry/provenance"
 	"github.com/foundry-build/foundry/registry"
+	"github.com/foundry-build/foundry/store"
 )
 
 // pullFixture is a project whose embedded registry holds one capability with its

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/foundry-build/foundry/digest"
 	"github.com/foundry-build/foundry/engine"
-	"github.com/foundry-build/foundry/engine/digest"
 	"github.com/foundry-build/foundry/registry"
 	"github.com/foundry-build/foundry/registry/registrytest"
 )

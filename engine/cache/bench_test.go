@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/foundry-build/foundry/engine/digest"
+	"github.com/foundry-build/foundry/digest"
 	"github.com/foundry-build/foundry/engine/state"
 )
 

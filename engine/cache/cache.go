@@ -32,9 +32,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/foundry-build/foundry/engine/digest"
+	"github.com/foundry-build/foundry/digest"
 	"github.com/foundry-build/foundry/engine/state"
-	"github.com/foundry-build/foundry/engine/store"
+	"github.com/foundry-build/foundry/store"
 )
 
 // RecordVersion is the version of the record format written by Put.

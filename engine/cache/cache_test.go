@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/foundry-build/foundry/engine/digest"
+	"github.com/foundry-build/foundry/digest"
 	"github.com/foundry-build/foundry/engine/state"
-	"github.com/foundry-build/foundry/engine/store"
+	"github.com/foundry-build/foundry/store"
 )
 
 type fixture struct {

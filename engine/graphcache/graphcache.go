@@ -33,8 +33,8 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/foundry-build/foundry/digest"
 	"github.com/foundry-build/foundry/engine"
-	"github.com/foundry-build/foundry/engine/digest"
 	"github.com/foundry-build/foundry/lang"
 )
 

@@ -19,7 +19,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
-	contentstore "github.com/foundry-build/foundry/engine/store"
+	contentstore "github.com/foundry-build/foundry/store"
 )
 
 // MountPoints are the empty directories every built image ends with, as its last layer.

@@ -20,7 +20,7 @@ import (
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
 
-	contentstore "github.com/foundry-build/foundry/engine/store"
+	contentstore "github.com/foundry-build/foundry/store"
 )
 
 // Unpacking is where untrusted bytes (imported images) meet the host filesystem. Every

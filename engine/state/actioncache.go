@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/foundry-build/foundry/engine/digest"
+	"github.com/foundry-build/foundry/digest"
 )
 
 // The action_cache table holds engine/cache's records as opaque bytes keyed by action

@@ -9,7 +9,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/foundry-build/foundry/engine/digest"
+	"github.com/foundry-build/foundry/digest"
 )
 
 // Definition is the canonical action definition (RFC 8785 JSON) a node address last ran

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/foundry-build/foundry/engine/digest"
+	"github.com/foundry-build/foundry/digest"
 )
 
 // EffectStatus is the state of one external effect in the outbox.

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/foundry-build/foundry/engine/digest"
+	"github.com/foundry-build/foundry/digest"
 )
 
 // The verdict index: recorded once per envelope, listed, withdrawn once with a reason.

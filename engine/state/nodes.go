@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/foundry-build/foundry/engine/digest"
+	"github.com/foundry-build/foundry/digest"
 )
 
 // NodeStatus is the state of one node within one run.

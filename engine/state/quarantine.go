@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/foundry-build/foundry/engine/digest"
+	"github.com/foundry-build/foundry/digest"
 )
 
 // Quarantined is a digest the operator has withdrawn: plan and apply refuse it.

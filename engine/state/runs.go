@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/foundry-build/foundry/engine/digest"
+	"github.com/foundry-build/foundry/digest"
 )
 
 // RunStatus is the state of a whole apply.

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/foundry-build/foundry/engine/digest"
+	"github.com/foundry-build/foundry/digest"
 )
 
 func openTest(t *testing.T) *DB {

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/foundry-build/foundry/engine/digest"
+	"github.com/foundry-build/foundry/digest"
 )
 
 // Verdict indexes one sealed evaluation. The evidence is the signed test result named by

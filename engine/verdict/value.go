@@ -8,7 +8,7 @@ import (
 	"sort"
 	"strconv"
 
-	"github.com/foundry-build/foundry/engine/digest"
+	"github.com/foundry-build/foundry/digest"
 )
 
 // decodeStrict parses one JSON value under the same strict rules as content addressing

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/foundry-build/foundry/engine/digest"
+	"github.com/foundry-build/foundry/digest"
 )
 
 func writeFile(t *testing.T, p, content string, mode os.FileMode) {

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/foundry-build/foundry/engine/digest"
+	"github.com/foundry-build/foundry/digest"
 )
 
 // GCOptions tune a collection.

@@ -1,7 +1,7 @@
 // Package store is Foundry's local content store: immutable blobs addressed by their
 // SHA-256 digest under one root directory (normally .foundry/blobs), laid out as
 // <root>/sha256/<hex>. Directory trees (step outputs) are stored as their file blobs plus
-// one canonical manifest blob in engine/digest's Dir format; the tree's digest is the
+// one canonical manifest blob in package digest's Dir format; the tree's digest is the
 // manifest's digest.
 //
 // Guarantees:
@@ -28,7 +28,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/foundry-build/foundry/engine/digest"
+	"github.com/foundry-build/foundry/digest"
 )
 
 // ErrNotFound is returned (wrapped) when a blob is not in the store.

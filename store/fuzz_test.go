@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/foundry-build/foundry/engine/digest"
+	"github.com/foundry-build/foundry/digest"
 )
 
 // FuzzMaterialize stores arbitrary bytes as a manifest and materializes them: whatever the
