@@ -24,14 +24,14 @@ const StateDir = ".foundry"
 // Workspace is a project's local state: the content store, the state database, the action
 // cache over both, and the seed image builder. Layout under StateDir:
 //
-//	blobs/      content store (engine/store)
+//	blobs/      content store (package store)
 //	state.db    runs, nodes, attempts, action cache records (engine/state)
 //	images/     seed images: one OCI layout and unpacked root filesystems (engine/seed)
 //	inputs/     step inputs materialized from the store, by digest, shared between steps
 //	runs/       per-attempt scratch (/out directories, logs in progress); removed when done
 //	attestations/  signed provenance envelopes, by envelope digest
 //	keys/       the project's default signing key, made on first apply when none is given
-//	stat-cache  input file digests by stat (engine/digest.StatCache), written by loading
+//	stat-cache  input file digests by stat (digest.StatCache), written by loading
 type Workspace struct {
 	Dir   string // the StateDir itself
 	Store *store.Store

@@ -120,7 +120,7 @@ type Execution struct {
 	Inputs []Dependency
 
 	// Outputs are the declared outputs the executor collected (the statement's subjects).
-	// A directory output's digest is its canonical tree-manifest digest (engine/digest.Dir).
+	// A directory output's digest is its canonical tree-manifest digest (digest.Dir).
 	Outputs []Artifact
 	// Logs are the captured stdout/stderr blobs (runDetails.byproducts).
 	Logs []Artifact

@@ -27,7 +27,7 @@ const (
 	AnnotationVersion = "org.opencontainers.image.version" // its version
 	// AnnotationTarget is the platform the files are for, e.g. "linux/amd64".
 	AnnotationTarget = "dev.foundry.capability.target"
-	// AnnotationTree is the engine/digest tree digest of the packaged files: Pull recomputes
+	// AnnotationTree is the tree digest (digest.Dir) of the packaged files: Pull recomputes
 	// it from the layers before writing anything and refuses a mismatch.
 	AnnotationTree = "dev.foundry.capability.tree"
 	// AnnotationContract is the contract's digest (the config's digest, repeated so that a
@@ -45,7 +45,7 @@ type Capability struct {
 	// Contract is the capability contract as JSON; it is stored in canonical form (RFC 8785),
 	// whose digest is the capability's identity.
 	Contract []byte
-	// Tree is the engine/store tree digest of the packaged files.
+	// Tree is the content store's tree digest of the packaged files.
 	Tree    digest.Digest
 	Name    string
 	Version string

@@ -8,7 +8,7 @@
 // registry (address "host[:port]/repo"). Open picks one from an address. Everything else is a
 // verb on top of Store:
 //
-//   - Publish turns a tree from the content store (engine/store) and a capability contract
+//   - Publish turns a tree from the content store (package store) and a capability contract
 //     into an OCI image manifest with Foundry's artifactType.
 //   - Attach adds a DSSE envelope, kept as its exact signed bytes, as a referrer of a
 //     capability manifest (the OCI 1.1 referrers API where the registry has it, the

@@ -15,7 +15,7 @@ import (
 )
 
 // PutDir stores the directory tree at hostDir: every regular file as a blob, then the
-// tree's manifest (engine/digest's Dir format, canonical JSON) as a blob. It returns the
+// tree's manifest (package digest's Dir format, canonical JSON) as a blob. It returns the
 // manifest's digest, which is the tree's digest, and the manifest. File blobs are durable
 // before the manifest is written, so a stored manifest never names a blob that a crash lost.
 // A file that changes while it is stored makes PutDir fail rather than store a tree that

@@ -6,7 +6,7 @@
 // Records are JSON kept in the state database (engine/state's action_cache table), not one
 // file per action: a no-op apply of a large graph looks all of its actions up in one query
 // and then only stats the output blobs; nothing is fsynced on the read path. Blobs
-// themselves live in engine/store.
+// themselves live in package store.
 //
 // Rules this package enforces and must never relax:
 //   - Only successes are stored: Put refuses a result with a non-zero exit code, a timeout,
@@ -45,7 +45,7 @@ type OutputKind string
 
 const (
 	File OutputKind = "file" // Digest names the file's blob
-	Tree OutputKind = "tree" // Digest names a tree manifest (engine/store PutDir)
+	Tree OutputKind = "tree" // Digest names a tree manifest (package store PutDir)
 )
 
 // Output is one declared output of an action.

@@ -25,7 +25,7 @@
 // what succeeded and never blindly repeats what may have happened.
 //
 // What it must never do: decide whether an action succeeded (the engine does, from what
-// the executor observed), hold blobs (those live in engine/store), or interpret cache
+// the executor observed), hold blobs (those live in package store), or interpret cache
 // records (engine/cache does; this package stores their bytes).
 package state
 
