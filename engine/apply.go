@@ -236,7 +236,14 @@ func Apply(ctx context.Context, ws *Workspace, g *Graph, p *Plan, opt ApplyOptio
 	r.runID = run.ID
 	r.caps = newCapabilityLog(ws.State, run.ID)
 	r.scratch = filepath.Join(ws.Dir, "runs", run.ID)
-	defer os.RemoveAll(r.scratch)
+	// The scratch directory marks the run's leftovers for the next apply (recover.go) when
+	// they could not all be removed.
+	keepScratch := false
+	defer func() {
+		if !keepScratch {
+			os.RemoveAll(r.scratch)
+		}
+	}()
 
 	active, deps := r.activeNodes()
 	var refs []state.NodeRef
@@ -272,8 +279,12 @@ func Apply(ctx context.Context, ws *Workspace, g *Graph, p *Plan, opt ApplyOptio
 	switch {
 	case ctx.Err() != nil:
 		// Cancelled (the CLI cancels on SIGINT, SIGTERM and SIGHUP): nothing new was
-		// started once it was, and the executor killed what ran.
+		// started once it was, and the executor killed what ran; what the daemon created
+		// for requests in flight is swept by the run's prefix.
 		status = state.RunInterrupted
+		if !r.sweepInterrupted(ctx) {
+			keepScratch = true
+		}
 	case len(res.Failed) > 0 || r.fatalErr() != nil:
 		status = state.RunFailed
 	}

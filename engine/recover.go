@@ -147,6 +147,27 @@ func (r *runner) fatalErr() error {
 	return nil
 }
 
+// sweepInterrupted removes what this run's own in-flight requests leave behind once its
+// context is cancelled: a container or task the daemon finished creating after the client
+// gave up on the request is not one the executor knows to remove. The run's prefix is swept
+// now and again sweepAgainAfter later, as a dead run's is; a failure leaves the run's
+// scratch directory, so the next apply that runs something sweeps it (cleanupDead).
+func (r *runner) sweepInterrupted(ctx context.Context) bool {
+	if r.exe == nil || r.exeErr != nil {
+		return true // nothing was ever started in this run
+	}
+	bg := context.WithoutCancel(ctx)
+	for i := 0; i < 2; i++ {
+		if i > 0 {
+			time.Sleep(sweepAgainAfter)
+		}
+		if r.exe.Cleanup(bg, r.containerPrefix()) != nil {
+			return false
+		}
+	}
+	return true
+}
+
 // finishCleanup waits for the second sweep started by cleanupDead, if any.
 func (r *runner) finishCleanup() {
 	if r.sweptAgain != nil {

@@ -96,11 +96,7 @@ WHERE id = ? AND status IN ('intended','failed')`, runID, nanos(time.Now()), id)
 		if n, _ := r.RowsAffected(); n == 1 {
 			return nil
 		}
-		var st string
-		err = tx.QueryRowContext(ctx, `SELECT status FROM effects WHERE id = ?`, id).Scan(&st)
-		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("effect %s: %w", id, ErrNotFound)
-		}
+		st, err := effectStatus(ctx, tx, id)
 		if err != nil {
 			return err
 		}
@@ -206,11 +202,7 @@ WHERE id = ? AND status = 'unknown'`, string(dec.Status), result, nanos(dec.At),
 		if n, _ := r.RowsAffected(); n == 1 {
 			return nil
 		}
-		var st string
-		err = tx.QueryRowContext(ctx, `SELECT status FROM effects WHERE id = ?`, id).Scan(&st)
-		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("effect %s: %w", id, ErrNotFound)
-		}
+		st, err := effectStatus(ctx, tx, id)
 		if err != nil {
 			return err
 		}
@@ -233,6 +225,16 @@ func (d *DB) settleEffect(ctx context.Context, id string, status EffectStatus, r
 		}
 		return nil
 	})
+}
+
+// effectStatus is the status of effect id, for saying why a transition did not apply.
+func effectStatus(ctx context.Context, tx *sql.Tx, id string) (string, error) {
+	var st string
+	err := tx.QueryRowContext(ctx, `SELECT status FROM effects WHERE id = ?`, id).Scan(&st)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", fmt.Errorf("effect %s: %w", id, ErrNotFound)
+	}
+	return st, err
 }
 
 const effectColumns = `id, run_id, address, kind, destination, status, result, created, updated, decision, decided_by, decided, decision_reason`
