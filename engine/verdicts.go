@@ -13,24 +13,16 @@ import (
 	"github.com/foundry-build/foundry/provenance"
 )
 
-// VerdictView is one sealed verdict as the evidence says it, with what the state's index
-// adds for the operator: when it was recorded, the case files behind the digests the signed
-// result names, and a withdrawal.
+// VerdictView is one sealed verdict as the evidence says it (the index row's fields, filled
+// from the signed test result), with what the index adds for the operator: when it was
+// recorded, the case file behind the digest the signed result names, and a withdrawal.
 type VerdictView struct {
-	Envelope    digest.Digest `json:"envelope"`
-	Capability  string        `json:"capability"`
-	Contract    digest.Digest `json:"contract_digest"`
-	Candidate   digest.Digest `json:"candidate"`
-	SuiteDigest digest.Digest `json:"suite_digest"`
-	Passed      bool          `json:"passed"`
-	Cases       int           `json:"cases"`
-	Failed      int           `json:"failed"`
+	state.Verdict
+	Cases  int `json:"cases"`
+	Failed int `json:"failed"`
 	// Disclosed is the case the evaluation showed as its counterexample: its file, from the
 	// local record, or its digest.
-	Disclosed       string    `json:"disclosed,omitempty"`
-	Evaluated       time.Time `json:"evaluated,omitzero"`
-	Withdrawn       time.Time `json:"withdrawn,omitzero"`
-	WithdrawnReason string    `json:"withdrawn_reason,omitempty"`
+	Disclosed string `json:"disclosed,omitempty"`
 	// Evidence is where the signed test result is; empty for a row with no signed result
 	// behind it, which no decision uses.
 	Evidence string `json:"evidence,omitempty"`
@@ -60,8 +52,8 @@ func (w *Workspace) Verdicts(ctx context.Context, keys []*provenance.Verifier) (
 		}
 		env := digest.Digest(t.Digest)
 		seen[env] = true
-		v := VerdictView{Envelope: env, Capability: t.Capability, Contract: digest.Digest(t.ContractDigest),
-			SuiteDigest: digest.Digest(t.SuiteDigest), Passed: t.Passed(), Evidence: t.Path,
+		v := VerdictView{Verdict: state.Verdict{Envelope: env, Capability: t.Capability, Contract: digest.Digest(t.ContractDigest),
+			SuiteDigest: digest.Digest(t.SuiteDigest), Passed: t.Passed()}, Evidence: t.Path,
 			Failed: len(t.Predicate.GetFailedTests()), Cases: len(t.Predicate.GetFailedTests()) + len(t.Predicate.GetPassedTests())}
 		if len(t.Subjects) > 0 {
 			v.Candidate = digest.Digest(t.Subjects[0])
@@ -81,8 +73,7 @@ func (w *Workspace) Verdicts(ctx context.Context, keys []*provenance.Verifier) (
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Evaluated.After(out[j].Evaluated) })
 	for _, r := range rows {
 		if !seen[r.Envelope] {
-			out = append(out, VerdictView{Envelope: r.Envelope, Capability: r.Capability, Contract: r.Contract, Candidate: r.Candidate,
-				SuiteDigest: r.SuiteDigest, Passed: r.Passed, Evaluated: r.Evaluated, Withdrawn: r.Withdrawn, WithdrawnReason: r.WithdrawnReason})
+			out = append(out, VerdictView{Verdict: r})
 		}
 	}
 	return out, nil
@@ -116,14 +107,15 @@ func (w *Workspace) WithdrawVerdict(ctx context.Context, keys []*provenance.Veri
 	}
 	v := match[0]
 	// A verdict whose index row was lost is indexed again from its evidence first.
-	if err := w.State.RecordVerdict(ctx, state.Verdict{Envelope: v.Envelope, Capability: v.Capability, Contract: v.Contract,
-		Candidate: v.Candidate, SuiteDigest: v.SuiteDigest, Passed: v.Passed, Record: []byte(`{}`), Evaluated: time.Now()}); err != nil {
+	row := v.Verdict
+	row.Record, row.Evaluated = []byte(`{}`), time.Now()
+	if err := w.State.RecordVerdict(ctx, row); err != nil {
 		return VerdictView{}, err
 	}
-	row, err := w.State.WithdrawVerdict(ctx, string(v.Envelope), reason)
+	withdrawn, err := w.State.WithdrawVerdict(ctx, string(v.Envelope), reason)
 	if err != nil {
 		return VerdictView{}, err
 	}
-	v.Withdrawn, v.WithdrawnReason = row.Withdrawn, row.WithdrawnReason
+	v.Withdrawn, v.WithdrawnReason = withdrawn.Withdrawn, withdrawn.WithdrawnReason
 	return v, nil
 }
