@@ -82,6 +82,15 @@ func (d Digest) Hex() string {
 // String returns d in its full "sha256:<hex>" form.
 func (d Digest) String() string { return string(d) }
 
+// Short abbreviates d for people: "sha256:" and the first 12 hex digits.
+func (d Digest) Short() string {
+	s := string(d)
+	if len(s) > 19 {
+		return s[:19]
+	}
+	return s
+}
+
 // FromBytes returns the SHA-256 digest of b.
 func FromBytes(b []byte) Digest {
 	sum := sha256.Sum256(b)

@@ -6,9 +6,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -389,7 +391,7 @@ func (r *runner) activeNodes() ([]string, map[string][]string) {
 				}
 			}
 		}
-		deps[c.Address] = append(deps[c.Address], sortedKeys(need)...)
+		deps[c.Address] = append(deps[c.Address], slices.Sorted(maps.Keys(need))...)
 		for d := range need {
 			fallbackNeeds[d] = true
 		}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,6 +19,7 @@ import (
 	"github.com/foundry-build/foundry/engine/state"
 	"github.com/foundry-build/foundry/engine/verdict"
 	"github.com/foundry-build/foundry/executors"
+	"github.com/foundry-build/foundry/internal/capped"
 	"github.com/foundry-build/foundry/lang"
 	"github.com/foundry-build/foundry/provenance"
 	"github.com/foundry-build/foundry/registry"
@@ -433,7 +435,7 @@ func (r *runner) evaluate(ctx context.Context, n *Node, recipe string, tree dige
 		if prev.Passed() {
 			passed := true
 			r.emit(Event{Type: "suite_evaluated", Node: n.Address, Recipe: recipe, Suite: provenance.SuiteSealed, Passed: &passed,
-				Message: fmt.Sprintf("sealed suite: passed (recorded evaluation %s)", short(digest.Digest(prev.Digest)))})
+				Message: fmt.Sprintf("sealed suite: passed (recorded evaluation %s)", digest.Digest(prev.Digest).Short())})
 			ev.testResults = append(ev.testResults, prev.Envelope)
 			return nil, ev, nil
 		}
@@ -493,7 +495,7 @@ func rejectionOf(rej *rejection) *Rejection {
 // record is about the same disclosed case.
 func recordedRejection(t *provenance.SignedTestResult, row *state.Verdict, su *suites) *Rejection {
 	rej := &Rejection{Suite: "sealed", Reason: fmt.Sprintf("(recorded sealed evaluation %s) failed %d of %d sealed case(s)",
-		short(digest.Digest(t.Digest)), len(t.Predicate.GetFailedTests()), len(t.Predicate.GetFailedTests())+len(t.Predicate.GetPassedTests()))}
+		digest.Digest(t.Digest).Short(), len(t.Predicate.GetFailedTests()), len(t.Predicate.GetFailedTests())+len(t.Predicate.GetPassedTests()))}
 	if len(t.Disclosed) == 0 {
 		return rej
 	}
@@ -541,21 +543,10 @@ func (r *runner) candidateImage(ctx context.Context, capb *lang.Capability, tree
 	if base.Digest != "" {
 		b := base
 		spec.Layers = append(spec.Layers, seed.Layer{From: &b})
-		spec.Env = envMap(base.Env)
+		spec.Env = seed.EnvMap(base.Env)
 	}
 	spec.Layers = append(spec.Layers, seed.Layer{Dir: dir, At: "/"})
 	return r.ws.Seeds.Build(ctx, spec)
-}
-
-// envMap reads KEY=VALUE pairs; a later pair wins.
-func envMap(kvs []string) map[string]string {
-	m := map[string]string{}
-	for _, kv := range kvs {
-		if k, v, ok := strings.Cut(kv, "="); ok {
-			m[k] = v
-		}
-	}
-	return m
 }
 
 // runSuite runs every case of a suite, each in a fresh sandbox, judges it, and mints the
@@ -656,8 +647,8 @@ func (r *runner) runCandidate(ctx context.Context, capb *lang.Capability, img ex
 
 // runCase runs one case in a fresh sandbox: the entrypoint with the case input on stdin.
 func (r *runner) runCase(ctx context.Context, capb *lang.Capability, img executors.Image, c *verdict.Case) (verdict.Verdict, error) {
-	stdout := newCappedBuffer(evalOutputBytes)
-	stderr := newCappedBuffer(64 << 10)
+	stdout := capped.NewBuffer(evalOutputBytes)
+	stderr := capped.NewBuffer(64 << 10)
 	xr, err := r.runCandidate(ctx, capb, img, executors.Action{Stdin: bytes.NewReader(c.Stdin()), Stdout: stdout, Stderr: stderr})
 	if errors.Is(err, executors.ErrNotStarted) {
 		return notStarted(err, c.Expect.Output), nil
@@ -665,8 +656,8 @@ func (r *runner) runCase(ctx context.Context, capb *lang.Capability, img executo
 	if err != nil {
 		return verdict.Verdict{}, fmt.Errorf("running case %s: %w", c.Name, err)
 	}
-	return verdict.Judge(capb, c, verdict.Observation{Stdout: stdout.b.Bytes(), Stderr: stderr.b.Bytes(), ExitCode: xr.ExitCode,
-		TimedOut: xr.TimedOut, OOMKilled: xr.OOMKilled, StdoutTruncated: stdout.truncated}), nil
+	return verdict.Judge(capb, c, verdict.Observation{Stdout: stdout.B.Bytes(), Stderr: stderr.B.Bytes(), ExitCode: xr.ExitCode,
+		TimedOut: xr.TimedOut, OOMKilled: xr.OOMKilled, StdoutTruncated: stdout.Truncated}), nil
 }
 
 // notStarted is the verdict on a candidate whose entrypoint could not be executed: the
@@ -942,7 +933,7 @@ func (r *runner) packageProvenance(n *Node, recipe string, tree, manifest digest
 		},
 		StartedOn: time.Now(), FinishedOn: time.Now(),
 	}
-	for _, path := range sortedKeys(pkgNode.Package.Files) {
+	for _, path := range slices.Sorted(maps.Keys(pkgNode.Package.Files)) {
 		a := pkgNode.Package.Files[path]
 		if a.Kind != lang.ArtifactStepOutput {
 			continue

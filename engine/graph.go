@@ -6,8 +6,8 @@ package engine
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
@@ -162,7 +162,7 @@ func (n *Node) artifacts(ordered bool) []*lang.Artifact {
 			}
 			return
 		}
-		for _, k := range sortedKeys(m) {
+		for _, k := range slices.Sorted(maps.Keys(m)) {
 			out = append(out, m[k])
 		}
 	}
@@ -344,7 +344,7 @@ func (g *Graph) addNodeEdges(ix *index, i int) hcl.Diagnostics {
 	case KindCapability:
 		// Providers are alternatives (OR), not requirements: a cycle through one recipe
 		// may be avoided by another, which only resolution can tell.
-		for _, rn := range sortedKeys(g.Config.Recipes) {
+		for _, rn := range slices.Sorted(maps.Keys(g.Config.Recipes)) {
 			r := g.Config.Recipes[rn]
 			if r.Provides != nil && r.Provides.Node == addr {
 				n.Providers = append(n.Providers, "recipe."+rn)
@@ -518,13 +518,4 @@ func (h *numHeap) pop() int32 {
 	}
 	*h = s
 	return top
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/foundry-build/foundry/digest"
@@ -272,7 +274,7 @@ func MakePlan(g *Graph, opt PlanOptions) (*Plan, error) {
 		for i, pn := range p.Nodes {
 			k := ix.order[i]
 			if d, reason := ix.nodes[k].quarantinedInput(opt.Quarantined); d != "" {
-				pn.Status, pn.Reason = StatusMissing, fmt.Sprintf("quarantined: %s (%s)", short(d), reason)
+				pn.Status, pn.Reason = StatusMissing, fmt.Sprintf("quarantined: %s (%s)", d.Short(), reason)
 				quarantined[k] = true
 			}
 		}
@@ -527,37 +529,28 @@ func StaleReasons(saved, fresh *Plan) []string {
 		if d, ok := oldIn[k]; !ok {
 			out = append(out, fmt.Sprintf("input %s is new", k))
 		} else if d != in.Digest {
-			out = append(out, fmt.Sprintf("input %s changed (%s → %s)", k, short(d), short(in.Digest)))
+			out = append(out, fmt.Sprintf("input %s changed (%s → %s)", k, d.Short(), in.Digest.Short()))
 		}
 		delete(oldIn, k)
 	}
-	for _, k := range sortedKeys(oldIn) {
+	for _, k := range slices.Sorted(maps.Keys(oldIn)) {
 		out = append(out, fmt.Sprintf("input %s is no longer read", k))
 	}
 	for _, n := range fresh.Nodes {
 		if d, ok := old[n.Address]; !ok {
 			out = append(out, n.Address+" is new")
 		} else if d != n.Digest {
-			out = append(out, fmt.Sprintf("%s changed (%s → %s)", n.Address, short(d), short(n.Digest)))
+			out = append(out, fmt.Sprintf("%s changed (%s → %s)", n.Address, d.Short(), n.Digest.Short()))
 		}
 		delete(old, n.Address)
 	}
-	for _, a := range sortedKeys(old) {
+	for _, a := range slices.Sorted(maps.Keys(old)) {
 		out = append(out, a+" was removed")
 	}
 	if len(out) == 0 {
 		out = append(out, "the plan digest differs")
 	}
 	return out
-}
-
-// short abbreviates a digest for people: "sha256:" and the first 12 hex digits.
-func short(d digest.Digest) string {
-	s := string(d)
-	if len(s) > 19 {
-		return s[:19]
-	}
-	return s
 }
 
 // quarantinedInput returns the first quarantined digest among the node's own digest and

@@ -26,11 +26,11 @@ func (p *Plan) WriteText(out io.Writer) {
 	}
 	slices.Sort(addrs)
 	shown := map[string]bool{}
-	fmt.Fprintf(w, "Project %q · plan %s\n", p.Project.Name, short(p.Digest))
+	fmt.Fprintf(w, "Project %q · plan %s\n", p.Project.Name, p.Digest.Short())
 
 	line := func(indent string, n *PlanNode, extra string) {
 		shown[n.Address] = true
-		fmt.Fprintf(w, "%s%s %-*s %-11s %s%s\n", indent, statusMark[n.Status], 40-len(indent), n.Address, n.Status, short(n.Digest), extra)
+		fmt.Fprintf(w, "%s%s %-*s %-11s %s%s\n", indent, statusMark[n.Status], 40-len(indent), n.Address, n.Status, n.Digest.Short(), extra)
 		if n.Reason != "" && n.Status != StatusAlternative {
 			fmt.Fprintf(w, "%s    %s\n", indent, n.Reason)
 		}
@@ -65,7 +65,7 @@ func (p *Plan) WriteText(out io.Writer) {
 		for _, c := range p.Capabilities {
 			n := byAddr[c.Address]
 			shown[c.Address] = true
-			fmt.Fprintf(w, "  %s %-38s %-11s contract %s\n", statusMark[c.Status], c.Address, c.Status, short(c.ContractDigest))
+			fmt.Fprintf(w, "  %s %-38s %-11s contract %s\n", statusMark[c.Status], c.Address, c.Status, c.ContractDigest.Short())
 			if c.Reason != "" {
 				fmt.Fprintf(w, "      %s\n", c.Reason)
 			}
@@ -131,7 +131,7 @@ func (p *Plan) WriteText(out io.Writer) {
 	var host []string
 	for _, in := range p.Inputs {
 		if strings.HasPrefix(in.Kind, "host_") {
-			host = append(host, fmt.Sprintf("  %-9s %s  %s", in.Kind, short(in.Digest), in.Path))
+			host = append(host, fmt.Sprintf("  %-9s %s  %s", in.Kind, in.Digest.Short(), in.Path))
 		}
 	}
 	if len(host) > 0 {
@@ -165,7 +165,7 @@ func (g *Graph) WriteDOT(out io.Writer) {
 	shapes := map[NodeKind]string{KindSeed: "cylinder", KindCapability: "hexagon", KindRecipe: "folder", KindPackage: "box3d", KindStep: "box", KindCheck: "diamond", KindProduct: "doubleoctagon"}
 	for _, a := range g.Order {
 		n := g.Nodes[a]
-		fmt.Fprintf(w, "  %q [shape=%s, label=%q];\n", a, shapes[n.Kind], a+"\n"+short(n.Digest))
+		fmt.Fprintf(w, "  %q [shape=%s, label=%q];\n", a, shapes[n.Kind], a+"\n"+n.Digest.Short())
 	}
 	for _, a := range g.Order {
 		n := g.Nodes[a]

@@ -12,6 +12,7 @@ import (
 
 	"github.com/foundry-build/foundry/engine/verdict"
 	"github.com/foundry-build/foundry/executors"
+	"github.com/foundry-build/foundry/internal/capped"
 	"github.com/foundry-build/foundry/lang"
 )
 
@@ -34,8 +35,8 @@ type serviceRun struct {
 // counterexample, the request that failed.
 func (r *runner) runServiceCase(ctx context.Context, capb *lang.Capability, img executors.Image, c *verdict.Case) (verdict.Verdict, string, error) {
 	// The service's own output only explains a failure.
-	stdout := newCappedBuffer(64 << 10)
-	stderr := newCappedBuffer(64 << 10)
+	stdout := capped.NewBuffer(64 << 10)
+	stderr := capped.NewBuffer(64 << 10)
 	addr := fmt.Sprintf("127.0.0.1:%d", capb.Interface.Port)
 	run := &serviceRun{}
 	xr, err := r.runCandidate(ctx, capb, img, executors.Action{Stdout: stdout, Stderr: stderr,
@@ -70,7 +71,7 @@ func (r *runner) runServiceCase(ctx context.Context, capb *lang.Capability, img 
 		if xr.Signal != "" {
 			v.Got = "killed by " + xr.Signal
 		}
-		if tail := strings.TrimSpace(strings.Join(TailLines(append(stdout.b.Bytes(), stderr.b.Bytes()...), 3), "\n")); tail != "" {
+		if tail := strings.TrimSpace(strings.Join(capped.TailLines(append(stdout.B.Bytes(), stderr.B.Bytes()...), 3), "\n")); tail != "" {
 			v.Got += "; output " + abbreviate(fmt.Sprintf("%q", tail), 200)
 		}
 	}

@@ -1,22 +1,25 @@
 package engine
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/foundry-build/foundry/digest"
 	"github.com/foundry-build/foundry/engine/cache"
+	"github.com/foundry-build/foundry/engine/seed"
 	"github.com/foundry-build/foundry/engine/state"
 	"github.com/foundry-build/foundry/executors"
+	"github.com/foundry-build/foundry/internal/capped"
 	"github.com/foundry-build/foundry/lang"
 	"github.com/foundry-build/foundry/provenance"
 )
@@ -228,7 +231,7 @@ func logDetail(out, errl cache.Log) string {
 
 // envList merges the image's environment with the step's (the step wins), sorted.
 func envList(image []string, step map[string]string) []string {
-	m := envMap(image)
+	m := seed.EnvMap(image)
 	for k, v := range step {
 		m[k] = v
 	}
@@ -249,7 +252,7 @@ type input struct {
 // mounts materializes a step's inputs on this machine and returns the read-only mounts.
 func (r *runner) mounts(ctx context.Context, st *lang.Step) ([]input, error) {
 	var out []input
-	for _, target := range sortedKeys(st.Mounts) {
+	for _, target := range slices.Sorted(maps.Keys(st.Mounts)) {
 		a := st.Mounts[target]
 		var src string
 		var err error
@@ -264,7 +267,7 @@ func (r *runner) mounts(ctx context.Context, st *lang.Step) ([]input, error) {
 				return nil, fmt.Errorf("input %s: %v", a.Path, herr)
 			}
 			if d != a.Digest {
-				return nil, fmt.Errorf("input %s changed since it was planned (%s, now %s); plan again", a.Path, short(a.Digest), short(d))
+				return nil, fmt.Errorf("input %s changed since it was planned (%s, now %s); plan again", a.Path, a.Digest.Short(), d.Short())
 			}
 			// The compiler refused sealed cases in any mount by path; check again by content,
 			// right before the sandbox sees the files, so that a copy or a hard link of a
@@ -495,7 +498,7 @@ func (r *runner) collectOutputs(outDir string, declared []string) ([]cache.Outpu
 func (r *runner) assemble(ctx context.Context, files map[string]*lang.Artifact) (digest.Digest, error) {
 	dir := filepath.Join(r.scratch, "pkg-"+newID())
 	defer os.RemoveAll(dir)
-	for _, p := range sortedKeys(files) {
+	for _, p := range slices.Sorted(maps.Keys(files)) {
 		a := files[p]
 		dst := filepath.Join(dir, filepath.FromSlash(strings.TrimPrefix(p, "/")))
 		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
@@ -574,64 +577,14 @@ func (r *runner) logTail(errLog, outLog cache.Log, n int) []string {
 		if err != nil {
 			continue
 		}
-		return TailLines(b, n)
+		return capped.TailLines(b, n)
 	}
 	return nil
 }
 
-// TailLines returns the last n lines of b.
-func TailLines(b []byte, n int) []string {
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return lines
-}
-
-// capped passes at most limit bytes to w and notes whether more came. Write never fails for
-// lack of room: output past the limit is counted and dropped, so a chatty process is not
-// killed by a broken pipe.
-type capped struct {
-	w         io.Writer
-	limit     int64
-	written   int64
-	truncated bool
-}
-
-func (c *capped) Write(p []byte) (int, error) {
-	room := c.limit - c.written
-	if room <= 0 {
-		c.truncated = len(p) > 0 || c.truncated
-		return len(p), nil
-	}
-	w := p
-	if int64(len(w)) > room {
-		w = w[:room]
-		c.truncated = true
-	}
-	n, err := c.w.Write(w)
-	c.written += int64(n)
-	if err != nil {
-		return n, err
-	}
-	return len(p), nil
-}
-
-// cappedBuffer keeps at most limit bytes in memory.
-type cappedBuffer struct {
-	capped
-	b bytes.Buffer
-}
-
-func newCappedBuffer(limit int64) *cappedBuffer {
-	c := &cappedBuffer{}
-	c.capped = capped{w: &c.b, limit: limit}
-	return c
-}
-
 // cappedFile keeps at most limit bytes of a stream in a file, then a truncation marker.
 type cappedFile struct {
-	capped
+	capped.Writer
 	f *os.File
 }
 
@@ -640,13 +593,13 @@ func newCappedFile(path string, limit int64) (*cappedFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &cappedFile{capped: capped{w: f, limit: limit}, f: f}, nil
+	return &cappedFile{Writer: capped.Writer{W: f, Limit: limit}, f: f}, nil
 }
 
 // store puts the captured log in the content store, with a marker if it was truncated.
 func (c *cappedFile) store(r *runner) (cache.Log, error) {
-	if c.truncated {
-		fmt.Fprintf(c.f, "\n[foundry: output truncated after %d bytes; raise limits.output to keep more]\n", c.limit)
+	if c.Truncated {
+		fmt.Fprintf(c.f, "\n[foundry: output truncated after %d bytes; raise limits.output to keep more]\n", c.Limit)
 	}
 	if _, err := c.f.Seek(0, io.SeekStart); err != nil {
 		return cache.Log{}, err
@@ -655,7 +608,7 @@ func (c *cappedFile) store(r *runner) (cache.Log, error) {
 	if err != nil {
 		return cache.Log{}, err
 	}
-	return cache.Log{Digest: d, Size: size, Truncated: c.truncated}, nil
+	return cache.Log{Digest: d, Size: size, Truncated: c.Truncated}, nil
 }
 
 func (c *cappedFile) Close() error { return c.f.Close() }

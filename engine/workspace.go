@@ -210,7 +210,7 @@ func (w *Workspace) Plan(ctx context.Context, g *Graph, reg registry.Store, keys
 			if su == nil || slices.Contains(adm.Suites, su.sealedDigest) {
 				return adm, "", nil
 			}
-			note := fmt.Sprintf("%s passed an earlier sealed suite than the current one (%s)", adm.Ref, short(su.sealedDigest))
+			note := fmt.Sprintf("%s passed an earlier sealed suite than the current one (%s)", adm.Ref, su.sealedDigest.Short())
 			switch {
 			case g.Config.Project.KeepPins:
 				return adm, note + "; pinned all the same, as the project's keep_pins says", nil

@@ -280,6 +280,18 @@ func envList(env map[string]string) ([]string, error) {
 	return out, nil
 }
 
+// EnvMap reads an image's KEY=VALUE environment (executors.Image.Env) into the map a Spec
+// takes; a later pair wins.
+func EnvMap(kvs []string) map[string]string {
+	m := map[string]string{}
+	for _, kv := range kvs {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			m[k] = v
+		}
+	}
+	return m
+}
+
 type platform struct{ OS, Arch, Variant string }
 
 func parsePlatform(p string) (platform, error) {
