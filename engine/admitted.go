@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/foundry-build/foundry/digest"
+	"github.com/foundry-build/foundry/engine/graph"
 	"github.com/foundry-build/foundry/provenance"
 	"github.com/foundry-build/foundry/registry"
 )
@@ -41,7 +42,7 @@ type Inspection struct {
 // Anything the registry holds that fails this is reported in NotAdmitted, never as an
 // error: a tag, a manifest or a referrer an attacker pushed cannot block resolution. The
 // error is for what is not the registry's content (a temporary directory, a cancelled ctx).
-func InspectAdmitted(ctx context.Context, s registry.Store, keys []*provenance.Verifier, q Quarantine, n *Node) (*Inspection, error) {
+func InspectAdmitted(ctx context.Context, s registry.Store, keys []*provenance.Verifier, q Quarantine, n *graph.Node) (*Inspection, error) {
 	m, err := s.Resolve(ctx, ContractTag(n.Digest))
 	if errors.Is(err, registry.ErrNotFound) {
 		return &Inspection{}, nil
@@ -84,7 +85,7 @@ func InspectAdmitted(ctx context.Context, s registry.Store, keys []*provenance.V
 // LookupAdmitted returns the admitted version of capability node n in registry s, or nil
 // and why the registry's version (if any) is not admitted for n's contract. A registry tag,
 // an annotation or a row in the state database alone is never enough (InspectAdmitted).
-func LookupAdmitted(ctx context.Context, s registry.Store, keys []*provenance.Verifier, q Quarantine, n *Node) (*Admitted, string, error) {
+func LookupAdmitted(ctx context.Context, s registry.Store, keys []*provenance.Verifier, q Quarantine, n *graph.Node) (*Admitted, string, error) {
 	in, err := InspectAdmitted(ctx, s, keys, q, n)
 	switch {
 	case err != nil:

@@ -19,6 +19,7 @@ import (
 
 	"github.com/foundry-build/foundry/digest"
 	"github.com/foundry-build/foundry/engine/cache"
+	"github.com/foundry-build/foundry/engine/graph"
 	"github.com/foundry-build/foundry/engine/seed"
 	"github.com/foundry-build/foundry/engine/state"
 	"github.com/foundry-build/foundry/executors"
@@ -143,7 +144,7 @@ type ApplyResult struct {
 // runner carries one apply.
 type runner struct {
 	ws      *Workspace
-	g       *Graph
+	g       *graph.Graph
 	plan    *Plan
 	opt     ApplyOptions
 	runID   string
@@ -211,7 +212,7 @@ type nodeResult struct {
 // Apply runs every node of the plan that has work to do, in dependency order and in
 // parallel, and records everything in the workspace. A node whose dependency failed is
 // skipped, and reported once as skipped rather than as another failure.
-func Apply(ctx context.Context, ws *Workspace, g *Graph, p *Plan, opt ApplyOptions) (*ApplyResult, error) {
+func Apply(ctx context.Context, ws *Workspace, g *graph.Graph, p *Plan, opt ApplyOptions) (*ApplyResult, error) {
 	if opt.Parallelism <= 0 {
 		opt.Parallelism = 4
 	}
@@ -250,7 +251,7 @@ func Apply(ctx context.Context, ws *Workspace, g *Graph, p *Plan, opt ApplyOptio
 	active, deps := r.activeNodes()
 	var refs []state.NodeRef
 	for _, a := range active {
-		if k := g.Nodes[a].Kind; k == KindStep || k == KindCheck {
+		if k := g.Nodes[a].Kind; k == graph.KindStep || k == graph.KindCheck {
 			refs = append(refs, state.NodeRef{Address: a, Action: g.Nodes[a].Digest})
 		}
 	}
@@ -259,7 +260,7 @@ func Apply(ctx context.Context, ws *Workspace, g *Graph, p *Plan, opt ApplyOptio
 	}
 	building := 0
 	for _, a := range active {
-		if g.Nodes[a].Kind == KindCapability && r.capStatus(a) == StatusBuild {
+		if g.Nodes[a].Kind == graph.KindCapability && r.capStatus(a) == StatusBuild {
 			building++
 		}
 	}
@@ -481,7 +482,7 @@ func (r *runner) walk(ctx context.Context, active []string, deps map[string][]st
 			ready = ready[1:]
 			if cause, blocked := failed[a]; blocked {
 				res.Skipped = append(res.Skipped, a)
-				if n := r.g.Nodes[a]; n.Kind == KindStep || n.Kind == KindCheck {
+				if n := r.g.Nodes[a]; n.Kind == graph.KindStep || n.Kind == graph.KindCheck {
 					r.ws.State.NodeFinished(ctx, r.runID, a, state.NodeResult{Status: state.NodeSkipped, Error: "needs " + cause + ", which failed"})
 					r.emit(Event{Type: "node_skipped", Node: a, Message: "needs " + cause + ", which failed"})
 				}
@@ -516,7 +517,7 @@ func (r *runner) walk(ctx context.Context, active []string, deps map[string][]st
 					}
 				}()
 				n := r.g.Nodes[a]
-				if n.Kind == KindStep || n.Kind == KindCheck {
+				if n.Kind == graph.KindStep || n.Kind == graph.KindCheck {
 					sem <- struct{}{}
 					defer func() { <-sem }()
 				}
@@ -540,32 +541,32 @@ func (r *runner) walk(ctx context.Context, active []string, deps map[string][]st
 }
 
 // settle produces one node's result.
-func (r *runner) settle(ctx context.Context, n *Node) (string, error) {
+func (r *runner) settle(ctx context.Context, n *graph.Node) (string, error) {
 	switch n.Kind {
-	case KindSeed:
+	case graph.KindSeed:
 		img, err := r.buildSeed(ctx, n)
 		if err != nil {
 			return "failed", fmt.Errorf("building the image of %s: %w", n.Address, err)
 		}
 		r.setResult(n.Address, &nodeResult{image: img})
 		return "built", nil
-	case KindStep, KindCheck:
+	case graph.KindStep, graph.KindCheck:
 		return r.runStep(ctx, n) // precached ones are settled by walk
-	case KindPackage:
+	case graph.KindPackage:
 		tree, err := r.assemble(ctx, n.Package.Files)
 		if err != nil {
 			return "failed", fmt.Errorf("packaging %s: %w", n.Address, err)
 		}
 		r.setResult(n.Address, &nodeResult{tree: tree})
 		return "built", nil
-	case KindRecipe:
+	case graph.KindRecipe:
 		r.setResult(n.Address, r.result(n.Address+".package"))
 		return "", nil
-	case KindCapability:
+	case graph.KindCapability:
 		kind, err := r.settleCapability(ctx, n)
 		r.caps.settled(n, err)
 		return kind, err
-	case KindProduct:
+	case graph.KindProduct:
 		return "", nil
 	}
 	return "failed", fmt.Errorf("%s: unknown node kind %s", n.Address, n.Kind)
@@ -600,7 +601,7 @@ func (r *runner) emit(e Event) {
 
 // buildSeed builds a seed's image. The seed's node digest is its build key: it covers the
 // content of every host file and directory, so an unchanged seed is not re-read.
-func (r *runner) buildSeed(ctx context.Context, n *Node) (executors.Image, error) {
+func (r *runner) buildSeed(ctx context.Context, n *graph.Node) (executors.Image, error) {
 	s := n.Seed
 	spec := &seed.Spec{Name: s.Name, Env: s.Env, User: s.User, Workdir: s.Workdir, Platform: s.Platform, Key: string(n.Digest)}
 	switch {

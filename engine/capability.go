@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/foundry-build/foundry/digest"
+	"github.com/foundry-build/foundry/engine/graph"
 	"github.com/foundry-build/foundry/engine/seed"
 	"github.com/foundry-build/foundry/engine/state"
 	"github.com/foundry-build/foundry/engine/verdict"
@@ -81,7 +82,7 @@ func (r Rejection) String() string {
 // cases, then once on the sealed cases; the first that passes is admitted (signed test
 // results and a verification summary) and published. A rejected recipe is reported with
 // its smallest counterexample and the next one is tried.
-func (r *runner) settleCapability(ctx context.Context, n *Node) (string, error) {
+func (r *runner) settleCapability(ctx context.Context, n *graph.Node) (string, error) {
 	var cp *CapabilityPlan
 	for _, c := range r.plan.Capabilities {
 		if c.Address == n.Address {
@@ -236,7 +237,7 @@ type suites struct {
 
 // loadSuites reads a capability's case files and splits them by what the evidence says:
 // disclosed sealed cases move to repair for every later candidate.
-func (r *runner) loadSuites(ctx context.Context, n *Node) (*suites, error) {
+func (r *runner) loadSuites(ctx context.Context, n *graph.Node) (*suites, error) {
 	results, err := r.sealedResults()
 	if err != nil {
 		return nil, err
@@ -353,7 +354,7 @@ func (r *runner) sealedSigned() {
 // recordedSealed finds the signed sealed test result of this candidate on this sealed suite
 // under this contract (candidate = tree on the candidate image), unless the operator
 // withdrew its verdict. The state row, when there is one, only supplies what was shown.
-func (r *runner) recordedSealed(ctx context.Context, n *Node, tree, image digest.Digest, suite digest.Digest) (*provenance.SignedTestResult, *state.Verdict, error) {
+func (r *runner) recordedSealed(ctx context.Context, n *graph.Node, tree, image digest.Digest, suite digest.Digest) (*provenance.SignedTestResult, *state.Verdict, error) {
 	results, err := r.sealedResults()
 	if err != nil {
 		return nil, nil, err
@@ -386,7 +387,7 @@ func (r *runner) recordedSealed(ctx context.Context, n *Node, tree, image digest
 // version: a signed sealed result for this candidate, contract and suite digest is reused,
 // never re-run. It returns a rejection (with the smallest counterexample) or, on success,
 // the signed test results.
-func (r *runner) evaluate(ctx context.Context, n *Node, recipe string, tree digest.Digest, base executors.Image) (*Rejection, *evidence, error) {
+func (r *runner) evaluate(ctx context.Context, n *graph.Node, recipe string, tree digest.Digest, base executors.Image) (*Rejection, *evidence, error) {
 	capb := n.Capability
 	if capb.Interface == nil || (capb.Interface.Kind != "cli" && capb.Interface.Kind != "service") {
 		return &Rejection{Reason: "the capability has no interface Foundry can evaluate"}, nil, nil
@@ -553,7 +554,7 @@ func (r *runner) candidateImage(ctx context.Context, capb *lang.Capability, tree
 // suite's signed test result. It returns the smallest failing case as a rejection; with
 // disclose set, that case is about to be shown to the operator (and so to whoever builds the
 // next candidate), and the signed result records its disclosure.
-func (r *runner) runSuite(ctx context.Context, n *Node, recipe string, img executors.Image, tree digest.Digest, suite string, cases []suiteCase, disclose bool) (*rejection, []byte, error) {
+func (r *runner) runSuite(ctx context.Context, n *graph.Node, recipe string, img executors.Image, tree digest.Digest, suite string, cases []suiteCase, disclose bool) (*rejection, []byte, error) {
 	capb := n.Capability
 	started := time.Now()
 	var results []provenance.CaseResult
@@ -699,7 +700,7 @@ func abbreviate(s string, n int) string {
 // returns the reference and manifest digest it was published as. The publish is an external
 // effect: it goes through the outbox with a deterministic ID. The outbox row is an index,
 // never a fact to repeat: the reference returned is the one this publish wrote and signed.
-func (r *runner) admit(ctx context.Context, n *Node, recipe string, tree digest.Digest, ev *evidence) (string, digest.Digest, error) {
+func (r *runner) admit(ctx context.Context, n *graph.Node, recipe string, tree digest.Digest, ev *evidence) (string, digest.Digest, error) {
 	if r.opt.Registry == nil {
 		return "", "", errors.New("no registry is configured to publish admitted capabilities to")
 	}
@@ -776,7 +777,7 @@ func resourceURI(s registry.Store, m digest.Digest) string {
 }
 
 // rejected reports a candidate's rejection (event candidate_rejected).
-func (r *runner) rejected(n *Node, rej Rejection) {
+func (r *runner) rejected(n *graph.Node, rej Rejection) {
 	r.emit(Event{Type: "candidate_rejected", Node: n.Address, Recipe: rej.Recipe, Suite: rej.Suite, Message: rej.String()})
 }
 
@@ -795,7 +796,7 @@ func (r *runner) quarantined(ctx context.Context, d digest.Digest) (string, erro
 // so that the tag never names a manifest without its evidence. Every step is idempotent
 // (content-addressed), which is what lets a dispatched-but-unknown publish be reconciled by
 // publishing again.
-func (r *runner) publish(ctx context.Context, n *Node, recipe string, tree digest.Digest, prov, tests [][]byte, inputs []provenance.Attestation) (digest.Digest, error) {
+func (r *runner) publish(ctx context.Context, n *graph.Node, recipe string, tree digest.Digest, prov, tests [][]byte, inputs []provenance.Attestation) (digest.Digest, error) {
 	m, err := registry.Publish(ctx, r.opt.Registry, r.ws.Store, registry.Capability{
 		Contract: n.Definition, Tree: tree, Name: n.Capability.Name, Version: tree.Hex()[:12],
 		Target: n.Capability.Target,
@@ -882,7 +883,7 @@ func (r *runner) snapshot() map[string]*nodeResult {
 
 // pullAdmitted fetches the pinned admitted version, verifying its attestations with the
 // trusted keys before anything is written, and stores its files as a tree.
-func (r *runner) pullAdmitted(ctx context.Context, n *Node, pin *Admitted) (digest.Digest, error) {
+func (r *runner) pullAdmitted(ctx context.Context, n *graph.Node, pin *Admitted) (digest.Digest, error) {
 	if r.opt.Registry == nil {
 		return "", errors.New("no registry is configured")
 	}
@@ -909,7 +910,7 @@ func (r *runner) pullAdmitted(ctx context.Context, n *Node, pin *Admitted) (dige
 // capability artifact: subjects are the manifest and the tree; dependencies are the base
 // image and every packaged step output, by digest, with its producer. It returns nil when
 // the package has no base image to name as its environment.
-func (r *runner) packageProvenance(n *Node, recipe string, tree, manifest digest.Digest) ([]byte, error) {
+func (r *runner) packageProvenance(n *graph.Node, recipe string, tree, manifest digest.Digest) ([]byte, error) {
 	snap := r.snapshot()
 	pkgNode := r.g.Nodes[recipe+".package"]
 	if pkgNode == nil || pkgNode.Package.Base == nil {

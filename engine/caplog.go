@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/foundry-build/foundry/engine/graph"
 	"github.com/foundry-build/foundry/engine/state"
 )
 
@@ -43,7 +44,7 @@ func (l *capabilityLog) event(e Event) {
 }
 
 // settled records that capability n failed to settle, when err is set.
-func (l *capabilityLog) settled(n *Node, err error) {
+func (l *capabilityLog) settled(n *graph.Node, err error) {
 	if err == nil {
 		return
 	}

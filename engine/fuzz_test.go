@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/foundry-build/foundry/engine/graph"
 	"github.com/foundry-build/foundry/lang"
 )
 
@@ -23,7 +24,7 @@ func FuzzPlan(f *testing.F) {
 		if diags.HasErrors() {
 			return
 		}
-		g, diags := Compile(cfg)
+		g, diags := graph.Compile(cfg)
 		if diags.HasErrors() {
 			return
 		}

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/foundry-build/foundry/digest"
+	"github.com/foundry-build/foundry/engine/graph"
 	"github.com/foundry-build/foundry/internal/jsonindent"
 	"github.com/foundry-build/foundry/internal/parallel"
 	"github.com/foundry-build/foundry/lang"
@@ -60,14 +61,14 @@ type PlanProject struct {
 
 // PlanNode is one node of the plan.
 type PlanNode struct {
-	Address string        `json:"address"`
-	Kind    NodeKind      `json:"kind"`
-	Digest  digest.Digest `json:"digest"`
-	Deps    []string      `json:"deps"`
-	Status  string        `json:"status"`
-	Reason  string        `json:"reason,omitempty"`
-	Source  SourcePos     `json:"source"`
-	Step    *StepView     `json:"step,omitempty"`
+	Address string         `json:"address"`
+	Kind    graph.NodeKind `json:"kind"`
+	Digest  digest.Digest  `json:"digest"`
+	Deps    []string       `json:"deps"`
+	Status  string         `json:"status"`
+	Reason  string         `json:"reason,omitempty"`
+	Source  SourcePos      `json:"source"`
+	Step    *StepView      `json:"step,omitempty"`
 }
 
 // SourcePos is where a node was declared.
@@ -79,14 +80,14 @@ type SourcePos struct {
 
 // StepView is what a step will run, for people and tools reading a plan.
 type StepView struct {
-	Image   string            `json:"image"`
-	Argv    []string          `json:"argv"`
-	Env     map[string]string `json:"env"`
-	Workdir string            `json:"workdir"`
-	Mounts  Mounts            `json:"mounts"`
-	Outputs []string          `json:"outputs"`
-	Limits  limitsDefinition  `json:"limits"`
-	Network string            `json:"network"`
+	Image   string                 `json:"image"`
+	Argv    []string               `json:"argv"`
+	Env     map[string]string      `json:"env"`
+	Workdir string                 `json:"workdir"`
+	Mounts  Mounts                 `json:"mounts"`
+	Outputs []string               `json:"outputs"`
+	Limits  graph.LimitsDefinition `json:"limits"`
+	Network string                 `json:"network"`
 }
 
 // Mounts are a step's mounts as a plan shows them: each sandbox path with a description of
@@ -177,21 +178,21 @@ type Summary struct {
 type PlanOptions struct {
 	// Cached reports whether a step's action digest has a result in the action cache; nil
 	// means nothing is cached.
-	Cached func(*Node) bool
+	Cached func(*graph.Node) bool
 	// SeedBuilt reports whether a seed's image is built (seed.Builder.Built of its digest),
 	// so that apply builds nothing for it; nil means no image is built.
-	SeedBuilt func(*Node) bool
+	SeedBuilt func(*graph.Node) bool
 	// Admitted finds an admitted, unquarantined version of a capability in the registry;
 	// nil means there is no registry to consult.
 	// the string says why the registry's version is not used, when it is not.
-	Admitted func(*Node) (*Admitted, string, error)
+	Admitted func(*graph.Node) (*Admitted, string, error)
 	// Quarantined maps quarantined digests to the reason. A node whose own digest or any
 	// input's digest is quarantined is missing, and everything built from it is affected.
 	Quarantined map[digest.Digest]string
 }
 
 // MakePlan decides each node's status.
-func MakePlan(g *Graph, opt PlanOptions) (*Plan, error) {
+func MakePlan(g *graph.Graph, opt PlanOptions) (*Plan, error) {
 	cached := opt.Cached
 	cfg := g.Config
 	p := &Plan{
@@ -204,62 +205,62 @@ func MakePlan(g *Graph, opt PlanOptions) (*Plan, error) {
 	}
 	// Nodes are numbered in address order (see index), and byNum[k] is node k's plan node:
 	// maps keyed by address would be most of the time of planning.
-	ix := g.ix
-	byNum := make([]*PlanNode, len(ix.nodes))
-	p.Nodes = make([]*PlanNode, len(ix.order))
+	ix := g.Index()
+	byNum := make([]*PlanNode, len(ix.Nodes))
+	p.Nodes = make([]*PlanNode, len(ix.Order))
 	// The plan nodes and the views of steps depend on nothing else, and are most of the work
 	// of a large plan. They are made in the order the nodes were made (see addNodes), each
 	// put in its place in the topological order: made in that order, as they once were,
 	// they read the nodes' data in no order at all.
-	at := make([]int32, len(ix.nodes)) // node number -> position in the order, or -1
+	at := make([]int32, len(ix.Nodes)) // node number -> position in the order, or -1
 	for k := range at {
 		at[k] = -1
 	}
-	for i, k := range ix.order {
+	for i, k := range ix.Order {
 		at[k] = int32(i)
 	}
-	parallel.Parts(len(ix.made), parallelMin/2, func(lo, hi int) {
-		for _, k := range ix.made[lo:hi] {
+	parallel.Parts(len(ix.Made), graph.ParallelMin/2, func(lo, hi int) {
+		for _, k := range ix.Made[lo:hi] {
 			i := at[k]
 			if i < 0 {
 				continue // a graph that failed to compile
 			}
-			n := ix.nodes[k]
+			n := ix.Nodes[k]
 			pn := &PlanNode{Address: n.Address, Kind: n.Kind, Digest: n.Digest, Deps: n.Deps,
 				Source: SourcePos{File: n.Range.Filename, Line: n.Range.Start.Line, Column: n.Range.Start.Column}}
 			if pn.Deps == nil {
 				pn.Deps = []string{}
 			}
-			if n.Kind == KindStep || n.Kind == KindCheck {
-				pn.Step = g.stepView(n)
+			if n.Kind == graph.KindStep || n.Kind == graph.KindCheck {
+				pn.Step = StepViewOf(n)
 			}
 			p.Nodes[i], byNum[k] = pn, pn
 		}
 	})
 	// Passes that need no order go through the nodes in the order they were made, as above.
-	for _, k := range ix.made {
+	for _, k := range ix.Made {
 		pn := byNum[k]
 		if pn == nil {
 			continue // a graph that failed to compile
 		}
 		switch pn.Kind {
-		case KindStep, KindCheck:
+		case graph.KindStep, graph.KindCheck:
 			pn.Status = StatusRun
-			if cached != nil && cached(ix.nodes[k]) {
+			if cached != nil && cached(ix.Nodes[k]) {
 				pn.Status = StatusCached
 			}
-		case KindCapability:
+		case graph.KindCapability:
 			pn.Status = StatusMissing // settled by resolution below
-		case KindSeed:
+		case graph.KindSeed:
 			pn.Status = StatusBuild
-			if opt.SeedBuilt != nil && opt.SeedBuilt(ix.nodes[k]) {
+			if opt.SeedBuilt != nil && opt.SeedBuilt(ix.Nodes[k]) {
 				pn.Status = StatusCached
 			}
 		default:
 			pn.Status = StatusBuild
 		}
 	}
-	alternatives, err := g.resolveCapabilities(p, byNum, at, opt.Admitted)
+	alternatives, err := resolveCapabilities(g, p, byNum, at, opt.Admitted)
 	if err != nil {
 		return nil, err
 	}
@@ -267,20 +268,20 @@ func MakePlan(g *Graph, opt PlanOptions) (*Plan, error) {
 	// not built unless apply falls back to one of them. Without alternatives every seed in
 	// use is needed, and the nodes' dependencies need not be read (a cache miss each).
 	if alternatives {
-		g.markUnneededSeeds(byNum)
+		markUnneededSeeds(g, byNum)
 	}
 	quarantined := map[int32]bool{}
 	if len(opt.Quarantined) > 0 {
 		for i, pn := range p.Nodes {
-			k := ix.order[i]
-			if d, reason := ix.nodes[k].quarantinedInput(opt.Quarantined); d != "" {
+			k := ix.Order[i]
+			if d, reason := quarantinedInput(ix.Nodes[k], opt.Quarantined); d != "" {
 				pn.Status, pn.Reason = StatusMissing, fmt.Sprintf("quarantined: %s (%s)", d.Short(), reason)
 				quarantined[k] = true
 			}
 		}
 	}
 	for _, c := range p.Capabilities {
-		if k := g.Nodes[c.Address].num; quarantined[k] {
+		if k := g.Nodes[c.Address].Num(); quarantined[k] {
 			c.Status, c.Reason, c.Ready, c.Pinned = StatusMissing, byNum[k].Reason, false, nil
 		}
 	}
@@ -288,17 +289,17 @@ func MakePlan(g *Graph, opt PlanOptions) (*Plan, error) {
 	// from a quarantined one affected.
 	origin := map[int32]string{} // node number -> the quarantined node it is built from
 	for k := range quarantined {
-		origin[k] = ix.addrs[k]
+		origin[k] = ix.Addrs[k]
 	}
 	for i, pn := range p.Nodes {
-		k := ix.order[i]
-		if pn.Status == StatusAlternative || pn.Kind == KindCapability || quarantined[k] {
+		k := ix.Order[i]
+		if pn.Status == StatusAlternative || pn.Kind == graph.KindCapability || quarantined[k] {
 			continue
 		}
-		for _, d := range ix.deps[k] {
+		for _, d := range ix.Deps[k] {
 			if byNum[d].Status == StatusMissing {
 				pn.Status = StatusMissing
-				pn.Reason = "needs " + ix.addrs[d] + ", which is missing"
+				pn.Reason = "needs " + ix.Addrs[d] + ", which is missing"
 				if o := origin[d]; o != "" {
 					origin[k] = o
 					pn.Reason = "affected: built from " + o + ", which is quarantined"
@@ -307,7 +308,7 @@ func MakePlan(g *Graph, opt PlanOptions) (*Plan, error) {
 			}
 		}
 	}
-	for _, k := range ix.made {
+	for _, k := range ix.Made {
 		pn := byNum[k]
 		if pn == nil {
 			continue
@@ -316,17 +317,17 @@ func MakePlan(g *Graph, opt PlanOptions) (*Plan, error) {
 		case StatusRun:
 			p.Summary.Run++
 		case StatusCached:
-			if pn.Kind == KindStep || pn.Kind == KindCheck {
+			if pn.Kind == graph.KindStep || pn.Kind == graph.KindCheck {
 				p.Summary.Cached++
 			}
 		case StatusBuild:
-			if pn.Kind == KindSeed || pn.Kind == KindRecipe {
+			if pn.Kind == graph.KindSeed || pn.Kind == graph.KindRecipe {
 				p.Summary.Build++
 			}
 		case StatusRegistry:
 			p.Summary.Registry++
 		case StatusMissing:
-			if pn.Kind == KindCapability || pn.Kind == KindStep || pn.Kind == KindProduct {
+			if pn.Kind == graph.KindCapability || pn.Kind == graph.KindStep || pn.Kind == graph.KindProduct {
 				p.Summary.Missing++
 			}
 		}
@@ -335,10 +336,10 @@ func MakePlan(g *Graph, opt PlanOptions) (*Plan, error) {
 	// a character that UTF-16 sorts differently. (A graph that failed to compile has no
 	// order, and no plan nodes to write.)
 	identity := func() ([]byte, error) { return p.identityJSONOf(byNum) }
-	if len(ix.order) != len(ix.nodes) {
+	if len(ix.Order) != len(ix.Nodes) {
 		identity = p.identityJSON
 	}
-	for _, a := range ix.addrs {
+	for _, a := range ix.Addrs {
 		if !digest.SortsBytewise(a) {
 			identity = p.identityJSON
 			break
@@ -353,17 +354,17 @@ func MakePlan(g *Graph, opt PlanOptions) (*Plan, error) {
 }
 
 // markUnneededSeeds marks alternative the seeds that only alternative nodes use.
-func (g *Graph) markUnneededSeeds(byNum []*PlanNode) {
-	ix := g.ix
-	seeds := make([]bool, len(ix.nodes)) // by number
+func markUnneededSeeds(g *graph.Graph, byNum []*PlanNode) {
+	ix := g.Index()
+	seeds := make([]bool, len(ix.Nodes)) // by number
 	for name := range g.Config.Seeds {
 		if n := g.Nodes["seed."+name]; n != nil {
-			seeds[n.num] = true
+			seeds[n.Num()] = true
 		}
 	}
 	users := map[int32][]int32{} // seed number -> the numbers of the nodes that need it
-	for _, k := range ix.made {
-		for _, d := range ix.deps[k] {
+	for _, k := range ix.Made {
+		for _, d := range ix.Deps[k] {
 			if seeds[d] {
 				users[d] = append(users[d], k)
 			}
@@ -446,12 +447,14 @@ func (p *Plan) identity() any {
 	return map[string]any{"format": PlanFormatVersion, "nodes": nodes, "inputs": p.Inputs}
 }
 
-func (g *Graph) stepView(n *Node) *StepView {
+// StepViewOf is the view of n, a step, that a plan shows.
+func StepViewOf(n *graph.Node) *StepView {
 	s := n.Step
-	// What stepDefinition says, without its input references, which the view shows as
-	// mounts instead.
-	v := &StepView{Argv: nonNil(s.Run), Env: s.Env, Workdir: s.Workdir, Mounts: Mounts{arts: s.Mounts},
-		Outputs: nonNil(s.Outputs), Limits: limitsOf(s.Limits), Network: s.Network}
+	// What the step's definition says (graph.StepFields), without its input references,
+	// which the view shows as mounts instead.
+	d := graph.StepFields(n)
+	v := &StepView{Argv: d.Argv, Env: d.Env, Workdir: d.Workdir, Mounts: Mounts{arts: s.Mounts},
+		Outputs: d.Outputs, Limits: d.Limits, Network: d.Network}
 	if s.Image != nil {
 		v.Image = s.Image.Node
 	}
@@ -555,11 +558,11 @@ func StaleReasons(saved, fresh *Plan) []string {
 
 // quarantinedInput returns the first quarantined digest among the node's own digest and
 // the digests of the content it reads, with the reason.
-func (n *Node) quarantinedInput(q map[digest.Digest]string) (digest.Digest, string) {
+func quarantinedInput(n *graph.Node, q map[digest.Digest]string) (digest.Digest, string) {
 	if r, ok := q[n.Digest]; ok {
 		return n.Digest, r
 	}
-	for _, a := range n.artifacts(true) {
+	for _, a := range n.Artifacts(true) {
 		if r, ok := q[a.Digest]; ok && a.Digest != "" {
 			return a.Digest, r
 		}

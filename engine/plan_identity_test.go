@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/foundry-build/foundry/digest"
+	"github.com/foundry-build/foundry/engine/graph/graphtest"
 	"github.com/foundry-build/foundry/lang"
 )
 
@@ -54,14 +55,14 @@ func TestPlanIdentityMatchesCanonical(t *testing.T) {
 // first: "step.豈" (U+F900) comes before "step.𠀀" (U+20000) by bytes but after it by
 // UTF-16. (Both are letters: a name is an identifier.)
 func TestPlanDigestIsThatOfItsIdentity(t *testing.T) {
-	sparse := loadSparse(t, rand.New(rand.NewSource(5)), 300, 3, 4)
+	sparse := graphtest.LoadSparse(t, rand.New(rand.NewSource(5)), 300, 3, 4)
 	dir := t.TempDir()
-	src := fmt.Sprintf("seed \"base\" {\n  layer { files = { \"/bin/sh\" = host_file(%q) } }\n}\n", seedFile(t, "#!/bin/sh\n"))
+	src := fmt.Sprintf("seed \"base\" {\n  layer { files = { \"/bin/sh\" = host_file(%q) } }\n}\n", graphtest.SeedFile(t, "#!/bin/sh\n"))
 	for _, name := range []string{"\uf900", "\U00020000", "a", "z"} {
 		src += fmt.Sprintf("step %q {\n  image = seed.base\n  run = [\"sh\"]\n  outputs = [\"/out/o\"]\n}\n", name)
 	}
-	must(t, os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(src), 0o644))
-	for _, cfg := range []*lang.Config{sparse, loadConfig(t, dir)} {
+	graphtest.Must(t, os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(src), 0o644))
+	for _, cfg := range []*lang.Config{sparse, graphtest.LoadConfig(t, dir)} {
 		p := planOf(t, cfg)
 		canon, err := digest.Canonical(p.identity())
 		if err != nil {
@@ -77,7 +78,7 @@ func TestPlanDigestIsThatOfItsIdentity(t *testing.T) {
 // eager map of descriptions wrote (keys in byte order, HTML characters escaped), and a plan
 // read back from its JSON writes the same bytes again.
 func TestPlanMountsWriteAndReadBack(t *testing.T) {
-	cfg := loadConfig(t, inputKindsProject(t))
+	cfg := graphtest.LoadConfig(t, graphtest.InputKindsProject(t))
 	p := planOf(t, cfg)
 	var made bytes.Buffer
 	if err := p.WriteJSON(&made); err != nil {
@@ -89,14 +90,14 @@ func TestPlanMountsWriteAndReadBack(t *testing.T) {
 		want[k] = a.String()
 	}
 	eager, err := json.Marshal(want)
-	must(t, err)
+	graphtest.Must(t, err)
 	var compact bytes.Buffer
-	must(t, json.Compact(&compact, made.Bytes()))
+	graphtest.Must(t, json.Compact(&compact, made.Bytes()))
 	if !bytes.Contains(compact.Bytes(), append([]byte(`"mounts":`), eager...)) || !bytes.Contains(eager, []byte(`\u003c`)) {
 		t.Fatalf("step b's mounts are not written as a map of descriptions:\n%s\nin\n%s", eager, made.Bytes())
 	}
 	path := filepath.Join(t.TempDir(), "plan.json")
-	must(t, os.WriteFile(path, made.Bytes(), 0o644))
+	graphtest.Must(t, os.WriteFile(path, made.Bytes(), 0o644))
 	loaded, err := LoadPlan(path)
 	if err != nil {
 		t.Fatal(err)

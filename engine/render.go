@@ -6,6 +6,8 @@ import (
 	"io"
 	"slices"
 	"strings"
+
+	"github.com/foundry-build/foundry/engine/graph"
 )
 
 var statusMark = map[string]string{
@@ -46,11 +48,11 @@ func (p *Plan) WriteText(out io.Writer) {
 	var seeds, steps, products []*PlanNode
 	for _, n := range p.Nodes {
 		switch {
-		case n.Kind == KindSeed:
+		case n.Kind == graph.KindSeed:
 			seeds = append(seeds, n)
-		case (n.Kind == KindStep) && !strings.Contains(n.Address, "."+string(KindStep)+"."):
+		case (n.Kind == graph.KindStep) && !strings.Contains(n.Address, "."+string(graph.KindStep)+"."):
 			steps = append(steps, n)
-		case n.Kind == KindProduct:
+		case n.Kind == graph.KindProduct:
 			products = append(products, n)
 		}
 	}
@@ -152,59 +154,4 @@ func describeArgv(argv []string) string {
 		s = s[:57] + "..."
 	}
 	return s
-}
-
-// WriteDOT renders the graph in Graphviz DOT: an edge points from a dependency to its user.
-// Like WriteText, it writes through a buffer: a line per node and per edge.
-func (g *Graph) WriteDOT(out io.Writer) {
-	w := bufio.NewWriterSize(out, 64<<10)
-	defer w.Flush()
-	fmt.Fprintln(w, "digraph foundry {")
-	fmt.Fprintln(w, "  rankdir=LR;")
-	fmt.Fprintln(w, "  node [shape=box, fontname=\"monospace\"];")
-	shapes := map[NodeKind]string{KindSeed: "cylinder", KindCapability: "hexagon", KindRecipe: "folder", KindPackage: "box3d", KindStep: "box", KindCheck: "diamond", KindProduct: "doubleoctagon"}
-	for _, a := range g.Order {
-		n := g.Nodes[a]
-		fmt.Fprintf(w, "  %q [shape=%s, label=%q];\n", a, shapes[n.Kind], a+"\n"+n.Digest.Short())
-	}
-	for _, a := range g.Order {
-		n := g.Nodes[a]
-		for _, d := range n.Deps {
-			fmt.Fprintf(w, "  %q -> %q;\n", d, a)
-		}
-		for _, r := range n.Providers {
-			fmt.Fprintf(w, "  %q -> %q [style=dashed, label=\"provides\"];\n", r, a)
-		}
-	}
-	fmt.Fprintln(w, "}")
-}
-
-// WriteMermaid renders the graph as a Mermaid flowchart, through a buffer (see WriteDOT).
-func (g *Graph) WriteMermaid(out io.Writer) {
-	w := bufio.NewWriterSize(out, 64<<10)
-	defer w.Flush()
-	fmt.Fprintln(w, "flowchart LR")
-	id := map[string]string{}
-	for i, a := range g.Order {
-		id[a] = fmt.Sprintf("n%d", i)
-		open, close := "[", "]"
-		switch g.Nodes[a].Kind {
-		case KindSeed:
-			open, close = "[(", ")]"
-		case KindCapability:
-			open, close = "{{", "}}"
-		case KindCheck:
-			open, close = "{", "}"
-		}
-		fmt.Fprintf(w, "  %s%s\"%s\"%s\n", id[a], open, a, close)
-	}
-	for _, a := range g.Order {
-		n := g.Nodes[a]
-		for _, d := range n.Deps {
-			fmt.Fprintf(w, "  %s --> %s\n", id[d], id[a])
-		}
-		for _, r := range n.Providers {
-			fmt.Fprintf(w, "  %s -. provides .-> %s\n", id[r], id[a])
-		}
-	}
 }

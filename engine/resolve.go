@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/foundry-build/foundry/digest"
+	"github.com/foundry-build/foundry/engine/graph"
 )
 
 // Admitted is an admitted version of a capability, found in the registry.
@@ -40,26 +41,26 @@ type resolution struct {
 // with the requirement on an active stack; else unresolved, with, per recipe examined, the
 // smallest observed set of missing prerequisites.
 type resolver struct {
-	g        *Graph
-	admitted func(*Node) (*Admitted, string, error)
+	g        *graph.Graph
+	admitted func(*graph.Node) (*Admitted, string, error)
 	memo     map[string]*resolution
 	err      error
 }
 
 // prerequisites lists the capabilities a recipe needs: those its steps and package refer to.
-func (g *Graph) prerequisites(recipe string) []string {
+func prerequisites(g *graph.Graph, recipe string) []string {
 	set := map[string]bool{}
 	// The recipe's node and those under it, by the sorted addresses, as markRecipe finds
 	// them, rather than a scan of every node for each recipe resolved.
-	nodes := []*Node{g.Nodes[recipe]}
-	lo, hi := under(g.ix.addrs, recipe+".")
-	nodes = append(nodes, g.ix.nodes[lo:hi]...)
+	nodes := []*graph.Node{g.Nodes[recipe]}
+	lo, hi := under(g.Index().Addrs, recipe+".")
+	nodes = append(nodes, g.Index().Nodes[lo:hi]...)
 	for _, n := range nodes {
 		if n == nil {
 			continue
 		}
 		for _, d := range n.Deps {
-			if g.Nodes[d].Kind == KindCapability {
+			if g.Nodes[d].Kind == graph.KindCapability {
 				set[d] = true
 			}
 		}
@@ -110,7 +111,7 @@ func (r *resolver) resolve(c string, stack []string) *resolution {
 			continue
 		}
 		ready := true
-		for _, p := range r.g.prerequisites(o.Address) {
+		for _, p := range prerequisites(r.g, o.Address) {
 			pr := r.resolve(p, stack)
 			if pr.witness != nil {
 				cyclic = true
@@ -164,20 +165,20 @@ func (r *resolver) resolve(c string, stack []string) *resolution {
 // sets the statuses of the capability, recipe, package and step nodes accordingly. at is
 // each node's position in that order, or -1. It reports whether it made a node an
 // alternative.
-func (g *Graph) resolveCapabilities(p *Plan, byNum []*PlanNode, at []int32, admitted func(*Node) (*Admitted, string, error)) (alternatives bool, err error) {
+func resolveCapabilities(g *graph.Graph, p *Plan, byNum []*PlanNode, at []int32, admitted func(*graph.Node) (*Admitted, string, error)) (alternatives bool, err error) {
 	r := &resolver{g: g, admitted: admitted, memo: map[string]*resolution{}}
 	p.Capabilities = []*CapabilityPlan{}
 	// The capabilities are found by name: looking for them among the nodes would read
 	// every node.
 	var caps []int32
 	for name := range g.Config.Capabilities {
-		if n := g.Nodes["capability."+name]; n != nil && at[n.num] >= 0 {
-			caps = append(caps, n.num)
+		if n := g.Nodes["capability."+name]; n != nil && at[n.Num()] >= 0 {
+			caps = append(caps, n.Num())
 		}
 	}
 	slices.SortFunc(caps, func(a, b int32) int { return cmp.Compare(at[a], at[b]) })
 	for _, k := range caps {
-		n := g.ix.nodes[k]
+		n := g.Index().Nodes[k]
 		a := n.Address
 		res := r.resolve(a, nil)
 		if r.err != nil {
@@ -191,10 +192,10 @@ func (g *Graph) resolveCapabilities(p *Plan, byNum []*PlanNode, at []int32, admi
 		for _, o := range cp.Recipes {
 			switch o.Status {
 			case StatusAlternative:
-				g.markRecipe(byNum, o.Address, StatusAlternative, "fallback if the chosen recipe fails evaluation")
+				markRecipe(g, byNum, o.Address, StatusAlternative, "fallback if the chosen recipe fails evaluation")
 				alternatives = true
 			case StatusMissing:
-				g.markRecipe(byNum, o.Address, StatusMissing, "needs "+strings.Join(o.Missing, ", ")+", which cannot be resolved")
+				markRecipe(g, byNum, o.Address, StatusMissing, "needs "+strings.Join(o.Missing, ", ")+", which cannot be resolved")
 			}
 		}
 		byNum[k].Status, byNum[k].Reason = cp.Status, cp.Reason
@@ -206,8 +207,8 @@ func (g *Graph) resolveCapabilities(p *Plan, byNum []*PlanNode, at []int32, admi
 // markRecipe sets the status of a recipe and of its package and steps, found among the
 // sorted addresses: the recipe's own, then those under it. (An address such as
 // recipe.r-x sorts between the two.)
-func (g *Graph) markRecipe(byNum []*PlanNode, recipe, st, reason string) {
-	addrs := g.ix.addrs
+func markRecipe(g *graph.Graph, byNum []*PlanNode, recipe, st, reason string) {
+	addrs := g.Index().Addrs
 	mark := func(k int) {
 		if pn := byNum[k]; pn != nil { // nil: not in the order of a graph that failed
 			pn.Status, pn.Reason = st, reason
@@ -220,4 +221,15 @@ func (g *Graph) markRecipe(byNum []*PlanNode, recipe, st, reason string) {
 	for k := lo; k < hi; k++ {
 		mark(k)
 	}
+}
+
+// under returns the range [lo, hi) of the sorted addresses that start with prefix: a
+// recipe's or product's nodes, for prefix "recipe.r.", found without a scan of every node.
+func under(sorted []string, prefix string) (lo, hi int) {
+	lo, _ = slices.BinarySearch(sorted, prefix)
+	hi = lo
+	for hi < len(sorted) && strings.HasPrefix(sorted[hi], prefix) {
+		hi++
+	}
+	return lo, hi
 }

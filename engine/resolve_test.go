@@ -8,13 +8,15 @@ import (
 	"testing"
 
 	"github.com/foundry-build/foundry/digest"
+	"github.com/foundry-build/foundry/engine/graph"
+	"github.com/foundry-build/foundry/engine/graph/graphtest"
 	"github.com/foundry-build/foundry/lang"
 )
 
 // capProject writes capabilities and recipes: recipes[name] = {provides, cost, needs...}.
-func capProject(t *testing.T, caps []string, recipes [][]string) *Graph {
+func capProject(t *testing.T, caps []string, recipes [][]string) *graph.Graph {
 	t.Helper()
-	tool := seedFile(t, "x")
+	tool := graphtest.SeedFile(t, "x")
 	var b strings.Builder
 	fmt.Fprintf(&b, "seed \"b\" {\n  layer { files = { \"/bin/sh\" = host_file(%q) } }\n}\n", tool)
 	for _, c := range caps {
@@ -40,19 +42,19 @@ func capProject(t *testing.T, caps []string, recipes [][]string) *Graph {
 `, name, provides, cost, strings.Join(mounts, ", "), provides)
 	}
 	dir := t.TempDir()
-	must(t, os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(b.String()), 0o644))
+	graphtest.Must(t, os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(b.String()), 0o644))
 	cfg, diags := lang.Load(dir, lang.Options{})
 	if diags.HasErrors() {
 		t.Fatal(diags.Error())
 	}
-	g, diags := Compile(cfg)
+	g, diags := graph.Compile(cfg)
 	if diags.HasErrors() {
 		t.Fatal(diags.Error())
 	}
 	return g
 }
 
-func capPlan(t *testing.T, g *Graph, admitted func(*Node) (*Admitted, string, error)) map[string]*CapabilityPlan {
+func capPlan(t *testing.T, g *graph.Graph, admitted func(*graph.Node) (*Admitted, string, error)) map[string]*CapabilityPlan {
 	t.Helper()
 	p, err := MakePlan(g, PlanOptions{Admitted: admitted})
 	if err != nil {
@@ -131,7 +133,7 @@ func TestResolutionCycle(t *testing.T) {
 func TestResolutionPrefersAdmittedVersion(t *testing.T) {
 	g := capProject(t, []string{"c"}, [][]string{{"r", "c", "1"}})
 	pin := &Admitted{Ref: "oci-layout:reg@sha256:" + strings.Repeat("a", 64), Digest: digest.Digest("sha256:" + digestHex("a"))}
-	p, err := MakePlan(g, PlanOptions{Admitted: func(n *Node) (*Admitted, string, error) { return pin, "", nil }})
+	p, err := MakePlan(g, PlanOptions{Admitted: func(n *graph.Node) (*Admitted, string, error) { return pin, "", nil }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +157,7 @@ func digestHex(c string) string { return strings.Repeat(c, 64) }
 // recipe whose name it begins (recipe.r-x sorts between recipe.r and recipe.r.package). A
 // seed that only such recipes use is not built; one that a chosen recipe uses is.
 func TestUnchosenRecipesAndTheirSeeds(t *testing.T) {
-	tool := seedFile(t, "x")
+	tool := graphtest.SeedFile(t, "x")
 	recipe := func(name, cost, seed string) string {
 		return fmt.Sprintf(`recipe %q {
   provides = capability.c
@@ -174,8 +176,8 @@ func TestUnchosenRecipesAndTheirSeeds(t *testing.T) {
 		"capability \"c\" {\n  interface \"cli\" { entrypoint = [\"/bin/c\"] }\n}\n" +
 		recipe("r", "5", "b") + recipe("r-x", "1", "b") + recipe("r2", "9", "spare")
 	dir := t.TempDir()
-	must(t, os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(src), 0o644))
-	p := planOf(t, loadConfig(t, dir))
+	graphtest.Must(t, os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(src), 0o644))
+	p := planOf(t, graphtest.LoadConfig(t, dir))
 	want := map[string]string{
 		"recipe.r-x": StatusBuild, "recipe.r-x.package": StatusBuild, "recipe.r-x.step.build": StatusRun,
 		"recipe.r": StatusAlternative, "recipe.r.package": StatusAlternative, "recipe.r.step.build": StatusAlternative,

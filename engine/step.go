@@ -16,6 +16,7 @@ import (
 
 	"github.com/foundry-build/foundry/digest"
 	"github.com/foundry-build/foundry/engine/cache"
+	"github.com/foundry-build/foundry/engine/graph"
 	"github.com/foundry-build/foundry/engine/seed"
 	"github.com/foundry-build/foundry/engine/state"
 	"github.com/foundry-build/foundry/executors"
@@ -27,7 +28,7 @@ import (
 // runStep settles a step: from the action cache when its action digest has a result this
 // apply may use (see usable), else by executing it. Only a success observed by the executor
 // is cached.
-func (r *runner) runStep(ctx context.Context, n *Node) (string, error) {
+func (r *runner) runStep(ctx context.Context, n *graph.Node) (string, error) {
 	res, hit, err := r.ws.Cache.Lookup(ctx, n.Digest)
 	if err != nil {
 		return "failed", err
@@ -95,7 +96,7 @@ func (r *runner) usable(res *cache.Result) bool {
 }
 
 // execute runs the step once and, if it succeeded, stores its outputs and cache record.
-func (r *runner) execute(ctx context.Context, n *Node, exe executors.Executor) (*cache.Result, error) {
+func (r *runner) execute(ctx context.Context, n *graph.Node, exe executors.Executor) (*cache.Result, error) {
 	st := n.Step
 	if err := r.ws.State.NodeStarted(ctx, r.runID, n.Address, n.Digest); err != nil {
 		return nil, err
@@ -121,7 +122,7 @@ func (r *runner) execute(ctx context.Context, n *Node, exe executors.Executor) (
 	if err := os.Chmod(outDir, 0o777); err != nil {
 		return nil, err
 	}
-	lim := EffectiveLimits(st.Limits)
+	lim := graph.EffectiveLimits(st.Limits)
 	stdout, err := newCappedFile(filepath.Join(scratch, "stdout"), lim.OutputBytes)
 	if err != nil {
 		return nil, err
@@ -308,8 +309,8 @@ func (r *runner) mounts(ctx context.Context, st *lang.Step) ([]input, error) {
 
 // attest mints, signs and stores the provenance of one execution, and returns the digest of
 // the envelope's exact bytes.
-func (r *runner) attest(n *Node, attempt int, img executors.Image, inputs []input, res *cache.Result, lim lang.Limits) (digest.Digest, error) {
-	view, err := json.Marshal(r.g.stepView(n))
+func (r *runner) attest(n *graph.Node, attempt int, img executors.Image, inputs []input, res *cache.Result, lim lang.Limits) (digest.Digest, error) {
+	view, err := json.Marshal(StepViewOf(n))
 	if err != nil {
 		return "", err
 	}

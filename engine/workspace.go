@@ -11,6 +11,7 @@ import (
 
 	"github.com/foundry-build/foundry/digest"
 	"github.com/foundry-build/foundry/engine/cache"
+	"github.com/foundry-build/foundry/engine/graph"
 	"github.com/foundry-build/foundry/engine/seed"
 	"github.com/foundry-build/foundry/engine/state"
 	"github.com/foundry-build/foundry/provenance"
@@ -160,10 +161,10 @@ func (w *Workspace) Close() error { return w.State.Close() }
 
 // CachedSteps reports which step and check nodes of g have a usable action cache entry,
 // with one database query for all of them.
-func (w *Workspace) CachedSteps(ctx context.Context, g *Graph) (map[string]bool, error) {
+func (w *Workspace) CachedSteps(ctx context.Context, g *graph.Graph) (map[string]bool, error) {
 	var actions []digest.Digest
 	for _, a := range g.Order {
-		if n := g.Nodes[a]; n.Kind == KindStep || n.Kind == KindCheck {
+		if n := g.Nodes[a]; n.Kind == graph.KindStep || n.Kind == graph.KindCheck {
 			actions = append(actions, n.Digest)
 		}
 	}
@@ -173,7 +174,7 @@ func (w *Workspace) CachedSteps(ctx context.Context, g *Graph) (map[string]bool,
 	}
 	out := map[string]bool{}
 	for _, a := range g.Order {
-		if n := g.Nodes[a]; n.Kind == KindStep || n.Kind == KindCheck {
+		if n := g.Nodes[a]; n.Kind == graph.KindStep || n.Kind == graph.KindCheck {
 			out[a] = entries[n.Digest].Hit
 		}
 	}
@@ -182,14 +183,14 @@ func (w *Workspace) CachedSteps(ctx context.Context, g *Graph) (map[string]bool,
 
 // Plan plans g against this workspace's action cache and, when reg is set, the admitted
 // capabilities in that registry that verify with keys.
-func (w *Workspace) Plan(ctx context.Context, g *Graph, reg registry.Store, keys []*provenance.Verifier) (*Plan, error) {
+func (w *Workspace) Plan(ctx context.Context, g *graph.Graph, reg registry.Store, keys []*provenance.Verifier) (*Plan, error) {
 	cached, err := w.CachedSteps(ctx, g)
 	if err != nil {
 		return nil, err
 	}
 	opt := PlanOptions{
-		Cached:      func(n *Node) bool { return cached[n.Address] },
-		SeedBuilt:   func(n *Node) bool { return w.Seeds.Built(string(n.Digest)) }, // the key buildSeed gives
+		Cached:      func(n *graph.Node) bool { return cached[n.Address] },
+		SeedBuilt:   func(n *graph.Node) bool { return w.Seeds.Built(string(n.Digest)) }, // the key buildSeed gives
 		Quarantined: map[digest.Digest]string{},
 	}
 	qs, err := w.State.QuarantineList(ctx)
@@ -201,7 +202,7 @@ func (w *Workspace) Plan(ctx context.Context, g *Graph, reg registry.Store, keys
 	}
 	sealed := w.sealedNow(ctx, g, keys)
 	if reg != nil {
-		opt.Admitted = func(n *Node) (*Admitted, string, error) {
+		opt.Admitted = func(n *graph.Node) (*Admitted, string, error) {
 			adm, why, err := LookupAdmitted(ctx, reg, keys, w.State, n)
 			if err != nil || adm == nil {
 				return adm, why, err
@@ -241,10 +242,10 @@ func (w *Workspace) Plan(ctx context.Context, g *Graph, reg registry.Store, keys
 // sealedNow returns a function giving a capability's suites as they stand in this workspace
 // (the sealed cases no signed result disclosed), or nil when they cannot be read: the plan
 // then says nothing about them, and apply reports the problem when it evaluates.
-func (w *Workspace) sealedNow(ctx context.Context, g *Graph, keys []*provenance.Verifier) func(*Node) *suites {
+func (w *Workspace) sealedNow(ctx context.Context, g *graph.Graph, keys []*provenance.Verifier) func(*graph.Node) *suites {
 	var results []provenance.SignedTestResult
 	var once sync.Once
-	return func(n *Node) *suites {
+	return func(n *graph.Node) *suites {
 		once.Do(func() { results, _ = provenance.TestResultsIn(w.AttestationDir(), keys, nil) })
 		retired, err := w.State.RetiredCases(ctx, n.Capability.Name)
 		if err != nil {

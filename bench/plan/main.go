@@ -33,6 +33,7 @@ import (
 
 	"github.com/foundry-build/foundry/digest"
 	"github.com/foundry-build/foundry/engine"
+	"github.com/foundry-build/foundry/engine/graph"
 	"github.com/foundry-build/foundry/engine/graphcache"
 	"github.com/foundry-build/foundry/lang"
 )
@@ -278,7 +279,7 @@ func runChild(dir string, cached bool) int {
 	}
 	start := time.Now()
 	f0 := faults()
-	var g *engine.Graph
+	var g *graph.Graph
 	var cfg *lang.Config
 	var diags hcl.Diagnostics
 	var loaded time.Time
@@ -310,7 +311,7 @@ func runChild(dir string, cached bool) int {
 			return 1
 		}
 		loaded = time.Now()
-		g, diags = engine.Compile(cfg)
+		g, diags = graph.Compile(cfg)
 	}
 	compiled := time.Now()
 	f2 := faults()

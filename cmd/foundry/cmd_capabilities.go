@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/foundry-build/foundry/engine"
+	"github.com/foundry-build/foundry/engine/graph"
 )
 
 func init() {
@@ -66,7 +67,7 @@ Exit codes: 0 success, 1 configuration or registry errors, 2 usage error.`,
 				var rows []row
 				for _, a := range g.Order {
 					n := g.Nodes[a]
-					if n.Kind != engine.KindCapability {
+					if n.Kind != graph.KindCapability {
 						continue
 					}
 					r := row{Address: a, Contract: string(n.Digest)}

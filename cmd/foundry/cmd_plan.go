@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/foundry-build/foundry/engine"
+	"github.com/foundry-build/foundry/engine/graph"
 )
 
 func init() {
@@ -92,7 +93,7 @@ means nothing to do), 4 internal error.`,
 
 // planWithCache plans against the project's action cache when it has one; a project that
 // was never applied has nothing cached, and plan must not create its state directory.
-func planWithCache(dir string, g *engine.Graph, trust []string) (*engine.Plan, error) {
+func planWithCache(dir string, g *graph.Graph, trust []string) (*engine.Plan, error) {
 	if !fileExists(filepath.Join(dir, engine.StateDir, "state.db")) {
 		return engine.MakePlan(g, engine.PlanOptions{})
 	}

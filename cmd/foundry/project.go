@@ -15,6 +15,7 @@ import (
 
 	"github.com/foundry-build/foundry/digest"
 	"github.com/foundry-build/foundry/engine"
+	"github.com/foundry-build/foundry/engine/graph"
 	"github.com/foundry-build/foundry/engine/graphcache"
 	"github.com/foundry-build/foundry/internal/jsonindent"
 	"github.com/foundry-build/foundry/lang"
@@ -63,7 +64,7 @@ func projectDir(env *cliEnv, cmd string, args []string) (string, bool) {
 
 // loadGraph loads and compiles the project in dir, printing diagnostics. It returns nil when
 // there were errors.
-func loadGraph(env *cliEnv, dir string, v *varFlags, jsonOut bool) (*engine.Graph, hcl.Diagnostics) {
+func loadGraph(env *cliEnv, dir string, v *varFlags, jsonOut bool) (*graph.Graph, hcl.Diagnostics) {
 	g, diags, saveStat := loadGraphUnsaved(env, dir, v, jsonOut)
 	saveStat()
 	return g, diags
@@ -72,7 +73,7 @@ func loadGraph(env *cliEnv, dir string, v *varFlags, jsonOut bool) (*engine.Grap
 // loadGraphUnsaved is loadGraph without writing the stat cache or the graph cache
 // (engine/graphcache): the caller calls saveStat once it has decided to write in the state
 // directory at all (apply of a stale saved plan writes nothing).
-func loadGraphUnsaved(env *cliEnv, dir string, v *varFlags, jsonOut bool) (g *engine.Graph, diags hcl.Diagnostics, saveStat func()) {
+func loadGraphUnsaved(env *cliEnv, dir string, v *varFlags, jsonOut bool) (g *graph.Graph, diags hcl.Diagnostics, saveStat func()) {
 	// Input digests are remembered by stat in the project's state directory, when it has
 	// one (commands that only read a project do not create it).
 	var stat *digest.StatCache

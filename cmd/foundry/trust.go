@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/foundry-build/foundry/engine"
+	"github.com/foundry-build/foundry/engine/graph"
 	"github.com/foundry-build/foundry/provenance"
 	"github.com/foundry-build/foundry/registry"
 )
@@ -16,7 +17,7 @@ const defaultRegistry = "oci-layout:" + engine.StateDir + "/registry"
 // projectRegistry opens the project's registry. A relative OCI layout path is relative to
 // the project directory. With create false, a layout that does not exist yet is not made
 // (plan writes nothing) and nil is returned.
-func projectRegistry(g *engine.Graph, create bool) (registry.Store, error) {
+func projectRegistry(g *graph.Graph, create bool) (registry.Store, error) {
 	addr := g.Config.Project.Registry
 	if addr == "" {
 		addr = defaultRegistry

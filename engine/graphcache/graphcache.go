@@ -34,7 +34,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/foundry-build/foundry/digest"
-	"github.com/foundry-build/foundry/engine"
+	"github.com/foundry-build/foundry/engine/graph"
 	"github.com/foundry-build/foundry/lang"
 )
 
@@ -61,7 +61,7 @@ type entry struct {
 	Steps     []*lang.Step // top-level, in declaration order
 	EvalUsage lang.Usage
 
-	Nodes []engine.CompiledNode
+	Nodes []graph.CompiledNode
 	Order []string
 }
 
@@ -71,7 +71,7 @@ type entry struct {
 // load was a miss without diagnostics, and records a hit's use; the caller calls it once it
 // has decided to write in the state directory at all. cfg is the loaded configuration, for
 // rendering diagnostics (nil on a hit, which has none).
-func Load(dir string, opts lang.Options, cacheDir string, trace io.Writer) (g *engine.Graph, cfg *lang.Config, diags hcl.Diagnostics, commit func() error) {
+func Load(dir string, opts lang.Options, cacheDir string, trace io.Writer) (g *graph.Graph, cfg *lang.Config, diags hcl.Diagnostics, commit func() error) {
 	commit = func() error { return nil }
 	say := func(format string, args ...any) {
 		if trace != nil {
@@ -96,7 +96,7 @@ func Load(dir string, opts lang.Options, cacheDir string, trace io.Writer) (g *e
 	cfg, diags = lang.Load(dir, opts)
 	if !diags.HasErrors() {
 		var cdiags hcl.Diagnostics
-		g, cdiags = engine.Compile(cfg)
+		g, cdiags = graph.Compile(cfg)
 		diags = append(diags, cdiags...)
 	}
 	if diags.HasErrors() {
@@ -195,7 +195,7 @@ func field(h hash.Hash, ss ...string) {
 
 // lookup returns the graph of the entry at path if it is whole, is the entry of key, and
 // every read it lists is unchanged; else nil and why not.
-func lookup(path, key string, stat *digest.StatCache) (*engine.Graph, string) {
+func lookup(path, key string, stat *digest.StatCache) (*graph.Graph, string) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, "no entry " + key[:12]
@@ -224,7 +224,7 @@ func lookup(path, key string, stat *digest.StatCache) (*engine.Graph, string) {
 		cfg.Steps[s.Name] = s
 	}
 	cfg.SetDeclaredSteps(e.Steps)
-	g, err := engine.Restore(cfg, e.Nodes, e.Order)
+	g, err := graph.Restore(cfg, e.Nodes, e.Order)
 	if err != nil {
 		return nil, fmt.Sprintf("damaged entry %s: %v", key[:12], err)
 	}
@@ -266,7 +266,7 @@ func decode(b []byte) (e *entry, err error) {
 
 // store writes g's entry at path atomically: a temporary file in the same directory, then
 // a rename, so that a reader sees a whole entry or none.
-func store(path, key string, g *engine.Graph) error {
+func store(path, key string, g *graph.Graph) error {
 	c := g.Config
 	nodes, order := g.Compiled()
 	e := &entry{Key: key, Inputs: c.Inputs, Globs: c.Globs, Dir: c.Dir, Project: c.Project,

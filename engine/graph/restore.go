@@ -1,4 +1,4 @@
-package engine
+package graph
 
 import (
 	"fmt"
@@ -20,8 +20,8 @@ type CompiledNode struct {
 // Compiled returns what Compile computed of g: every node's edges and digest, in address
 // order, and the order. Restore(g.Config, Compiled()) is g again.
 func (g *Graph) Compiled() (nodes []CompiledNode, order []string) {
-	nodes = make([]CompiledNode, len(g.ix.nodes))
-	for i, n := range g.ix.nodes {
+	nodes = make([]CompiledNode, len(g.ix.Nodes))
+	for i, n := range g.ix.Nodes {
 		nodes[i] = CompiledNode{Address: n.Address, Deps: n.Deps, Providers: n.Providers, Digest: n.Digest, Definition: n.Definition}
 	}
 	return nodes, g.Order
@@ -36,8 +36,8 @@ func Restore(cfg *lang.Config, nodes []CompiledNode, order []string) (*Graph, er
 	made := g.addNodes()
 	ix := newIndex(made)
 	g.ix = ix
-	if len(nodes) != len(ix.nodes) || len(order) != len(ix.nodes) || len(g.Nodes) != len(ix.nodes) {
-		return nil, fmt.Errorf("engine: restore: %d compiled nodes and %d in order for %d nodes", len(nodes), len(order), len(ix.nodes))
+	if len(nodes) != len(ix.Nodes) || len(order) != len(ix.Nodes) || len(g.Nodes) != len(ix.Nodes) {
+		return nil, fmt.Errorf("engine: restore: %d compiled nodes and %d in order for %d nodes", len(nodes), len(order), len(ix.Nodes))
 	}
 	for _, c := range nodes {
 		n, ok := g.Nodes[c.Address]
@@ -53,24 +53,24 @@ func Restore(cfg *lang.Config, nodes []CompiledNode, order []string) (*Graph, er
 			deps[k] = dn.num
 		}
 		n.Deps, n.Providers, n.Digest, n.Definition = c.Deps, c.Providers, c.Digest, c.Definition
-		ix.deps[n.num] = deps
+		ix.Deps[n.num] = deps
 	}
-	ix.order = make([]int32, len(order))
+	ix.Order = make([]int32, len(order))
 	ix.wave = make([]int32, len(order))
-	placed := make([]bool, len(ix.nodes))
+	placed := make([]bool, len(ix.Nodes))
 	for i, a := range order {
 		n, ok := g.Nodes[a]
 		if !ok || placed[n.num] {
 			return nil, fmt.Errorf("engine: restore: the order lists %s, not a node or twice", a)
 		}
-		for _, d := range ix.deps[n.num] {
+		for _, d := range ix.Deps[n.num] {
 			if !placed[d] {
-				return nil, fmt.Errorf("engine: restore: the order lists %s before %s, which it needs", a, ix.addrs[d])
+				return nil, fmt.Errorf("engine: restore: the order lists %s before %s, which it needs", a, ix.Addrs[d])
 			}
 			ix.wave[n.num] = max(ix.wave[n.num], ix.wave[d]+1)
 		}
 		placed[n.num] = true
-		ix.order[i] = n.num
+		ix.Order[i] = n.num
 	}
 	g.Order = order
 	return g, nil

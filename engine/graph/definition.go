@@ -1,4 +1,4 @@
-package engine
+package graph
 
 import (
 	"bytes"
@@ -56,34 +56,34 @@ func EffectiveLimits(l lang.Limits) lang.Limits {
 // of its dependencies, so the nodes of a wave depend only on earlier waves. The digests are
 // those of digesting in order, and so is the error returned: the first in order (every
 // node is digested, since a later wave may hold a node earlier in order).
-func (g *Graph) digest(ix *index) error {
-	if len(ix.order) < parallelDigestMin || runtime.GOMAXPROCS(0) < 2 {
-		for _, a := range ix.order {
-			if err := g.digestNode(ix.nodes[a]); err != nil {
+func (g *Graph) digest(ix *Index) error {
+	if len(ix.Order) < ParallelMin || runtime.GOMAXPROCS(0) < 2 {
+		for _, a := range ix.Order {
+			if err := g.digestNode(ix.Nodes[a]); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
-	// The waves are order's (index.wave). Each lists its nodes in the order they were made
+	// The waves are order's (Index.wave). Each lists its nodes in the order they were made
 	// (see addNodes), in which their data lie in memory.
 	var waves [][]int32
-	for _, a := range ix.made {
+	for _, a := range ix.Made {
 		w := int(ix.wave[a])
 		for w >= len(waves) {
 			waves = append(waves, nil)
 		}
 		waves[w] = append(waves[w], a)
 	}
-	errs := make([]error, len(ix.addrs)) // by node number: each is written by one worker
+	errs := make([]error, len(ix.Addrs)) // by node number: each is written by one worker
 	for _, nodes := range waves {
 		parallel.Parts(len(nodes), parallelDigestChunk, func(lo, hi int) {
 			for _, a := range nodes[lo:hi] {
-				errs[a] = g.digestNode(ix.nodes[a])
+				errs[a] = g.digestNode(ix.Nodes[a])
 			}
 		})
 	}
-	for _, a := range ix.order {
+	for _, a := range ix.Order {
 		if errs[a] != nil {
 			return errs[a]
 		}
@@ -91,12 +91,9 @@ func (g *Graph) digest(ix *index) error {
 	return nil
 }
 
-// Below parallelDigestMin nodes a graph is digested on one goroutine; a wave is split into
-// parts of at least parallelDigestChunk nodes.
-const (
-	parallelDigestMin   = 2048
-	parallelDigestChunk = 64
-)
+// Below ParallelMin nodes a graph is digested on one goroutine; a wave is split into parts
+// of at least parallelDigestChunk nodes.
+const parallelDigestChunk = 64
 
 func (g *Graph) digestNode(n *Node) error {
 	var canon []byte
@@ -149,7 +146,7 @@ func stepTemplate(n *Node, mounts []mount, from []*Node) {
 		}
 		return r
 	}
-	def := stepFields(n)
+	def := StepFields(n)
 	def.Inputs = make(inputList, len(mounts))
 	if s.Image != nil {
 		def.Image = ref(s.Image, from[0])
@@ -366,11 +363,12 @@ type StepDefinition struct {
 	Platform string            `json:"platform"`
 	Inputs   inputList         `json:"inputs"`
 	Outputs  []string          `json:"outputs"`
-	Limits   limitsDefinition  `json:"limits"`
+	Limits   LimitsDefinition  `json:"limits"`
 	Network  string            `json:"network"`
 }
 
-type limitsDefinition struct {
+// LimitsDefinition is a step's effective limits, as its definition and its plan view hold them.
+type LimitsDefinition struct {
 	MemoryBytes int64  `json:"memory_bytes"`
 	CPUs        string `json:"cpus"` // decimal text: float formatting must not vary the digest
 	Pids        int64  `json:"pids"`
@@ -482,7 +480,7 @@ func (r inputRef) encode(e *digest.Encoder) (fromAt int) {
 // stepDefinition is the definition of n, a step, with its producers looked up by address:
 // the generic form that stepTemplate's must equal (TestStepTemplatesMatchGeneric).
 func (g *Graph) stepDefinition(n *Node) StepDefinition {
-	def := stepFields(n)
+	def := StepFields(n)
 	def.Inputs = g.inputsOf(n.Step.Mounts)
 	if n.Step.Image != nil {
 		def.Image = g.ref(n.Step.Image)
@@ -490,9 +488,9 @@ func (g *Graph) stepDefinition(n *Node) StepDefinition {
 	return def
 }
 
-// stepFields is the definition of n, a step, but for its image and inputs, which name the
-// nodes they come from.
-func stepFields(n *Node) StepDefinition {
+// StepFields is the definition of n, a step, but for its image and inputs, which name the
+// nodes they come from: what a plan shows of the step (with its mounts).
+func StepFields(n *Node) StepDefinition {
 	s := n.Step
 	return StepDefinition{
 		Kind: string(n.Kind), V: DefinitionVersion, Argv: nonNil(s.Run), Env: s.Env, Workdir: s.Workdir,
@@ -501,9 +499,9 @@ func stepFields(n *Node) StepDefinition {
 }
 
 // limitsOf is the definition form of a step's effective limits.
-func limitsOf(l lang.Limits) limitsDefinition {
+func limitsOf(l lang.Limits) LimitsDefinition {
 	lim := EffectiveLimits(l)
-	return limitsDefinition{MemoryBytes: lim.MemoryBytes, CPUs: cpusText(lim.CPUs),
+	return LimitsDefinition{MemoryBytes: lim.MemoryBytes, CPUs: cpusText(lim.CPUs),
 		Pids: lim.Pids, TimeMillis: lim.Time.Milliseconds(), OutputBytes: lim.OutputBytes}
 }
 

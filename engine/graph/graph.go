@@ -1,7 +1,4 @@
-// Package engine compiles a configuration into a content-addressed graph, plans it, and (in
-// later stages) runs it. Compile, plan and apply are separate stages that can be named and
-// tested on their own; plan and apply build their graph with the same Compile.
-package engine
+package graph
 
 import (
 	"encoding/json"
@@ -52,7 +49,7 @@ type Node struct {
 	Step       *lang.Step
 	Product    *lang.Product
 
-	num int32 // the node's number in address order (see index)
+	num int32 // the node's number in address order (see Index)
 	// A step's definition as addEdges writes it, until it is digested: template awaits its
 	// producers' digests where holes say (see stepTemplate), or defErr says why it could
 	// not be written.
@@ -69,7 +66,7 @@ type Graph struct {
 	// by address, so the order is deterministic.
 	Order []string
 
-	ix *index // the nodes by number, for planning
+	ix *Index // the nodes by number, for planning
 }
 
 // Compile builds the graph of cfg. It runs, in order: add nodes (every block becomes a node),
@@ -99,7 +96,7 @@ func Compile(cfg *lang.Config) (*Graph, hcl.Diagnostics) {
 // bulk of a large graph, last and in declaration order.
 //
 // That is the order lang decoded them in, so the passes that go through every node for its
-// own data (edges, plan views) do so in that order (index.made), reading memory nearly in
+// own data (edges, plan views) do so in that order (Index.Made), reading memory nearly in
 // sequence: in address order, or in the order of the configuration's maps, each node's
 // step and artifacts would be a cache miss or more.
 func (g *Graph) addNodes() []*Node {
@@ -153,7 +150,7 @@ func sortedMounts(m map[string]*lang.Artifact) []mount {
 
 // artifacts lists the artifacts a node refers to: in a deterministic order when ordered
 // is set, else those of a map in the map's order.
-func (n *Node) artifacts(ordered bool) []*lang.Artifact {
+func (n *Node) Artifacts(ordered bool) []*lang.Artifact {
 	var out []*lang.Artifact
 	addMap := func(m map[string]*lang.Artifact) {
 		if !ordered {
@@ -192,32 +189,28 @@ func (n *Node) artifacts(ordered bool) []*lang.Artifact {
 	return out
 }
 
-// index numbers the nodes in address order, so that the graph algorithms below work on
-// slices instead of maps keyed by address, and comparing two numbers compares addresses (the
-// order's tie-break): hashing and comparing addresses would be most of their work.
-type index struct {
-	addrs []string  // by number
-	nodes []*Node   // by number
-	made  []int32   // the numbers in the order the nodes were made (see addNodes)
-	deps  [][]int32 // by number: the numbers of the node's Deps, in Deps order
-	order []int32   // the numbers of Graph.Order
+// Index numbers the nodes in address order, so that the graph algorithms below (and
+// planning) work on slices instead of maps keyed by address, and comparing two numbers
+// compares addresses (the order's tie-break): hashing and comparing addresses would be most
+// of their work. It is read-only outside this package.
+type Index struct {
+	Addrs []string  // by number
+	Nodes []*Node   // by number
+	Made  []int32   // the numbers in the order the nodes were made (see addNodes)
+	Deps  [][]int32 // by number: the numbers of the node's Deps, in Deps order
+	Order []int32   // the numbers of Graph.Order
 	wave  []int32   // by number: 0 without dependencies, else 1 + the latest of theirs (see digest)
 }
 
-// under returns the range [lo, hi) of the sorted addresses that start with prefix: a
-// recipe's or product's nodes, for prefix "recipe.r.", found without a scan of every node.
-func under(sorted []string, prefix string) (lo, hi int) {
-	lo, _ = slices.BinarySearch(sorted, prefix)
-	hi = lo
-	for hi < len(sorted) && strings.HasPrefix(sorted[hi], prefix) {
-		hi++
-	}
-	return lo, hi
-}
+// Index is the graph's nodes by number (see Index).
+func (g *Graph) Index() *Index { return g.ix }
+
+// Num is the node's number in address order (see Index).
+func (n *Node) Num() int32 { return n.num }
 
 // newIndex numbers the nodes made in address order. An address made twice (which lang
 // does not allow) is the last node made with it, as in Graph.Nodes.
-func newIndex(made []*Node) *index {
+func newIndex(made []*Node) *Index {
 	type entry struct {
 		addr string
 		made int32
@@ -228,23 +221,23 @@ func newIndex(made []*Node) *index {
 	}
 	// Stable, so that of two nodes with one address the last made comes last.
 	slices.SortStableFunc(sorted, func(a, b entry) int { return strings.Compare(a.addr, b.addr) })
-	ix := &index{addrs: make([]string, 0, len(made)), nodes: make([]*Node, 0, len(made))}
+	ix := &Index{Addrs: make([]string, 0, len(made)), Nodes: make([]*Node, 0, len(made))}
 	for i, e := range sorted {
 		if i+1 < len(sorted) && sorted[i+1].addr == e.addr {
 			continue
 		}
 		n := made[e.made]
-		n.num = int32(len(ix.addrs))
-		ix.addrs = append(ix.addrs, e.addr)
-		ix.nodes = append(ix.nodes, n)
+		n.num = int32(len(ix.Addrs))
+		ix.Addrs = append(ix.Addrs, e.addr)
+		ix.Nodes = append(ix.Nodes, n)
 	}
-	ix.made = make([]int32, 0, len(ix.nodes))
+	ix.Made = make([]int32, 0, len(ix.Nodes))
 	for _, n := range made {
-		if ix.nodes[n.num] == n {
-			ix.made = append(ix.made, n.num)
+		if ix.Nodes[n.num] == n {
+			ix.Made = append(ix.Made, n.num)
 		}
 	}
-	ix.deps = make([][]int32, len(ix.addrs))
+	ix.Deps = make([][]int32, len(ix.Addrs))
 	return ix
 }
 
@@ -259,10 +252,10 @@ func (g *Graph) num(a string) int32 {
 
 // addEdges sets every node's Deps (and a capability's Providers). Nodes are independent
 // here, so a large graph's are done on every core; diagnostics keep address order.
-func (g *Graph) addEdges(ix *index) hcl.Diagnostics {
-	nodeDiags := make([]hcl.Diagnostics, len(ix.addrs))
-	parallel.Parts(len(ix.made), parallelMin/2, func(lo, hi int) {
-		for _, k := range ix.made[lo:hi] {
+func (g *Graph) addEdges(ix *Index) hcl.Diagnostics {
+	nodeDiags := make([]hcl.Diagnostics, len(ix.Addrs))
+	parallel.Parts(len(ix.Made), ParallelMin/2, func(lo, hi int) {
+		for _, k := range ix.Made[lo:hi] {
 			nodeDiags[k] = g.addNodeEdges(ix, int(k))
 		}
 	})
@@ -273,9 +266,9 @@ func (g *Graph) addEdges(ix *index) hcl.Diagnostics {
 	return diags
 }
 
-func (g *Graph) addNodeEdges(ix *index, i int) hcl.Diagnostics {
+func (g *Graph) addNodeEdges(ix *Index, i int) hcl.Diagnostics {
 	var diags hcl.Diagnostics
-	addr, n := ix.addrs[i], ix.nodes[i]
+	addr, n := ix.Addrs[i], ix.Nodes[i]
 	// Dependencies are gathered as node numbers: sorting and deduplicating those sorts and
 	// deduplicates the addresses (numbers follow address order) without a map per node.
 	// Other nodes' artifacts are taken in their maps' order: deps are sorted below, so only
@@ -295,7 +288,7 @@ func (g *Graph) addNodeEdges(ix *index, i int) hcl.Diagnostics {
 			arts = append(arts, m.art)
 		}
 	} else {
-		arts = n.artifacts(false)
+		arts = n.Artifacts(false)
 	}
 	deps := make([]int32, 0, len(arts))
 	from := make([]*Node, len(arts)) // the producer of each artifact
@@ -316,7 +309,7 @@ func (g *Graph) addNodeEdges(ix *index, i int) hcl.Diagnostics {
 		stepTemplate(n, mounts, from)
 	}
 	if unknown {
-		for _, a := range n.artifacts(true) {
+		for _, a := range n.Artifacts(true) {
 			if _, ok := g.Nodes[a.Node]; a.Node != "" && !ok {
 				rng := a.Range
 				diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Reference to unknown node",
@@ -355,35 +348,35 @@ func (g *Graph) addNodeEdges(ix *index, i int) hcl.Diagnostics {
 	// product's steps, checks and package are nodes of their own (addNodes).
 	slices.Sort(deps)
 	deps = slices.Compact(deps)
-	ix.deps[i] = deps
+	ix.Deps[i] = deps
 	if len(deps) > 0 {
 		n.Deps = make([]string, len(deps))
 		for k, d := range deps {
-			n.Deps[k] = ix.addrs[d]
+			n.Deps[k] = ix.Addrs[d]
 		}
 	}
 	return diags
 }
 
-// parallelMin is the least number of nodes for which a graph pass is split over the
-// processors: below it, goroutines cost more than they save.
-const parallelMin = 2048
+// ParallelMin is the least number of nodes for which a graph pass (and a plan's) is split
+// over the processors: below it, goroutines cost more than they save.
+const ParallelMin = 2048
 
 // checkCycles reports the first cycle found, naming every node on it.
-func (g *Graph) checkCycles(ix *index) *hcl.Diagnostic {
+func (g *Graph) checkCycles(ix *Index) *hcl.Diagnostic {
 	const (
 		unseen = iota
 		onStack
 		done
 	)
-	state := make([]uint8, len(ix.addrs))
+	state := make([]uint8, len(ix.Addrs))
 	var stack []int32
 	var cycle []int32
 	var visit func(int32) bool
 	visit = func(a int32) bool {
 		state[a] = onStack
 		stack = append(stack, a)
-		for _, d := range ix.deps[a] {
+		for _, d := range ix.Deps[a] {
 			switch state[d] {
 			case onStack:
 				for i := range stack {
@@ -402,7 +395,7 @@ func (g *Graph) checkCycles(ix *index) *hcl.Diagnostic {
 		state[a] = done
 		return false
 	}
-	for a := range ix.addrs {
+	for a := range ix.Addrs {
 		if state[a] == unseen && visit(int32(a)) {
 			break
 		}
@@ -413,10 +406,10 @@ func (g *Graph) checkCycles(ix *index) *hcl.Diagnostic {
 	// The cycle was found following "needs" edges; print it in the direction of data flow.
 	var lines []string
 	for i := len(cycle) - 1; i > 0; i-- {
-		n := ix.nodes[cycle[i]]
-		lines = append(lines, fmt.Sprintf("  %s (%s:%d) is needed by %s", n.Address, n.Range.Filename, n.Range.Start.Line, ix.addrs[cycle[i-1]]))
+		n := ix.Nodes[cycle[i]]
+		lines = append(lines, fmt.Sprintf("  %s (%s:%d) is needed by %s", n.Address, n.Range.Filename, n.Range.Start.Line, ix.Addrs[cycle[i-1]]))
 	}
-	first := ix.nodes[cycle[0]]
+	first := ix.Nodes[cycle[0]]
 	return &hcl.Diagnostic{
 		Severity: hcl.DiagError,
 		Summary:  "Dependency cycle",
@@ -426,20 +419,20 @@ func (g *Graph) checkCycles(ix *index) *hcl.Diagnostic {
 }
 
 // order sets g.Order with Kahn's algorithm, taking ready nodes in address order (the
-// smallest number first), and each node's wave (index.wave).
+// smallest number first), and each node's wave (Index.wave).
 //
 // Each node's users are one slice cut from a single array, and the ready set is a heap of
 // plain numbers, not a slice per node and container/heap's boxing of every number pushed
 // and popped: two allocations per node.
-func (g *Graph) order(ix *index) {
-	n := len(ix.addrs)
+func (g *Graph) order(ix *Index) {
+	n := len(ix.Addrs)
 	indeg := make([]int32, n)
 	from := make([]int32, n+1) // node a's users are users[from[a]:from[a+1]]
 	// The lists of dependencies are read in the order they were made (see addNodes), in
 	// which they lie in memory: in number order, each would be a cache miss.
 	// A node's users may be in any order: every one is pushed on the heap.
-	for _, a := range ix.made {
-		deps := ix.deps[a]
+	for _, a := range ix.Made {
+		deps := ix.Deps[a]
 		indeg[a] = int32(len(deps))
 		for _, d := range deps {
 			from[d+1]++
@@ -450,8 +443,8 @@ func (g *Graph) order(ix *index) {
 	}
 	users := make([]int32, from[n])
 	next := slices.Clone(from[:n])
-	for _, a := range ix.made {
-		for _, d := range ix.deps[a] {
+	for _, a := range ix.Made {
+		for _, d := range ix.Deps[a] {
 			users[next[d]] = a
 			next[d]++
 		}
@@ -462,11 +455,11 @@ func (g *Graph) order(ix *index) {
 			ready = append(ready, int32(a)) // ascending: already a heap
 		}
 	}
-	ix.order = make([]int32, 0, n)
+	ix.Order = make([]int32, 0, n)
 	ix.wave = make([]int32, n)
 	for len(ready) > 0 {
 		a := ready.pop()
-		ix.order = append(ix.order, a)
+		ix.Order = append(ix.Order, a)
 		for _, u := range users[from[a]:from[a+1]] {
 			ix.wave[u] = max(ix.wave[u], ix.wave[a]+1) // final when u is taken
 			indeg[u]--
@@ -475,9 +468,9 @@ func (g *Graph) order(ix *index) {
 			}
 		}
 	}
-	g.Order = make([]string, len(ix.order))
-	for i, a := range ix.order {
-		g.Order[i] = ix.addrs[a]
+	g.Order = make([]string, len(ix.Order))
+	for i, a := range ix.Order {
+		g.Order[i] = ix.Addrs[a]
 	}
 }
 

@@ -1,17 +1,16 @@
-package engine
+package graph
 
 import (
 	"bytes"
-	"fmt"
 	"math"
 	"math/rand"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/foundry-build/foundry/digest"
+	"github.com/foundry-build/foundry/engine/graph/graphtest"
 )
 
 // pieces from which random strings are built: JSON's escapes, characters encoding/json
@@ -50,7 +49,7 @@ var bigInts = []int64{0, 1, -1, 1 << 53, 1<<53 + 1, 1<<63 - 1, -1 << 63, 2 << 30
 func randStep(r *rand.Rand) StepDefinition {
 	d := StepDefinition{Kind: randString(r), V: r.Intn(5), Image: randRef(r), Workdir: randString(r),
 		User: randString(r), Platform: randString(r), Network: randString(r),
-		Limits: limitsDefinition{MemoryBytes: bigInts[r.Intn(len(bigInts))], CPUs: randString(r),
+		Limits: LimitsDefinition{MemoryBytes: bigInts[r.Intn(len(bigInts))], CPUs: randString(r),
 			Pids: r.Int63(), TimeMillis: bigInts[r.Intn(len(bigInts))], OutputBytes: r.Int63n(1 << 40)}}
 	if r.Intn(4) > 0 {
 		d.Argv = []string{}
@@ -107,7 +106,7 @@ func FuzzStepCanonical(f *testing.F) {
 	f.Fuzz(func(t *testing.T, a, b, c, d string, n int64) {
 		def := StepDefinition{Kind: "step", Argv: []string{a, b}, Env: map[string]string{c: d, d: a},
 			Inputs:  inputListOf(map[string]inputRef{b: {Kind: c, Path: d, Mode: uint32(n)}, c: {Kind: a, Digest: digest.Digest(b)}}),
-			Outputs: []string{d}, Workdir: c, Limits: limitsDefinition{MemoryBytes: n, CPUs: a}}
+			Outputs: []string{d}, Workdir: c, Limits: LimitsDefinition{MemoryBytes: n, CPUs: a}}
 		want, werr := digest.Canonical(def)
 		got, gerr := def.canonical()
 		if (werr != nil) != (gerr != nil) || !bytes.Equal(got, want) {
@@ -142,9 +141,9 @@ func inputListOf(m map[string]inputRef) inputList {
 // the generic encoding of stepDefinition, which looks each producer up by address: for
 // every kind of input, keys that UTF-16 and UTF-8 sort differently, and checks in recipes.
 func TestStepTemplatesMatchGeneric(t *testing.T) {
-	dirs := []string{inputKindsProject(t), filepath.Join("..", "examples", "greeter")}
+	dirs := []string{graphtest.InputKindsProject(t), filepath.Join("..", "..", "examples", "greeter")}
 	for _, d := range dirs {
-		g, diags := Compile(loadConfig(t, d))
+		g, diags := Compile(graphtest.LoadConfig(t, d))
 		if diags.HasErrors() {
 			t.Fatalf("%s: %s", d, diags.Error())
 		}
@@ -166,56 +165,4 @@ func TestStepTemplatesMatchGeneric(t *testing.T) {
 			t.Fatalf("%s has no steps", d)
 		}
 	}
-}
-
-// inputKindsProject writes a project whose steps read every kind of input, under keys that
-// UTF-16 and UTF-8 sort differently, with a product's step and check; it returns its
-// directory.
-func inputKindsProject(t *testing.T) string {
-	t.Helper()
-	host := seedFile(t, "tool")
-	dir := t.TempDir()
-	must(t, os.MkdirAll(filepath.Join(dir, "src"), 0o755))
-	must(t, os.WriteFile(filepath.Join(dir, "src", "main.c"), []byte("int main(){}\n"), 0o644))
-	must(t, os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(fmt.Sprintf(`
-seed "base" {
-  layer {
-    files = { "/bin/tool" = host_file(%[1]q) }
-  }
-}
-step "a" {
-  image   = seed.base
-  run     = ["sh", "-c", "x"]
-  outputs = ["/out/o", "/out/d"]
-}
-step "b" {
-  image  = seed.base
-  run    = ["tool", "\"quoted\"\n"]
-  env    = { Z = "1", A = "\u00e9" }
-  mounts = {
-    "/in/a" = step.a.output["/out/o"], "/in/d" = step.a.output["/out/d"], "/src" = dir("src"),
-    "/f" = file("src/main.c"), "/t" = "inline text", "/a<&>" = "x",
-    "/\ue000" = step.a.output["/out/o"], "/\U0001f600" = file("src/main.c"),
-  }
-  outputs = ["/out/o"]
-  limits {
-    cpus   = 0.5
-    memory = "64MiB"
-  }
-}
-product "p" {
-  step "assemble" {
-    image   = seed.base
-    mounts  = { "/src" = dir("src") }
-    run     = ["true"]
-    outputs = ["/out/o"]
-  }
-  check "smoke" {
-    image  = seed.base
-    mounts = { "/app" = step.assemble.output["/out/o"] }
-    run    = ["test", "-s", "/app"]
-  }
-}
-`, host)), 0o644))
-	return dir
 }
