@@ -2,8 +2,6 @@ package engine
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
@@ -22,6 +20,7 @@ import (
 	"github.com/foundry-build/foundry/engine/graph"
 	"github.com/foundry-build/foundry/engine/seed"
 	"github.com/foundry-build/foundry/engine/state"
+	"github.com/foundry-build/foundry/engine/workspace"
 	"github.com/foundry-build/foundry/executors"
 	"github.com/foundry-build/foundry/lang"
 	"github.com/foundry-build/foundry/provenance"
@@ -143,7 +142,8 @@ type ApplyResult struct {
 
 // runner carries one apply.
 type runner struct {
-	ws      *Workspace
+	ws      *workspace.Workspace
+	att     *workspace.Attester // signs with opt.Signer
 	g       *graph.Graph
 	plan    *Plan
 	opt     ApplyOptions
@@ -212,7 +212,7 @@ type nodeResult struct {
 // Apply runs every node of the plan that has work to do, in dependency order and in
 // parallel, and records everything in the workspace. A node whose dependency failed is
 // skipped, and reported once as skipped rather than as another failure.
-func Apply(ctx context.Context, ws *Workspace, g *graph.Graph, p *Plan, opt ApplyOptions) (*ApplyResult, error) {
+func Apply(ctx context.Context, ws *workspace.Workspace, g *graph.Graph, p *Plan, opt ApplyOptions) (*ApplyResult, error) {
 	if opt.Parallelism <= 0 {
 		opt.Parallelism = 4
 	}
@@ -225,7 +225,7 @@ func Apply(ctx context.Context, ws *Workspace, g *graph.Graph, p *Plan, opt Appl
 		return nil, err
 	}
 	defer unlock()
-	r := &runner{ws: ws, g: g, plan: p, opt: opt, results: map[string]*nodeResult{}}
+	r := &runner{ws: ws, att: ws.Attester(opt.Signer), g: g, plan: p, opt: opt, results: map[string]*nodeResult{}}
 	if err := r.recoverRuns(ctx); err != nil {
 		return nil, err
 	}
@@ -319,7 +319,7 @@ func (r *runner) prefetchCache(ctx context.Context, refs []state.NodeRef) error 
 	for i, ref := range refs {
 		actions[i] = ref.Action
 	}
-	entries, err := r.ws.lookup(ctx, actions)
+	entries, err := r.ws.LookupMany(ctx, actions)
 	if err != nil {
 		return err
 	}
@@ -658,12 +658,6 @@ func (r *runner) fileSource(a *lang.Artifact) (string, error) {
 		return r.ws.Store.Path(d), nil
 	}
 	return r.hostPath(a), nil
-}
-
-func newID() string {
-	var b [6]byte
-	rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }
 
 // ContainerPrefix is the prefix of every container, snapshot and bundle Foundry creates.

@@ -19,6 +19,7 @@ import (
 	"github.com/foundry-build/foundry/engine/seed"
 	"github.com/foundry-build/foundry/engine/state"
 	"github.com/foundry-build/foundry/engine/verdict"
+	"github.com/foundry-build/foundry/engine/workspace"
 	"github.com/foundry-build/foundry/executors"
 	"github.com/foundry-build/foundry/internal/capped"
 	"github.com/foundry-build/foundry/lang"
@@ -536,7 +537,7 @@ type rejection struct {
 
 // candidateImage is the base image with the package tree laid over it at /.
 func (r *runner) candidateImage(ctx context.Context, capb *lang.Capability, tree digest.Digest, base executors.Image, key digest.Digest) (executors.Image, error) {
-	dir, err := r.materializeTree(tree)
+	dir, err := r.ws.MaterializeTree(tree)
 	if err != nil {
 		return executors.Image{}, err
 	}
@@ -601,7 +602,7 @@ func (r *runner) runSuite(ctx context.Context, n *graph.Node, recipe string, img
 	if disclose && worst != nil {
 		e.Disclosed = []string{worstName}
 	}
-	env, err := r.sign(provenance.NewTestResult(e))
+	env, err := r.att.Sign(provenance.NewTestResult(e))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -626,7 +627,7 @@ func countPassed(rs []provenance.CaseResult) int {
 // empty /out, no network, the evaluation limits. The caller's a supplies stdin, the output
 // writers and, for a service, Attach.
 func (r *runner) runCandidate(ctx context.Context, capb *lang.Capability, img executors.Image, a executors.Action) (*executors.Result, error) {
-	scratch := filepath.Join(r.scratch, "eval-"+newID())
+	scratch := filepath.Join(r.scratch, "eval-"+workspace.NewID())
 	out := filepath.Join(scratch, "out")
 	if err := os.MkdirAll(out, 0o777); err != nil {
 		return nil, err
@@ -635,7 +636,7 @@ func (r *runner) runCandidate(ctx context.Context, capb *lang.Capability, img ex
 	defer os.RemoveAll(scratch)
 	// Evaluations are not nodes of the run: a crashed one's container is found by the
 	// run's container prefix, which the next apply cleans up.
-	a.ID = r.containerPrefix() + "eval-" + newID()
+	a.ID = r.containerPrefix() + "eval-" + workspace.NewID()
 	a.Image, a.Argv, a.Env, a.Workdir, a.OutDir = img, capb.Interface.Entrypoint, img.Env, "/", out
 	a.Network = executors.NetworkNone
 	a.Limits = executors.Limits{MemoryBytes: evalMemoryBytes, CPUs: 1, Pids: 256, Timeout: evalTimeout}
@@ -809,7 +810,7 @@ func (r *runner) publish(ctx context.Context, n *graph.Node, recipe string, tree
 		return "", err
 	}
 	policy := digest.FromBytes([]byte(AdmissionPolicyURI + "\ndev and repair pass; sealed passes on its one evaluation\n"))
-	vsa, err := r.sign(provenance.NewVerificationSummary(&provenance.Admission{
+	vsa, err := r.att.Sign(provenance.NewVerificationSummary(&provenance.Admission{
 		Subject:        provenance.Artifact{Name: n.Capability.Name, Digest: string(tree)},
 		ContractDigest: string(n.Digest),
 		Manifest:       string(m),
@@ -846,26 +847,6 @@ func (r *runner) publish(ctx context.Context, n *graph.Node, recipe string, tree
 	return m, nil
 }
 
-// sign signs a minted statement (mintErr is the minting's error, passed through) with the
-// run's key and stores the envelope in the content store and the attestation directory. It
-// is the one way the engine records an attestation.
-func (r *runner) sign(st *provenance.Statement, mintErr error) ([]byte, error) {
-	if mintErr != nil {
-		return nil, mintErr
-	}
-	env, err := provenance.Sign(r.opt.Signer, st)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := r.ws.Store.PutBytes(env); err != nil {
-		return nil, err
-	}
-	if _, err := provenance.WriteEnvelope(r.ws.AttestationDir(), env); err != nil {
-		return nil, err
-	}
-	return env, nil
-}
-
 // ContractTag is the registry tag under which the latest admitted version of a contract is
 // published; plans resolve it to a digest once and pin that.
 func ContractTag(contract digest.Digest) string { return "contract-" + contract.Hex() }
@@ -887,7 +868,7 @@ func (r *runner) pullAdmitted(ctx context.Context, n *graph.Node, pin *Admitted)
 	if r.opt.Registry == nil {
 		return "", errors.New("no registry is configured")
 	}
-	dest := filepath.Join(r.scratch, "pull-"+newID())
+	dest := filepath.Join(r.scratch, "pull-"+workspace.NewID())
 	pulled, err := registry.Pull(ctx, r.opt.Registry, string(pin.Digest), dest, registry.PullOptions{
 		Keys: r.opt.TrustedKeys, Quarantine: r.ws.State, Contract: n.Digest,
 		Policy: provenance.Policy{PredicateTypes: []string{provenance.PredicateVSA}},
@@ -946,5 +927,5 @@ func (r *runner) packageProvenance(n *graph.Node, recipe string, tree, manifest 
 		e.Inputs = append(e.Inputs, provenance.Dependency{Name: path, URI: "foundry:" + a.Node + "#" + a.Path,
 			Digest: string(o.Digest), Producer: string(producer)})
 	}
-	return r.sign(provenance.NewProvenance(e))
+	return r.att.Sign(provenance.NewProvenance(e))
 }

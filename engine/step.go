@@ -19,6 +19,7 @@ import (
 	"github.com/foundry-build/foundry/engine/graph"
 	"github.com/foundry-build/foundry/engine/seed"
 	"github.com/foundry-build/foundry/engine/state"
+	"github.com/foundry-build/foundry/engine/workspace"
 	"github.com/foundry-build/foundry/executors"
 	"github.com/foundry-build/foundry/internal/capped"
 	"github.com/foundry-build/foundry/lang"
@@ -113,7 +114,7 @@ func (r *runner) execute(ctx context.Context, n *graph.Node, exe executors.Execu
 	for i, in := range inputs {
 		mounts[i] = in.mount
 	}
-	scratch := filepath.Join(r.scratch, shortAddr(n.Address)+"-"+newID())
+	scratch := filepath.Join(r.scratch, shortAddr(n.Address)+"-"+workspace.NewID())
 	outDir := filepath.Join(scratch, "out")
 	if err := os.MkdirAll(outDir, 0o777); err != nil {
 		return nil, err
@@ -134,7 +135,7 @@ func (r *runner) execute(ctx context.Context, n *graph.Node, exe executors.Execu
 	}
 	defer stderr.Close()
 
-	id := r.containerPrefix() + shortAddr(n.Address) + "-" + newID()
+	id := r.containerPrefix() + shortAddr(n.Address) + "-" + workspace.NewID()
 	id = strings.ToLower(id)
 	if len(id) > 64 {
 		id = id[:64]
@@ -294,7 +295,7 @@ func (r *runner) mounts(ctx context.Context, st *lang.Step) ([]input, error) {
 			if prod == nil || prod.tree == "" {
 				return nil, fmt.Errorf("input %s: capability %s was not resolved", target, a.Node)
 			}
-			src, err = r.materializeTree(prod.tree)
+			src, err = r.ws.MaterializeTree(prod.tree)
 			dep.URI, dep.Digest = "foundry:"+a.Node, string(prod.tree)
 		default:
 			return nil, fmt.Errorf("input %s: cannot mount %s", target, a)
@@ -343,7 +344,7 @@ func (r *runner) attest(n *graph.Node, attempt int, img executors.Image, inputs 
 		}
 	}
 	sort.Slice(e.Logs, func(i, j int) bool { return e.Logs[i].Name < e.Logs[j].Name })
-	env, err := r.sign(provenance.NewProvenance(e))
+	env, err := r.att.Sign(provenance.NewProvenance(e))
 	if err != nil {
 		return "", err
 	}
@@ -373,9 +374,9 @@ func (r *runner) stepOutput(a *lang.Artifact) (string, *cache.Output, digest.Dig
 	}
 	var src string
 	if o.Kind == cache.Tree {
-		src, err = r.materializeTree(o.Digest)
+		src, err = r.ws.MaterializeTree(o.Digest)
 	} else {
-		src, err = r.materializeFile(o.Digest, outputMode(o))
+		src, err = r.ws.MaterializeFile(o.Digest, outputMode(o))
 	}
 	return src, o, action, err
 }
@@ -386,7 +387,7 @@ func (r *runner) inlineFile(b []byte) (string, digest.Digest, error) {
 	if err != nil {
 		return "", "", err
 	}
-	src, err := r.materializeFile(d, 0o644)
+	src, err := r.ws.MaterializeFile(d, 0o644)
 	return src, d, err
 }
 
@@ -396,62 +397,6 @@ func outputMode(o *cache.Output) os.FileMode {
 		return 0o755
 	}
 	return 0o644
-}
-
-// materializeFile returns a read-only copy of blob d with the given mode under inputs/,
-// shared by every step that mounts it. Steps see inputs read-only, and the copy is never
-// written after it is renamed into place.
-func (r *runner) materializeFile(d digest.Digest, mode os.FileMode) (string, error) {
-	dst := filepath.Join(r.ws.Dir, "inputs", fmt.Sprintf("file-%s-%o", d.Hex(), mode))
-	if _, err := os.Lstat(dst); err == nil {
-		return dst, nil
-	}
-	src, err := r.ws.Store.Open(d)
-	if err != nil {
-		return "", err
-	}
-	defer src.Close()
-	tmp, err := os.CreateTemp(filepath.Dir(dst), ".tmp-file-*")
-	if err != nil {
-		return "", err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := io.Copy(tmp, src); err != nil {
-		tmp.Close()
-		return "", err
-	}
-	if err := tmp.Chmod(mode); err != nil {
-		tmp.Close()
-		return "", err
-	}
-	if err := tmp.Close(); err != nil {
-		return "", err
-	}
-	if err := os.Rename(tmp.Name(), dst); err != nil {
-		return "", err
-	}
-	return dst, nil
-}
-
-// materializeTree returns a directory holding tree md under inputs/, built once.
-func (r *runner) materializeTree(md digest.Digest) (string, error) {
-	dst := filepath.Join(r.ws.Dir, "inputs", "tree-"+md.Hex())
-	if _, err := os.Lstat(dst); err == nil {
-		return dst, nil
-	}
-	tmp := filepath.Join(r.ws.Dir, "inputs", ".tmp-tree-"+newID())
-	if err := r.ws.Store.Materialize(md, tmp); err != nil {
-		os.RemoveAll(tmp)
-		return "", err
-	}
-	if err := os.Rename(tmp, dst); err != nil {
-		os.RemoveAll(tmp)
-		if _, serr := os.Lstat(dst); serr == nil {
-			return dst, nil // another step materialized it first
-		}
-		return "", err
-	}
-	return dst, nil
 }
 
 // collectOutputs stores each declared output: a file as a blob, a directory as a tree.
@@ -497,7 +442,7 @@ func (r *runner) collectOutputs(outDir string, declared []string) ([]cache.Outpu
 
 // assemble builds an artifact tree from files (package and delivery contents).
 func (r *runner) assemble(ctx context.Context, files map[string]*lang.Artifact) (digest.Digest, error) {
-	dir := filepath.Join(r.scratch, "pkg-"+newID())
+	dir := filepath.Join(r.scratch, "pkg-"+workspace.NewID())
 	defer os.RemoveAll(dir)
 	for _, p := range slices.Sorted(maps.Keys(files)) {
 		a := files[p]

@@ -10,6 +10,7 @@ import (
 
 	"github.com/foundry-build/foundry/digest"
 	"github.com/foundry-build/foundry/engine/state"
+	"github.com/foundry-build/foundry/engine/workspace"
 	"github.com/foundry-build/foundry/provenance"
 )
 
@@ -28,10 +29,10 @@ type VerdictView struct {
 	Evidence string `json:"evidence,omitempty"`
 }
 
-// Verdicts lists the project's sealed verdicts: every signed sealed test result in the
+// Verdicts lists the sealed verdicts of the project of workspace w: every signed sealed test result in the
 // attestation directory that verifies with keys, joined with its index row, and then the
 // rows that have no evidence (shown so that the operator sees them ignored).
-func (w *Workspace) Verdicts(ctx context.Context, keys []*provenance.Verifier) ([]VerdictView, error) {
+func Verdicts(ctx context.Context, w *workspace.Workspace, keys []*provenance.Verifier) ([]VerdictView, error) {
 	results, err := provenance.TestResultsIn(w.AttestationDir(), keys, nil)
 	if err != nil {
 		return nil, err
@@ -83,8 +84,8 @@ func (w *Workspace) Verdicts(ctx context.Context, keys []*provenance.Verifier) (
 // recording reason: the next apply evaluates that candidate on the sealed suite afresh
 // instead of reusing it. Only a verdict with signed evidence can be withdrawn; the evidence
 // is kept, and a case it disclosed stays disclosed.
-func (w *Workspace) WithdrawVerdict(ctx context.Context, keys []*provenance.Verifier, id, reason string) (VerdictView, error) {
-	vs, err := w.Verdicts(ctx, keys)
+func WithdrawVerdict(ctx context.Context, w *workspace.Workspace, keys []*provenance.Verifier, id, reason string) (VerdictView, error) {
+	vs, err := Verdicts(ctx, w, keys)
 	if err != nil {
 		return VerdictView{}, err
 	}

@@ -35,6 +35,7 @@ import (
 	"github.com/foundry-build/foundry/engine"
 	"github.com/foundry-build/foundry/engine/graph"
 	"github.com/foundry-build/foundry/engine/graphcache"
+	"github.com/foundry-build/foundry/engine/workspace"
 	"github.com/foundry-build/foundry/lang"
 )
 
@@ -116,7 +117,7 @@ func main() {
 	if *replan {
 		hits = make([][]time.Duration, len(ns))
 		for i := range ns {
-			if err := os.MkdirAll(filepath.Join(dirs[i], engine.StateDir), 0o755); err != nil {
+			if err := os.MkdirAll(filepath.Join(dirs[i], workspace.StateDir), 0o755); err != nil {
 				fail(err)
 			}
 			if _, _, err := measureCached(dirs[i], true); err != nil {
@@ -286,9 +287,9 @@ func runChild(dir string, cached bool) int {
 	f1 := f0
 	if cached {
 		// As the CLI does (cmd/foundry/project.go): the stat cache beside the graph cache.
-		stat := digest.OpenStatCache(filepath.Join(dir, engine.StateDir, "stat-cache"))
+		stat := digest.OpenStatCache(filepath.Join(dir, workspace.StateDir, "stat-cache"))
 		var commit func() error
-		g, cfg, diags, commit = graphcache.Load(dir, lang.Options{StatCache: stat}, filepath.Join(dir, engine.StateDir, "graph-cache"), nil)
+		g, cfg, diags, commit = graphcache.Load(dir, lang.Options{StatCache: stat}, filepath.Join(dir, workspace.StateDir, "graph-cache"), nil)
 		if diags.HasErrors() {
 			fmt.Fprintln(os.Stderr, diags.Error())
 			return 1

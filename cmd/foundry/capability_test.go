@@ -11,6 +11,7 @@ import (
 
 	"github.com/foundry-build/foundry/digest"
 	"github.com/foundry-build/foundry/engine"
+	"github.com/foundry-build/foundry/engine/workspace"
 	"github.com/foundry-build/foundry/registry"
 )
 
@@ -74,7 +75,7 @@ func TestIntSortCapabilityAdmission(t *testing.T) {
 	}
 
 	// The disclosed counterexample left the sealed set.
-	ws, err := engine.OpenWorkspace(dir)
+	ws, err := workspace.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +146,7 @@ recipe "r" {
 
 	// Forge: publish files under the contract tag, with no attestations at all, and mark
 	// the candidate as passed in the state database.
-	ws, err := engine.OpenWorkspace(dir)
+	ws, err := workspace.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

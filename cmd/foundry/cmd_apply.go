@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/foundry-build/foundry/engine"
+	"github.com/foundry-build/foundry/engine/workspace"
 	"github.com/foundry-build/foundry/provenance"
 )
 
@@ -108,7 +109,7 @@ is stale or the apply was interrupted, 2 usage error.`,
 					}
 				}
 				saveStat()
-				ws, err := engine.OpenWorkspace(dir)
+				ws, err := workspace.Open(dir)
 				if err != nil {
 					fmt.Fprintf(env.stderr, "foundry apply: %v\n", err)
 					return exitError
@@ -134,7 +135,7 @@ is stale or the apply was interrupted, 2 usage error.`,
 					fmt.Fprintf(env.stderr, "foundry apply: %v\n", err)
 					return exitError
 				}
-				plan, err := ws.Plan(ctx, g, reg, keys)
+				plan, err := engine.ForWorkspace(ctx, ws, g, reg, keys)
 				if i := interrupted(ctx); i != nil {
 					fmt.Fprintf(env.stderr, "foundry apply: %v while planning; nothing was run.\n", i)
 					return exitError
@@ -274,7 +275,7 @@ func faultsFromEnv(env *cliEnv) engine.FaultInjector {
 // projectSigner loads the signing key: the flag, else $FOUNDRY_SIGNING_KEY, else the
 // project's own key under .foundry/keys, generated (ECDSA P-256) the first time. The key is
 // never read from recipe files and never mounted into a step (dir() refuses .foundry).
-func projectSigner(env *cliEnv, ws *engine.Workspace, flagValue string) (*provenance.Signer, error) {
+func projectSigner(env *cliEnv, ws *workspace.Workspace, flagValue string) (*provenance.Signer, error) {
 	if p := provenance.SigningKeyPath(flagValue, env.getenv); p != "" {
 		return provenance.LoadSigner(p)
 	}

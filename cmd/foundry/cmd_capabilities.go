@@ -7,6 +7,7 @@ import (
 
 	"github.com/foundry-build/foundry/engine"
 	"github.com/foundry-build/foundry/engine/graph"
+	"github.com/foundry-build/foundry/engine/workspace"
 )
 
 func init() {
@@ -51,9 +52,9 @@ Exit codes: 0 success, 1 configuration or registry errors, 2 usage error.`,
 					fmt.Fprintf(env.stderr, "foundry capabilities: %v\n", err)
 					return exitError
 				}
-				var ws *engine.Workspace
+				var ws *workspace.Workspace
 				if reg != nil {
-					if ws, err = engine.OpenWorkspace(dir); err != nil {
+					if ws, err = workspace.Open(dir); err != nil {
 						fmt.Fprintf(env.stderr, "foundry capabilities: %v\n", err)
 						return exitError
 					}

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/foundry-build/foundry/digest"
-	"github.com/foundry-build/foundry/engine"
 	"github.com/foundry-build/foundry/engine/state"
+	"github.com/foundry-build/foundry/engine/workspace"
 	"github.com/foundry-build/foundry/registry"
 )
 
@@ -146,7 +146,7 @@ func toEffectJSON(e state.Effect) effectJSON {
 // records as unknown the effects that a dead apply had dispatched, as that apply's recovery
 // will: a publish cut short by a kill is unknown from then on, not dispatched.
 func openEffects(env *cliEnv, dir string) (*state.DB, bool) {
-	p := filepath.Join(dir, engine.StateDir, "state.db")
+	p := filepath.Join(dir, workspace.StateDir, "state.db")
 	if !fileExists(p) {
 		return nil, true
 	}
@@ -240,7 +240,7 @@ func resolveEffect(env *cliEnv, dir, id string, status state.EffectStatus, reaso
 		return exitError
 	}
 	if db == nil {
-		return failed("no effect %s: %s has no %s/state.db (nothing has been applied here)", id, dir, engine.StateDir)
+		return failed("no effect %s: %s has no %s/state.db (nothing has been applied here)", id, dir, workspace.StateDir)
 	}
 	defer db.Close()
 	ctx := context.Background()

@@ -7,8 +7,8 @@ import (
 	"github.com/agext/levenshtein"
 	"strings"
 
-	"github.com/foundry-build/foundry/engine"
 	"github.com/foundry-build/foundry/engine/state"
+	"github.com/foundry-build/foundry/engine/workspace"
 )
 
 func init() {
@@ -52,7 +52,7 @@ Exit codes: 0 success, 1 configuration errors or unknown node, 2 usage error.`,
 					fmt.Fprintf(env.stderr, "foundry explain: no node %s in this project%s\n", addr, suggestFrom(addr, names))
 					return exitError
 				}
-				ws, err := engine.OpenWorkspace(*dirFlag)
+				ws, err := workspace.Open(*dirFlag)
 				if err != nil {
 					fmt.Fprintf(env.stderr, "foundry explain: %v\n", err)
 					return exitError

@@ -8,6 +8,7 @@ import (
 
 	"github.com/foundry-build/foundry/engine"
 	"github.com/foundry-build/foundry/engine/graph"
+	"github.com/foundry-build/foundry/engine/workspace"
 )
 
 func init() {
@@ -94,10 +95,10 @@ means nothing to do), 4 internal error.`,
 // planWithCache plans against the project's action cache when it has one; a project that
 // was never applied has nothing cached, and plan must not create its state directory.
 func planWithCache(dir string, g *graph.Graph, trust []string) (*engine.Plan, error) {
-	if !fileExists(filepath.Join(dir, engine.StateDir, "state.db")) {
+	if !fileExists(filepath.Join(dir, workspace.StateDir, "state.db")) {
 		return engine.MakePlan(g, engine.PlanOptions{})
 	}
-	ws, err := engine.OpenWorkspace(dir)
+	ws, err := workspace.Open(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -110,5 +111,5 @@ func planWithCache(dir string, g *graph.Graph, trust []string) (*engine.Plan, er
 	if err != nil {
 		return nil, err
 	}
-	return ws.Plan(context.Background(), g, reg, keys)
+	return engine.ForWorkspace(context.Background(), ws, g, reg, keys)
 }

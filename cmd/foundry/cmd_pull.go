@@ -11,8 +11,8 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/foundry-build/foundry/engine"
 	"github.com/foundry-build/foundry/engine/state"
+	"github.com/foundry-build/foundry/engine/workspace"
 	"github.com/foundry-build/foundry/provenance"
 	"github.com/foundry-build/foundry/registry"
 )
@@ -122,7 +122,7 @@ layer, 2 usage error.`,
 				}
 				// The project's quarantine is consulted when the project has state; pull
 				// never creates a project.
-				stateDir := filepath.Join(*project, engine.StateDir)
+				stateDir := filepath.Join(*project, workspace.StateDir)
 				if fileExists(filepath.Join(stateDir, "state.db")) {
 					db, err := state.OpenState(filepath.Join(stateDir, "state.db"))
 					if err != nil {
@@ -185,7 +185,7 @@ func openRef(arg, project string) (registry.Store, string, error) {
 		s, err := registry.Open(addr)
 		return s, ref, err
 	}
-	s, err := registry.Open(registry.LayoutScheme + filepath.Join(project, engine.StateDir, "registry"))
+	s, err := registry.Open(registry.LayoutScheme + filepath.Join(project, workspace.StateDir, "registry"))
 	return s, arg, err
 }
 

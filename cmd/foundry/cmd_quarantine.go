@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/foundry-build/foundry/digest"
-	"github.com/foundry-build/foundry/engine"
 	"github.com/foundry-build/foundry/engine/state"
+	"github.com/foundry-build/foundry/engine/workspace"
 )
 
 func init() {
@@ -86,14 +86,14 @@ digest, missing -reason).`,
 				ctx := context.Background()
 				var db *state.DB
 				if action == "add" {
-					ws, err := engine.OpenWorkspace(*project)
+					ws, err := workspace.Open(*project)
 					if err != nil {
 						return failed("%v", err)
 					}
 					defer ws.Close()
 					db = ws.State
 				} else {
-					p := filepath.Join(*project, engine.StateDir, "state.db")
+					p := filepath.Join(*project, workspace.StateDir, "state.db")
 					if !fileExists(p) {
 						if action == "list" {
 							if *jsonOut {

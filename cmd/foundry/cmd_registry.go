@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/foundry-build/foundry/engine"
+	"github.com/foundry-build/foundry/engine/workspace"
 	"github.com/foundry-build/foundry/registry"
 )
 
@@ -86,7 +86,7 @@ error.`,
 				}
 				dir := *root
 				if dir == "" {
-					dir = filepath.Join(*project, engine.StateDir, "registry")
+					dir = filepath.Join(*project, workspace.StateDir, "registry")
 				}
 				l, err := registry.OpenLayout(dir)
 				if err != nil {

@@ -10,18 +10,18 @@ import (
 	"strings"
 	"time"
 
-	"github.com/foundry-build/foundry/engine"
 	"github.com/foundry-build/foundry/engine/state"
+	"github.com/foundry-build/foundry/engine/workspace"
 )
 
 // openExistingWorkspace opens the workspace of the project in dir, failing clearly when the
 // project has never been applied.
-func openExistingWorkspace(env *cliEnv, cmd, dir string) (*engine.Workspace, bool) {
-	if !fileExists(filepath.Join(dir, engine.StateDir, "state.db")) {
-		fmt.Fprintf(env.stderr, "foundry %s: %s has no %s/state.db: nothing has been applied here yet (run 'foundry apply').\n", cmd, dir, engine.StateDir)
+func openExistingWorkspace(env *cliEnv, cmd, dir string) (*workspace.Workspace, bool) {
+	if !fileExists(filepath.Join(dir, workspace.StateDir, "state.db")) {
+		fmt.Fprintf(env.stderr, "foundry %s: %s has no %s/state.db: nothing has been applied here yet (run 'foundry apply').\n", cmd, dir, workspace.StateDir)
 		return nil, false
 	}
-	ws, err := engine.OpenWorkspace(dir)
+	ws, err := workspace.Open(dir)
 	if err != nil {
 		fmt.Fprintf(env.stderr, "foundry %s: %v\n", cmd, err)
 		return nil, false

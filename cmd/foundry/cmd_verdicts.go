@@ -82,7 +82,7 @@ action, withdraw without DIGEST or -reason).`,
 				}
 				ctx := context.Background()
 				if withdraw != "" {
-					v, err := ws.WithdrawVerdict(ctx, keys, withdraw, *reason)
+					v, err := engine.WithdrawVerdict(ctx, ws, keys, withdraw, *reason)
 					if err != nil {
 						fmt.Fprintf(env.stderr, "foundry verdicts: %v\n", err)
 						return exitError
@@ -95,7 +95,7 @@ action, withdraw without DIGEST or -reason).`,
 						v.Envelope, v.Capability, v.Candidate, v.WithdrawnReason)
 					return exitOK
 				}
-				vs, err := ws.Verdicts(ctx, keys)
+				vs, err := engine.Verdicts(ctx, ws, keys)
 				if err != nil {
 					fmt.Fprintf(env.stderr, "foundry verdicts: %v\n", err)
 					return exitError

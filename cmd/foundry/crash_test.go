@@ -20,6 +20,7 @@ import (
 	"github.com/containerd/containerd/oci"
 
 	"github.com/foundry-build/foundry/engine"
+	"github.com/foundry-build/foundry/engine/workspace"
 	"github.com/foundry-build/foundry/executors/containerd"
 )
 
@@ -196,7 +197,7 @@ func TestCrashAfterPublishIsReconciled(t *testing.T) {
 	if !strings.Contains(r.stderr, "REC capability.greeter: the publish to oci-layout:") || !strings.Contains(r.stderr, "sealed suite: passed (recorded evaluation") {
 		t.Errorf("the resumed apply must say it publishes again, and reuse the sealed outcomes:\n%s", r.stderr)
 	}
-	ws, err := engine.OpenWorkspace(dir)
+	ws, err := workspace.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,7 @@ package main
 import (
 	"os"
 
-	"github.com/foundry-build/foundry/engine"
+	"github.com/foundry-build/foundry/engine/workspace"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -216,7 +216,7 @@ func TestGraphCacheDamagedEntriesAndGC(t *testing.T) {
 	if n := len(entries()); n != 4 {
 		t.Fatalf("%d entries, want 4: %v", n, entries())
 	}
-	ws, err := engine.OpenWorkspace(dir) // gc needs a project that has state
+	ws, err := workspace.Open(dir) // gc needs a project that has state
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/foundry-build/foundry/engine"
+	"github.com/foundry-build/foundry/engine/workspace"
 	"github.com/foundry-build/foundry/executors"
 	"github.com/foundry-build/foundry/provenance"
 )
@@ -82,12 +83,12 @@ func TestPanicInAStepGoroutineExitsInternal(t *testing.T) {
 		if g == nil {
 			return exitError
 		}
-		ws, err := engine.OpenWorkspace(args[0])
+		ws, err := workspace.Open(args[0])
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer ws.Close()
-		plan, err := ws.Plan(context.Background(), g, nil, nil)
+		plan, err := engine.ForWorkspace(context.Background(), ws, g, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

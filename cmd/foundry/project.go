@@ -14,9 +14,9 @@ import (
 	"github.com/hashicorp/hcl/v2"
 
 	"github.com/foundry-build/foundry/digest"
-	"github.com/foundry-build/foundry/engine"
 	"github.com/foundry-build/foundry/engine/graph"
 	"github.com/foundry-build/foundry/engine/graphcache"
+	"github.com/foundry-build/foundry/engine/workspace"
 	"github.com/foundry-build/foundry/internal/jsonindent"
 	"github.com/foundry-build/foundry/lang"
 )
@@ -77,8 +77,8 @@ func loadGraphUnsaved(env *cliEnv, dir string, v *varFlags, jsonOut bool) (g *gr
 	// Input digests are remembered by stat in the project's state directory, when it has
 	// one (commands that only read a project do not create it).
 	var stat *digest.StatCache
-	if st, err := os.Stat(filepath.Join(dir, engine.StateDir)); err == nil && st.IsDir() {
-		stat = digest.OpenStatCache(filepath.Join(dir, engine.StateDir, "stat-cache"))
+	if st, err := os.Stat(filepath.Join(dir, workspace.StateDir)); err == nil && st.IsDir() {
+		stat = digest.OpenStatCache(filepath.Join(dir, workspace.StateDir, "stat-cache"))
 	}
 	saveStat = func() {
 		if err := stat.Save(); err != nil {
@@ -96,7 +96,7 @@ func loadGraphUnsaved(env *cliEnv, dir string, v *varFlags, jsonOut bool) (g *gr
 	var cacheDir string
 	var trace io.Writer
 	if stat != nil {
-		cacheDir = filepath.Join(dir, engine.StateDir, "graph-cache")
+		cacheDir = filepath.Join(dir, workspace.StateDir, "graph-cache")
 	}
 	if debugging(env, "graph-cache") {
 		trace = env.stderr

@@ -5,14 +5,14 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/foundry-build/foundry/engine"
 	"github.com/foundry-build/foundry/engine/graph"
+	"github.com/foundry-build/foundry/engine/workspace"
 	"github.com/foundry-build/foundry/provenance"
 	"github.com/foundry-build/foundry/registry"
 )
 
 // defaultRegistry is where a project without a registry attribute keeps admitted capabilities.
-const defaultRegistry = "oci-layout:" + engine.StateDir + "/registry"
+const defaultRegistry = "oci-layout:" + workspace.StateDir + "/registry"
 
 // projectRegistry opens the project's registry. A relative OCI layout path is relative to
 // the project directory. With create false, a layout that does not exist yet is not made
@@ -40,7 +40,7 @@ func projectRegistry(g *graph.Graph, create bool) (registry.Store, error) {
 // project's own signing key, and any -trust-key given.
 func trustedKeys(dir string, extra []string) ([]*provenance.Verifier, error) {
 	paths := append([]string{}, extra...)
-	own := filepath.Join(dir, engine.StateDir, "keys", "signing.pub")
+	own := filepath.Join(dir, workspace.StateDir, "keys", "signing.pub")
 	if fileExists(own) {
 		paths = append(paths, own)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/foundry-build/foundry/digest"
 	"github.com/foundry-build/foundry/engine"
+	"github.com/foundry-build/foundry/engine/workspace"
 	"github.com/foundry-build/foundry/registry"
 	"github.com/foundry-build/foundry/registry/registrytest"
 )
@@ -168,7 +169,7 @@ func TestForgedLayersUnderAdmittedAnnotationsAreRefused(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			f := newTrustFixture(t, addr())
 			ctx := context.Background()
-			ws, err := engine.OpenWorkspace(f.dir)
+			ws, err := workspace.Open(f.dir)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -258,7 +259,7 @@ func TestDisclosedCaseKeepsGuarding(t *testing.T) {
 		b, _ := os.ReadFile(src)
 		os.WriteFile(src, append(b, []byte("# a new candidate "+string(rune('a'+i))+"\n")...), 0o755)
 		if forge != "" {
-			ws, err := engine.OpenWorkspace(f.dir)
+			ws, err := workspace.Open(f.dir)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -282,7 +283,7 @@ func TestDisclosedCaseKeepsGuarding(t *testing.T) {
 // names another manifest does not make apply report that manifest.
 func TestForgedEffectRowIsNotEchoed(t *testing.T) {
 	f := newTrustFixture(t, "oci-layout:.foundry/registry")
-	ws, err := engine.OpenWorkspace(f.dir)
+	ws, err := workspace.Open(f.dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,21 +1,21 @@
-package engine
+package workspace
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"sync"
 	"syscall"
 
 	"github.com/foundry-build/foundry/digest"
 	"github.com/foundry-build/foundry/engine/cache"
-	"github.com/foundry-build/foundry/engine/graph"
 	"github.com/foundry-build/foundry/engine/seed"
 	"github.com/foundry-build/foundry/engine/state"
 	"github.com/foundry-build/foundry/provenance"
-	"github.com/foundry-build/foundry/registry"
 	"github.com/foundry-build/foundry/store"
 )
 
@@ -54,8 +54,8 @@ type lockState struct {
 	hits map[digest.Digest]cache.Entry
 }
 
-// OpenWorkspace opens (creating if needed) the state directory of the project in dir.
-func OpenWorkspace(dir string) (*Workspace, error) {
+// Open opens (creating if needed) the state directory of the project in dir.
+func Open(dir string) (*Workspace, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, err
@@ -117,10 +117,10 @@ func (w *Workspace) Lock() (unlock func(), err error) {
 	}, nil
 }
 
-// lookup is Cache.LookupMany, reusing the hits found earlier under the same hold of the
+// LookupMany is Cache.LookupMany, reusing the hits found earlier under the same hold of the
 // apply lock and remembering new ones. Misses are always looked up again: a step run
 // since may have filled them.
-func (w *Workspace) lookup(ctx context.Context, actions []digest.Digest) (map[digest.Digest]cache.Entry, error) {
+func (w *Workspace) LookupMany(ctx context.Context, actions []digest.Digest) (map[digest.Digest]cache.Entry, error) {
 	l := &w.lock
 	out := make(map[digest.Digest]cache.Entry, len(actions))
 	var rest []digest.Digest
@@ -159,104 +159,100 @@ func (w *Workspace) AttestationDir() string { return filepath.Join(w.Dir, "attes
 // Close closes the state database.
 func (w *Workspace) Close() error { return w.State.Close() }
 
-// CachedSteps reports which step and check nodes of g have a usable action cache entry,
-// with one database query for all of them.
-func (w *Workspace) CachedSteps(ctx context.Context, g *graph.Graph) (map[string]bool, error) {
-	var actions []digest.Digest
-	for _, a := range g.Order {
-		if n := g.Nodes[a]; n.Kind == graph.KindStep || n.Kind == graph.KindCheck {
-			actions = append(actions, n.Digest)
-		}
-	}
-	entries, err := w.lookup(ctx, actions)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]bool{}
-	for _, a := range g.Order {
-		if n := g.Nodes[a]; n.Kind == graph.KindStep || n.Kind == graph.KindCheck {
-			out[a] = entries[n.Digest].Hit
-		}
-	}
-	return out, nil
+// An Attester signs minted statements with Signer and stores each envelope in the content
+// store and the attestation directory: the one way the engine records an attestation
+// (invariant 3 of ARCHITECTURE.md).
+type Attester struct {
+	ws     *Workspace
+	Signer *provenance.Signer
 }
 
-// Plan plans g against this workspace's action cache and, when reg is set, the admitted
-// capabilities in that registry that verify with keys.
-func (w *Workspace) Plan(ctx context.Context, g *graph.Graph, reg registry.Store, keys []*provenance.Verifier) (*Plan, error) {
-	cached, err := w.CachedSteps(ctx, g)
-	if err != nil {
-		return nil, err
-	}
-	opt := PlanOptions{
-		Cached:      func(n *graph.Node) bool { return cached[n.Address] },
-		SeedBuilt:   func(n *graph.Node) bool { return w.Seeds.Built(string(n.Digest)) }, // the key buildSeed gives
-		Quarantined: map[digest.Digest]string{},
-	}
-	qs, err := w.State.QuarantineList(ctx)
-	if err != nil {
-		return nil, err
-	}
-	for _, q := range qs {
-		opt.Quarantined[q.Digest] = q.Reason
-	}
-	sealed := w.sealedNow(ctx, g, keys)
-	if reg != nil {
-		opt.Admitted = func(n *graph.Node) (*Admitted, string, error) {
-			adm, why, err := LookupAdmitted(ctx, reg, keys, w.State, n)
-			if err != nil || adm == nil {
-				return adm, why, err
-			}
-			su := sealed(n)
-			if su == nil || slices.Contains(adm.Suites, su.sealedDigest) {
-				return adm, "", nil
-			}
-			note := fmt.Sprintf("%s passed an earlier sealed suite than the current one (%s)", adm.Ref, su.sealedDigest.Short())
-			switch {
-			case g.Config.Project.KeepPins:
-				return adm, note + "; pinned all the same, as the project's keep_pins says", nil
-			case len(n.Providers) == 0:
-				return adm, note + "; pinned all the same: no recipe provides a candidate to evaluate on it", nil
-			}
-			return nil, note + ": its recipe's candidate is evaluated on the current suite", nil
-		}
-	}
-	p, err := MakePlan(g, opt)
-	if err != nil {
-		return nil, err
-	}
-	for _, cp := range p.Capabilities {
-		n := g.Nodes[cp.Address]
-		if cp.Status == StatusRegistry || n.Capability.Suites["sealed"] == nil {
-			continue
-		}
-		if su := sealed(n); su != nil && len(su.sealed) < minUndisclosed(g.Config.Project) {
-			cp.Ready = false
-			cp.Notes = append(cp.Notes, fmt.Sprintf("out of undisclosed sealed cases: %d left, and promotion needs %d; every other sealed case was shown to a builder and serves for repair now: add sealed cases",
-				len(su.sealed), minUndisclosed(g.Config.Project)))
-		}
-	}
-	return p, nil
+// Attester returns the Attester that signs with signer.
+func (w *Workspace) Attester(signer *provenance.Signer) *Attester {
+	return &Attester{ws: w, Signer: signer}
 }
 
-// sealedNow returns a function giving a capability's suites as they stand in this workspace
-// (the sealed cases no signed result disclosed), or nil when they cannot be read: the plan
-// then says nothing about them, and apply reports the problem when it evaluates.
-func (w *Workspace) sealedNow(ctx context.Context, g *graph.Graph, keys []*provenance.Verifier) func(*graph.Node) *suites {
-	var results []provenance.SignedTestResult
-	var once sync.Once
-	return func(n *graph.Node) *suites {
-		once.Do(func() { results, _ = provenance.TestResultsIn(w.AttestationDir(), keys, nil) })
-		retired, err := w.State.RetiredCases(ctx, n.Capability.Name)
-		if err != nil {
-			return nil
-		}
-		su, err := readSuites(g.Config.Dir, n.Capability, disclosedBy(results, n.Capability.Name, retired))
-		if err != nil {
-			return nil
-		}
-		return su
+// Sign signs a minted statement (mintErr is the minting's error, passed through) and stores
+// the envelope.
+func (a *Attester) Sign(st *provenance.Statement, mintErr error) ([]byte, error) {
+	if mintErr != nil {
+		return nil, mintErr
 	}
+	env, err := provenance.Sign(a.Signer, st)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := a.ws.Store.PutBytes(env); err != nil {
+		return nil, err
+	}
+	if _, err := provenance.WriteEnvelope(a.ws.AttestationDir(), env); err != nil {
+		return nil, err
+	}
+	return env, nil
+}
+
+// MaterializeFile returns a read-only copy of blob d with the given mode under inputs/,
+// shared by every step that mounts it. Steps see inputs read-only, and the copy is never
+// written after it is renamed into place.
+func (w *Workspace) MaterializeFile(d digest.Digest, mode os.FileMode) (string, error) {
+	dst := filepath.Join(w.Dir, "inputs", fmt.Sprintf("file-%s-%o", d.Hex(), mode))
+	if _, err := os.Lstat(dst); err == nil {
+		return dst, nil
+	}
+	src, err := w.Store.Open(d)
+	if err != nil {
+		return "", err
+	}
+	defer src.Close()
+	tmp, err := os.CreateTemp(filepath.Dir(dst), ".tmp-file-*")
+	if err != nil {
+		return "", err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := io.Copy(tmp, src); err != nil {
+		tmp.Close()
+		return "", err
+	}
+	if err := tmp.Chmod(mode); err != nil {
+		tmp.Close()
+		return "", err
+	}
+	if err := tmp.Close(); err != nil {
+		return "", err
+	}
+	if err := os.Rename(tmp.Name(), dst); err != nil {
+		return "", err
+	}
+	return dst, nil
+}
+
+// MaterializeTree returns a directory holding tree md under inputs/, built once.
+func (w *Workspace) MaterializeTree(md digest.Digest) (string, error) {
+	dst := filepath.Join(w.Dir, "inputs", "tree-"+md.Hex())
+	if _, err := os.Lstat(dst); err == nil {
+		return dst, nil
+	}
+	tmp := filepath.Join(w.Dir, "inputs", ".tmp-tree-"+NewID())
+	if err := w.Store.Materialize(md, tmp); err != nil {
+		os.RemoveAll(tmp)
+		return "", err
+	}
+	if err := os.Rename(tmp, dst); err != nil {
+		os.RemoveAll(tmp)
+		if _, serr := os.Lstat(dst); serr == nil {
+			return dst, nil // another step materialized it first
+		}
+		return "", err
+	}
+	return dst, nil
+}
+
+// NewID is a random name part for the scratch directories, inputs and containers made
+// under the workspace.
+func NewID() string {
+	var b [6]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // SQLForTest runs a raw statement against the state database; tests use it to play an

@@ -1,4 +1,4 @@
-package engine
+package workspace
 
 import (
 	"context"
@@ -13,12 +13,12 @@ import (
 
 func TestLockNestsInProcessAndExcludesOthers(t *testing.T) {
 	dir := t.TempDir()
-	ws, err := OpenWorkspace(dir)
+	ws, err := Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ws.Close()
-	other, err := OpenWorkspace(dir) // another process, as far as flock is concerned
+	other, err := Open(dir) // another process, as far as flock is concerned
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +54,7 @@ func TestLockNestsInProcessAndExcludesOthers(t *testing.T) {
 // again; without the lock every lookup checks the store.
 func TestLookupReusesHitsOnlyWhileLocked(t *testing.T) {
 	ctx := context.Background()
-	ws, err := OpenWorkspace(t.TempDir())
+	ws, err := Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func TestLookupReusesHitsOnlyWhileLocked(t *testing.T) {
 	missing := digest.FromBytes([]byte("never run"))
 	hit := func(a digest.Digest) bool {
 		t.Helper()
-		m, err := ws.lookup(ctx, []digest.Digest{a})
+		m, err := ws.LookupMany(ctx, []digest.Digest{a})
 		if err != nil {
 			t.Fatal(err)
 		}

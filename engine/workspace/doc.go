@@ -1,0 +1,14 @@
+// Package workspace is a project's local state, the StateDir (.foundry) of its directory:
+// the content store, the state database, the action cache over both, the seed image builder,
+// the inputs materialized for steps, and the attestations minted (spec/state.md).
+//
+// It guarantees that one apply at a time writes a workspace (Lock: a process-wide lock that
+// nests within a process); that an action cache hit found while the lock is held stays a
+// hit until it is released (LookupMany); that a materialized input is a complete, read-only
+// copy, renamed into place, shared by every step that mounts it; and, with Attester.Sign,
+// the one way the engine records an attestation (invariant 3 of ARCHITECTURE.md), that an
+// envelope is in the content store and the attestation directory before it is used.
+//
+// It imports store, provenance, engine/cache, engine/state and engine/seed, and no other
+// package of the engine.
+package workspace
