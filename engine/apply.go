@@ -17,6 +17,7 @@ import (
 
 	"github.com/foundry-build/foundry/digest"
 	"github.com/foundry-build/foundry/engine/cache"
+	"github.com/foundry-build/foundry/engine/event"
 	"github.com/foundry-build/foundry/engine/graph"
 	"github.com/foundry-build/foundry/engine/seed"
 	"github.com/foundry-build/foundry/engine/state"
@@ -32,10 +33,10 @@ type ApplyOptions struct {
 	// Executor runs steps and evaluations. An executors.Opener (executors.Lazy) is opened
 	// when the first of them is about to run, and never by an apply with nothing to run.
 	Executor    executors.Executor
-	Parallelism int           // steps run at once; default 4
-	Events      func(Event)   // progress, called from many goroutines one at a time; may be nil
-	Args        []string      // the command line, recorded with the run
-	Faults      FaultInjector // test hook: kill the process at named points; nil in production
+	Parallelism int               // steps run at once; default 4
+	Events      func(event.Event) // progress, called from many goroutines one at a time; may be nil
+	Args        []string          // the command line, recorded with the run
+	Faults      FaultInjector     // test hook: kill the process at named points; nil in production
 	// Signer signs the provenance of every executed step. Required: an execution without
 	// evidence is not something Foundry produces.
 	Signer *provenance.Signer
@@ -59,32 +60,6 @@ const (
 	FaultAfterCachePut = "after-cache-put" // cache entry written, node not yet marked done
 	FaultAfterDispatch = "after-dispatch"  // a capability's publish dispatched, not yet sent
 )
-
-// Event is one progress event of an apply (spec/cli.md, --progress=json).
-type Event struct {
-	Time     time.Time     `json:"time"`
-	Type     string        `json:"type"` // run_started, node_started, node_done, node_cached, node_failed, node_skipped, run_finished, and those of capabilities (spec/cli.md)
-	Run      string        `json:"run,omitempty"`
-	Node     string        `json:"node,omitempty"`
-	Action   digest.Digest `json:"action,omitempty"`
-	Elapsed  time.Duration `json:"elapsed_ns,omitempty"`
-	ExitCode *int          `json:"exit_code,omitempty"`
-	Message  string        `json:"message,omitempty"`
-	Total    int           `json:"total,omitempty"`
-	// Capabilities (run_started) counts the capabilities this run builds; their recipes'
-	// steps are not in Total, since which recipes run depends on evaluation.
-	Capabilities int `json:"capabilities,omitempty"`
-
-	// Of a capability's events: the candidate's recipe, the suite evaluated or failed, its
-	// outcome and case counts (suite_evaluated; a reused sealed pass has no counts), and
-	// the reference admitted, pinned or refused.
-	Recipe      string `json:"recipe,omitempty"`
-	Suite       string `json:"suite,omitempty"`
-	Passed      *bool  `json:"passed,omitempty"`
-	Cases       *int   `json:"cases,omitempty"`
-	CasesPassed *int   `json:"cases_passed,omitempty"`
-	Ref         string `json:"ref,omitempty"`
-}
 
 // StepError is a failed step: what ran, how it ended, and where its full log is.
 type StepError struct {
@@ -264,7 +239,7 @@ func Apply(ctx context.Context, ws *workspace.Workspace, g *graph.Graph, p *Plan
 			building++
 		}
 	}
-	r.emit(Event{Type: "run_started", Run: run.ID, Total: len(refs), Capabilities: building})
+	r.emit(event.Event{Type: "run_started", Run: run.ID, Total: len(refs), Capabilities: building})
 	res := r.walk(ctx, active, deps)
 	for _, nr := range r.nested {
 		res.Executed += nr.Executed
@@ -294,7 +269,7 @@ func Apply(ctx context.Context, ws *workspace.Workspace, g *graph.Graph, p *Plan
 	if err := ws.State.FinishRun(context.WithoutCancel(ctx), run.ID, status); err != nil {
 		return res, err
 	}
-	r.emit(Event{Type: "run_finished", Run: run.ID, Elapsed: res.Elapsed,
+	r.emit(event.Event{Type: "run_finished", Run: run.ID, Elapsed: res.Elapsed,
 		Message: fmt.Sprintf("%d executed, %d cached, %d failed, %d skipped", res.Executed, res.Cached, len(res.Failed), len(res.Skipped))})
 	if ctx.Err() != nil {
 		return res, context.Cause(ctx)
@@ -484,7 +459,7 @@ func (r *runner) walk(ctx context.Context, active []string, deps map[string][]st
 				res.Skipped = append(res.Skipped, a)
 				if n := r.g.Nodes[a]; n.Kind == graph.KindStep || n.Kind == graph.KindCheck {
 					r.ws.State.NodeFinished(ctx, r.runID, a, state.NodeResult{Status: state.NodeSkipped, Error: "needs " + cause + ", which failed"})
-					r.emit(Event{Type: "node_skipped", Node: a, Message: "needs " + cause + ", which failed"})
+					r.emit(event.Event{Type: "node_skipped", Node: a, Message: "needs " + cause + ", which failed"})
 				}
 				remaining--
 				for _, u := range users[a] {
@@ -501,7 +476,7 @@ func (r *runner) walk(ctx context.Context, active []string, deps map[string][]st
 			if r.precached[a] {
 				// Settled from the cache lookup made before the walk: no work, so no
 				// goroutine to hand it to.
-				r.emit(Event{Type: "node_cached", Node: a, Action: r.g.Nodes[a].Digest})
+				r.emit(event.Event{Type: "node_cached", Node: a, Action: r.g.Nodes[a].Digest})
 				finish(done{addr: a, kind: "cached"})
 				continue
 			}
@@ -584,7 +559,7 @@ func (r *runner) result(a string) *nodeResult {
 	return r.results[a]
 }
 
-func (r *runner) emit(e Event) {
+func (r *runner) emit(e event.Event) {
 	if e.Time.IsZero() {
 		e.Time = time.Now()
 	}

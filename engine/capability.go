@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/foundry-build/foundry/digest"
+	"github.com/foundry-build/foundry/engine/event"
 	"github.com/foundry-build/foundry/engine/graph"
 	"github.com/foundry-build/foundry/engine/seed"
 	"github.com/foundry-build/foundry/engine/state"
@@ -98,7 +99,7 @@ func (r *runner) settleCapability(ctx context.Context, n *graph.Node) (string, e
 		tree, err := r.pullAdmitted(ctx, n, cp.Pinned)
 		if err == nil {
 			r.setResult(n.Address, &nodeResult{tree: tree})
-			r.emit(Event{Type: "capability_pinned", Node: n.Address, Ref: cp.Pinned.Ref, Message: cp.Pinned.Ref})
+			r.emit(event.Event{Type: "capability_pinned", Node: n.Address, Ref: cp.Pinned.Ref, Message: cp.Pinned.Ref})
 			return "", nil
 		}
 		if ctx.Err() != nil {
@@ -107,7 +108,7 @@ func (r *runner) settleCapability(ctx context.Context, n *graph.Node) (string, e
 		// The pin is no longer usable (quarantined since the plan, or its evidence no
 		// longer binds it): the recipes the plan kept as alternatives are tried instead.
 		capErr.Rejections = append(capErr.Rejections, Rejection{Recipe: cp.Pinned.Ref, Refused: true, Reason: "the pinned version is not usable: " + err.Error()})
-		r.emit(Event{Type: "pin_refused", Node: n.Address, Ref: cp.Pinned.Ref, Message: fmt.Sprintf("%s: %v; trying its recipes", cp.Pinned.Ref, err)})
+		r.emit(event.Event{Type: "pin_refused", Node: n.Address, Ref: cp.Pinned.Ref, Message: fmt.Sprintf("%s: %v; trying its recipes", cp.Pinned.Ref, err)})
 	}
 	for _, o := range cp.Recipes {
 		if o.Status != StatusBuild && o.Status != StatusAlternative {
@@ -153,7 +154,7 @@ func (r *runner) settleCapability(ctx context.Context, n *graph.Node) (string, e
 			continue
 		}
 		r.setResult(n.Address, &nodeResult{tree: tree})
-		r.emit(Event{Type: "capability_admitted", Node: n.Address, Recipe: o.Address, Ref: ref, Message: fmt.Sprintf("%s admitted as %s", o.Address, ref)})
+		r.emit(event.Event{Type: "capability_admitted", Node: n.Address, Recipe: o.Address, Ref: ref, Message: fmt.Sprintf("%s admitted as %s", o.Address, ref)})
 		r.mu.Lock()
 		r.rejections = append(r.rejections, capErr.Rejections...)
 		r.mu.Unlock()
@@ -436,7 +437,7 @@ func (r *runner) evaluate(ctx context.Context, n *graph.Node, recipe string, tre
 	} else if prev != nil {
 		if prev.Passed() {
 			passed := true
-			r.emit(Event{Type: "suite_evaluated", Node: n.Address, Recipe: recipe, Suite: provenance.SuiteSealed, Passed: &passed,
+			r.emit(event.Event{Type: "suite_evaluated", Node: n.Address, Recipe: recipe, Suite: provenance.SuiteSealed, Passed: &passed,
 				Message: fmt.Sprintf("sealed suite: passed (recorded evaluation %s)", digest.Digest(prev.Digest).Short())})
 			ev.testResults = append(ev.testResults, prev.Envelope)
 			return nil, ev, nil
@@ -608,7 +609,7 @@ func (r *runner) runSuite(ctx context.Context, n *graph.Node, recipe string, img
 	}
 	passed, total := countPassed(results), len(results)
 	ok := passed == total
-	r.emit(Event{Type: "suite_evaluated", Node: n.Address, Recipe: recipe, Suite: suite, Passed: &ok, Cases: &total, CasesPassed: &passed,
+	r.emit(event.Event{Type: "suite_evaluated", Node: n.Address, Recipe: recipe, Suite: suite, Passed: &ok, Cases: &total, CasesPassed: &passed,
 		Message: fmt.Sprintf("%s suite: %d of %d cases passed", suite, passed, total)})
 	return worst, env, nil
 }
@@ -749,7 +750,7 @@ func (r *runner) admit(ctx context.Context, n *graph.Node, recipe string, tree d
 		if err := r.ws.State.ResolveEffect(ctx, id, state.EffectFailed, why); err != nil {
 			return "", "", err
 		}
-		r.emit(Event{Type: "effect_reconciled", Node: n.Address, Recipe: recipe, Message: fmt.Sprintf("the publish to %s that run %s dispatched has an unknown outcome; publishing is idempotent, so it is published again", dest, eff.RunID)})
+		r.emit(event.Event{Type: "effect_reconciled", Node: n.Address, Recipe: recipe, Message: fmt.Sprintf("the publish to %s that run %s dispatched has an unknown outcome; publishing is idempotent, so it is published again", dest, eff.RunID)})
 	}
 	if err := r.ws.State.EffectDispatching(ctx, id, r.runID); err != nil {
 		return "", "", err
@@ -779,7 +780,7 @@ func resourceURI(s registry.Store, m digest.Digest) string {
 
 // rejected reports a candidate's rejection (event candidate_rejected).
 func (r *runner) rejected(n *graph.Node, rej Rejection) {
-	r.emit(Event{Type: "candidate_rejected", Node: n.Address, Recipe: rej.Recipe, Suite: rej.Suite, Message: rej.String()})
+	r.emit(event.Event{Type: "candidate_rejected", Node: n.Address, Recipe: rej.Recipe, Suite: rej.Suite, Message: rej.String()})
 }
 
 // quarantined returns why digest d is quarantined, or "".

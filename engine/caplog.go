@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/foundry-build/foundry/engine/event"
 	"github.com/foundry-build/foundry/engine/graph"
 	"github.com/foundry-build/foundry/engine/state"
 )
@@ -35,7 +36,7 @@ var capabilityEventTypes = map[string]bool{
 }
 
 // event records e if it is a capability event.
-func (l *capabilityLog) event(e Event) {
+func (l *capabilityLog) event(e event.Event) {
 	if !capabilityEventTypes[e.Type] || e.Node == "" {
 		return
 	}

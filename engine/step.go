@@ -16,6 +16,7 @@ import (
 
 	"github.com/foundry-build/foundry/digest"
 	"github.com/foundry-build/foundry/engine/cache"
+	"github.com/foundry-build/foundry/engine/event"
 	"github.com/foundry-build/foundry/engine/graph"
 	"github.com/foundry-build/foundry/engine/seed"
 	"github.com/foundry-build/foundry/engine/state"
@@ -46,7 +47,7 @@ func (r *runner) runStep(ctx context.Context, n *graph.Node) (string, error) {
 		if err := r.ws.State.RecordDefinition(ctx, n.Address, n.Digest, n.Definition); err != nil {
 			return "failed", err
 		}
-		r.emit(Event{Type: "node_cached", Node: n.Address, Action: n.Digest})
+		r.emit(event.Event{Type: "node_cached", Node: n.Address, Action: n.Digest})
 		return "cached", nil
 	}
 	if r.opt.Executor == nil {
@@ -57,7 +58,7 @@ func (r *runner) runStep(ctx context.Context, n *graph.Node) (string, error) {
 		return "failed", err
 	}
 	start := time.Now()
-	r.emit(Event{Type: "node_started", Node: n.Address, Action: n.Digest, Message: rerun})
+	r.emit(event.Event{Type: "node_started", Node: n.Address, Action: n.Digest, Message: rerun})
 	res, err = r.execute(ctx, n, exe)
 	if err != nil && ctx.Err() != nil {
 		err = interruptedError(ctx)
@@ -72,7 +73,7 @@ func (r *runner) runStep(ctx context.Context, n *graph.Node) (string, error) {
 			code = se.ExitCode
 		}
 		ferr := r.ws.State.NodeFinished(context.WithoutCancel(ctx), r.runID, n.Address, state.NodeResult{Status: state.NodeFailed, ExitCode: &code, Error: err.Error()})
-		r.emit(Event{Type: "node_failed", Node: n.Address, Action: n.Digest, Elapsed: time.Since(start), ExitCode: &code, Message: err.Error()})
+		r.emit(event.Event{Type: "node_failed", Node: n.Address, Action: n.Digest, Elapsed: time.Since(start), ExitCode: &code, Message: err.Error()})
 		if ferr != nil {
 			return "failed", errors.Join(err, ferr)
 		}
@@ -80,7 +81,7 @@ func (r *runner) runStep(ctx context.Context, n *graph.Node) (string, error) {
 	}
 	r.setResult(n.Address, &nodeResult{step: res})
 	zero := 0
-	r.emit(Event{Type: "node_done", Node: n.Address, Action: n.Digest, Elapsed: time.Since(start), ExitCode: &zero})
+	r.emit(event.Event{Type: "node_done", Node: n.Address, Action: n.Digest, Elapsed: time.Since(start), ExitCode: &zero})
 	return "executed", nil
 }
 

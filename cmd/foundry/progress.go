@@ -12,10 +12,11 @@ import (
 	"time"
 
 	"github.com/foundry-build/foundry/engine"
+	"github.com/foundry-build/foundry/engine/event"
 )
 
 // progress renders apply events: "plain" (a line per event, for CI logs), "json" (one
-// engine.Event per line) or "tty" (a live view of what is running, redrawn in place).
+// event.Event per line) or "tty" (a live view of what is running, redrawn in place).
 type progress struct {
 	mode string
 	w    io.Writer
@@ -68,7 +69,7 @@ func newProgress(mode string, w io.Writer) (*progress, error) {
 	return p, nil
 }
 
-func (p *progress) event(e engine.Event) {
+func (p *progress) event(e event.Event) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch e.Type {
@@ -99,7 +100,7 @@ func (p *progress) event(e engine.Event) {
 	}
 }
 
-func (p *progress) plain(e engine.Event) {
+func (p *progress) plain(e event.Event) {
 	el := ""
 	if e.Elapsed > 0 {
 		el = " " + e.Elapsed.Round(time.Millisecond).String()

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/foundry-build/foundry/engine"
+	"github.com/foundry-build/foundry/engine/event"
 )
 
 // countingWriter records what reaches the terminal or log, and in how many writes.
@@ -39,9 +39,9 @@ func TestPlainProgressBatchesCacheHitsOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.event(engine.Event{Type: "run_started", Run: "r1", Total: 1001})
+	p.event(event.Event{Type: "run_started", Run: "r1", Total: 1001})
 	for i := 0; i < 1000; i++ {
-		p.event(engine.Event{Type: "node_cached", Node: "step.s" + strings.Repeat("x", i%7)})
+		p.event(event.Event{Type: "node_cached", Node: "step.s" + strings.Repeat("x", i%7)})
 	}
 	if _, writes := w.text(); writes > 5 {
 		t.Errorf("1,001 progress lines took %d writes; they should be batched", writes)
@@ -58,24 +58,24 @@ func TestPlainProgressBatchesCacheHitsOnly(t *testing.T) {
 		}
 		time.Sleep(flushDelay / 10)
 	}
-	p.event(engine.Event{Type: "node_cached", Node: "step.hit"})
-	p.event(engine.Event{Type: "node_started", Node: "step.work"})
+	p.event(event.Event{Type: "node_cached", Node: "step.hit"})
+	p.event(event.Event{Type: "node_started", Node: "step.work"})
 	if out, _ := w.text(); !strings.Contains(out, "step.hit (cached)\n  ... step.work") {
 		t.Fatalf("a started step was not written at once, after the hits before it:\n%s", out[max(0, len(out)-200):])
 	}
-	p.event(engine.Event{Type: "node_started", Node: "step.again", Message: "why"})
+	p.event(event.Event{Type: "node_started", Node: "step.again", Message: "why"})
 	if out, _ := w.text(); !strings.Contains(out, "  ... step.work\n  ... step.again: why\n") {
 		t.Fatalf("a start's message was not written:\n%s", out[max(0, len(out)-200):])
 	}
-	p.event(engine.Event{Type: "node_done", Node: "step.work"})
+	p.event(event.Event{Type: "node_done", Node: "step.work"})
 	if out, _ := w.text(); !strings.Contains(out, "ok  step.work") {
 		t.Fatalf("a finished step was not written at once:\n%s", out[max(0, len(out)-200):])
 	}
-	p.event(engine.Event{Type: "node_failed", Node: "step.bad", Message: "exit 1"})
+	p.event(event.Event{Type: "node_failed", Node: "step.bad", Message: "exit 1"})
 	if out, _ := w.text(); !strings.Contains(out, "ERR step.bad: exit 1") {
 		t.Fatalf("a failure was not written at once:\n%s", out[max(0, len(out)-200):])
 	}
-	p.event(engine.Event{Type: "node_cached", Node: "step.last"})
+	p.event(event.Event{Type: "node_cached", Node: "step.last"})
 	p.close()
 	if out, _ := w.text(); !strings.Contains(out, "step.last (cached)") {
 		t.Fatal("close did not write the buffered lines")
