@@ -17,6 +17,7 @@ import (
 
 	"github.com/foundry-build/foundry/digest"
 	"github.com/foundry-build/foundry/engine/cache"
+	"github.com/foundry-build/foundry/engine/evaluate"
 	"github.com/foundry-build/foundry/engine/event"
 	"github.com/foundry-build/foundry/engine/graph"
 	"github.com/foundry-build/foundry/engine/seed"
@@ -112,7 +113,7 @@ type ApplyResult struct {
 	Interrupted []string
 	Elapsed     time.Duration
 	// Rejections are candidates turned down before a capability was admitted.
-	Rejections []Rejection
+	Rejections []evaluate.Rejection
 }
 
 // runner carries one apply.
@@ -135,7 +136,7 @@ type runner struct {
 	// nested are the results of recipe walks driven by capability nodes; rejections the
 	// candidates turned down on the way to an admission.
 	nested     []*ApplyResult
-	rejections []Rejection
+	rejections []evaluate.Rejection
 
 	// caps records what happens to capabilities in this run, for foundry status.
 	caps *capabilityLog
@@ -144,11 +145,8 @@ type runner struct {
 	sealed     map[digest.Digest]string
 	sealedErr  error
 
-	// sealedSeen caches the signed sealed test results of the attestation directory;
-	// resultsRead is cleared when this run signs another.
-	resultsMu   sync.Mutex
-	sealedSeen  []provenance.SignedTestResult
-	resultsRead bool
+	// eval evaluates the candidates of the capabilities this run builds.
+	eval *evaluate.Evaluator
 
 	// The executor, opened and cleaned up after dead runs on first use (recover.go); fatal
 	// is set when that fails, and stops the walk. sweptAgain is closed when the second
@@ -214,6 +212,8 @@ func Apply(ctx context.Context, ws *workspace.Workspace, g *graph.Graph, p *Plan
 	r.runID = run.ID
 	r.caps = newCapabilityLog(ws.State, run.ID)
 	r.scratch = filepath.Join(ws.Dir, "runs", run.ID)
+	r.eval = &evaluate.Evaluator{Workspace: ws, Attester: r.att, TrustedKeys: opt.TrustedKeys, Config: g.Config,
+		Executor: r.executor, Scratch: r.scratch, ContainerPrefix: r.containerPrefix(), Emit: r.emit}
 	// The scratch directory marks the run's leftovers for the next apply (recover.go) when
 	// they could not all be removed.
 	keepScratch := false

@@ -4,9 +4,9 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sync"
 
 	"github.com/foundry-build/foundry/digest"
+	"github.com/foundry-build/foundry/engine/evaluate"
 	"github.com/foundry-build/foundry/engine/graph"
 	"github.com/foundry-build/foundry/engine/workspace"
 	"github.com/foundry-build/foundry/provenance"
@@ -54,7 +54,7 @@ func ForWorkspace(ctx context.Context, w *workspace.Workspace, g *graph.Graph, r
 	for _, q := range qs {
 		opt.Quarantined[q.Digest] = q.Reason
 	}
-	sealed := sealedNow(ctx, w, g, keys)
+	sealed := evaluate.SealedNow(ctx, w, g.Config.Dir, keys)
 	if reg != nil {
 		opt.Admitted = func(n *graph.Node) (*Admitted, string, error) {
 			adm, why, err := LookupAdmitted(ctx, reg, keys, w.State, n)
@@ -62,10 +62,10 @@ func ForWorkspace(ctx context.Context, w *workspace.Workspace, g *graph.Graph, r
 				return adm, why, err
 			}
 			su := sealed(n)
-			if su == nil || slices.Contains(adm.Suites, su.sealedDigest) {
+			if su == nil || slices.Contains(adm.Suites, su.Digest) {
 				return adm, "", nil
 			}
-			note := fmt.Sprintf("%s passed an earlier sealed suite than the current one (%s)", adm.Ref, su.sealedDigest.Short())
+			note := fmt.Sprintf("%s passed an earlier sealed suite than the current one (%s)", adm.Ref, su.Digest.Short())
 			switch {
 			case g.Config.Project.KeepPins:
 				return adm, note + "; pinned all the same, as the project's keep_pins says", nil
@@ -84,31 +84,11 @@ func ForWorkspace(ctx context.Context, w *workspace.Workspace, g *graph.Graph, r
 		if cp.Status == StatusRegistry || n.Capability.Suites["sealed"] == nil {
 			continue
 		}
-		if su := sealed(n); su != nil && len(su.sealed) < minUndisclosed(g.Config.Project) {
+		if su := sealed(n); su != nil && su.Undisclosed < evaluate.MinUndisclosed(g.Config.Project) {
 			cp.Ready = false
 			cp.Notes = append(cp.Notes, fmt.Sprintf("out of undisclosed sealed cases: %d left, and promotion needs %d; every other sealed case was shown to a builder and serves for repair now: add sealed cases",
-				len(su.sealed), minUndisclosed(g.Config.Project)))
+				su.Undisclosed, evaluate.MinUndisclosed(g.Config.Project)))
 		}
 	}
 	return p, nil
-}
-
-// sealedNow returns a function giving a capability's suites as they stand in workspace w
-// (the sealed cases no signed result disclosed), or nil when they cannot be read: the plan
-// then says nothing about them, and apply reports the problem when it evaluates.
-func sealedNow(ctx context.Context, w *workspace.Workspace, g *graph.Graph, keys []*provenance.Verifier) func(*graph.Node) *suites {
-	var results []provenance.SignedTestResult
-	var once sync.Once
-	return func(n *graph.Node) *suites {
-		once.Do(func() { results, _ = provenance.TestResultsIn(w.AttestationDir(), keys, nil) })
-		retired, err := w.State.RetiredCases(ctx, n.Capability.Name)
-		if err != nil {
-			return nil
-		}
-		su, err := readSuites(g.Config.Dir, n.Capability, disclosedBy(results, n.Capability.Name, retired))
-		if err != nil {
-			return nil
-		}
-		return su
-	}
 }

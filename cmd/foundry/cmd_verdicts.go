@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/foundry-build/foundry/engine"
+	"github.com/foundry-build/foundry/engine/evaluate"
 )
 
 func init() {
@@ -82,7 +82,7 @@ action, withdraw without DIGEST or -reason).`,
 				}
 				ctx := context.Background()
 				if withdraw != "" {
-					v, err := engine.WithdrawVerdict(ctx, ws, keys, withdraw, *reason)
+					v, err := evaluate.WithdrawVerdict(ctx, ws, keys, withdraw, *reason)
 					if err != nil {
 						fmt.Fprintf(env.stderr, "foundry verdicts: %v\n", err)
 						return exitError
@@ -95,14 +95,14 @@ action, withdraw without DIGEST or -reason).`,
 						v.Envelope, v.Capability, v.Candidate, v.WithdrawnReason)
 					return exitOK
 				}
-				vs, err := engine.Verdicts(ctx, ws, keys)
+				vs, err := evaluate.Verdicts(ctx, ws, keys)
 				if err != nil {
 					fmt.Fprintf(env.stderr, "foundry verdicts: %v\n", err)
 					return exitError
 				}
 				if *jsonOut {
 					if vs == nil {
-						vs = []engine.VerdictView{}
+						vs = []evaluate.VerdictView{}
 					}
 					writeJSON(env.stdout, vs)
 					return exitOK

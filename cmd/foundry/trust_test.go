@@ -14,6 +14,7 @@ import (
 
 	"github.com/foundry-build/foundry/digest"
 	"github.com/foundry-build/foundry/engine"
+	"github.com/foundry-build/foundry/engine/evaluate"
 	"github.com/foundry-build/foundry/engine/workspace"
 	"github.com/foundry-build/foundry/registry"
 	"github.com/foundry-build/foundry/registry/registrytest"
@@ -482,11 +483,11 @@ func TestVerdictsFollowTheSealedSuite(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("verdicts: exit %d\n%s", code, errs)
 	}
-	var vs []engine.VerdictView
+	var vs []evaluate.VerdictView
 	if err := json.Unmarshal([]byte(out), &vs); err != nil {
 		t.Fatal(err)
 	}
-	var passed []engine.VerdictView
+	var passed []evaluate.VerdictView
 	disclosed := map[string]bool{}
 	for _, v := range vs {
 		if v.Evidence == "" {

@@ -1,4 +1,4 @@
-package engine
+package evaluate
 
 import (
 	"bytes"
@@ -33,13 +33,13 @@ type serviceRun struct {
 // from inside the sandbox's network namespace and judges each response. The first failing
 // request decides; the candidate is then stopped. It returns the verdict and, for a
 // counterexample, the request that failed.
-func (r *runner) runServiceCase(ctx context.Context, capb *lang.Capability, img executors.Image, c *verdict.Case) (verdict.Verdict, string, error) {
+func (ev *Evaluator) runServiceCase(ctx context.Context, capb *lang.Capability, img executors.Image, c *verdict.Case) (verdict.Verdict, string, error) {
 	// The service's own output only explains a failure.
 	stdout := capped.NewBuffer(64 << 10)
 	stderr := capped.NewBuffer(64 << 10)
 	addr := fmt.Sprintf("127.0.0.1:%d", capb.Interface.Port)
 	run := &serviceRun{}
-	xr, err := r.runCandidate(ctx, capb, img, executors.Action{Stdout: stdout, Stderr: stderr,
+	xr, err := ev.runCandidate(ctx, capb, img, executors.Action{Stdout: stdout, Stderr: stderr,
 		Attach: func(ctx context.Context, dial executors.Dialer) { drive(ctx, capb, c, addr, dial, run) }})
 	if errors.Is(err, executors.ErrNotStarted) {
 		return notStarted(err, nil), "(startup)", nil

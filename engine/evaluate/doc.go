@@ -1,0 +1,18 @@
+// Package evaluate judges a capability's candidates: the suites as the evidence says they
+// stand (dev; repair, with every sealed case a signed result disclosed; sealed, the cases
+// never disclosed), each case run in a fresh sandbox of its own (cli on stdin, service over
+// its loopback) and judged by engine/verdict, and a signed test result per suite. It also
+// lists the project's sealed verdicts and withdraws one (Verdicts, WithdrawVerdict).
+//
+// It holds invariants 1, 3 and 9 of ARCHITECTURE.md for its part: the only test results
+// it signs are of what its own sandboxes observed (no network but the loopback, the
+// evaluation limits); the sealed suite runs once per candidate, contract and suite digest,
+// and a recorded sealed verdict is reused only from a signed result that verifies, never
+// from a row of the state database; a sealed case shown as a counterexample is recorded as
+// disclosed in the signed result, and moves to repair for every later candidate.
+//
+// An Evaluator gets what it needs from the run that drives it (engine/run) as fields: the
+// workspace, an Attester, the trusted keys, the project, a way to get the executor, the
+// run's scratch directory and container prefix, and where to emit events. It imports
+// engine/graph, engine/workspace and engine/event, never the plan or the run.
+package evaluate

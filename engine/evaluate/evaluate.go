@@ -1,0 +1,596 @@
+package evaluate
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/foundry-build/foundry/digest"
+	"github.com/foundry-build/foundry/engine/event"
+	"github.com/foundry-build/foundry/engine/graph"
+	"github.com/foundry-build/foundry/engine/seed"
+	"github.com/foundry-build/foundry/engine/state"
+	"github.com/foundry-build/foundry/engine/verdict"
+	"github.com/foundry-build/foundry/engine/workspace"
+	"github.com/foundry-build/foundry/executors"
+	"github.com/foundry-build/foundry/internal/capped"
+	"github.com/foundry-build/foundry/lang"
+	"github.com/foundry-build/foundry/provenance"
+)
+
+// Limits of one evaluation sandbox: each case runs in a fresh one.
+const (
+	evalMemoryBytes = 512 << 20
+	evalTimeout     = 60 * time.Second
+	evalOutputBytes = 8 << 20
+)
+
+// An Evaluator evaluates the candidates of one run, each on its capability's suites in
+// sandboxes of its own, and signs what it observed. It takes from the run only what it is
+// given here.
+type Evaluator struct {
+	Workspace *workspace.Workspace
+	// Attester signs the test results; its key and TrustedKeys verify the sealed results the
+	// attestation directory already holds.
+	Attester    *workspace.Attester
+	TrustedKeys []*provenance.Verifier
+	// Config is the project: its directory, where the case files are, and its promotion rule.
+	Config *lang.Config
+	// Executor returns the run's executor, opened on first use, for what is about to run.
+	Executor func(ctx context.Context, what string) (executors.Executor, error)
+	// Scratch is the run's scratch directory, where each sandbox gets its own /out, and
+	// ContainerPrefix starts each sandbox's container ID: the run's own, so that the next
+	// apply cleans up after a crashed evaluation.
+	Scratch, ContainerPrefix string
+	Emit                     func(event.Event) // suite_evaluated
+
+	// The signed sealed test results of the attestation directory, read once; resultsRead
+	// is cleared when the Evaluator signs another.
+	resultsMu   sync.Mutex
+	sealedSeen  []provenance.SignedTestResult
+	resultsRead bool
+}
+
+// Rejection is why one candidate recipe was not admitted.
+type Rejection struct {
+	Recipe string
+	Suite  string // the suite that failed, or "" when the build itself failed or it was refused
+	Reason string
+	// Refused is set when the candidate (or a pinned version) was refused before or after
+	// evaluation, quarantined or unusable, rather than failing to build or a suite.
+	Refused bool
+	// Counterexample is the smallest failing case: its input, what was expected, what came.
+	Case, Input, Expected, Got string
+}
+
+func (r Rejection) String() string {
+	if r.Refused {
+		return fmt.Sprintf("  %s: refused: %s", r.Recipe, r.Reason)
+	}
+	if r.Suite == "" {
+		return fmt.Sprintf("  %s: did not build: %s", r.Recipe, r.Reason)
+	}
+	s := fmt.Sprintf("  %s: failed the %s suite: %s", r.Recipe, r.Suite, r.Reason)
+	if r.Case != "" {
+		s += fmt.Sprintf("\n    counterexample %s\n      input:    %s\n      expected: %s\n      got:      %s", r.Case, r.Input, r.Expected, r.Got)
+	}
+	return s
+}
+
+// suiteCase is one parsed case with its content digest. A case from a sealed suite is
+// published by its digest only (name), never by its file name.
+type suiteCase struct {
+	c      *verdict.Case
+	digest digest.Digest
+	name   string // as published in test results
+}
+
+// DefaultMinUndisclosed is how many undisclosed sealed cases a capability must keep for a
+// candidate to be promoted, unless the project's min_undisclosed_sealed says more.
+const DefaultMinUndisclosed = 1
+
+// suites are a capability's cases as the evaluator uses them now: dev as written; repair as
+// written plus every sealed case that signed evidence says was disclosed to a builder; and
+// sealed, the sealed cases never disclosed, with their digest (what verdicts are keyed by).
+type suites struct {
+	dev, repair, sealed []suiteCase
+	sealedDigest        digest.Digest
+	// names maps each sealed case's digest to its file, for the operator's local record.
+	names map[digest.Digest]string
+}
+
+// loadSuites reads a capability's case files and splits them by what the evidence says:
+// disclosed sealed cases move to repair for every later candidate.
+func (ev *Evaluator) loadSuites(ctx context.Context, n *graph.Node) (*suites, error) {
+	results, err := ev.sealedResults()
+	if err != nil {
+		return nil, err
+	}
+	retired, err := ev.Workspace.State.RetiredCases(ctx, n.Capability.Name)
+	if err != nil {
+		return nil, err
+	}
+	return readSuites(ev.Config.Dir, n.Capability, disclosedBy(results, n.Capability.Name, retired))
+}
+
+// readSuites reads capability capb's case files under the project directory dir; the sealed
+// cases whose digest is in disclosed join the repair suite.
+func readSuites(dir string, capb *lang.Capability, disclosed map[digest.Digest]bool) (*suites, error) {
+	su := &suites{names: map[digest.Digest]string{}}
+	for _, name := range []string{"dev", "repair", "sealed"} {
+		s := capb.Suites[name]
+		if s == nil {
+			continue
+		}
+		for _, f := range s.Files {
+			b, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(f)))
+			if err != nil {
+				return nil, err
+			}
+			d := digest.FromBytes(b)
+			c, err := verdict.ParseCase(f, b, capb)
+			if err != nil {
+				return nil, err
+			}
+			sc := suiteCase{c: c, digest: d, name: f}
+			switch {
+			case name == "dev":
+				su.dev = append(su.dev, sc)
+			case name == "repair":
+				su.repair = append(su.repair, sc)
+			case disclosed[d]:
+				su.names[d] = f
+				sc.name = string(d)
+				su.repair = append(su.repair, sc)
+			default:
+				su.names[d] = f
+				sc.name = string(d)
+				su.sealed = append(su.sealed, sc)
+			}
+		}
+	}
+	su.sealedDigest = suiteDigest(su.sealed)
+	return su, nil
+}
+
+// disclosedBy are the content digests of the sealed cases of capability name that signed
+// test results say were shown to a builder, together with those the state once recorded as
+// retired (a row can only move a case from sealed to repair, where it is still checked).
+func disclosedBy(results []provenance.SignedTestResult, name string, retired map[digest.Digest]string) map[digest.Digest]bool {
+	out := map[digest.Digest]bool{}
+	for _, t := range results {
+		if t.Suite != provenance.SuiteSealed || t.Capability != name {
+			continue
+		}
+		for _, d := range t.Disclosed {
+			out[digest.Digest(d)] = true
+		}
+	}
+	for d := range retired {
+		out[d] = true
+	}
+	return out
+}
+
+// Sealed is a capability's sealed suite as it stands: its digest (what verdicts are keyed
+// by) and how many of its cases no signed result disclosed.
+type Sealed struct {
+	Digest      digest.Digest
+	Undisclosed int
+}
+
+// SealedNow returns a function giving a capability's sealed suite as it stands in workspace
+// w, for the project in dir (the sealed cases no signed result verified with keys
+// disclosed), or nil when it cannot be read: the plan then says nothing about it, and apply
+// reports the problem when it evaluates.
+func SealedNow(ctx context.Context, w *workspace.Workspace, dir string, keys []*provenance.Verifier) func(*graph.Node) *Sealed {
+	var results []provenance.SignedTestResult
+	var once sync.Once
+	return func(n *graph.Node) *Sealed {
+		once.Do(func() { results, _ = provenance.TestResultsIn(w.AttestationDir(), keys, nil) })
+		retired, err := w.State.RetiredCases(ctx, n.Capability.Name)
+		if err != nil {
+			return nil
+		}
+		su, err := readSuites(dir, n.Capability, disclosedBy(results, n.Capability.Name, retired))
+		if err != nil {
+			return nil
+		}
+		return &Sealed{Digest: su.sealedDigest, Undisclosed: len(su.sealed)}
+	}
+}
+
+// suiteDigest is the digest of a suite's cases as run: their content digests, sorted.
+func suiteDigest(cases []suiteCase) digest.Digest {
+	ds := make([]string, 0, len(cases))
+	for _, c := range cases {
+		ds = append(ds, string(c.digest))
+	}
+	sort.Strings(ds)
+	return digest.FromBytes([]byte(strings.Join(ds, "\n")))
+}
+
+// sealedResults are the signed sealed test results in the attestation directory that verify
+// with the trusted keys: the evidence of what the evaluator observed, read once per run.
+func (ev *Evaluator) sealedResults() ([]provenance.SignedTestResult, error) {
+	ev.resultsMu.Lock()
+	defer ev.resultsMu.Unlock()
+	if ev.resultsRead {
+		return ev.sealedSeen, nil
+	}
+	pub, err := provenance.NewVerifier("signing key "+ev.Attester.Signer.KeyID(), ev.Attester.Signer.PublicKey())
+	if err != nil {
+		return nil, err
+	}
+	all, err := provenance.TestResultsIn(ev.Workspace.AttestationDir(), append([]*provenance.Verifier{pub}, ev.TrustedKeys...), nil)
+	if err != nil {
+		return nil, err
+	}
+	ev.sealedSeen = nil
+	for _, t := range all {
+		if t.Suite == provenance.SuiteSealed {
+			ev.sealedSeen = append(ev.sealedSeen, t)
+		}
+	}
+	ev.resultsRead = true
+	return ev.sealedSeen, nil
+}
+
+// sealedSigned marks the cached sealed results stale: the run has just signed another.
+func (ev *Evaluator) sealedSigned() {
+	ev.resultsMu.Lock()
+	ev.resultsRead = false
+	ev.resultsMu.Unlock()
+}
+
+// recordedSealed finds the signed sealed test result of this candidate on this sealed suite
+// under this contract (candidate = tree on the candidate image), unless the operator
+// withdrew its verdict. The state row, when there is one, only supplies what was shown.
+func (ev *Evaluator) recordedSealed(ctx context.Context, n *graph.Node, tree, image digest.Digest, suite digest.Digest) (*provenance.SignedTestResult, *state.Verdict, error) {
+	results, err := ev.sealedResults()
+	if err != nil {
+		return nil, nil, err
+	}
+	rows, err := ev.Workspace.State.Verdicts(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	byEnv := map[digest.Digest]*state.Verdict{}
+	for i := range rows {
+		byEnv[rows[i].Envelope] = &rows[i]
+	}
+	for i := range results {
+		t := &results[i]
+		if t.ContractDigest != string(n.Digest) || t.SuiteDigest != string(suite) || !slices.Equal(t.Subjects, []string{string(tree)}) ||
+			t.Configuration["candidate-image"] != string(image) {
+			continue
+		}
+		row := byEnv[digest.Digest(t.Digest)]
+		if row != nil && !row.Withdrawn.IsZero() {
+			continue
+		}
+		return t, row, nil
+	}
+	return nil, nil, nil
+}
+
+// Evaluate runs the candidate of recipe for capability n (the package tree on the base
+// image) on its suites: dev, then repair (with every disclosed sealed case), then, if enough
+// undisclosed sealed cases are left, the sealed suite once per suite version: a signed
+// sealed result for this candidate, contract and suite digest is reused, never re-run. It
+// returns a rejection (with the smallest counterexample) or, on success, the signed test
+// results: the evidence admission binds.
+func (ev *Evaluator) Evaluate(ctx context.Context, n *graph.Node, recipe string, tree digest.Digest, base executors.Image) (*Rejection, [][]byte, error) {
+	capb := n.Capability
+	if capb.Interface == nil || (capb.Interface.Kind != "cli" && capb.Interface.Kind != "service") {
+		return &Rejection{Reason: "the capability has no interface Foundry can evaluate"}, nil, nil
+	}
+	if capb.Suites["sealed"] == nil {
+		return &Rejection{Suite: "sealed", Reason: "the capability has no sealed suite: nothing can be admitted without one"}, nil, nil
+	}
+	key, _, err := digest.Of(map[string]any{"tree": tree, "base": base.Digest})
+	if err != nil {
+		return nil, nil, err
+	}
+	img, err := ev.candidateImage(ctx, capb, tree, base, key)
+	if err != nil {
+		return nil, nil, fmt.Errorf("candidate image: %w", err)
+	}
+	su, err := ev.loadSuites(ctx, n)
+	if err != nil {
+		return nil, nil, err
+	}
+	var tests [][]byte
+	for _, part := range []struct {
+		name  string
+		cases []suiteCase
+	}{{provenance.SuiteDev, su.dev}, {provenance.SuiteRepair, su.repair}} {
+		if len(part.cases) == 0 {
+			continue
+		}
+		rej, env, err := ev.runSuite(ctx, n, recipe, img, tree, part.name, part.cases, false)
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := ev.Workspace.State.RecordEvaluation(ctx, state.Evaluation{Contract: n.Digest, Candidate: key, Suite: part.name, Passed: rej == nil, Record: []byte(`{}`)}); err != nil {
+			return nil, nil, err
+		}
+		if rej != nil {
+			return &rej.Rejection, nil, nil
+		}
+		tests = append(tests, env)
+	}
+	if need := MinUndisclosed(ev.Config.Project); len(su.sealed) < need {
+		return &Rejection{Suite: "sealed", Reason: fmt.Sprintf("%d undisclosed sealed case(s) left, and promotion needs %d: every other sealed case was shown to a builder and now serves for repair; add sealed cases", len(su.sealed), need)}, nil, nil
+	}
+	if prev, row, err := ev.recordedSealed(ctx, n, tree, digest.Digest(img.Digest), su.sealedDigest); err != nil {
+		return nil, nil, err
+	} else if prev != nil {
+		if prev.Passed() {
+			passed := true
+			ev.Emit(event.Event{Type: "suite_evaluated", Node: n.Address, Recipe: recipe, Suite: provenance.SuiteSealed, Passed: &passed,
+				Message: fmt.Sprintf("sealed suite: passed (recorded evaluation %s)", digest.Digest(prev.Digest).Short())})
+			tests = append(tests, prev.Envelope)
+			return nil, tests, nil
+		}
+		return recordedRejection(prev, row, su), nil, nil
+	}
+	rej, env, err := ev.runSuite(ctx, n, recipe, img, tree, provenance.SuiteSealed, su.sealed, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	rec, _ := json.Marshal(verdictRecord{Rejection: rejectionOf(rej), Cases: su.names})
+	v := state.Verdict{Envelope: digest.FromBytes(env), Capability: capb.Name, Contract: n.Digest, Candidate: tree,
+		SuiteDigest: su.sealedDigest, Passed: rej == nil, Record: rec, Evaluated: time.Now()}
+	if err := ev.Workspace.State.RecordVerdict(ctx, v); err != nil {
+		return nil, nil, err
+	}
+	ev.sealedSigned()
+	if rej != nil {
+		// The state's index of disclosed cases, for the operator (the evidence is the
+		// signed result's disclosure).
+		if err := ev.Workspace.State.RetireCase(ctx, capb.Name, rej.caseDigest, su.names[rej.caseDigest], "shown as the counterexample that rejected a candidate"); err != nil {
+			return nil, nil, err
+		}
+		return &rej.Rejection, nil, nil
+	}
+	tests = append(tests, env)
+	return nil, tests, nil
+}
+
+// MinUndisclosed is the number of undisclosed sealed cases the project's promotion needs.
+func MinUndisclosed(p *lang.Project) int {
+	if p != nil && p.MinUndisclosedSealed > 0 {
+		return p.MinUndisclosedSealed
+	}
+	return DefaultMinUndisclosed
+}
+
+// verdictRecord is what the state keeps beside a sealed verdict for the operator: the
+// rejection shown, and the case files behind the digests the signed result names.
+type verdictRecord struct {
+	Rejection *Rejection               `json:"rejection,omitempty"`
+	Cases     map[digest.Digest]string `json:"cases,omitempty"`
+}
+
+func rejectionOf(rej *rejection) *Rejection {
+	if rej == nil {
+		return nil
+	}
+	return &rej.Rejection
+}
+
+// recordedRejection is the rejection a signed FAILED sealed result stands for. What it says
+// comes from the evidence and the current case files: the disclosed case is looked up by
+// its digest; the output the candidate gave is quoted from the local record only when that
+// record is about the same disclosed case.
+func recordedRejection(t *provenance.SignedTestResult, row *state.Verdict, su *suites) *Rejection {
+	rej := &Rejection{Suite: "sealed", Reason: fmt.Sprintf("(recorded sealed evaluation %s) failed %d of %d sealed case(s)",
+		digest.Digest(t.Digest).Short(), len(t.Predicate.GetFailedTests()), len(t.Predicate.GetFailedTests())+len(t.Predicate.GetPassedTests()))}
+	if len(t.Disclosed) == 0 {
+		return rej
+	}
+	d := digest.Digest(t.Disclosed[0])
+	for _, sc := range su.repair {
+		if sc.digest != d {
+			continue
+		}
+		rej.Case, rej.Input, rej.Expected, rej.Got = su.names[d], abbreviate(describeInput(sc.c), 160), abbreviate(string(sc.c.Expect.Output), 200), "(not recorded)"
+		var rec verdictRecord
+		if row != nil && json.Unmarshal(row.Record, &rec) == nil && rec.Rejection != nil && rec.Rejection.Case == rej.Case {
+			rej.Reason = "(recorded sealed evaluation) " + rec.Rejection.Reason
+			rej.Got = rec.Rejection.Got
+		}
+	}
+	return rej
+}
+
+// describeInput is how a case's input is shown in a counterexample.
+func describeInput(c *verdict.Case) string {
+	if len(c.Requests) == 0 {
+		return string(c.Input)
+	}
+	var parts []string
+	for i := range c.Requests {
+		parts = append(parts, c.Requests[i].Describe())
+	}
+	return strings.Join(parts, "; ")
+}
+
+// rejection carries the failing case's digest, for retirement.
+type rejection struct {
+	Rejection
+	caseDigest digest.Digest
+	inputLen   int // the smallest counterexample is the failing case with the shortest input
+}
+
+// candidateImage is the base image with the package tree laid over it at /.
+func (ev *Evaluator) candidateImage(ctx context.Context, capb *lang.Capability, tree digest.Digest, base executors.Image, key digest.Digest) (executors.Image, error) {
+	dir, err := ev.Workspace.MaterializeTree(tree)
+	if err != nil {
+		return executors.Image{}, err
+	}
+	spec := &seed.Spec{Name: "candidate-" + capb.Name, Platform: capb.Target, Key: "candidate " + string(key)}
+	if base.Digest != "" {
+		b := base
+		spec.Layers = append(spec.Layers, seed.Layer{From: &b})
+		spec.Env = seed.EnvMap(base.Env)
+	}
+	spec.Layers = append(spec.Layers, seed.Layer{Dir: dir, At: "/"})
+	return ev.Workspace.Seeds.Build(ctx, spec)
+}
+
+// runSuite runs every case of a suite, each in a fresh sandbox, judges it, and mints the
+// suite's signed test result. It returns the smallest failing case as a rejection; with
+// disclose set, that case is about to be shown to the operator (and so to whoever builds the
+// next candidate), and the signed result records its disclosure.
+func (ev *Evaluator) runSuite(ctx context.Context, n *graph.Node, recipe string, img executors.Image, tree digest.Digest, suite string, cases []suiteCase, disclose bool) (*rejection, []byte, error) {
+	capb := n.Capability
+	started := time.Now()
+	var results []provenance.CaseResult
+	var worst *rejection
+	var worstName string
+	for _, sc := range cases {
+		var v verdict.Verdict
+		var shown string
+		var err error
+		if capb.Interface.Kind == "service" {
+			v, shown, err = ev.runServiceCase(ctx, capb, img, sc.c)
+		} else {
+			v, err = ev.runCase(ctx, capb, img, sc.c)
+			shown = string(sc.c.Input)
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		results = append(results, provenance.CaseResult{Name: sc.name, Pass: v.Pass})
+		if v.Pass {
+			continue
+		}
+		rej := &rejection{Rejection: Rejection{Suite: suite, Reason: v.Reason, Case: sc.c.Name,
+			Input: abbreviate(shown, 160), Expected: v.Expected, Got: v.Got}, caseDigest: sc.digest, inputLen: caseSize(sc.c)}
+		if worst == nil || rej.inputLen < worst.inputLen {
+			worst, worstName = rej, sc.name
+		}
+	}
+	exe, err := ev.Executor(ctx, "the evaluation of "+n.Address)
+	if err != nil {
+		return nil, nil, err
+	}
+	evaluator, err := provenance.EvaluatorID(exe.Name(), exe.Isolation())
+	if err != nil {
+		return nil, nil, err
+	}
+	sort.Slice(results, func(i, j int) bool { return results[i].Name < results[j].Name })
+	e := &provenance.Evaluation{
+		Capability: capb.Name, ContractDigest: string(n.Digest), Candidate: string(tree),
+		Suite: suite, SuiteDigest: string(suiteDigest(cases)),
+		Evaluator: evaluator, Cases: results, StartedOn: started, FinishedOn: time.Now(),
+		Configuration: []provenance.Dependency{{Name: "candidate-image", URI: "foundry:" + n.Address, Digest: img.Digest}},
+	}
+	if disclose && worst != nil {
+		e.Disclosed = []string{worstName}
+	}
+	env, err := ev.Attester.Sign(provenance.NewTestResult(e))
+	if err != nil {
+		return nil, nil, err
+	}
+	passed, total := countPassed(results), len(results)
+	ok := passed == total
+	ev.Emit(event.Event{Type: "suite_evaluated", Node: n.Address, Recipe: recipe, Suite: suite, Passed: &ok, Cases: &total, CasesPassed: &passed,
+		Message: fmt.Sprintf("%s suite: %d of %d cases passed", suite, passed, total)})
+	return worst, env, nil
+}
+
+func countPassed(rs []provenance.CaseResult) int {
+	n := 0
+	for _, r := range rs {
+		if r.Pass {
+			n++
+		}
+	}
+	return n
+}
+
+// runCandidate runs the candidate's entrypoint once in a fresh evaluation sandbox: its own
+// empty /out, no network, the evaluation limits. The caller's a supplies stdin, the output
+// writers and, for a service, Attach.
+func (ev *Evaluator) runCandidate(ctx context.Context, capb *lang.Capability, img executors.Image, a executors.Action) (*executors.Result, error) {
+	scratch := filepath.Join(ev.Scratch, "eval-"+workspace.NewID())
+	out := filepath.Join(scratch, "out")
+	if err := os.MkdirAll(out, 0o777); err != nil {
+		return nil, err
+	}
+	os.Chmod(out, 0o777)
+	defer os.RemoveAll(scratch)
+	// Evaluations are not nodes of the run: a crashed one's container is found by the
+	// run's container prefix, which the next apply cleans up.
+	a.ID = ev.ContainerPrefix + "eval-" + workspace.NewID()
+	a.Image, a.Argv, a.Env, a.Workdir, a.OutDir = img, capb.Interface.Entrypoint, img.Env, "/", out
+	a.Network = executors.NetworkNone
+	a.Limits = executors.Limits{MemoryBytes: evalMemoryBytes, CPUs: 1, Pids: 256, Timeout: evalTimeout}
+	exe, err := ev.Executor(ctx, "the evaluation of capability."+capb.Name)
+	if err != nil {
+		return nil, err
+	}
+	return exe.Run(ctx, &a)
+}
+
+// runCase runs one case in a fresh sandbox: the entrypoint with the case input on stdin.
+func (ev *Evaluator) runCase(ctx context.Context, capb *lang.Capability, img executors.Image, c *verdict.Case) (verdict.Verdict, error) {
+	stdout := capped.NewBuffer(evalOutputBytes)
+	stderr := capped.NewBuffer(64 << 10)
+	xr, err := ev.runCandidate(ctx, capb, img, executors.Action{Stdin: bytes.NewReader(c.Stdin()), Stdout: stdout, Stderr: stderr})
+	if errors.Is(err, executors.ErrNotStarted) {
+		return notStarted(err, c.Expect.Output), nil
+	}
+	if err != nil {
+		return verdict.Verdict{}, fmt.Errorf("running case %s: %w", c.Name, err)
+	}
+	return verdict.Judge(capb, c, verdict.Observation{Stdout: stdout.B.Bytes(), Stderr: stderr.B.Bytes(), ExitCode: xr.ExitCode,
+		TimedOut: xr.TimedOut, OOMKilled: xr.OOMKilled, StdoutTruncated: stdout.Truncated}), nil
+}
+
+// notStarted is the verdict on a candidate whose entrypoint could not be executed: the
+// candidate's fault (it was built without it, or not executable), so a failing case, not an
+// error of the run.
+func notStarted(err error, expected []byte) verdict.Verdict {
+	msg := err.Error()
+	if i := strings.Index(msg, "exec: "); i >= 0 {
+		msg = msg[i:]
+	}
+	want := "a running entrypoint"
+	if expected != nil {
+		want = abbreviate(string(expected), 200)
+	}
+	return verdict.Verdict{Reason: "the entrypoint could not be started", Expected: want, Got: abbreviate(msg, 200)}
+}
+
+// caseSize measures a case for choosing the smallest counterexample: the length of its
+// input, or of all its requests.
+func caseSize(c *verdict.Case) int {
+	if len(c.Requests) == 0 {
+		return len(c.Input)
+	}
+	n := 0
+	for i := range c.Requests {
+		n += len(c.Requests[i].Describe())
+	}
+	return n
+}
+
+func abbreviate(s string, n int) string {
+	if len(s) > n {
+		return s[:n-3] + "..."
+	}
+	return s
+}
