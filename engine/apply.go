@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/foundry-build/foundry/digest"
+	"github.com/foundry-build/foundry/engine/admit"
 	"github.com/foundry-build/foundry/engine/cache"
 	"github.com/foundry-build/foundry/engine/evaluate"
 	"github.com/foundry-build/foundry/engine/event"
@@ -53,13 +54,13 @@ type ApplyOptions struct {
 // CLI sets one that kills the process to prove crash safety.
 type FaultInjector func(point, node string)
 
-// Fault points, in the order a step passes them, then a capability's publish.
+// Fault points, in the order a step passes them (a capability's publish has its own,
+// admit.FaultAfterDispatch).
 const (
 	FaultBeforeExec    = "before-exec"     // attempt recorded, container not yet created
 	FaultAfterExec     = "after-exec"      // process finished, outputs not yet stored
 	FaultAfterOutputs  = "after-outputs"   // outputs in the store, cache entry not yet written
 	FaultAfterCachePut = "after-cache-put" // cache entry written, node not yet marked done
-	FaultAfterDispatch = "after-dispatch"  // a capability's publish dispatched, not yet sent
 )
 
 // StepError is a failed step: what ran, how it ended, and where its full log is.
@@ -145,8 +146,10 @@ type runner struct {
 	sealed     map[digest.Digest]string
 	sealedErr  error
 
-	// eval evaluates the candidates of the capabilities this run builds.
+	// eval evaluates the candidates of the capabilities this run builds, and adm admits
+	// those that pass and pulls the pinned ones.
 	eval *evaluate.Evaluator
+	adm  *admit.Admitter
 
 	// The executor, opened and cleaned up after dead runs on first use (recover.go); fatal
 	// is set when that fails, and stops the walk. sweptAgain is closed when the second
@@ -214,6 +217,8 @@ func Apply(ctx context.Context, ws *workspace.Workspace, g *graph.Graph, p *Plan
 	r.scratch = filepath.Join(ws.Dir, "runs", run.ID)
 	r.eval = &evaluate.Evaluator{Workspace: ws, Attester: r.att, TrustedKeys: opt.TrustedKeys, Config: g.Config,
 		Executor: r.executor, Scratch: r.scratch, ContainerPrefix: r.containerPrefix(), Emit: r.emit}
+	r.adm = &admit.Admitter{Workspace: ws, Attester: r.att, Graph: g, Registry: opt.Registry, TrustedKeys: opt.TrustedKeys,
+		Version: opt.Version, RunID: run.ID, Scratch: r.scratch, Emit: r.emit, Fault: r.fault}
 	// The scratch directory marks the run's leftovers for the next apply (recover.go) when
 	// they could not all be removed.
 	keepScratch := false

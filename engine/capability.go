@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/foundry-build/foundry/digest"
+	"github.com/foundry-build/foundry/engine/admit"
+	"github.com/foundry-build/foundry/engine/cache"
 	"github.com/foundry-build/foundry/engine/evaluate"
 	"github.com/foundry-build/foundry/engine/event"
 	"github.com/foundry-build/foundry/engine/graph"
@@ -44,7 +46,7 @@ func (r *runner) settleCapability(ctx context.Context, n *graph.Node) (string, e
 	}
 	capErr := &CapabilityError{Capability: n.Address}
 	if cp.Status == StatusRegistry {
-		tree, err := r.pullAdmitted(ctx, n, cp.Pinned)
+		tree, err := r.adm.Pull(ctx, n, cp.Pinned)
 		if err == nil {
 			r.setResult(n.Address, &nodeResult{tree: tree})
 			r.emit(event.Event{Type: "capability_pinned", Node: n.Address, Ref: cp.Pinned.Ref, Message: cp.Pinned.Ref})
@@ -89,7 +91,8 @@ func (r *runner) settleCapability(ctx context.Context, n *graph.Node) (string, e
 			r.rejected(n, *rej)
 			continue
 		}
-		ref, m, err := r.admit(ctx, n, o.Address, tree, tests)
+		ref, m, err := r.adm.Admit(ctx, n, &admit.Candidate{Recipe: o.Address, Tree: tree, Base: base,
+			Steps: r.stepResults(o.Address), Output: r.recordedOutput, Tests: tests})
 		if err != nil {
 			return "failed", fmt.Errorf("admitting %s for %s: %w", o.Address, n.Address, err)
 		}
@@ -172,13 +175,15 @@ func (r *runner) quarantined(ctx context.Context, d digest.Digest) (string, erro
 	return reason, nil
 }
 
-// snapshot copies the results map.
-func (r *runner) snapshot() map[string]*nodeResult {
+// stepResults are the results of recipe's steps, by address.
+func (r *runner) stepResults(recipe string) map[string]*cache.Result {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := make(map[string]*nodeResult, len(r.results))
-	for k, v := range r.results {
-		out[k] = v
+	out := map[string]*cache.Result{}
+	for a, nr := range r.results {
+		if strings.HasPrefix(a, recipe+".step.") && nr.step != nil {
+			out[a] = nr.step
+		}
 	}
 	return out
 }

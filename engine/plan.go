@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/foundry-build/foundry/digest"
+	"github.com/foundry-build/foundry/engine/admit"
 	"github.com/foundry-build/foundry/engine/graph"
 	"github.com/foundry-build/foundry/internal/jsonindent"
 	"github.com/foundry-build/foundry/internal/parallel"
@@ -132,12 +133,12 @@ func (m *Mounts) UnmarshalJSON(b []byte) error {
 
 // CapabilityPlan is how a required capability will be resolved (see resolve.go).
 type CapabilityPlan struct {
-	Address        string        `json:"address"`
-	ContractDigest digest.Digest `json:"contract_digest"`
-	Status         string        `json:"status"` // registry, build or missing
-	Recipe         string        `json:"recipe,omitempty"`
-	Pinned         *Admitted     `json:"pinned,omitempty"` // status registry: the admitted version
-	Reason         string        `json:"reason,omitempty"`
+	Address        string          `json:"address"`
+	ContractDigest digest.Digest   `json:"contract_digest"`
+	Status         string          `json:"status"` // registry, build or missing
+	Recipe         string          `json:"recipe,omitempty"`
+	Pinned         *admit.Admitted `json:"pinned,omitempty"` // status registry: the admitted version
+	Reason         string          `json:"reason,omitempty"`
 	// Registry says why the version the registry holds under the contract tag is not used
 	// (quarantined, not admitted for this contract, admitted on an earlier sealed suite),
 	// or why it is pinned all the same.
@@ -185,7 +186,7 @@ type PlanOptions struct {
 	// Admitted finds an admitted, unquarantined version of a capability in the registry;
 	// nil means there is no registry to consult.
 	// the string says why the registry's version is not used, when it is not.
-	Admitted func(*graph.Node) (*Admitted, string, error)
+	Admitted func(*graph.Node) (*admit.Admitted, string, error)
 	// Quarantined maps quarantined digests to the reason. A node whose own digest or any
 	// input's digest is quarantined is missing, and everything built from it is affected.
 	Quarantined map[digest.Digest]string

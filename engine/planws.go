@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/foundry-build/foundry/digest"
+	"github.com/foundry-build/foundry/engine/admit"
 	"github.com/foundry-build/foundry/engine/evaluate"
 	"github.com/foundry-build/foundry/engine/graph"
 	"github.com/foundry-build/foundry/engine/workspace"
@@ -56,8 +57,8 @@ func ForWorkspace(ctx context.Context, w *workspace.Workspace, g *graph.Graph, r
 	}
 	sealed := evaluate.SealedNow(ctx, w, g.Config.Dir, keys)
 	if reg != nil {
-		opt.Admitted = func(n *graph.Node) (*Admitted, string, error) {
-			adm, why, err := LookupAdmitted(ctx, reg, keys, w.State, n)
+		opt.Admitted = func(n *graph.Node) (*admit.Admitted, string, error) {
+			adm, why, err := admit.Lookup(ctx, reg, keys, w.State, n)
 			if err != nil || adm == nil {
 				return adm, why, err
 			}

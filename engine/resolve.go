@@ -8,25 +8,15 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/foundry-build/foundry/digest"
+	"github.com/foundry-build/foundry/engine/admit"
 	"github.com/foundry-build/foundry/engine/graph"
 )
-
-// Admitted is an admitted version of a capability, found in the registry.
-type Admitted struct {
-	Ref    string        `json:"ref"`    // registry reference pinned by digest
-	Digest digest.Digest `json:"digest"` // the capability artifact's manifest digest
-	// Tree is the digest of the files, recomputed from the layers when it was judged.
-	Tree digest.Digest `json:"tree,omitempty"`
-	// Suites are the digests of the sealed suites its verified admissions passed.
-	Suites []digest.Digest `json:"sealed_suites,omitempty"`
-}
 
 // resolution is the outcome of resolving one capability.
 type resolution struct {
 	status    string // registry, build or missing
 	recipe    string
-	pinned    *Admitted
+	pinned    *admit.Admitted
 	reason    string
 	reachable bool
 	ready     bool
@@ -42,7 +32,7 @@ type resolution struct {
 // smallest observed set of missing prerequisites.
 type resolver struct {
 	g        *graph.Graph
-	admitted func(*graph.Node) (*Admitted, string, error)
+	admitted func(*graph.Node) (*admit.Admitted, string, error)
 	memo     map[string]*resolution
 	err      error
 }
@@ -165,7 +155,7 @@ func (r *resolver) resolve(c string, stack []string) *resolution {
 // sets the statuses of the capability, recipe, package and step nodes accordingly. at is
 // each node's position in that order, or -1. It reports whether it made a node an
 // alternative.
-func resolveCapabilities(g *graph.Graph, p *Plan, byNum []*PlanNode, at []int32, admitted func(*graph.Node) (*Admitted, string, error)) (alternatives bool, err error) {
+func resolveCapabilities(g *graph.Graph, p *Plan, byNum []*PlanNode, at []int32, admitted func(*graph.Node) (*admit.Admitted, string, error)) (alternatives bool, err error) {
 	r := &resolver{g: g, admitted: admitted, memo: map[string]*resolution{}}
 	p.Capabilities = []*CapabilityPlan{}
 	// The capabilities are found by name: looking for them among the nodes would read

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/foundry-build/foundry/digest"
+	"github.com/foundry-build/foundry/engine/admit"
 	"github.com/foundry-build/foundry/engine/graph"
 	"github.com/foundry-build/foundry/engine/graph/graphtest"
 	"github.com/foundry-build/foundry/lang"
@@ -54,7 +55,7 @@ func capProject(t *testing.T, caps []string, recipes [][]string) *graph.Graph {
 	return g
 }
 
-func capPlan(t *testing.T, g *graph.Graph, admitted func(*graph.Node) (*Admitted, string, error)) map[string]*CapabilityPlan {
+func capPlan(t *testing.T, g *graph.Graph, admitted func(*graph.Node) (*admit.Admitted, string, error)) map[string]*CapabilityPlan {
 	t.Helper()
 	p, err := MakePlan(g, PlanOptions{Admitted: admitted})
 	if err != nil {
@@ -132,8 +133,8 @@ func TestResolutionCycle(t *testing.T) {
 
 func TestResolutionPrefersAdmittedVersion(t *testing.T) {
 	g := capProject(t, []string{"c"}, [][]string{{"r", "c", "1"}})
-	pin := &Admitted{Ref: "oci-layout:reg@sha256:" + strings.Repeat("a", 64), Digest: digest.Digest("sha256:" + digestHex("a"))}
-	p, err := MakePlan(g, PlanOptions{Admitted: func(n *graph.Node) (*Admitted, string, error) { return pin, "", nil }})
+	pin := &admit.Admitted{Ref: "oci-layout:reg@sha256:" + strings.Repeat("a", 64), Digest: digest.Digest("sha256:" + digestHex("a"))}
+	p, err := MakePlan(g, PlanOptions{Admitted: func(n *graph.Node) (*admit.Admitted, string, error) { return pin, "", nil }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/foundry-build/foundry/digest"
 	"github.com/foundry-build/foundry/engine"
+	"github.com/foundry-build/foundry/engine/admit"
 	"github.com/foundry-build/foundry/engine/workspace"
 	"github.com/foundry-build/foundry/registry"
 )
@@ -162,7 +163,7 @@ recipe "r" {
 		t.Fatal(err)
 	}
 	if _, err := registry.Publish(context.Background(), reg, ws.Store, registry.Capability{
-		Contract: []byte(`{}`), Tree: tree, Name: "c", Version: "forged", Target: "linux/amd64", Tag: engine.ContractTag(contract),
+		Contract: []byte(`{}`), Tree: tree, Name: "c", Version: "forged", Target: "linux/amd64", Tag: admit.ContractTag(contract),
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,7 @@ import (
 	"flag"
 	"fmt"
 
-	"github.com/foundry-build/foundry/engine"
+	"github.com/foundry-build/foundry/engine/admit"
 	"github.com/foundry-build/foundry/engine/graph"
 	"github.com/foundry-build/foundry/engine/workspace"
 )
@@ -61,9 +61,9 @@ Exit codes: 0 success, 1 configuration or registry errors, 2 usage error.`,
 					defer ws.Close()
 				}
 				type row struct {
-					Address  string             `json:"address"`
-					Contract string             `json:"contract_digest"`
-					Registry *engine.Inspection `json:"registry,omitempty"`
+					Address  string            `json:"address"`
+					Contract string            `json:"contract_digest"`
+					Registry *admit.Inspection `json:"registry,omitempty"`
 				}
 				var rows []row
 				for _, a := range g.Order {
@@ -73,7 +73,7 @@ Exit codes: 0 success, 1 configuration or registry errors, 2 usage error.`,
 					}
 					r := row{Address: a, Contract: string(n.Digest)}
 					if reg != nil {
-						in, err := engine.InspectAdmitted(context.Background(), reg, keys, ws.State, n)
+						in, err := admit.Inspect(context.Background(), reg, keys, ws.State, n)
 						if err != nil {
 							fmt.Fprintf(env.stderr, "foundry capabilities: %s: %v\n", a, err)
 							return exitError

@@ -20,6 +20,7 @@ import (
 	"github.com/containerd/containerd/oci"
 
 	"github.com/foundry-build/foundry/engine"
+	"github.com/foundry-build/foundry/engine/admit"
 	"github.com/foundry-build/foundry/engine/workspace"
 	"github.com/foundry-build/foundry/executors/containerd"
 )
@@ -183,7 +184,7 @@ func assertClean(t *testing.T, dir string) {
 func TestCrashAfterPublishIsReconciled(t *testing.T) {
 	needSandbox(t)
 	dir := copyExample(t, "greeter")
-	r := apply(t, dir, []string{"FOUNDRY_TEST_FAULT=" + engine.FaultAfterDispatch + ":capability.greeter"}, "-progress", "plain")
+	r := apply(t, dir, []string{"FOUNDRY_TEST_FAULT=" + admit.FaultAfterDispatch + ":capability.greeter"}, "-progress", "plain")
 	if r.code != -1 {
 		t.Fatalf("the faulted apply should die by SIGKILL as it publishes: exit %d\n%s", r.code, r.stderr)
 	}

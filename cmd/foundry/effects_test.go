@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/foundry-build/foundry/engine"
+	"github.com/foundry-build/foundry/engine/admit"
 )
 
 // listEffectsJSON runs `foundry effects -json` in dir.
@@ -30,7 +30,7 @@ func TestEffectsListAndResolve(t *testing.T) {
 	if code, out, _ := foundry(t, dir, "effects"); code != exitOK || !strings.Contains(out, "No effects are recorded (no project state in .)") {
 		t.Errorf("effects before any apply: exit %d\n%s", code, out)
 	}
-	r := apply(t, dir, []string{"FOUNDRY_TEST_FAULT=" + engine.FaultAfterDispatch + ":capability.greeter"})
+	r := apply(t, dir, []string{"FOUNDRY_TEST_FAULT=" + admit.FaultAfterDispatch + ":capability.greeter"})
 	if r.code != -1 {
 		t.Fatalf("the faulted apply should die by SIGKILL as it publishes: exit %d\n%s", r.code, r.stderr)
 	}

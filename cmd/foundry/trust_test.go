@@ -14,6 +14,7 @@ import (
 
 	"github.com/foundry-build/foundry/digest"
 	"github.com/foundry-build/foundry/engine"
+	"github.com/foundry-build/foundry/engine/admit"
 	"github.com/foundry-build/foundry/engine/evaluate"
 	"github.com/foundry-build/foundry/engine/workspace"
 	"github.com/foundry-build/foundry/registry"
@@ -142,7 +143,7 @@ func TestForeignAdmissionIsNotAdmittedForAnotherContract(t *testing.T) {
 			f := newTrustFixture(t, addr())
 			f.addOther(t, true)
 			other := f.capability(t, f.plan(t), "capability.other")
-			if err := f.store.Tag(context.Background(), engine.ContractTag(other.ContractDigest), f.genuine); err != nil {
+			if err := f.store.Tag(context.Background(), admit.ContractTag(other.ContractDigest), f.genuine); err != nil {
 				t.Fatal(err)
 			}
 
@@ -220,7 +221,7 @@ func TestForgedLayersUnderAdmittedAnnotationsAreRefused(t *testing.T) {
 				}
 			}
 			c := f.capability(t, f.plan(t), "capability.sorter")
-			if err := f.store.Tag(ctx, engine.ContractTag(c.ContractDigest), fmd); err != nil {
+			if err := f.store.Tag(ctx, admit.ContractTag(c.ContractDigest), fmd); err != nil {
 				t.Fatal(err)
 			}
 			forgedRef := strings.TrimSuffix(f.ref, string(f.genuine)) + string(fmd)
@@ -360,7 +361,7 @@ func TestBadReferrersDoNotSpoilTheArtifact(t *testing.T) {
 			// Something that is not a capability, under the other capability's contract tag.
 			f.addOther(t, false)
 			other := f.capability(t, f.plan(t), "capability.other")
-			if err := f.store.Tag(ctx, engine.ContractTag(other.ContractDigest), mustManifest(t, f, referrer(big, "not a capability"))); err != nil {
+			if err := f.store.Tag(ctx, admit.ContractTag(other.ContractDigest), mustManifest(t, f, referrer(big, "not a capability"))); err != nil {
 				t.Fatal(err)
 			}
 

@@ -1,4 +1,4 @@
-package engine
+package admit
 
 import (
 	"context"
@@ -18,6 +18,16 @@ type Quarantine interface {
 	IsQuarantined(ctx context.Context, d digest.Digest) (bool, string, error)
 }
 
+// Admitted is an admitted version of a capability, found in the registry.
+type Admitted struct {
+	Ref    string        `json:"ref"`    // registry reference pinned by digest
+	Digest digest.Digest `json:"digest"` // the capability artifact's manifest digest
+	// Tree is the digest of the files, recomputed from the layers when it was judged.
+	Tree digest.Digest `json:"tree,omitempty"`
+	// Suites are the digests of the sealed suites its verified admissions passed.
+	Suites []digest.Digest `json:"sealed_suites,omitempty"`
+}
+
 // Inspection is what the registry holds for one capability contract, judged by evidence.
 type Inspection struct {
 	Manifest    digest.Digest `json:"manifest,omitempty"` // empty: nothing published under the contract tag
@@ -34,7 +44,7 @@ type Inspection struct {
 	Report      *provenance.Report `json:"report,omitempty"`
 }
 
-// InspectAdmitted reads what registry s holds under capability node n's contract tag
+// Inspect reads what registry s holds under capability node n's contract tag
 // (resolved to a digest once, here) and judges it as a pull would: the manifest must be a
 // capability whose contract is n's, its layers are fetched and the tree they form
 // recomputed, and a verification summary signed by one of keys must bind that contract,
@@ -42,7 +52,7 @@ type Inspection struct {
 // Anything the registry holds that fails this is reported in NotAdmitted, never as an
 // error: a tag, a manifest or a referrer an attacker pushed cannot block resolution. The
 // error is for what is not the registry's content (a temporary directory, a cancelled ctx).
-func InspectAdmitted(ctx context.Context, s registry.Store, keys []*provenance.Verifier, q Quarantine, n *graph.Node) (*Inspection, error) {
+func Inspect(ctx context.Context, s registry.Store, keys []*provenance.Verifier, q Quarantine, n *graph.Node) (*Inspection, error) {
 	m, err := s.Resolve(ctx, ContractTag(n.Digest))
 	if errors.Is(err, registry.ErrNotFound) {
 		return &Inspection{}, nil
@@ -82,11 +92,11 @@ func InspectAdmitted(ctx context.Context, s registry.Store, keys []*provenance.V
 	return in, nil
 }
 
-// LookupAdmitted returns the admitted version of capability node n in registry s, or nil
+// Lookup returns the admitted version of capability node n in registry s, or nil
 // and why the registry's version (if any) is not admitted for n's contract. A registry tag,
-// an annotation or a row in the state database alone is never enough (InspectAdmitted).
-func LookupAdmitted(ctx context.Context, s registry.Store, keys []*provenance.Verifier, q Quarantine, n *graph.Node) (*Admitted, string, error) {
-	in, err := InspectAdmitted(ctx, s, keys, q, n)
+// an annotation or a row in the state database alone is never enough (Inspect).
+func Lookup(ctx context.Context, s registry.Store, keys []*provenance.Verifier, q Quarantine, n *graph.Node) (*Admitted, string, error) {
+	in, err := Inspect(ctx, s, keys, q, n)
 	switch {
 	case err != nil:
 		return nil, "", err

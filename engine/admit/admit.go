@@ -1,0 +1,268 @@
+package admit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/foundry-build/foundry/digest"
+	"github.com/foundry-build/foundry/engine/cache"
+	"github.com/foundry-build/foundry/engine/event"
+	"github.com/foundry-build/foundry/engine/graph"
+	"github.com/foundry-build/foundry/engine/state"
+	"github.com/foundry-build/foundry/engine/workspace"
+	"github.com/foundry-build/foundry/executors"
+	"github.com/foundry-build/foundry/lang"
+	"github.com/foundry-build/foundry/provenance"
+	"github.com/foundry-build/foundry/registry"
+)
+
+// PolicyURI names the admission rules Foundry applies (spec/capability.md): dev and
+// repair suites pass, then the sealed suite passes on its one evaluation.
+const PolicyURI = "https://foundry.dev/policy/admission/v1"
+
+// FaultAfterDispatch is the fault point (engine/run's FaultInjector) between a publish's
+// dispatch, recorded in the outbox, and the publish itself.
+const FaultAfterDispatch = "after-dispatch"
+
+// An Admitter admits, in one run, the candidates that passed evaluation, and pulls the
+// admitted versions the plan pinned. It takes from the run only what it is given here.
+type Admitter struct {
+	Workspace *workspace.Workspace
+	// Attester signs the verification summary and the package's provenance.
+	Attester *workspace.Attester
+	Graph    *graph.Graph
+	// Registry is where admitted capabilities are published and pinned versions pulled
+	// from; TrustedKeys verify what is pulled.
+	Registry    registry.Store
+	TrustedKeys []*provenance.Verifier
+	Version     string                   // this Foundry's, recorded in the package's provenance
+	RunID       string                   // the run's, which names the publish effects it records
+	Scratch     string                   // the run's scratch directory, where a pull is unpacked
+	Emit        func(event.Event)        // effect_reconciled
+	Fault       func(point, node string) // called at FaultAfterDispatch
+}
+
+// Candidate is a recipe's build that passed evaluation, as the run hands it to admission.
+type Candidate struct {
+	Recipe string
+	Tree   digest.Digest   // the package's files
+	Base   executors.Image // the image the package's base names; zero when it has none
+	// Steps are the results of the recipe's steps, by address: the provenance of each is an
+	// input of the verification summary.
+	Steps map[string]*cache.Result
+	// Output is the recorded output that a step output the package holds refers to, with
+	// its producer's action digest.
+	Output func(*lang.Artifact) (*cache.Output, digest.Digest, error)
+	Tests  [][]byte // the signed test results of its evaluation
+}
+
+// Admit publishes c, a candidate of capability n that passed evaluation, to the project
+// registry with its evidence, and returns the reference and manifest digest it was published
+// as. The publish is an external effect: it goes through the outbox with a deterministic
+// ID. The outbox row is an index, never a fact to repeat: the reference returned is the one
+// this publish wrote and signed.
+func (ad *Admitter) Admit(ctx context.Context, n *graph.Node, c *Candidate) (string, digest.Digest, error) {
+	recipe, tree, tests := c.Recipe, c.Tree, c.Tests
+	if ad.Registry == nil {
+		return "", "", errors.New("no registry is configured to publish admitted capabilities to")
+	}
+	var inputs []provenance.Attestation
+	var provEnvs [][]byte
+	for a, res := range c.Steps {
+		for _, d := range res.Attestations {
+			b, err := ad.Workspace.Store.Get(d)
+			if err != nil {
+				return "", "", fmt.Errorf("provenance of %s: %w", a, err)
+			}
+			inputs = append(inputs, provenance.Attestation{Source: a, Envelope: b})
+			provEnvs = append(provEnvs, b)
+		}
+	}
+	for _, env := range tests {
+		inputs = append(inputs, provenance.Attestation{Source: "evaluation", Envelope: env})
+	}
+	dest := ad.Registry.String()
+	id, err := state.EffectID(ad.Graph.Config.Project.Name, string(tree), n.Address, "publish", dest)
+	if err != nil {
+		return "", "", err
+	}
+	eff, _, err := ad.Workspace.State.EffectIntent(ctx, state.Effect{ID: id, RunID: ad.RunID, Address: n.Address, Kind: "publish", Destination: dest})
+	if err != nil {
+		return "", "", err
+	}
+	switch eff.Status {
+	case state.EffectSucceeded:
+		// An earlier apply recorded this publish, yet the plan found no admitted version:
+		// the registry lost it, or its evidence no longer binds it. Publishing is idempotent
+		// (content-addressed; attaching adds what is missing), so it is published again.
+		m, err := ad.publish(ctx, n, c, provEnvs, inputs)
+		if err != nil {
+			return "", "", err
+		}
+		return dest + "@" + string(m), m, nil
+	case state.EffectUnknown:
+		// An apply that died after dispatching this publish left its outcome unknown. The
+		// reconciliation of a publish is to publish again, for the same reason.
+		why := fmt.Sprintf("reconciled by run %s: run %s died after dispatching it; publishing is idempotent, so it is published again", ad.RunID, eff.RunID)
+		if err := ad.Workspace.State.ResolveEffect(ctx, id, state.EffectFailed, why); err != nil {
+			return "", "", err
+		}
+		ad.Emit(event.Event{Type: "effect_reconciled", Node: n.Address, Recipe: recipe, Message: fmt.Sprintf("the publish to %s that run %s dispatched has an unknown outcome; publishing is idempotent, so it is published again", dest, eff.RunID)})
+	}
+	if err := ad.Workspace.State.EffectDispatching(ctx, id, ad.RunID); err != nil {
+		return "", "", err
+	}
+	ad.Fault(FaultAfterDispatch, n.Address)
+	m, err := ad.publish(ctx, n, c, provEnvs, inputs)
+	if err != nil {
+		ad.Workspace.State.EffectFinished(context.WithoutCancel(ctx), id, state.EffectFailed, err.Error())
+		return "", "", err
+	}
+	ref := dest + "@" + string(m)
+	if err := ad.Workspace.State.EffectFinished(ctx, id, state.EffectSucceeded, ref); err != nil {
+		return "", "", err
+	}
+	return ref, m, nil
+}
+
+// resourceURI is the URI a verification summary names the published manifest by: the
+// layout's own "oci-layout:PATH@DIGEST", or "oci://HOST/REPO@DIGEST" for a registry.
+func resourceURI(s registry.Store, m digest.Digest) string {
+	ref := s.String() + "@" + string(m)
+	if strings.HasPrefix(ref, registry.LayoutScheme) {
+		return ref
+	}
+	return "oci://" + ref
+}
+
+// publish stores the capability artifact, untagged; mints the verification summary that
+// binds its contract, its manifest and its tree (over the candidate's provenance and test
+// results, inputs); attaches every attestation; and only then points the contract tag at it,
+// so that the tag never names a manifest without its evidence. Every step is idempotent
+// (content-addressed), which is what lets a dispatched-but-unknown publish be reconciled by
+// publishing again.
+func (ad *Admitter) publish(ctx context.Context, n *graph.Node, c *Candidate, prov [][]byte, inputs []provenance.Attestation) (digest.Digest, error) {
+	tree, tests := c.Tree, c.Tests
+	m, err := registry.Publish(ctx, ad.Registry, ad.Workspace.Store, registry.Capability{
+		Contract: n.Definition, Tree: tree, Name: n.Capability.Name, Version: tree.Hex()[:12],
+		Target: n.Capability.Target,
+	})
+	if err != nil {
+		return "", err
+	}
+	pub, err := provenance.NewVerifier("signing key "+ad.Attester.Signer.KeyID(), ad.Attester.Signer.PublicKey())
+	if err != nil {
+		return "", err
+	}
+	policy := digest.FromBytes([]byte(PolicyURI + "\ndev and repair pass; sealed passes on its one evaluation\n"))
+	vsa, err := ad.Attester.Sign(provenance.NewVerificationSummary(&provenance.Admission{
+		Subject:        provenance.Artifact{Name: n.Capability.Name, Digest: string(tree)},
+		ContractDigest: string(n.Digest),
+		Manifest:       string(m),
+		ResourceURI:    resourceURI(ad.Registry, m),
+		TimeVerified:   time.Now(),
+		Policy:         provenance.PolicyRef{URI: PolicyURI, Digest: string(policy)},
+		Inputs:         inputs,
+		Keys:           []*provenance.Verifier{pub},
+	}))
+	if err != nil {
+		return "", err
+	}
+	// The packaging itself is an action Foundry observed (on the host, unsandboxed): its
+	// provenance names the published manifest and the tree, with the step outputs it was
+	// assembled from as dependencies.
+	if pkg, err := ad.packageProvenance(n, c, m); err != nil {
+		return "", fmt.Errorf("provenance of the package: %w", err)
+	} else if pkg != nil {
+		prov = append(prov, pkg)
+	}
+	for _, group := range []struct {
+		envs  [][]byte
+		ptype string
+	}{{prov, provenance.PredicateSLSAProvenance}, {tests, provenance.PredicateTestResult}, {[][]byte{vsa}, provenance.PredicateVSA}} {
+		for _, env := range group.envs {
+			if _, err := registry.Attach(ctx, ad.Registry, m, env, group.ptype); err != nil {
+				return "", err
+			}
+		}
+	}
+	if err := ad.Registry.Tag(ctx, ContractTag(n.Digest), m); err != nil {
+		return "", err
+	}
+	return m, nil
+}
+
+// ContractTag is the registry tag under which the latest admitted version of a contract is
+// published; plans resolve it to a digest once and pin that.
+func ContractTag(contract digest.Digest) string { return "contract-" + contract.Hex() }
+
+// Pull fetches pin, the admitted version of capability n the plan pinned, verifying its
+// attestations with the trusted keys before anything is written, and stores its files as a
+// tree.
+func (ad *Admitter) Pull(ctx context.Context, n *graph.Node, pin *Admitted) (digest.Digest, error) {
+	if ad.Registry == nil {
+		return "", errors.New("no registry is configured")
+	}
+	dest := filepath.Join(ad.Scratch, "pull-"+workspace.NewID())
+	pulled, err := registry.Pull(ctx, ad.Registry, string(pin.Digest), dest, registry.PullOptions{
+		Keys: ad.TrustedKeys, Quarantine: ad.Workspace.State, Contract: n.Digest,
+		Policy: provenance.Policy{PredicateTypes: []string{provenance.PredicateVSA}},
+	})
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(dest)
+	tree, _, err := ad.Workspace.Store.PutDir(dest)
+	if err != nil {
+		return "", err
+	}
+	if tree != pulled.Tree || (pin.Tree != "" && tree != pin.Tree) {
+		return "", fmt.Errorf("pulled files hash to %s; the evidence binds %s and the plan pinned %s", tree, pulled.Tree, pin.Tree)
+	}
+	return tree, nil
+}
+
+// packageProvenance mints and signs the provenance of assembling and publishing a
+// capability artifact: subjects are the manifest and the tree; dependencies are the base
+// image and every packaged step output, by digest, with its producer. It returns nil when
+// the package has no base image to name as its environment.
+func (ad *Admitter) packageProvenance(n *graph.Node, c *Candidate, manifest digest.Digest) ([]byte, error) {
+	pkgNode := ad.Graph.Nodes[c.Recipe+".package"]
+	if pkgNode == nil || pkgNode.Package.Base == nil {
+		return nil, nil
+	}
+	e := &provenance.Execution{
+		InvocationID: fmt.Sprintf("%s/%s/publish", ad.RunID, n.Address),
+		Executor:     "packager", Isolation: provenance.IsolationNone,
+		Versions:     map[string]string{"foundry": ad.Version},
+		Step:         pkgNode.Definition,
+		ActionDigest: string(pkgNode.Digest), Platform: n.Capability.Target,
+		Network: provenance.Network{Mode: executors.NetworkNone},
+		Image:   provenance.Dependency{Name: "image", URI: "foundry:" + pkgNode.Package.Base.Node, Digest: c.Base.Digest},
+		Outputs: []provenance.Artifact{
+			{Name: "manifest", Digest: string(manifest), MediaType: "application/vnd.oci.image.manifest.v1+json"},
+			{Name: "files", Digest: string(c.Tree)},
+		},
+		StartedOn: time.Now(), FinishedOn: time.Now(),
+	}
+	for _, path := range slices.Sorted(maps.Keys(pkgNode.Package.Files)) {
+		a := pkgNode.Package.Files[path]
+		if a.Kind != lang.ArtifactStepOutput {
+			continue
+		}
+		o, producer, err := c.Output(a)
+		if err != nil {
+			return nil, err
+		}
+		e.Inputs = append(e.Inputs, provenance.Dependency{Name: path, URI: "foundry:" + a.Node + "#" + a.Path,
+			Digest: string(o.Digest), Producer: string(producer)})
+	}
+	return ad.Attester.Sign(provenance.NewProvenance(e))
+}
