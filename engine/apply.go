@@ -21,6 +21,7 @@ import (
 	"github.com/foundry-build/foundry/engine/evaluate"
 	"github.com/foundry-build/foundry/engine/event"
 	"github.com/foundry-build/foundry/engine/graph"
+	"github.com/foundry-build/foundry/engine/plan"
 	"github.com/foundry-build/foundry/engine/seed"
 	"github.com/foundry-build/foundry/engine/state"
 	"github.com/foundry-build/foundry/engine/workspace"
@@ -122,7 +123,7 @@ type runner struct {
 	ws      *workspace.Workspace
 	att     *workspace.Attester // signs with opt.Signer
 	g       *graph.Graph
-	plan    *Plan
+	plan    *plan.Plan
 	opt     ApplyOptions
 	runID   string
 	scratch string
@@ -188,7 +189,7 @@ type nodeResult struct {
 // Apply runs every node of the plan that has work to do, in dependency order and in
 // parallel, and records everything in the workspace. A node whose dependency failed is
 // skipped, and reported once as skipped rather than as another failure.
-func Apply(ctx context.Context, ws *workspace.Workspace, g *graph.Graph, p *Plan, opt ApplyOptions) (*ApplyResult, error) {
+func Apply(ctx context.Context, ws *workspace.Workspace, g *graph.Graph, p *plan.Plan, opt ApplyOptions) (*ApplyResult, error) {
 	if opt.Parallelism <= 0 {
 		opt.Parallelism = 4
 	}
@@ -240,7 +241,7 @@ func Apply(ctx context.Context, ws *workspace.Workspace, g *graph.Graph, p *Plan
 	}
 	building := 0
 	for _, a := range active {
-		if g.Nodes[a].Kind == graph.KindCapability && r.capStatus(a) == StatusBuild {
+		if g.Nodes[a].Kind == graph.KindCapability && r.capStatus(a) == plan.StatusBuild {
 			building++
 		}
 	}
@@ -335,7 +336,7 @@ func (r *runner) capStatus(a string) string {
 // capability they provide drives them, one candidate at a time, so a capability depends on
 // whatever its recipes need from outside themselves (seeds, other capabilities).
 func (r *runner) activeNodes() ([]string, map[string][]string) {
-	status := map[string]*PlanNode{}
+	status := map[string]*plan.Node{}
 	for _, n := range r.plan.Nodes {
 		status[n.Address] = n
 	}
@@ -353,12 +354,12 @@ func (r *runner) activeNodes() ([]string, map[string][]string) {
 	// case the fallback is tried.
 	fallbackNeeds := map[string]bool{}
 	for _, c := range r.plan.Capabilities {
-		if c.Status != StatusBuild {
+		if c.Status != plan.StatusBuild {
 			continue
 		}
 		need := map[string]bool{}
 		for _, o := range c.Recipes {
-			if o.Status != StatusBuild && o.Status != StatusAlternative {
+			if o.Status != plan.StatusBuild && o.Status != plan.StatusAlternative {
 				continue
 			}
 			for a, n := range r.g.Nodes {
@@ -380,10 +381,10 @@ func (r *runner) activeNodes() ([]string, map[string][]string) {
 	var active []string
 	for _, a := range r.g.Order {
 		pn := status[a]
-		if pn == nil || pn.Status == StatusMissing || inRecipe(a) != "" {
+		if pn == nil || pn.Status == plan.StatusMissing || inRecipe(a) != "" {
 			continue
 		}
-		if pn.Status == StatusAlternative && !fallbackNeeds[a] {
+		if pn.Status == plan.StatusAlternative && !fallbackNeeds[a] {
 			continue
 		}
 		active = append(active, a)

@@ -12,6 +12,7 @@ import (
 	"github.com/foundry-build/foundry/engine/evaluate"
 	"github.com/foundry-build/foundry/engine/event"
 	"github.com/foundry-build/foundry/engine/graph"
+	"github.com/foundry-build/foundry/engine/plan"
 	"github.com/foundry-build/foundry/executors"
 )
 
@@ -35,7 +36,7 @@ func (e *CapabilityError) Error() string {
 // results and a verification summary) and published. A rejected recipe is reported with
 // its smallest counterexample and the next one is tried.
 func (r *runner) settleCapability(ctx context.Context, n *graph.Node) (string, error) {
-	var cp *CapabilityPlan
+	var cp *plan.Capability
 	for _, c := range r.plan.Capabilities {
 		if c.Address == n.Address {
 			cp = c
@@ -45,7 +46,7 @@ func (r *runner) settleCapability(ctx context.Context, n *graph.Node) (string, e
 		return "failed", fmt.Errorf("%s is not in the plan", n.Address)
 	}
 	capErr := &CapabilityError{Capability: n.Address}
-	if cp.Status == StatusRegistry {
+	if cp.Status == plan.StatusRegistry {
 		tree, err := r.adm.Pull(ctx, n, cp.Pinned)
 		if err == nil {
 			r.setResult(n.Address, &nodeResult{tree: tree})
@@ -61,7 +62,7 @@ func (r *runner) settleCapability(ctx context.Context, n *graph.Node) (string, e
 		r.emit(event.Event{Type: "pin_refused", Node: n.Address, Ref: cp.Pinned.Ref, Message: fmt.Sprintf("%s: %v; trying its recipes", cp.Pinned.Ref, err)})
 	}
 	for _, o := range cp.Recipes {
-		if o.Status != StatusBuild && o.Status != StatusAlternative {
+		if o.Status != plan.StatusBuild && o.Status != plan.StatusAlternative {
 			continue
 		}
 		tree, base, err := r.buildCandidate(ctx, o.Address)

@@ -18,6 +18,7 @@ import (
 	"github.com/foundry-build/foundry/engine/cache"
 	"github.com/foundry-build/foundry/engine/event"
 	"github.com/foundry-build/foundry/engine/graph"
+	"github.com/foundry-build/foundry/engine/plan"
 	"github.com/foundry-build/foundry/engine/seed"
 	"github.com/foundry-build/foundry/engine/state"
 	"github.com/foundry-build/foundry/engine/workspace"
@@ -312,7 +313,7 @@ func (r *runner) mounts(ctx context.Context, st *lang.Step) ([]input, error) {
 // attest mints, signs and stores the provenance of one execution, and returns the digest of
 // the envelope's exact bytes.
 func (r *runner) attest(n *graph.Node, attempt int, img executors.Image, inputs []input, res *cache.Result, lim lang.Limits) (digest.Digest, error) {
-	view, err := json.Marshal(StepViewOf(n))
+	view, err := json.Marshal(plan.StepViewOf(n))
 	if err != nil {
 		return "", err
 	}

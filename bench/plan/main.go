@@ -32,9 +32,9 @@ import (
 	"github.com/hashicorp/hcl/v2"
 
 	"github.com/foundry-build/foundry/digest"
-	"github.com/foundry-build/foundry/engine"
 	"github.com/foundry-build/foundry/engine/graph"
 	"github.com/foundry-build/foundry/engine/graphcache"
+	"github.com/foundry-build/foundry/engine/plan"
 	"github.com/foundry-build/foundry/engine/workspace"
 	"github.com/foundry-build/foundry/lang"
 )
@@ -320,7 +320,7 @@ func runChild(dir string, cached bool) int {
 		fmt.Fprintln(os.Stderr, diags.Error())
 		return 1
 	}
-	p, err := engine.MakePlan(g, engine.PlanOptions{})
+	p, err := plan.Make(g, plan.Options{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/foundry-build/foundry/digest"
-	"github.com/foundry-build/foundry/engine"
 	"github.com/foundry-build/foundry/engine/admit"
+	"github.com/foundry-build/foundry/engine/plan"
 	"github.com/foundry-build/foundry/engine/workspace"
 	"github.com/foundry-build/foundry/registry"
 )
@@ -62,7 +62,7 @@ func TestIntSortCapabilityAdmission(t *testing.T) {
 	// The admitted version is pinned: nothing to build.
 	code, out, _ = foundry(t, dir, "plan", "-json")
 	p := decodePlan(t, out)
-	if code != 0 || p.Capabilities[0].Status != engine.StatusRegistry || p.Summary.Run != 0 {
+	if code != 0 || p.Capabilities[0].Status != plan.StatusRegistry || p.Summary.Run != 0 {
 		t.Fatalf("second plan: %+v %+v", p.Capabilities[0], p.Summary)
 	}
 	code, out, _ = foundry(t, dir, "capabilities")
@@ -174,7 +174,7 @@ recipe "r" {
 
 	code, out, _ = runCLI(t, "plan", "-json", dir)
 	p = decodePlan(t, out)
-	if code != 0 || p.Capabilities[0].Status == engine.StatusRegistry {
+	if code != 0 || p.Capabilities[0].Status == plan.StatusRegistry {
 		t.Fatalf("a forged, unattested artifact was pinned: %+v", p.Capabilities[0])
 	}
 	code, out, _ = runCLI(t, "capabilities", dir)
@@ -183,13 +183,13 @@ recipe "r" {
 	}
 }
 
-func decodePlan(t *testing.T, out string) *engine.Plan {
+func decodePlan(t *testing.T, out string) *plan.Plan {
 	t.Helper()
 	f := filepath.Join(t.TempDir(), "plan.json")
 	if err := os.WriteFile(f, []byte(out), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	p, err := engine.LoadPlan(f)
+	p, err := plan.Load(f)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}

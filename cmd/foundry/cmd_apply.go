@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/foundry-build/foundry/engine"
+	"github.com/foundry-build/foundry/engine/plan"
 	"github.com/foundry-build/foundry/engine/workspace"
 	"github.com/foundry-build/foundry/provenance"
 )
@@ -73,10 +74,10 @@ is stale or the apply was interrupted, 2 usage error.`,
 				if len(args) == 1 {
 					target = args[0]
 				}
-				var saved *engine.Plan
+				var saved *plan.Plan
 				dir := target
 				if st, err := os.Stat(target); err == nil && !st.IsDir() {
-					p, err := engine.LoadPlan(target)
+					p, err := plan.Load(target)
 					if err != nil {
 						fmt.Fprintf(env.stderr, "foundry apply: %v\n", err)
 						return exitError
@@ -94,12 +95,12 @@ is stale or the apply was interrupted, 2 usage error.`,
 					// Before anything is written: a stale plan leaves the project as it was.
 					// Staleness is a matter of digests only (not of the cache, registry or
 					// quarantine), so a plan without the workspace decides it.
-					fresh, err := engine.MakePlan(g, engine.PlanOptions{})
+					fresh, err := plan.Make(g, plan.Options{})
 					if err != nil {
 						fmt.Fprintf(env.stderr, "foundry apply: %v\n", err)
 						return exitError
 					}
-					if reasons := engine.StaleReasons(saved, fresh); len(reasons) > 0 {
+					if reasons := plan.StaleReasons(saved, fresh); len(reasons) > 0 {
 						fmt.Fprintf(env.stderr, "foundry apply: the saved plan %s is stale; nothing was run or written. Since it was made:\n", target)
 						for _, r := range reasons {
 							fmt.Fprintf(env.stderr, "  - %s\n", r)
@@ -135,7 +136,7 @@ is stale or the apply was interrupted, 2 usage error.`,
 					fmt.Fprintf(env.stderr, "foundry apply: %v\n", err)
 					return exitError
 				}
-				plan, err := engine.ForWorkspace(ctx, ws, g, reg, keys)
+				planned, err := plan.ForWorkspace(ctx, ws, g, reg, keys)
 				if i := interrupted(ctx); i != nil {
 					fmt.Fprintf(env.stderr, "foundry apply: %v while planning; nothing was run.\n", i)
 					return exitError
@@ -147,7 +148,7 @@ is stale or the apply was interrupted, 2 usage error.`,
 				// A saved plan is current (checked above, for the same graph) and is its own
 				// approval.
 				if saved == nil && !*auto {
-					plan.WriteText(env.stdout)
+					planned.WriteText(env.stdout)
 					ok := approve(ctx, env)
 					if i := interrupted(ctx); i != nil {
 						fmt.Fprintf(env.stderr, "\nfoundry apply: %v before the plan was approved; nothing was run.\n", i)
@@ -158,8 +159,8 @@ is stale or the apply was interrupted, 2 usage error.`,
 						return exitError
 					}
 				}
-				if plan.Summary.Missing > 0 {
-					fmt.Fprintf(env.stderr, "foundry apply: %d node(s) are missing and will not run; see 'foundry plan'.\n", plan.Summary.Missing)
+				if planned.Summary.Missing > 0 {
+					fmt.Fprintf(env.stderr, "foundry apply: %d node(s) are missing and will not run; see 'foundry plan'.\n", planned.Summary.Missing)
 				}
 				signer, err := projectSigner(env, ws, *keyPath)
 				if err != nil {
@@ -177,7 +178,7 @@ is stale or the apply was interrupted, 2 usage error.`,
 					fmt.Fprintf(env.stderr, "foundry apply: %v\n", err)
 					return exitError
 				}
-				res, err := engine.Apply(ctx, ws, g, plan, engine.ApplyOptions{
+				res, err := engine.Apply(ctx, ws, g, planned, engine.ApplyOptions{
 					Executor: exe, Parallelism: *par, Events: pr.event, Args: os.Args, Faults: faultsFromEnv(env),
 					Signer: signer, Version: version, Registry: reg, TrustedKeys: keys,
 				})
@@ -199,13 +200,13 @@ is stale or the apply was interrupted, 2 usage error.`,
 					failureReport(env.stderr, f)
 				}
 				fmt.Fprintf(env.stdout, "Apply %s: %d executed, %d cached, %d failed, %d skipped in %s.\n",
-					map[bool]string{true: "complete", false: "failed"}[len(res.Failed) == 0 && plan.Summary.Missing == 0],
+					map[bool]string{true: "complete", false: "failed"}[len(res.Failed) == 0 && planned.Summary.Missing == 0],
 					res.Executed, res.Cached, len(res.Failed), len(res.Skipped), res.Elapsed.Round(1e6))
 				if len(res.Failed) > 0 {
 					return exitError
 				}
-				if plan.Summary.Missing > 0 {
-					fmt.Fprintf(env.stderr, "foundry apply: %d node(s) could not be produced (missing); see 'foundry plan'.\n", plan.Summary.Missing)
+				if planned.Summary.Missing > 0 {
+					fmt.Fprintf(env.stderr, "foundry apply: %d node(s) could not be produced (missing); see 'foundry plan'.\n", planned.Summary.Missing)
 					return exitError
 				}
 				return exitOK

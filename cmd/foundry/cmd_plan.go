@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"path/filepath"
 
-	"github.com/foundry-build/foundry/engine"
 	"github.com/foundry-build/foundry/engine/graph"
+	"github.com/foundry-build/foundry/engine/plan"
 	"github.com/foundry-build/foundry/engine/workspace"
 )
 
@@ -55,7 +55,7 @@ means nothing to do), 4 internal error.`,
 				g, diags := loadGraph(env, dir, &v, *jsonOut)
 				if g == nil {
 					if *jsonOut {
-						writeJSON(env.stdout, map[string]any{"format_version": engine.PlanFormatVersion, "valid": false, "diagnostics": toJSONDiagnostics(diags)})
+						writeJSON(env.stdout, map[string]any{"format_version": plan.FormatVersion, "valid": false, "diagnostics": toJSONDiagnostics(diags)})
 					}
 					return exitError
 				}
@@ -65,12 +65,12 @@ means nothing to do), 4 internal error.`,
 					return exitInternal
 				}
 				if *out != "" {
-					p.Invocation = &engine.Invocation{Vars: v.vars}
+					p.Invocation = &plan.Invocation{Vars: v.vars}
 					for _, f := range v.varFiles {
 						abs, _ := filepath.Abs(f)
 						p.Invocation.VarFiles = append(p.Invocation.VarFiles, abs)
 					}
-					if err := engine.SavePlan(p, *out); err != nil {
+					if err := plan.Save(p, *out); err != nil {
 						fmt.Fprintf(env.stderr, "foundry plan: %v\n", err)
 						return exitError
 					}
@@ -94,9 +94,9 @@ means nothing to do), 4 internal error.`,
 
 // planWithCache plans against the project's action cache when it has one; a project that
 // was never applied has nothing cached, and plan must not create its state directory.
-func planWithCache(dir string, g *graph.Graph, trust []string) (*engine.Plan, error) {
+func planWithCache(dir string, g *graph.Graph, trust []string) (*plan.Plan, error) {
 	if !fileExists(filepath.Join(dir, workspace.StateDir, "state.db")) {
-		return engine.MakePlan(g, engine.PlanOptions{})
+		return plan.Make(g, plan.Options{})
 	}
 	ws, err := workspace.Open(dir)
 	if err != nil {
@@ -111,5 +111,5 @@ func planWithCache(dir string, g *graph.Graph, trust []string) (*engine.Plan, er
 	if err != nil {
 		return nil, err
 	}
-	return engine.ForWorkspace(context.Background(), ws, g, reg, keys)
+	return plan.ForWorkspace(context.Background(), ws, g, reg, keys)
 }

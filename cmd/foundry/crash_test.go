@@ -21,6 +21,7 @@ import (
 
 	"github.com/foundry-build/foundry/engine"
 	"github.com/foundry-build/foundry/engine/admit"
+	"github.com/foundry-build/foundry/engine/plan"
 	"github.com/foundry-build/foundry/engine/workspace"
 	"github.com/foundry-build/foundry/executors/containerd"
 )
@@ -213,7 +214,7 @@ func TestCrashAfterPublishIsReconciled(t *testing.T) {
 	// One version in the registry, pinned by the next plan.
 	code, out, errs := foundry(t, dir, "plan", "-json")
 	p := decodePlan(t, out)
-	if code != 0 || p.Capabilities[0].Status != engine.StatusRegistry {
+	if code != 0 || p.Capabilities[0].Status != plan.StatusRegistry {
 		t.Fatalf("plan after the resumed apply: exit %d %+v\n%s", code, p.Capabilities[0], errs)
 	}
 }

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/foundry-build/foundry/engine"
+	"github.com/foundry-build/foundry/engine/plan"
 )
 
 var planDigestRE = regexp.MustCompile(`("plan_digest": "|· plan )sha256:[0-9a-f]+`)
@@ -87,18 +87,18 @@ func TestSavedPlanDetectsChanges(t *testing.T) {
 	if code, _, errs := runCLI(t, "plan", "-out", planFile, "-var", "tool="+tool, dir); code != exitOK {
 		t.Fatalf("plan -out: %s", errs)
 	}
-	saved, err := engine.LoadPlan(planFile)
+	saved, err := plan.Load(planFile)
 	if err != nil {
 		t.Fatal(err)
 	}
 	fresh := planOf(t, dir, tool)
-	if r := engine.StaleReasons(saved, fresh); r != nil {
+	if r := plan.StaleReasons(saved, fresh); r != nil {
 		t.Fatalf("unchanged project reported stale: %v", r)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "src", "input.txt"), []byte("changed\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	reasons := strings.Join(engine.StaleReasons(saved, planOf(t, dir, tool)), "\n")
+	reasons := strings.Join(plan.StaleReasons(saved, planOf(t, dir, tool)), "\n")
 	for _, want := range []string{"input project_dir src changed", "step.fetch changed", "step.count changed"} {
 		if !strings.Contains(reasons, want) {
 			t.Errorf("stale reasons lack %q:\n%s", want, reasons)
@@ -109,7 +109,7 @@ func TestSavedPlanDetectsChanges(t *testing.T) {
 	}
 }
 
-func planOf(t *testing.T, dir, tool string) *engine.Plan {
+func planOf(t *testing.T, dir, tool string) *plan.Plan {
 	t.Helper()
 	code, out, errs := runCLI(t, "plan", "-json", "-var", "tool="+tool, dir)
 	if code != exitOK {
@@ -119,7 +119,7 @@ func planOf(t *testing.T, dir, tool string) *engine.Plan {
 	if err := os.WriteFile(f, []byte(out), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	p, err := engine.LoadPlan(f)
+	p, err := plan.Load(f)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/foundry-build/foundry/engine"
+	"github.com/foundry-build/foundry/engine/plan"
 	"github.com/foundry-build/foundry/engine/workspace"
 	"github.com/foundry-build/foundry/executors"
 	"github.com/foundry-build/foundry/provenance"
@@ -88,7 +89,7 @@ func TestPanicInAStepGoroutineExitsInternal(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer ws.Close()
-		plan, err := engine.ForWorkspace(context.Background(), ws, g, nil, nil)
+		planned, err := plan.ForWorkspace(context.Background(), ws, g, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -97,7 +98,7 @@ func TestPanicInAStepGoroutineExitsInternal(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := engine.Apply(context.Background(), ws, g, plan, engine.ApplyOptions{Executor: panickingExecutor{}, Signer: signer}); err != nil {
+		if _, err := engine.Apply(context.Background(), ws, g, planned, engine.ApplyOptions{Executor: panickingExecutor{}, Signer: signer}); err != nil {
 			t.Fatalf("the apply returned instead of panicking: %v", err)
 		}
 		return exitOK

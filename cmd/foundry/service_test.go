@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/foundry-build/foundry/engine"
+	"github.com/foundry-build/foundry/engine/plan"
 	"github.com/foundry-build/foundry/executors/executortest"
 )
 
@@ -87,11 +87,11 @@ func TestGreeterServiceAdmission(t *testing.T) {
 	code, out, _ := foundry(t, dir, "plan", "-json")
 	p := decodePlan(t, out)
 	// Pinned: nothing to run or build, not even the seed only its recipes use.
-	if code != 0 || p.Capabilities[0].Status != engine.StatusRegistry || p.Summary.Run != 0 || p.Summary.Build != 0 {
+	if code != 0 || p.Capabilities[0].Status != plan.StatusRegistry || p.Summary.Run != 0 || p.Summary.Build != 0 {
 		t.Fatalf("second plan: %+v %+v", p.Capabilities[0], p.Summary)
 	}
 	for _, n := range p.Nodes {
-		if n.Address == "seed.busybox" && n.Status != engine.StatusAlternative {
+		if n.Address == "seed.busybox" && n.Status != plan.StatusAlternative {
 			t.Errorf("seed.busybox is %q in the second plan; only unchosen recipes use it", n.Status)
 		}
 	}

@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/foundry-build/foundry/digest"
-	"github.com/foundry-build/foundry/engine"
 	"github.com/foundry-build/foundry/engine/admit"
 	"github.com/foundry-build/foundry/engine/evaluate"
+	"github.com/foundry-build/foundry/engine/plan"
 	"github.com/foundry-build/foundry/engine/workspace"
 	"github.com/foundry-build/foundry/registry"
 	"github.com/foundry-build/foundry/registry/registrytest"
@@ -70,14 +70,14 @@ func newTrustFixture(t *testing.T, addr string) *trustFixture {
 	}
 	p := f.plan(t)
 	c := f.capability(t, p, "capability.sorter")
-	if c.Status != engine.StatusRegistry {
+	if c.Status != plan.StatusRegistry {
 		t.Fatalf("the admitted version is not pinned: %+v", c)
 	}
 	f.genuine, f.ref = c.Pinned.Digest, c.Pinned.Ref
 	return f
 }
 
-func (f *trustFixture) plan(t *testing.T) *engine.Plan {
+func (f *trustFixture) plan(t *testing.T) *plan.Plan {
 	t.Helper()
 	code, out, errs := foundry(t, f.dir, "plan", "-json")
 	if code != 0 {
@@ -86,7 +86,7 @@ func (f *trustFixture) plan(t *testing.T) *engine.Plan {
 	return decodePlan(t, out)
 }
 
-func (f *trustFixture) capability(t *testing.T, p *engine.Plan, addr string) *engine.CapabilityPlan {
+func (f *trustFixture) capability(t *testing.T, p *plan.Plan, addr string) *plan.Capability {
 	t.Helper()
 	for _, c := range p.Capabilities {
 		if c.Address == addr {
@@ -149,7 +149,7 @@ func TestForeignAdmissionIsNotAdmittedForAnotherContract(t *testing.T) {
 
 			p := f.plan(t)
 			c := f.capability(t, p, "capability.other")
-			if c.Status == engine.StatusRegistry || !strings.Contains(c.Registry, "not admitted for this contract") {
+			if c.Status == plan.StatusRegistry || !strings.Contains(c.Registry, "not admitted for this contract") {
 				t.Fatalf("another contract's artifact was taken for capability.other: %+v", c)
 			}
 			if s := f.capabilitiesSay(t, "capability.other"); !strings.Contains(s, "NOT ADMITTED") || strings.Contains(s, "evidence verified") {
@@ -232,7 +232,7 @@ func TestForgedLayersUnderAdmittedAnnotationsAreRefused(t *testing.T) {
 				t.Errorf("verify accepted the forged manifest: exit %d\n%s%s", code, out, errs)
 			}
 			c = f.capability(t, f.plan(t), "capability.sorter")
-			if c.Status == engine.StatusRegistry || !strings.Contains(c.Registry, "not admitted for this contract") {
+			if c.Status == plan.StatusRegistry || !strings.Contains(c.Registry, "not admitted for this contract") {
 				t.Fatalf("the forged manifest was pinned: %+v", c)
 			}
 			if s := f.capabilitiesSay(t, "capability.sorter"); !strings.Contains(s, "NOT ADMITTED") {
@@ -242,7 +242,7 @@ func TestForgedLayersUnderAdmittedAnnotationsAreRefused(t *testing.T) {
 			if r.code != 0 || !strings.Contains(r.stderr, "recipe.good admitted as") || !strings.Contains(r.stderr, string(f.genuine)) {
 				t.Fatalf("apply did not fall back to the recipes: exit %d\n%s", r.code, r.stderr)
 			}
-			if c := f.capability(t, f.plan(t), "capability.sorter"); c.Status != engine.StatusRegistry || c.Pinned.Digest != f.genuine {
+			if c := f.capability(t, f.plan(t), "capability.sorter"); c.Status != plan.StatusRegistry || c.Pinned.Digest != f.genuine {
 				t.Fatalf("after the fallback the genuine version is not pinned: %+v", c)
 			}
 		})
@@ -378,10 +378,10 @@ func TestBadReferrersDoNotSpoilTheArtifact(t *testing.T) {
 				t.Fatalf("plan: exit %d\n%s", code, errs)
 			}
 			p := decodePlan(t, out)
-			if c := f.capability(t, p, "capability.sorter"); c.Status != engine.StatusRegistry || c.Pinned.Digest != f.genuine {
+			if c := f.capability(t, p, "capability.sorter"); c.Status != plan.StatusRegistry || c.Pinned.Digest != f.genuine {
 				t.Fatalf("the genuine version is not pinned: %+v", c)
 			}
-			if c := f.capability(t, p, "capability.other"); c.Status == engine.StatusRegistry || !strings.Contains(c.Registry, "not a Foundry capability") {
+			if c := f.capability(t, p, "capability.other"); c.Status == plan.StatusRegistry || !strings.Contains(c.Registry, "not a Foundry capability") {
 				t.Fatalf("the junk manifest under capability.other's tag: %+v", c)
 			}
 			if s := f.capabilitiesSay(t, "capability.sorter"); !strings.Contains(s, "evidence verified") {
@@ -458,13 +458,13 @@ func TestVerdictsFollowTheSealedSuite(t *testing.T) {
 	os.WriteFile(wrong, []byte(`{"input":[7,6],"output":[6,8]}`), 0o644)
 
 	c := f.capability(t, f.plan(t), "capability.sorter")
-	if c.Status == engine.StatusRegistry || !strings.Contains(c.Registry, "passed an earlier sealed suite") {
+	if c.Status == plan.StatusRegistry || !strings.Contains(c.Registry, "passed an earlier sealed suite") {
 		t.Fatalf("plan after a sealed case was added: %+v", c)
 	}
 	main := filepath.Join(f.dir, "main.hcl")
 	orig, _ := os.ReadFile(main)
 	os.WriteFile(main, []byte(strings.Replace(string(orig), "project \"trust\" {", "project \"trust\" {\n  keep_pins = true", 1)), 0o644)
-	if c := f.capability(t, f.plan(t), "capability.sorter"); c.Status != engine.StatusRegistry || !strings.Contains(c.Registry, "keep_pins") {
+	if c := f.capability(t, f.plan(t), "capability.sorter"); c.Status != plan.StatusRegistry || !strings.Contains(c.Registry, "keep_pins") {
 		t.Fatalf("keep_pins did not keep the pin: %+v", c)
 	}
 	os.WriteFile(main, orig, 0o644)
@@ -553,7 +553,7 @@ recipe "alt" {
 	if code, out, errs := foundry(t, f.dir, "quarantine", "add", string(f.genuine), "-reason", "a bad build host"); code != 0 {
 		t.Fatalf("quarantine: exit %d\n%s%s", code, out, errs)
 	}
-	if c := f.capability(t, f.plan(t), "capability.sorter"); c.Status == engine.StatusRegistry || !strings.Contains(c.Registry, "quarantined") {
+	if c := f.capability(t, f.plan(t), "capability.sorter"); c.Status == plan.StatusRegistry || !strings.Contains(c.Registry, "quarantined") {
 		t.Fatalf("a quarantined version was pinned: %+v", c)
 	}
 	r := apply(t, f.dir, nil, "-progress", "plain")

@@ -1,4 +1,4 @@
-package engine
+package plan
 
 import (
 	"bufio"
@@ -20,7 +20,7 @@ var statusMark = map[string]string{
 func (p *Plan) WriteText(out io.Writer) {
 	w := bufio.NewWriterSize(out, 64<<10)
 	defer w.Flush()
-	byAddr := make(map[string]*PlanNode, len(p.Nodes))
+	byAddr := make(map[string]*Node, len(p.Nodes))
 	addrs := make([]string, 0, len(p.Nodes)) // sorted, to find a recipe's steps by prefix
 	for _, n := range p.Nodes {
 		byAddr[n.Address] = n
@@ -30,14 +30,14 @@ func (p *Plan) WriteText(out io.Writer) {
 	shown := map[string]bool{}
 	fmt.Fprintf(w, "Project %q · plan %s\n", p.Project.Name, p.Digest.Short())
 
-	line := func(indent string, n *PlanNode, extra string) {
+	line := func(indent string, n *Node, extra string) {
 		shown[n.Address] = true
 		fmt.Fprintf(w, "%s%s %-*s %-11s %s%s\n", indent, statusMark[n.Status], 40-len(indent), n.Address, n.Status, n.Digest.Short(), extra)
 		if n.Reason != "" && n.Status != StatusAlternative {
 			fmt.Fprintf(w, "%s    %s\n", indent, n.Reason)
 		}
 	}
-	stepLine := func(indent string, n *PlanNode) {
+	stepLine := func(indent string, n *Node) {
 		extra := ""
 		if n.Step != nil {
 			extra = "  " + describeArgv(n.Step.Argv)
@@ -45,7 +45,7 @@ func (p *Plan) WriteText(out io.Writer) {
 		line(indent, n, extra)
 	}
 
-	var seeds, steps, products []*PlanNode
+	var seeds, steps, products []*Node
 	for _, n := range p.Nodes {
 		switch {
 		case n.Kind == graph.KindSeed:
@@ -118,7 +118,7 @@ func (p *Plan) WriteText(out io.Writer) {
 		}
 	}
 	// Recipes that provide nothing known, or anything else not yet shown.
-	var rest []*PlanNode
+	var rest []*Node
 	for _, n := range p.Nodes {
 		if !shown[n.Address] {
 			rest = append(rest, n)

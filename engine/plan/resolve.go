@@ -1,4 +1,4 @@
-package engine
+package plan
 
 import (
 	"cmp"
@@ -155,9 +155,9 @@ func (r *resolver) resolve(c string, stack []string) *resolution {
 // sets the statuses of the capability, recipe, package and step nodes accordingly. at is
 // each node's position in that order, or -1. It reports whether it made a node an
 // alternative.
-func resolveCapabilities(g *graph.Graph, p *Plan, byNum []*PlanNode, at []int32, admitted func(*graph.Node) (*admit.Admitted, string, error)) (alternatives bool, err error) {
+func resolveCapabilities(g *graph.Graph, p *Plan, byNum []*Node, at []int32, admitted func(*graph.Node) (*admit.Admitted, string, error)) (alternatives bool, err error) {
 	r := &resolver{g: g, admitted: admitted, memo: map[string]*resolution{}}
-	p.Capabilities = []*CapabilityPlan{}
+	p.Capabilities = []*Capability{}
 	// The capabilities are found by name: looking for them among the nodes would read
 	// every node.
 	var caps []int32
@@ -174,7 +174,7 @@ func resolveCapabilities(g *graph.Graph, p *Plan, byNum []*PlanNode, at []int32,
 		if r.err != nil {
 			return false, r.err
 		}
-		cp := &CapabilityPlan{Address: a, ContractDigest: n.Digest, Status: res.status, Recipe: res.recipe,
+		cp := &Capability{Address: a, ContractDigest: n.Digest, Status: res.status, Recipe: res.recipe,
 			Pinned: res.pinned, Reason: res.reason, Registry: res.registry, Reachable: res.reachable, Ready: res.ready, Recipes: res.options}
 		if cp.Recipes == nil {
 			cp.Recipes = []*RecipeOption{}
@@ -197,7 +197,7 @@ func resolveCapabilities(g *graph.Graph, p *Plan, byNum []*PlanNode, at []int32,
 // markRecipe sets the status of a recipe and of its package and steps, found among the
 // sorted addresses: the recipe's own, then those under it. (An address such as
 // recipe.r-x sorts between the two.)
-func markRecipe(g *graph.Graph, byNum []*PlanNode, recipe, st, reason string) {
+func markRecipe(g *graph.Graph, byNum []*Node, recipe, st, reason string) {
 	addrs := g.Index().Addrs
 	mark := func(k int) {
 		if pn := byNum[k]; pn != nil { // nil: not in the order of a graph that failed

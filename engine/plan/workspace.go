@@ -1,4 +1,4 @@
-package engine
+package plan
 
 import (
 	"context"
@@ -43,7 +43,7 @@ func ForWorkspace(ctx context.Context, w *workspace.Workspace, g *graph.Graph, r
 	if err != nil {
 		return nil, err
 	}
-	opt := PlanOptions{
+	opt := Options{
 		Cached:      func(n *graph.Node) bool { return cached[n.Address] },
 		SeedBuilt:   func(n *graph.Node) bool { return w.Seeds.Built(string(n.Digest)) }, // the key buildSeed gives
 		Quarantined: map[digest.Digest]string{},
@@ -76,7 +76,7 @@ func ForWorkspace(ctx context.Context, w *workspace.Workspace, g *graph.Graph, r
 			return nil, note + ": its recipe's candidate is evaluated on the current suite", nil
 		}
 	}
-	p, err := MakePlan(g, opt)
+	p, err := Make(g, opt)
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package engine
+package plan
 
 import (
 	"os"
@@ -40,7 +40,7 @@ func FuzzPlan(f *testing.F) {
 			}
 			seen[a] = true
 		}
-		if _, err := MakePlan(g, PlanOptions{}); err != nil {
+		if _, err := Make(g, Options{}); err != nil {
 			t.Fatal(err)
 		}
 	})

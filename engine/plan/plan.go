@@ -1,4 +1,4 @@
-package engine
+package plan
 
 import (
 	"encoding/json"
@@ -17,9 +17,9 @@ import (
 	"github.com/foundry-build/foundry/lang"
 )
 
-// PlanFormatVersion is the version of the JSON plan format (spec/plan-json.md). It changes
+// FormatVersion is the version of the JSON plan format (spec/plan-json.md). It changes
 // only when a field changes meaning or is removed; new fields keep the version.
-const PlanFormatVersion = "1"
+const FormatVersion = "1"
 
 // Node statuses in a plan.
 const (
@@ -34,11 +34,11 @@ const (
 // Plan says, before anything runs, what each node of the graph will do and why.
 type Plan struct {
 	FormatVersion string             `json:"format_version"`
-	Project       PlanProject        `json:"project"`
+	Project       Project            `json:"project"`
 	Digest        digest.Digest      `json:"plan_digest"`
 	Inputs        []lang.InputRecord `json:"inputs"`
-	Nodes         []*PlanNode        `json:"nodes"`
-	Capabilities  []*CapabilityPlan  `json:"capabilities"`
+	Nodes         []*Node            `json:"nodes"`
+	Capabilities  []*Capability      `json:"capabilities"`
 	Summary       Summary            `json:"summary"`
 	// Invocation is how the plan was made (variables), so that applying a saved plan
 	// evaluates the configuration the same way. It is not part of the plan digest: the
@@ -52,16 +52,16 @@ type Invocation struct {
 	VarFiles []string          `json:"var_files,omitempty"` // absolute paths
 }
 
-// PlanProject identifies the project a plan was made for.
-type PlanProject struct {
+// Project identifies the project a plan was made for.
+type Project struct {
 	Name     string `json:"name"`
 	Dir      string `json:"dir"`
 	Platform string `json:"platform"`
 	Registry string `json:"registry,omitempty"`
 }
 
-// PlanNode is one node of the plan.
-type PlanNode struct {
+// Node is one node of the plan.
+type Node struct {
 	Address string         `json:"address"`
 	Kind    graph.NodeKind `json:"kind"`
 	Digest  digest.Digest  `json:"digest"`
@@ -95,7 +95,7 @@ type StepView struct {
 // what is mounted there (step.NAME.output["/out/o"], project_dir("src"), ...), written in
 // JSON as an object of path → description.
 //
-// A plan MakePlan makes holds the step's artifacts and describes them when asked (Text,
+// A plan Make makes holds the step's artifacts and describes them when asked (Text,
 // MarshalJSON): making a map of descriptions for every step would cost more than the
 // rest of planning, and a plan is mostly made to be read for its statuses. A plan read
 // from JSON holds the descriptions.
@@ -131,8 +131,8 @@ func (m *Mounts) UnmarshalJSON(b []byte) error {
 	return json.Unmarshal(b, &m.text)
 }
 
-// CapabilityPlan is how a required capability will be resolved (see resolve.go).
-type CapabilityPlan struct {
+// Capability is how a required capability will be resolved (see resolve.go).
+type Capability struct {
 	Address        string          `json:"address"`
 	ContractDigest digest.Digest   `json:"contract_digest"`
 	Status         string          `json:"status"` // registry, build or missing
@@ -175,8 +175,8 @@ type Summary struct {
 	Missing  int `json:"missing"`
 }
 
-// PlanOptions are what a plan consults beyond the configuration.
-type PlanOptions struct {
+// Options are what a plan consults beyond the configuration.
+type Options struct {
 	// Cached reports whether a step's action digest has a result in the action cache; nil
 	// means nothing is cached.
 	Cached func(*graph.Node) bool
@@ -192,13 +192,13 @@ type PlanOptions struct {
 	Quarantined map[digest.Digest]string
 }
 
-// MakePlan decides each node's status.
-func MakePlan(g *graph.Graph, opt PlanOptions) (*Plan, error) {
+// Make decides each node's status.
+func Make(g *graph.Graph, opt Options) (*Plan, error) {
 	cached := opt.Cached
 	cfg := g.Config
 	p := &Plan{
-		FormatVersion: PlanFormatVersion,
-		Project:       PlanProject{Name: cfg.Project.Name, Dir: cfg.Dir, Platform: cfg.Project.Platform, Registry: cfg.Project.Registry},
+		FormatVersion: FormatVersion,
+		Project:       Project{Name: cfg.Project.Name, Dir: cfg.Dir, Platform: cfg.Project.Platform, Registry: cfg.Project.Registry},
 		Inputs:        cfg.Inputs,
 	}
 	if p.Inputs == nil {
@@ -207,8 +207,8 @@ func MakePlan(g *graph.Graph, opt PlanOptions) (*Plan, error) {
 	// Nodes are numbered in address order (see index), and byNum[k] is node k's plan node:
 	// maps keyed by address would be most of the time of planning.
 	ix := g.Index()
-	byNum := make([]*PlanNode, len(ix.Nodes))
-	p.Nodes = make([]*PlanNode, len(ix.Order))
+	byNum := make([]*Node, len(ix.Nodes))
+	p.Nodes = make([]*Node, len(ix.Order))
 	// The plan nodes and the views of steps depend on nothing else, and are most of the work
 	// of a large plan. They are made in the order the nodes were made (see addNodes), each
 	// put in its place in the topological order: made in that order, as they once were,
@@ -227,7 +227,7 @@ func MakePlan(g *graph.Graph, opt PlanOptions) (*Plan, error) {
 				continue // a graph that failed to compile
 			}
 			n := ix.Nodes[k]
-			pn := &PlanNode{Address: n.Address, Kind: n.Kind, Digest: n.Digest, Deps: n.Deps,
+			pn := &Node{Address: n.Address, Kind: n.Kind, Digest: n.Digest, Deps: n.Deps,
 				Source: SourcePos{File: n.Range.Filename, Line: n.Range.Start.Line, Column: n.Range.Start.Column}}
 			if pn.Deps == nil {
 				pn.Deps = []string{}
@@ -355,7 +355,7 @@ func MakePlan(g *graph.Graph, opt PlanOptions) (*Plan, error) {
 }
 
 // markUnneededSeeds marks alternative the seeds that only alternative nodes use.
-func markUnneededSeeds(g *graph.Graph, byNum []*PlanNode) {
+func markUnneededSeeds(g *graph.Graph, byNum []*Node) {
 	ix := g.Index()
 	seeds := make([]bool, len(ix.Nodes)) // by number
 	for name := range g.Config.Seeds {
@@ -392,11 +392,11 @@ func markUnneededSeeds(g *graph.Graph, byNum []*PlanNode) {
 // identityJSON is digest.Canonical(p.identity()), written directly: the generic path
 // (marshal, re-parse, transform) would cost more than the rest of planning.
 func (p *Plan) identityJSON() ([]byte, error) {
-	nodes := make(map[string]*PlanNode, len(p.Nodes)) // as identity: the last of an address counts
+	nodes := make(map[string]*Node, len(p.Nodes)) // as identity: the last of an address counts
 	for _, n := range p.Nodes {
 		nodes[n.Address] = n
 	}
-	sorted := make([]*PlanNode, 0, len(nodes))
+	sorted := make([]*Node, 0, len(nodes))
 	for _, a := range digest.SortKeys(nodes) {
 		sorted = append(sorted, nodes[a])
 	}
@@ -405,11 +405,11 @@ func (p *Plan) identityJSON() ([]byte, error) {
 
 // identityJSONOf is identityJSON for the plan's nodes given in RFC 8785 key order, each
 // address once.
-func (p *Plan) identityJSONOf(sorted []*PlanNode) ([]byte, error) {
+func (p *Plan) identityJSONOf(sorted []*Node) ([]byte, error) {
 	e := digest.NewEncoder(64 + 96*len(p.Inputs) + 112*len(sorted))
 	e.Open('{')
 	e.Key("format")
-	e.String(PlanFormatVersion)
+	e.String(FormatVersion)
 	e.Key("inputs")
 	if p.Inputs == nil {
 		e.Null()
@@ -445,7 +445,7 @@ func (p *Plan) identity() any {
 	for _, n := range p.Nodes {
 		nodes[n.Address] = n.Digest
 	}
-	return map[string]any{"format": PlanFormatVersion, "nodes": nodes, "inputs": p.Inputs}
+	return map[string]any{"format": FormatVersion, "nodes": nodes, "inputs": p.Inputs}
 }
 
 // StepViewOf is the view of n, a step, that a plan shows.
@@ -467,8 +467,8 @@ func (p *Plan) WriteJSON(w io.Writer) error {
 	return jsonindent.Encode(w, p, "  ")
 }
 
-// SavePlan writes the plan to path atomically.
-func SavePlan(p *Plan, path string) error {
+// Save writes the plan to path atomically.
+func Save(p *Plan, path string) error {
 	tmp, err := os.CreateTemp(dirOf(path), ".plan-*")
 	if err != nil {
 		return fmt.Errorf("saving plan: %w", err)
@@ -495,8 +495,8 @@ func dirOf(path string) string {
 	return "."
 }
 
-// LoadPlan reads a plan file written by SavePlan.
-func LoadPlan(path string) (*Plan, error) {
+// Load reads a plan file written by Save.
+func Load(path string) (*Plan, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
@@ -506,8 +506,8 @@ func LoadPlan(path string) (*Plan, error) {
 	if err := dec.Decode(&p); err != nil {
 		return nil, fmt.Errorf("%s is not a Foundry plan file: %v", path, err)
 	}
-	if p.FormatVersion != PlanFormatVersion {
-		return nil, fmt.Errorf("%s has plan format %q; this Foundry reads format %q", path, p.FormatVersion, PlanFormatVersion)
+	if p.FormatVersion != FormatVersion {
+		return nil, fmt.Errorf("%s has plan format %q; this Foundry reads format %q", path, p.FormatVersion, FormatVersion)
 	}
 	return &p, nil
 }

@@ -1,4 +1,4 @@
-package engine
+package plan
 
 import (
 	"math/rand"
@@ -18,7 +18,7 @@ func TestRestoreIsCompile(t *testing.T) {
 		t.Fatal(diags)
 	}
 	jsonOf := func(g *graph.Graph) string {
-		p, err := MakePlan(g, PlanOptions{})
+		p, err := Make(g, Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

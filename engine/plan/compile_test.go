@@ -1,4 +1,4 @@
-package engine
+package plan
 
 import (
 	"fmt"
@@ -21,7 +21,7 @@ func planOf(t *testing.T, cfg *lang.Config) *Plan {
 	if diags.HasErrors() {
 		t.Fatal(diags)
 	}
-	p, err := MakePlan(g, PlanOptions{})
+	p, err := Make(g, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +103,7 @@ step "c" {
 		}
 	}
 	// A graph without an order has nothing to plan; planning it must not fail.
-	if p, err := MakePlan(g, PlanOptions{}); err != nil || len(p.Nodes) != 0 {
+	if p, err := Make(g, Options{}); err != nil || len(p.Nodes) != 0 {
 		t.Fatalf("plan of a cyclic graph: %v, %v", p, err)
 	}
 }

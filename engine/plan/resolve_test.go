@@ -1,4 +1,4 @@
-package engine
+package plan
 
 import (
 	"fmt"
@@ -55,13 +55,13 @@ func capProject(t *testing.T, caps []string, recipes [][]string) *graph.Graph {
 	return g
 }
 
-func capPlan(t *testing.T, g *graph.Graph, admitted func(*graph.Node) (*admit.Admitted, string, error)) map[string]*CapabilityPlan {
+func capPlan(t *testing.T, g *graph.Graph, admitted func(*graph.Node) (*admit.Admitted, string, error)) map[string]*Capability {
 	t.Helper()
-	p, err := MakePlan(g, PlanOptions{Admitted: admitted})
+	p, err := Make(g, Options{Admitted: admitted})
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]*CapabilityPlan{}
+	out := map[string]*Capability{}
 	for _, c := range p.Capabilities {
 		out[c.Address] = c
 	}
@@ -134,7 +134,7 @@ func TestResolutionCycle(t *testing.T) {
 func TestResolutionPrefersAdmittedVersion(t *testing.T) {
 	g := capProject(t, []string{"c"}, [][]string{{"r", "c", "1"}})
 	pin := &admit.Admitted{Ref: "oci-layout:reg@sha256:" + strings.Repeat("a", 64), Digest: digest.Digest("sha256:" + digestHex("a"))}
-	p, err := MakePlan(g, PlanOptions{Admitted: func(n *graph.Node) (*admit.Admitted, string, error) { return pin, "", nil }})
+	p, err := Make(g, Options{Admitted: func(n *graph.Node) (*admit.Admitted, string, error) { return pin, "", nil }})
 	if err != nil {
 		t.Fatal(err)
 	}

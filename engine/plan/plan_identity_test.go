@@ -1,4 +1,4 @@
-package engine
+package plan
 
 import (
 	"bytes"
@@ -25,7 +25,7 @@ func TestPlanIdentityMatchesCanonical(t *testing.T) {
 		p := &Plan{}
 		for n := r.Intn(8); n > 0; n-- {
 			addr := parts[r.Intn(len(parts))] + fmt.Sprint(r.Intn(3))
-			p.Nodes = append(p.Nodes, &PlanNode{Address: addr, Digest: digest.FromBytes([]byte(addr))})
+			p.Nodes = append(p.Nodes, &Node{Address: addr, Digest: digest.FromBytes([]byte(addr))})
 		}
 		switch r.Intn(3) {
 		case 0: // nil: encoded as null, as encoding/json does
@@ -50,7 +50,7 @@ func TestPlanIdentityMatchesCanonical(t *testing.T) {
 	}
 }
 
-// A plan's digest is that of its identity's canonical JSON, whether MakePlan writes the
+// A plan's digest is that of its identity's canonical JSON, whether Make writes the
 // nodes in address order directly (every address sorts bytewise) or sorts them by UTF-16
 // first: "step.豈" (U+F900) comes before "step.𠀀" (U+20000) by bytes but after it by
 // UTF-16. (Both are letters: a name is an identifier.)
@@ -98,7 +98,7 @@ func TestPlanMountsWriteAndReadBack(t *testing.T) {
 	}
 	path := filepath.Join(t.TempDir(), "plan.json")
 	graphtest.Must(t, os.WriteFile(path, made.Bytes(), 0o644))
-	loaded, err := LoadPlan(path)
+	loaded, err := Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}

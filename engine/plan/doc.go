@@ -1,0 +1,19 @@
+// Package plan says, before anything runs, what each node of a compiled graph will do and
+// why: its status (run, cached, build, registry, missing, alternative) and reason, how every
+// capability resolves (an admitted version in the registry, else its recipes by cost and
+// name, with the smallest missing sets and cycle witnesses), and the renderings for people
+// (WriteText) and tools (WriteJSON, spec/plan-json.md). Make plans a graph against what
+// Options say; ForWorkspace plans it against a workspace's action cache, seed images,
+// quarantine, sealed suites and registry. Save and Load keep a plan in a file, and
+// StaleReasons says what changed since a saved plan was made.
+//
+// It guarantees that a plan's digest is the SHA-256 of the canonical JSON of its identity
+// (every node's digest and every input read, never a status), so that a saved plan is
+// stale exactly when the configuration changed, and that a stale plan is refused before
+// anything is written (invariant 8 of ARCHITECTURE.md); and that a node whose digest, or an
+// input's, is quarantined is missing, with everything built from it (invariant 5).
+//
+// It imports engine/graph, engine/admit (what an admitted version is, and how the
+// registry's is judged) and engine/evaluate (a capability's sealed suite as it stands),
+// never engine/run.
+package plan
