@@ -10,8 +10,8 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/foundry-build/foundry/engine"
 	"github.com/foundry-build/foundry/engine/plan"
+	"github.com/foundry-build/foundry/engine/run"
 	"github.com/foundry-build/foundry/engine/workspace"
 	"github.com/foundry-build/foundry/provenance"
 )
@@ -178,7 +178,7 @@ is stale or the apply was interrupted, 2 usage error.`,
 					fmt.Fprintf(env.stderr, "foundry apply: %v\n", err)
 					return exitError
 				}
-				res, err := engine.Apply(ctx, ws, g, planned, engine.ApplyOptions{
+				res, err := run.Apply(ctx, ws, g, planned, run.Options{
 					Executor: exe, Parallelism: *par, Events: pr.event, Args: os.Args, Faults: faultsFromEnv(env),
 					Signer: signer, Version: version, Registry: reg, TrustedKeys: keys,
 				})
@@ -240,7 +240,7 @@ func approve(ctx context.Context, env *cliEnv) bool {
 // reportInterrupted tells what an interrupted apply did and how to resume it. By the time it
 // is called the executor is closed: the steps that were running are gone, or closeErr says
 // what could not be removed.
-func reportInterrupted(env *cliEnv, i *interruption, res *engine.ApplyResult, closeErr error) int {
+func reportInterrupted(env *cliEnv, i *interruption, res *run.Result, closeErr error) int {
 	if res != nil {
 		for _, f := range res.Failed {
 			failureReport(env.stderr, f)
@@ -259,7 +259,7 @@ func reportInterrupted(env *cliEnv, i *interruption, res *engine.ApplyResult, cl
 // faultsFromEnv reads FOUNDRY_TEST_FAULT=POINT[:NODE], a test hook that kills this process
 // with SIGKILL when the apply reaches that point (for NODE, or any node), to prove that a
 // killed apply resumes cleanly. It has no other effect.
-func faultsFromEnv(env *cliEnv) engine.FaultInjector {
+func faultsFromEnv(env *cliEnv) run.FaultInjector {
 	spec := env.getenv("FOUNDRY_TEST_FAULT")
 	if spec == "" {
 		return nil

@@ -19,9 +19,9 @@ import (
 	"github.com/containerd/containerd/namespaces"
 	"github.com/containerd/containerd/oci"
 
-	"github.com/foundry-build/foundry/engine"
 	"github.com/foundry-build/foundry/engine/admit"
 	"github.com/foundry-build/foundry/engine/plan"
+	"github.com/foundry-build/foundry/engine/run"
 	"github.com/foundry-build/foundry/engine/workspace"
 	"github.com/foundry-build/foundry/executors/containerd"
 )
@@ -34,10 +34,10 @@ func TestCrashAtFaultPointsResumes(t *testing.T) {
 		point       string
 		countReruns bool // whether step.count must execute again after the crash
 	}{
-		{engine.FaultBeforeExec, true},
-		{engine.FaultAfterExec, true},
-		{engine.FaultAfterOutputs, true},
-		{engine.FaultAfterCachePut, false},
+		{run.FaultBeforeExec, true},
+		{run.FaultAfterExec, true},
+		{run.FaultAfterOutputs, true},
+		{run.FaultAfterCachePut, false},
 	}
 	for _, c := range cases {
 		t.Run(c.point, func(t *testing.T) {
@@ -153,7 +153,7 @@ func runcContainers(t *testing.T) []string {
 	}
 	var ids []string
 	for _, l := range strings.Fields(string(out)) {
-		if strings.HasPrefix(l, engine.ContainerPrefix) {
+		if strings.HasPrefix(l, run.ContainerPrefix) {
 			ids = append(ids, l)
 		}
 	}
@@ -230,7 +230,7 @@ func TestRecoveryLeavesOtherRunsAlone(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if r := apply(t, dead, []string{"FOUNDRY_TEST_FAULT=" + engine.FaultBeforeExec + ":step.nap"}); r.code != -1 {
+	if r := apply(t, dead, []string{"FOUNDRY_TEST_FAULT=" + run.FaultBeforeExec + ":step.nap"}); r.code != -1 {
 		t.Fatalf("the faulted apply should die by SIGKILL: exit %d\n%s", r.code, r.stderr)
 	}
 	ra := startApply(t, live, "runc", "-var", "nap=4")
@@ -259,12 +259,12 @@ func TestRecoverySweepsLeftoversThatAppearLate(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(napProject), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			r := apply(t, dir, []string{"FOUNDRY_TEST_FAULT=" + engine.FaultBeforeExec + ":step.nap"}, "-executor", executor)
+			r := apply(t, dir, []string{"FOUNDRY_TEST_FAULT=" + run.FaultBeforeExec + ":step.nap"}, "-executor", executor)
 			if r.code != -1 {
 				t.Fatalf("the faulted apply should die by SIGKILL: exit %d\n%s", r.code, r.stderr)
 			}
 			deadRun := runOf(t, r.stderr)
-			late := engine.RunContainerPrefix(deadRun) + "step-nap-late"
+			late := run.ContainerPrefixOf(deadRun) + "step-nap-late"
 			t.Cleanup(func() { removeContainers([]string{late}) })
 
 			ra := startApply(t, dir, executor, "-var", "nap=2")

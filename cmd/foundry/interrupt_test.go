@@ -19,7 +19,7 @@ import (
 	"github.com/containerd/containerd/namespaces"
 	"github.com/containerd/containerd/snapshots"
 
-	"github.com/foundry-build/foundry/engine"
+	"github.com/foundry-build/foundry/engine/run"
 	"github.com/foundry-build/foundry/executors/containerd"
 )
 
@@ -213,7 +213,7 @@ func containerdContainers(t *testing.T) []string {
 		ids = append(ids, x.ID)
 	}
 	err = c.SnapshotService("overlayfs").Walk(ctx, func(_ context.Context, info snapshots.Info) error {
-		if strings.HasPrefix(info.Name, engine.ContainerPrefix) {
+		if strings.HasPrefix(info.Name, run.ContainerPrefix) {
 			ids = append(ids, info.Name)
 		}
 		return nil

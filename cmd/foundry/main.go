@@ -15,7 +15,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/foundry-build/foundry/engine"
+	"github.com/foundry-build/foundry/engine/run"
 )
 
 // Exit codes, documented in spec/cli.md.
@@ -58,7 +58,7 @@ func register(c *command) {
 
 func main() {
 	env := &cliEnv{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv}
-	os.Exit(profiled(env, func() int { return run(env, os.Args[1:]) }))
+	os.Exit(profiled(env, func() int { return dispatch(env, os.Args[1:]) }))
 }
 
 // profiled runs f under a CPU profile written to $FOUNDRY_CPUPROFILE, if set: how to see
@@ -84,11 +84,11 @@ func profiled(env *cliEnv, f func() int) int {
 	return code
 }
 
-// run dispatches args to a subcommand and returns the process exit code. A panic in the
-// command (or one an apply carries back from a step's goroutine, engine.Panic) is a bug: it
+// dispatch hands args to a subcommand and returns the process exit code. A panic in the
+// command (or one an apply carries back from a step's goroutine, run.Panic) is a bug: it
 // exits exitInternal with one line, not Go's exit 2 and trace, which a script would take
 // for a usage error.
-func run(env *cliEnv, args []string) (code int) {
+func dispatch(env *cliEnv, args []string) (code int) {
 	who := "foundry" // names the command in the panic report, once it is known
 	defer func() {
 		if v := recover(); v != nil {
@@ -144,7 +144,7 @@ const reportURL = "https://github.com/foundry-build/foundry/issues"
 // where the panic was recovered; a panic carried from another goroutine brings its own.
 func reportPanic(env *cliEnv, name string, v any, stack []byte) int {
 	where := ""
-	if p, ok := v.(*engine.Panic); ok {
+	if p, ok := v.(*run.Panic); ok {
 		v, stack = p.Value, p.Stack
 		where = " while settling " + p.Node
 	}

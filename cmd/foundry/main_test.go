@@ -22,7 +22,7 @@ func runCLI(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
 	var out, errb bytes.Buffer
 	env := &cliEnv{stdin: strings.NewReader(""), stdout: &out, stderr: &errb, getenv: os.Getenv}
-	code := run(env, args)
+	code := dispatch(env, args)
 	return code, out.String(), errb.String()
 }
 

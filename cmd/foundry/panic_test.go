@@ -11,8 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/foundry-build/foundry/engine"
 	"github.com/foundry-build/foundry/engine/plan"
+	"github.com/foundry-build/foundry/engine/run"
 	"github.com/foundry-build/foundry/engine/workspace"
 	"github.com/foundry-build/foundry/executors"
 	"github.com/foundry-build/foundry/provenance"
@@ -98,7 +98,7 @@ func TestPanicInAStepGoroutineExitsInternal(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := engine.Apply(context.Background(), ws, g, planned, engine.ApplyOptions{Executor: panickingExecutor{}, Signer: signer}); err != nil {
+		if _, err := run.Apply(context.Background(), ws, g, planned, run.Options{Executor: panickingExecutor{}, Signer: signer}); err != nil {
 			t.Fatalf("the apply returned instead of panicking: %v", err)
 		}
 		return exitOK

@@ -11,8 +11,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/foundry-build/foundry/engine"
 	"github.com/foundry-build/foundry/engine/event"
+	"github.com/foundry-build/foundry/engine/run"
 )
 
 // progress renders apply events: "plain" (a line per event, for CI logs), "json" (one
@@ -226,7 +226,7 @@ func (p *progress) close() {
 
 // failureReport prints what a person needs to act on a failed step: the command, how it
 // ended, its last log lines and where the full log is.
-func failureReport(w io.Writer, f *engine.StepError) {
+func failureReport(w io.Writer, f *run.StepError) {
 	fmt.Fprintf(w, "\nError: %s\n", f.Error())
 	if len(f.Argv) > 0 {
 		fmt.Fprintf(w, "  command: %s\n", quoteArgv(f.Argv))

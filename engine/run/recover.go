@@ -1,4 +1,4 @@
-package engine
+package run
 
 import (
 	"context"
@@ -82,7 +82,7 @@ func (r *runner) cleanupDead(ctx context.Context, exe executors.Executor) error 
 			continue
 		}
 		// Evaluation sandboxes are not attempts: the run's prefix finds them too.
-		p := RunContainerPrefix(ent.Name())
+		p := ContainerPrefixOf(ent.Name())
 		if err := exe.Cleanup(ctx, p); err != nil {
 			return fmt.Errorf("cleaning up after interrupted run %s: %w", ent.Name(), err)
 		}

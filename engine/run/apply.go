@@ -1,4 +1,4 @@
-package engine
+package run
 
 import (
 	"context"
@@ -31,8 +31,8 @@ import (
 	"github.com/foundry-build/foundry/registry"
 )
 
-// ApplyOptions configure one apply.
-type ApplyOptions struct {
+// Options configure one apply.
+type Options struct {
 	// Executor runs steps and evaluations. An executors.Opener (executors.Lazy) is opened
 	// when the first of them is about to run, and never by an apply with nothing to run.
 	Executor    executors.Executor
@@ -102,8 +102,8 @@ type Panic struct {
 
 func (p *Panic) Error() string { return fmt.Sprintf("panic while settling %s: %v", p.Node, p.Value) }
 
-// ApplyResult summarizes an apply.
-type ApplyResult struct {
+// Result summarizes an apply.
+type Result struct {
 	RunID    string
 	Executed int
 	Cached   int
@@ -124,7 +124,7 @@ type runner struct {
 	att     *workspace.Attester // signs with opt.Signer
 	g       *graph.Graph
 	plan    *plan.Plan
-	opt     ApplyOptions
+	opt     Options
 	runID   string
 	scratch string
 
@@ -137,7 +137,7 @@ type runner struct {
 	precached map[string]bool
 	// nested are the results of recipe walks driven by capability nodes; rejections the
 	// candidates turned down on the way to an admission.
-	nested     []*ApplyResult
+	nested     []*Result
 	rejections []evaluate.Rejection
 
 	// caps records what happens to capabilities in this run, for foundry status.
@@ -164,14 +164,14 @@ type runner struct {
 
 // containerPrefix starts the ID of every container of this run: the next apply cleans up
 // after a dead run by this prefix.
-func (r *runner) containerPrefix() string { return RunContainerPrefix(r.runID) }
+func (r *runner) containerPrefix() string { return ContainerPrefixOf(r.runID) }
 
-// RunContainerPrefix starts the ID of every container, snapshot and bundle of run runID:
+// ContainerPrefixOf starts the ID of every container, snapshot and bundle of run runID:
 // "foundry-", the run ID's random part (its last eight hex digits) and "-". Runtimes are
 // shared by every project on the machine (one runc root, one containerd namespace), so the
 // prefix must name one run only: the leftovers of a dead run are removed by it, and must
 // not take another project's running steps with them.
-func RunContainerPrefix(runID string) string {
+func ContainerPrefixOf(runID string) string {
 	tag := runID
 	if i := strings.LastIndexByte(runID, '-'); i >= 0 {
 		tag = runID[i+1:]
@@ -189,7 +189,7 @@ type nodeResult struct {
 // Apply runs every node of the plan that has work to do, in dependency order and in
 // parallel, and records everything in the workspace. A node whose dependency failed is
 // skipped, and reported once as skipped rather than as another failure.
-func Apply(ctx context.Context, ws *workspace.Workspace, g *graph.Graph, p *plan.Plan, opt ApplyOptions) (*ApplyResult, error) {
+func Apply(ctx context.Context, ws *workspace.Workspace, g *graph.Graph, p *plan.Plan, opt Options) (*Result, error) {
 	if opt.Parallelism <= 0 {
 		opt.Parallelism = 4
 	}
@@ -394,8 +394,8 @@ func (r *runner) activeNodes() ([]string, map[string][]string) {
 }
 
 // walk runs the active nodes with at most Parallelism steps at once.
-func (r *runner) walk(ctx context.Context, active []string, deps map[string][]string) *ApplyResult {
-	res := &ApplyResult{}
+func (r *runner) walk(ctx context.Context, active []string, deps map[string][]string) *Result {
+	res := &Result{}
 	users := map[string][]string{}
 	waiting := map[string]int{}
 	for _, a := range active {
