@@ -245,7 +245,7 @@ func (ev *Evaluator) sealedResults() ([]provenance.SignedTestResult, error) {
 	return ev.sealedSeen, nil
 }
 
-// sealedSigned marks the cached sealed results stale: the run has just signed another.
+// sealedSigned marks the cached sealed results stale: the Evaluator has just signed another.
 func (ev *Evaluator) sealedSigned() {
 	ev.resultsMu.Lock()
 	ev.resultsRead = false

@@ -96,7 +96,7 @@ step "c" {
 		}
 	}
 	// Nothing was digested: no step holds a definition its producers' digests are missing
-	// from (stepTemplate writes them before the cycle is found).
+	// from (graph's stepTemplate writes them before the cycle is found).
 	for a, n := range g.Nodes {
 		if n.Definition != nil || n.Digest != "" {
 			t.Errorf("%s has a definition or digest in a graph that failed to compile", a)

@@ -131,7 +131,7 @@ func (m *Mounts) UnmarshalJSON(b []byte) error {
 	return json.Unmarshal(b, &m.text)
 }
 
-// Capability is how a required capability will be resolved (see resolve.go).
+// Capability is how a required capability will be resolved (see Make and resolve.go).
 type Capability struct {
 	Address        string          `json:"address"`
 	ContractDigest digest.Digest   `json:"contract_digest"`
@@ -204,13 +204,13 @@ func Make(g *graph.Graph, opt Options) (*Plan, error) {
 	if p.Inputs == nil {
 		p.Inputs = []lang.InputRecord{}
 	}
-	// Nodes are numbered in address order (see index), and byNum[k] is node k's plan node:
-	// maps keyed by address would be most of the time of planning.
+	// Nodes are numbered in address order (graph.Index), and byNum[k] is node k's plan
+	// node: maps keyed by address would be most of the time of planning.
 	ix := g.Index()
 	byNum := make([]*Node, len(ix.Nodes))
 	p.Nodes = make([]*Node, len(ix.Order))
 	// The plan nodes and the views of steps depend on nothing else, and are most of the work
-	// of a large plan. They are made in the order the nodes were made (see addNodes), each
+	// of a large plan. They are made in the order the nodes were made (Index.Made), each
 	// put in its place in the topological order: made in that order, as they once were,
 	// they read the nodes' data in no order at all.
 	at := make([]int32, len(ix.Nodes)) // node number -> position in the order, or -1

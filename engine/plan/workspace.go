@@ -45,7 +45,7 @@ func ForWorkspace(ctx context.Context, w *workspace.Workspace, g *graph.Graph, r
 	}
 	opt := Options{
 		Cached:      func(n *graph.Node) bool { return cached[n.Address] },
-		SeedBuilt:   func(n *graph.Node) bool { return w.Seeds.Built(string(n.Digest)) }, // the key buildSeed gives
+		SeedBuilt:   func(n *graph.Node) bool { return w.Seeds.Built(string(n.Digest)) }, // the key run gives a seed
 		Quarantined: map[digest.Digest]string{},
 	}
 	qs, err := w.State.QuarantineList(ctx)

@@ -564,7 +564,7 @@ func (l layoutFetcher) Fetch(ctx context.Context, desc ocispec.Descriptor) (io.R
 //   - then containers, then snapshots.
 //
 // The engine sweeps a dead run's prefix a second time when the apply that recovered it
-// ends (engine/recover.go).
+// ends (engine/run/recover.go).
 func (e *Executor) Cleanup(ctx context.Context, prefix string) error {
 	ctx = e.nsCtx(ctx)
 	for pass := 1; ; pass++ {
