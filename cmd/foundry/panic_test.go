@@ -123,7 +123,7 @@ step "one" {
 	}
 	t.Setenv("FOUNDRY_DEBUG", "1")
 	code, _, errs = runCLI(t, "test-apply-panicking-executor", dir)
-	if code != exitInternal || !strings.Contains(errs, "foundry.executorBug") || !strings.Contains(errs, "engine.(*runner).execute") {
+	if code != exitInternal || !strings.Contains(errs, "foundry.executorBug") || !strings.Contains(errs, "run.(*runner).execute") {
 		t.Errorf("with FOUNDRY_DEBUG the stack is the one where the executor panicked: exit %d\n%s", code, errs)
 	}
 }
