@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/foundry-build/foundry/digest"
+	"github.com/foundry-build/foundry/engine/cache"
 	"github.com/foundry-build/foundry/internal/jsonindent"
 	"github.com/foundry-build/foundry/internal/parallel"
 	"github.com/foundry-build/foundry/lang"
@@ -36,6 +37,12 @@ type Plan struct {
 	Nodes         []*PlanNode        `json:"nodes"`
 	Capabilities  []*CapabilityPlan  `json:"capabilities"`
 	Summary       Summary            `json:"summary"`
+	// keys are the cache keys known before the apply, and what they found (keys.go):
+	// apply settles those steps from them without asking the cache again.
+	keys map[string]*keyed
+	// keysHold is the hold of the workspace's apply lock the keys were found under; 0 when
+	// it was not held, and apply looks them up again.
+	keysHold uint64
 	// Invocation is how the plan was made (variables), so that applying a saved plan
 	// evaluates the configuration the same way. It is not part of the plan digest: the
 	// node digests already cover every value a variable fed into.
@@ -173,9 +180,9 @@ type Summary struct {
 
 // PlanOptions are what a plan consults beyond the configuration.
 type PlanOptions struct {
-	// Cached reports whether a step's action digest has a result in the action cache; nil
-	// means nothing is cached.
-	Cached func(*Node) bool
+	// Lookup looks cache keys up in the action cache (Cache.LookupMany); nil means nothing
+	// is cached. See keys.go.
+	Lookup func(keys []digest.Digest) (map[digest.Digest]cache.Entry, error)
 	// SeedBuilt reports whether a seed's image is built (seed.Builder.Built of its digest),
 	// so that apply builds nothing for it; nil means no image is built.
 	SeedBuilt func(*Node) bool
@@ -190,7 +197,6 @@ type PlanOptions struct {
 
 // MakePlan decides each node's status.
 func MakePlan(g *Graph, opt PlanOptions) (*Plan, error) {
-	cached := opt.Cached
 	cfg := g.Config
 	p := &Plan{
 		FormatVersion: PlanFormatVersion,
@@ -242,10 +248,7 @@ func MakePlan(g *Graph, opt PlanOptions) (*Plan, error) {
 		}
 		switch pn.Kind {
 		case KindStep, KindCheck:
-			pn.Status = StatusRun
-			if cached != nil && cached(ix.nodes[k]) {
-				pn.Status = StatusCached
-			}
+			pn.Status = StatusRun // or cached: see the cache keys below
 		case KindCapability:
 			pn.Status = StatusMissing // settled by resolution below
 		case KindSeed:
@@ -266,6 +269,11 @@ func MakePlan(g *Graph, opt PlanOptions) (*Plan, error) {
 	// use is needed, and the nodes' dependencies need not be read (a cache miss each).
 	if alternatives {
 		g.markUnneededSeeds(byNum)
+	}
+	if opt.Lookup != nil {
+		if err := g.markCached(p, byNum, opt.Lookup); err != nil {
+			return nil, err
+		}
 	}
 	quarantined := map[int32]bool{}
 	if len(opt.Quarantined) > 0 {
@@ -348,6 +356,35 @@ func MakePlan(g *Graph, opt PlanOptions) (*Plan, error) {
 	}
 	p.Digest = digest.FromBytes(b)
 	return p, nil
+}
+
+// markCached looks up the steps whose cache keys are known before anything runs, marks
+// cached those found, and says of a step that waits for content built in this apply that
+// it runs unless that content comes out as before.
+func (g *Graph) markCached(p *Plan, byNum []*PlanNode, lookup lookupFunc) error {
+	keys, err := g.plannedKeys(p, lookup)
+	if err != nil {
+		return err
+	}
+	p.keys = keys
+	pinned := pinnedTrees(p)
+	for _, k := range g.ix.made {
+		pn := byNum[k]
+		if pn == nil || pn.Status != StatusRun {
+			continue
+		}
+		n := g.ix.nodes[k]
+		if kd := keys[n.Address]; kd != nil {
+			if kd.res != nil {
+				pn.Status = StatusCached
+			}
+			continue
+		}
+		if w := waitsOn(n, keys, pinned); len(w) > 0 {
+			pn.Reason = "runs unless its inputs come out unchanged: it mounts what " + strings.Join(w, ", ") + " makes in this apply"
+		}
+	}
+	return nil
 }
 
 // markUnneededSeeds marks alternative the seeds that only alternative nodes use.

@@ -25,7 +25,14 @@ import (
 // apply may use (see usable), else by executing it. Only a success observed by the executor
 // is cached.
 func (r *runner) runStep(ctx context.Context, n *Node) (string, error) {
-	res, hit, err := r.ws.Cache.Lookup(ctx, n.Digest)
+	key, keyDef, ok, err := r.g.cacheKey(n, r.content)
+	if err == nil && !ok {
+		err = fmt.Errorf("%s: what it mounts was not built", n.Address)
+	}
+	if err != nil {
+		return "failed", err
+	}
+	res, hit, err := r.ws.Cache.Lookup(ctx, key)
 	if err != nil {
 		return "failed", err
 	}
@@ -35,7 +42,7 @@ func (r *runner) runStep(ctx context.Context, n *Node) (string, error) {
 	}
 	if hit {
 		r.setResult(n.Address, &nodeResult{step: res})
-		if err := r.ws.State.NodesCached(ctx, r.runID, []state.NodeRef{{Address: n.Address, Action: n.Digest}}); err != nil {
+		if err := r.ws.State.NodesCached(ctx, r.runID, []state.NodeRef{{Address: n.Address, Action: key}}); err != nil {
 			return "failed", err
 		}
 		if err := r.ws.State.RecordDefinition(ctx, n.Address, n.Digest, n.Definition); err != nil {
@@ -53,7 +60,7 @@ func (r *runner) runStep(ctx context.Context, n *Node) (string, error) {
 	}
 	start := time.Now()
 	r.emit(Event{Type: "node_started", Node: n.Address, Action: n.Digest, Message: rerun})
-	res, err = r.execute(ctx, n, exe)
+	res, err = r.execute(ctx, n, exe, key, keyDef)
 	if err != nil && ctx.Err() != nil {
 		err = interruptedError(ctx)
 	}
@@ -91,10 +98,11 @@ func (r *runner) usable(res *cache.Result) bool {
 	return res.Isolation != executors.IsolationNone || r.opt.Executor == nil || r.opt.Executor.Isolation() == executors.IsolationNone
 }
 
-// execute runs the step once and, if it succeeded, stores its outputs and cache record.
-func (r *runner) execute(ctx context.Context, n *Node, exe executors.Executor) (*cache.Result, error) {
+// execute runs the step once and, if it succeeded, stores its outputs and its cache record
+// under key, the digest of keyDef.
+func (r *runner) execute(ctx context.Context, n *Node, exe executors.Executor, key digest.Digest, keyDef []byte) (*cache.Result, error) {
 	st := n.Step
-	if err := r.ws.State.NodeStarted(ctx, r.runID, n.Address, n.Digest); err != nil {
+	if err := r.ws.State.NodeStarted(ctx, r.runID, n.Address, key); err != nil {
 		return nil, err
 	}
 	base := r.result(st.Image.Node)
@@ -169,7 +177,7 @@ func (r *runner) execute(ctx context.Context, n *Node, exe executors.Executor) (
 		return nil, err
 	}
 	res := &cache.Result{
-		Action: n.Digest, ExitCode: xr.ExitCode, TimedOut: xr.TimedOut, OOMKilled: xr.OOMKilled, Signal: xr.Signal,
+		Action: key, ExitCode: xr.ExitCode, TimedOut: xr.TimedOut, OOMKilled: xr.OOMKilled, Signal: xr.Signal,
 		Stdout: outLog, Stderr: errLog, Started: xr.Started, Finished: xr.Finished, Duration: xr.Finished.Sub(xr.Started),
 		Executor: exe.Name(), Isolation: exe.Isolation(),
 	}
@@ -189,7 +197,7 @@ func (r *runner) execute(ctx context.Context, n *Node, exe executors.Executor) (
 		return nil, &StepError{Reason: err.Error(), Stdout: outLog.Digest, Stderr: errLog.Digest}
 	}
 	res.Outputs = outputs
-	def, err := r.ws.Store.PutBytes(n.Definition)
+	def, err := r.ws.Store.PutBytes(keyDef)
 	if err != nil {
 		return nil, err
 	}
@@ -319,7 +327,7 @@ func (r *runner) attest(n *Node, attempt int, img executors.Image, inputs []inpu
 		Executor:     res.Executor, Isolation: res.Isolation,
 		Versions:     map[string]string{"foundry": r.opt.Version},
 		Step:         view,
-		ActionDigest: string(n.Digest), Platform: n.Step.Platform, User: user,
+		ActionDigest: string(n.Digest), CacheKey: string(res.Action), Platform: n.Step.Platform, User: user,
 		Network: provenance.Network{Mode: executors.NetworkNone},
 		Limits: provenance.Limits{MemoryBytes: lim.MemoryBytes, CPUs: lim.CPUs, Pids: lim.Pids,
 			TimeoutMillis: lim.Time.Milliseconds(), OutputBytes: lim.OutputBytes},

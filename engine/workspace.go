@@ -47,10 +47,18 @@ type lockState struct {
 	mu    sync.Mutex
 	file  *os.File // open while held
 	depth int      // Lock calls not yet unlocked
-	// hits are action cache hits found while the lock was held: nothing can remove an
-	// entry or a blob until it is released (gc and apply take it), so they stay hits.
-	// Planning under the lock lets apply settle a no-op graph without a second lookup.
-	hits map[digest.Digest]cache.Entry
+	// hold numbers the holds of the lock, counting from 1; 0 while it is not held. Cache
+	// hits found while it is held stay hits until it is released: nothing removes an
+	// entry or a blob without it (gc and apply take it). So a plan made under a hold
+	// lends its hits to an apply under the same hold (see Plan.keys).
+	hold, holds uint64
+}
+
+// held is the number of the current hold of the lock, or 0.
+func (w *Workspace) held() uint64 {
+	w.lock.mu.Lock()
+	defer w.lock.mu.Unlock()
+	return w.lock.hold
 }
 
 // OpenWorkspace opens (creating if needed) the state directory of the project in dir.
@@ -100,7 +108,8 @@ func (w *Workspace) Lock() (unlock func(), err error) {
 			f.Close()
 			return nil, fmt.Errorf("another foundry apply is running in this project (it holds %s)", path)
 		}
-		l.file, l.hits = f, map[digest.Digest]cache.Entry{}
+		l.holds++
+		l.file, l.hold = f, l.holds
 	}
 	l.depth++
 	var once sync.Once
@@ -110,44 +119,27 @@ func (w *Workspace) Lock() (unlock func(), err error) {
 			defer l.mu.Unlock()
 			if l.depth--; l.depth == 0 {
 				l.file.Close()
-				l.file, l.hits = nil, nil
+				l.file, l.hold = nil, 0
 			}
 		})
 	}, nil
 }
 
-// lookup is Cache.LookupMany, reusing the hits found earlier under the same hold of the
-// apply lock and remembering new ones. Misses are always looked up again: a step run
-// since may have filled them.
-func (w *Workspace) lookup(ctx context.Context, actions []digest.Digest) (map[digest.Digest]cache.Entry, error) {
-	l := &w.lock
-	out := make(map[digest.Digest]cache.Entry, len(actions))
-	var rest []digest.Digest
-	l.mu.Lock()
-	for _, a := range actions {
-		if e, ok := l.hits[a]; ok {
-			out[a] = e
-		} else {
-			rest = append(rest, a)
-		}
+// lookup looks cache keys up in the workspace's action cache.
+func (w *Workspace) lookup(ctx context.Context) lookupFunc {
+	return func(keys []digest.Digest) (map[digest.Digest]cache.Entry, error) {
+		return w.Cache.LookupMany(ctx, keys)
 	}
-	l.mu.Unlock()
-	if len(rest) == 0 {
-		return out, nil
+}
+
+// plannedKeys are the cache keys of p's steps known before anything runs, and what they
+// found: those the plan found, when it was made under this hold of the apply lock, or else
+// looked up again (a plan read from a file, or made without the lock: its hits may be gone).
+func (w *Workspace) plannedKeys(ctx context.Context, g *Graph, p *Plan) (map[string]*keyed, error) {
+	if p.keys != nil && p.keysHold != 0 && p.keysHold == w.held() {
+		return p.keys, nil
 	}
-	found, err := w.Cache.LookupMany(ctx, rest)
-	if err != nil {
-		return nil, err
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for a, e := range found {
-		out[a] = e
-		if e.Hit && l.hits != nil {
-			l.hits[a] = e
-		}
-	}
-	return out, nil
+	return g.plannedKeys(p, w.lookup(ctx))
 }
 
 // AttestationDir holds every attestation this project minted, as
@@ -158,37 +150,11 @@ func (w *Workspace) AttestationDir() string { return filepath.Join(w.Dir, "attes
 // Close closes the state database.
 func (w *Workspace) Close() error { return w.State.Close() }
 
-// CachedSteps reports which step and check nodes of g have a usable action cache entry,
-// with one database query for all of them.
-func (w *Workspace) CachedSteps(ctx context.Context, g *Graph) (map[string]bool, error) {
-	var actions []digest.Digest
-	for _, a := range g.Order {
-		if n := g.Nodes[a]; n.Kind == KindStep || n.Kind == KindCheck {
-			actions = append(actions, n.Digest)
-		}
-	}
-	entries, err := w.lookup(ctx, actions)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]bool{}
-	for _, a := range g.Order {
-		if n := g.Nodes[a]; n.Kind == KindStep || n.Kind == KindCheck {
-			out[a] = entries[n.Digest].Hit
-		}
-	}
-	return out, nil
-}
-
 // Plan plans g against this workspace's action cache and, when reg is set, the admitted
 // capabilities in that registry that verify with keys.
 func (w *Workspace) Plan(ctx context.Context, g *Graph, reg registry.Store, keys []*provenance.Verifier) (*Plan, error) {
-	cached, err := w.CachedSteps(ctx, g)
-	if err != nil {
-		return nil, err
-	}
 	opt := PlanOptions{
-		Cached:      func(n *Node) bool { return cached[n.Address] },
+		Lookup:      w.lookup(ctx),
 		SeedBuilt:   func(n *Node) bool { return w.Seeds.Built(string(n.Digest)) }, // the key buildSeed gives
 		Quarantined: map[digest.Digest]string{},
 	}
@@ -224,6 +190,7 @@ func (w *Workspace) Plan(ctx context.Context, g *Graph, reg registry.Store, keys
 	if err != nil {
 		return nil, err
 	}
+	p.keysHold = w.held()
 	for _, cp := range p.Capabilities {
 		n := g.Nodes[cp.Address]
 		if cp.Status == StatusRegistry || n.Capability.Suites["sealed"] == nil {
