@@ -59,6 +59,9 @@ type loader struct {
 	declared map[string]hcl.Range
 	// sealed lists every sealed case file (project-relative), for the mount check
 	sealed []sealedFile
+	// seedGroups are the seed blocks with for_each or count, by block name: seed.NAME
+	// of one is its instances.
+	seedGroups map[string]*repeated
 	// ctx caches the base evaluation context once locals are final (localsDone).
 	ctx        *hcl.EvalContext
 	localsDone bool
@@ -173,13 +176,30 @@ func (l *loader) decodeGlobals(byType map[string][]*hcl.Block, opts Options) boo
 		return false
 	}
 	l.decodeLocals(byType["locals"])
+	// A seed's instances, before the base context that makes seed.NAME of them is fixed.
+	type seedInstance struct {
+		b     *hcl.Block
+		in    instance
+		count bool
+	}
+	var seeds []seedInstance
+	l.seedGroups = map[string]*repeated{}
+	for _, b := range byType["seed"] {
+		insts, r := l.instances(b)
+		if r != nil {
+			l.seedGroups[b.Labels[0]] = r
+		}
+		for _, in := range insts {
+			seeds = append(seeds, seedInstance{b, in, r != nil && r.count})
+		}
+	}
 	l.localsDone = true
 	if l.budget.exceeded() {
 		return true // what remains would only be refused
 	}
 	l.decodeProject(byType["project"])
-	for _, b := range byType["seed"] {
-		l.decodeSeed(b)
+	for _, s := range seeds {
+		l.decodeSeed(s.b, s.in, s.count)
 	}
 	for _, b := range byType["capability"] {
 		l.decodeCapability(b)
