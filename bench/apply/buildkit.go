@@ -31,6 +31,7 @@ type buildkit struct {
 	addr     string
 	daemon   *exec.Cmd
 	base     string // the base as --opt context:bb names it: oci-layout://bb@sha256:...
+	last     string // the Dockerfile last written
 }
 
 // startBuildkit starts buildkitd from dir (scripts/buildkit.sh prints it) and waits until it
@@ -70,11 +71,14 @@ func startBuildkit(dir string) *buildkit {
 	}
 }
 
-// build writes the Dockerfile and builds it, exporting nothing (the results stay in
-// BuildKit's cache, as Foundry's stay in its own), and returns the wall time of buildctl.
+// build writes the Dockerfile, if it changed, and builds it, exporting nothing (the results
+// stay in BuildKit's cache, as Foundry's stay in its own); it returns the wall time of buildctl.
 func (b *buildkit) build(dockerfile string) time.Duration {
 	ctx := filepath.Join(b.root, "context")
-	must(os.WriteFile(filepath.Join(ctx, "Dockerfile"), []byte(dockerfile), 0o644))
+	if dockerfile != b.last {
+		must(os.WriteFile(filepath.Join(ctx, "Dockerfile"), []byte(dockerfile), 0o644))
+		b.last = dockerfile
+	}
 	cmd := exec.Command(b.buildctl, "--addr", b.addr, "build", "--progress", "plain",
 		"--frontend", "dockerfile.v0", "--local", "context="+ctx, "--local", "dockerfile="+ctx,
 		"--oci-layout", "bb="+filepath.Join(b.root, "base"), "--opt", "context:bb="+b.base)
