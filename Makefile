@@ -41,7 +41,9 @@ bench: deps build test-tools
 	# The no-op apply needs a populated cache, not a sandboxed one: filling 10,000 steps
 	# with the local executor takes ~1.5 min instead of ~15 (the steps are the bench's own),
 	# and the no-op applies then run with it too (a sandboxed apply reruns local results).
-	$(GO) run ./bench/apply -foundry $(BIN) -fill-executor local
+	# The 41-step chain is also built in BuildKit v0.34.2 (scripts/buildkit.sh builds it once,
+	# ~2.5 min), interleaved with Foundry's, for issue 18's ratios; no BuildKit, no bench.
+	bk=$$(bash scripts/buildkit.sh) && $(GO) run ./bench/apply -foundry $(BIN) -fill-executor local -buildkit "$$bk"
 	bash scripts/bench.sh
 	$(GO) run ./bench/registry
 
