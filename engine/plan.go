@@ -391,8 +391,8 @@ func (g *Graph) markCached(p *Plan, byNum []*PlanNode, lookup lookupFunc) error 
 func (g *Graph) markUnneededSeeds(byNum []*PlanNode) {
 	ix := g.ix
 	seeds := make([]bool, len(ix.nodes)) // by number
-	for name := range g.Config.Seeds {
-		if n := g.Nodes["seed."+name]; n != nil {
+	for _, s := range g.Config.Seeds {
+		if n := g.Nodes[s.Address()]; n != nil {
 			seeds[n.num] = true
 		}
 	}

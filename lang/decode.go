@@ -37,7 +37,7 @@ var layerSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
 
 // decodeSeed decodes block b as the seed (or instance of it) in.
 func (l *loader) decodeSeed(b *hcl.Block, in instance, count bool) {
-	s := &Seed{Name: in.name, DeclRange: b.DefRange, Platform: l.cfg.Project.Platform, Env: map[string]string{}}
+	s := &Seed{Name: in.name, Scope: l.prefix, DeclRange: b.DefRange, Platform: l.cfg.Project.Platform, Env: map[string]string{}}
 	content, diags := l.content(b.Body, seedSchema)
 	l.diags = append(l.diags, diags...)
 	ctx := withInstance(l.baseContext(), in, count)

@@ -54,6 +54,9 @@ type stepScope struct {
 	order []string
 	// groups are the blocks with for_each or count, by block name.
 	groups map[string]*repeated
+	// modules are module.NAME's values, by name, where the scope sees modules (the top
+	// level of the project or of a module).
+	modules map[string]cty.Value
 	// value is the object step.NAME.output["PATH"] is evaluated in (see stepValue).
 	valueOnce sync.Once
 	value     cty.Value
@@ -273,10 +276,10 @@ func (l *loader) baseContext() *hcl.EvalContext {
 		case "seed":
 			if r := l.seedGroups[name]; r != nil {
 				seeds[name] = r.value(func(in instance) cty.Value {
-					return artifactVal(&Artifact{Kind: ArtifactSeed, Node: "seed." + in.name})
+					return artifactVal(&Artifact{Kind: ArtifactSeed, Node: l.addr("seed", in.name)})
 				})
 			} else {
-				seeds[name] = artifactVal(&Artifact{Kind: ArtifactSeed, Node: addr})
+				seeds[name] = artifactVal(&Artifact{Kind: ArtifactSeed, Node: l.addr("seed", name)})
 			}
 		case "capability":
 			caps[name] = artifactVal(&Artifact{Kind: ArtifactCapability, Node: addr})
@@ -317,10 +320,13 @@ func withSteps(ctx *hcl.EvalContext, s *stepScope) *hcl.EvalContext {
 		vars[k] = v
 	}
 	vars["step"] = s.stepValue()
+	if s.modules != nil {
+		vars["module"] = cty.ObjectVal(s.modules)
+	}
 	return &hcl.EvalContext{Variables: vars, Functions: ctx.Functions}
 }
 
-var refRoots = []string{"var", "local", "seed", "capability", "step", "each", "count"}
+var refRoots = []string{"var", "local", "seed", "capability", "step", "each", "count", "module"}
 
 // eval checks every reference in expr against what is declared, then evaluates it. Checking
 // first gives one precise diagnostic per bad reference, with a suggestion, instead of cty's
@@ -368,6 +374,8 @@ func (l *loader) checkRef(t hcl.Traversal, ctx *hcl.EvalContext, scope *stepScop
 			return errorAt(rng, "Invalid "+root+" reference", "%s has %s.", root, quoteList(prefixed(root+".", attrs)))
 		}
 		return nil
+	case "module":
+		return l.checkModuleRef(t, scope)
 	case "var", "local", "seed", "capability", "step":
 		if !ok {
 			return errorAt(rng, "Invalid reference", "A reference to %s needs a name, for example %s.NAME.", root, root)
@@ -436,6 +444,47 @@ func (l *loader) checkRef(t hcl.Traversal, ctx *hcl.EvalContext, scope *stepScop
 				}
 			}
 		}
+	}
+	return nil
+}
+
+// checkModuleRef checks a reference to a module's output: module.NAME.OUTPUT, or
+// module.NAME[KEY].OUTPUT for a module with for_each or count.
+func (l *loader) checkModuleRef(t hcl.Traversal, scope *stepScope) *hcl.Diagnostic {
+	rng := t.SourceRange()
+	name := ""
+	if len(t) > 1 {
+		if a, ok := t[1].(hcl.TraverseAttr); ok {
+			name = a.Name
+		}
+	}
+	if name == "" {
+		return errorAt(rng, "Invalid reference", "A reference to a module's output is module.NAME.OUTPUT.")
+	}
+	if scope == nil || scope.modules == nil {
+		return errorAt(rng, "Invalid reference", "Module outputs can be used in steps, module inputs and outputs of the configuration that holds the module block.")
+	}
+	m := l.modules[name]
+	if m == nil {
+		return errorAt(rng, "Reference to undeclared module", "No module %q is declared here.%s", name, didYouMean(name, sortedKeys(l.modules)))
+	}
+	at := 2
+	if m.rep != nil {
+		if d := checkInstance(t, 2, "module", name, m.rep); d != nil || len(t) == 2 {
+			return d
+		}
+		at = 3
+	}
+	if len(t) <= at {
+		return nil // the whole module's outputs
+	}
+	out, ok := t[at].(hcl.TraverseAttr)
+	if !ok {
+		return errorAt(rng, "Invalid module reference", "A module's outputs are referred to as module.%s.OUTPUT.", name)
+	}
+	if !slices.Contains(m.outputs, out.Name) {
+		return errorAt(rng, "Reference to undeclared module output", "module %q has no output %q; its outputs are %s.%s",
+			name, out.Name, quoteList(m.outputs), didYouMean(out.Name, m.outputs))
 	}
 	return nil
 }
