@@ -3,7 +3,6 @@ package engine
 import (
 	"strings"
 	"testing"
-
 )
 
 func TestLockNestsInProcessAndExcludesOthers(t *testing.T) {
@@ -44,4 +43,3 @@ func TestLockNestsInProcessAndExcludesOthers(t *testing.T) {
 	}
 	unlock()
 }
-

@@ -36,8 +36,8 @@ type Config struct {
 	Recipes      map[string]*Recipe
 	// Seeds and Steps hold the top-level ones by name, and those of modules by address
 	// (module.M.seed.NAME, module.M.step.NAME).
-	Steps        map[string]*Step // top-level steps
-	Products     map[string]*Product
+	Steps    map[string]*Step // top-level steps
+	Products map[string]*Product
 
 	// Inputs lists every file or directory that evaluation read, project and host alike,
 	// with its digest: a saved plan is stale when any of them changes.

@@ -28,8 +28,8 @@ import (
 
 // moduleLoad is what a loader loading a module's files knows of it.
 type moduleLoad struct {
-	dir    string                  // the module's directory, project-relative ("" is the project)
-	stack  []string                // the directories being loaded, outermost first
+	dir    string   // the module's directory, project-relative ("" is the project)
+	stack  []string // the directories being loaded, outermost first
 	inputs map[string]*hcl.Attribute
 	values map[string]cty.Value // each input's value
 }

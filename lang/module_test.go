@@ -29,8 +29,8 @@ output "app" {
 // key, each with its own inputs.
 func TestModulesLoadUnderTheirAddress(t *testing.T) {
 	dir := writeProject(t, map[string]string{
-		"modules/tool/main.hcl":  toolModule,
-		"modules/tool/notes/a":   "a\n",
+		"modules/tool/main.hcl": toolModule,
+		"modules/tool/notes/a":  "a\n",
 		"main.hcl": busyboxSeed + `
 step "src" {
   image   = seed.bb
