@@ -47,7 +47,7 @@ bench: deps build test-tools
 	bash scripts/bench.sh
 	$(GO) run ./bench/registry
 
-# example runs examples/hello, greeter and int-sort end to end.
+# example runs examples/hello, greeter, int-sort and matrix end to end.
 example: deps build
 	cd examples/hello && ../../$(BIN) validate && ../../$(BIN) plan && \
 	  ../../$(BIN) apply -auto-approve -progress plain && \
@@ -56,6 +56,7 @@ example: deps build
 	  ../../$(BIN) plan && ../../$(BIN) capabilities
 	cd examples/int-sort && ../../$(BIN) apply -auto-approve -progress plain && \
 	  ../../$(BIN) plan && ../../$(BIN) capabilities
+	cd examples/matrix && ../../$(BIN) apply -auto-approve -progress plain && ../../$(BIN) plan
 
 clean:
 	rm -rf bin

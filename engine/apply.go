@@ -701,12 +701,15 @@ func (r *runner) fault(point, node string) {
 // shortAddr makes a node address safe and short for container IDs.
 func shortAddr(a string) string {
 	var b strings.Builder
+	dash := false // runs of other characters become one dash: containerd refuses "--" in an ID
 	for _, c := range strings.ToLower(a) {
 		switch {
 		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
 			b.WriteRune(c)
-		default:
+			dash = false
+		case !dash:
 			b.WriteByte('-')
+			dash = true
 		}
 	}
 	s := b.String()
