@@ -41,11 +41,13 @@ bench: deps build test-tools
 	# The no-op apply needs a populated cache, not a sandboxed one: filling 10,000 steps
 	# with the local executor takes ~1.5 min instead of ~15 (the steps are the bench's own),
 	# and the no-op applies then run with it too (a sandboxed apply reruns local results).
-	$(GO) run ./bench/apply -foundry $(BIN) -fill-executor local
+	# The 41-step chain is also built in BuildKit v0.34.2 (scripts/buildkit.sh builds it once,
+	# ~2.5 min), interleaved with Foundry's, for issue 18's ratios; no BuildKit, no bench.
+	bk=$$(bash scripts/buildkit.sh) && $(GO) run ./bench/apply -foundry $(BIN) -fill-executor local -buildkit "$$bk"
 	bash scripts/bench.sh
 	$(GO) run ./bench/registry
 
-# example runs examples/hello, greeter and int-sort end to end.
+# example runs examples/hello, greeter, int-sort and matrix end to end.
 example: deps build
 	cd examples/hello && ../../$(BIN) validate && ../../$(BIN) plan && \
 	  ../../$(BIN) apply -auto-approve -progress plain && \
@@ -54,6 +56,7 @@ example: deps build
 	  ../../$(BIN) plan && ../../$(BIN) capabilities
 	cd examples/int-sort && ../../$(BIN) apply -auto-approve -progress plain && \
 	  ../../$(BIN) plan && ../../$(BIN) capabilities
+	cd examples/matrix && ../../$(BIN) apply -auto-approve -progress plain && ../../$(BIN) plan
 
 clean:
 	rm -rf bin

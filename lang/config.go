@@ -34,8 +34,10 @@ type Config struct {
 	Seeds        map[string]*Seed
 	Capabilities map[string]*Capability
 	Recipes      map[string]*Recipe
-	Steps        map[string]*Step // top-level steps
-	Products     map[string]*Product
+	// Seeds and Steps hold the top-level ones by name, and those of modules by address
+	// (module.M.seed.NAME, module.M.step.NAME).
+	Steps    map[string]*Step // top-level steps
+	Products map[string]*Product
 
 	// Inputs lists every file or directory that evaluation read, project and host alike,
 	// with its digest: a saved plan is stale when any of them changes.
@@ -66,7 +68,7 @@ type InputRecord struct {
 
 // GlobRecord is one glob expanded while evaluating the configuration.
 type GlobRecord struct {
-	Base    string        // project-relative directory, as written
+	Base    string        // project-relative directory
 	Pattern string        // as written
 	Suite   string        // the suite input it lists the cases of, "" for a fileset
 	Digest  digest.Digest // of the sorted matches, relative to Base
@@ -100,6 +102,7 @@ type Variable struct {
 // Seed is a provisioned input: an image built from host files or imported, never built by steps.
 type Seed struct {
 	Name      string
+	Scope     string // "" at the project's top level, module.M (…) in a module
 	Layers    []*SeedLayer
 	Image     string    // registry reference pinned by digest, for imported seeds
 	OCILayout *Artifact // an OCI image layout directory
@@ -178,6 +181,14 @@ type Package struct {
 	Base  *Artifact // a seed, or nil for a files-only artifact
 	Files map[string]*Artifact
 	Range hcl.Range
+}
+
+// Address is the seed's node address: seed.NAME, or under a module module.M.seed.NAME.
+func (s *Seed) Address() string {
+	if s.Scope == "" {
+		return "seed." + s.Name
+	}
+	return s.Scope + ".seed." + s.Name
 }
 
 // Step is one sandboxed action.

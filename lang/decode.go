@@ -26,6 +26,7 @@ var seedSchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{
 		{Name: "image"}, {Name: "oci_layout"}, {Name: "tarball"},
 		{Name: "env"}, {Name: "user"}, {Name: "workdir"}, {Name: "platform"},
+		repetitionArgs[0], repetitionArgs[1], // decoded by instances
 	},
 	Blocks: []hcl.BlockHeaderSchema{{Type: "layer"}},
 }
@@ -34,11 +35,12 @@ var layerSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
 	{Name: "from"}, {Name: "files"}, {Name: "symlinks"}, {Name: "dir"}, {Name: "at"},
 }}
 
-func (l *loader) decodeSeed(b *hcl.Block) {
-	s := &Seed{Name: b.Labels[0], DeclRange: b.DefRange, Platform: l.cfg.Project.Platform, Env: map[string]string{}}
+// decodeSeed decodes block b as the seed (or instance of it) in.
+func (l *loader) decodeSeed(b *hcl.Block, in instance, count bool) {
+	s := &Seed{Name: in.name, Scope: l.prefix, DeclRange: b.DefRange, Platform: l.cfg.Project.Platform, Env: map[string]string{}}
 	content, diags := l.content(b.Body, seedSchema)
 	l.diags = append(l.diags, diags...)
-	ctx := l.baseContext()
+	ctx := withInstance(l.baseContext(), in, count)
 	l.optString(content, "image", ctx, &s.Image)
 	l.optString(content, "user", ctx, &s.User)
 	l.optString(content, "workdir", ctx, &s.Workdir)
@@ -425,6 +427,7 @@ var stepSchema = &hcl.BodySchema{
 		{Name: "description"}, {Name: "image", Required: true}, {Name: "run", Required: true},
 		{Name: "env"}, {Name: "workdir"}, {Name: "user"}, {Name: "platform"},
 		{Name: "mounts"}, {Name: "outputs"}, {Name: "network"},
+		repetitionArgs[0], repetitionArgs[1], // decoded by instances
 	},
 	Blocks: []hcl.BlockHeaderSchema{{Type: "limits"}},
 }
@@ -460,7 +463,8 @@ func (l *loader) decodeSteps(s *stepScope, dst map[string]*Step) []*Step {
 	l.forked(len(blocks), func(fl *loader, lo, hi int) {
 		ctx := fl.baseContext()
 		for i := lo; i < hi; i++ {
-			steps[i] = fl.decodeStep(blocks[i], ctx, s)
+			st := s.steps[s.order[i]]
+			steps[i] = fl.decodeStep(blocks[i], st.inst.name, withInstance(ctx, st.inst, st.count), s)
 			blocks[i] = nil
 		}
 	})
@@ -504,7 +508,7 @@ func (l *loader) forked(n int, fn func(fl *loader, lo, hi int)) {
 // fork returns a loader for decoding steps on another goroutine: it shares what decoding
 // steps only reads and has its own diagnostics, input records and evaluation context.
 func (l *loader) fork() *loader {
-	return &loader{cfg: l.cfg, in: l.in.fork(), parser: l.parser, declared: l.declared, sealed: l.sealed, localsDone: l.localsDone, budget: l.budget}
+	return &loader{cfg: l.cfg, in: l.in.fork(), parser: l.parser, declared: l.declared, seedGroups: l.seedGroups, sealed: l.sealed, localsDone: l.localsDone, budget: l.budget}
 }
 
 // join adds what a fork found, as if l had done the fork's work after its own.
@@ -513,11 +517,12 @@ func (l *loader) join(f *loader) {
 	l.in.join(f.in)
 }
 
-func (l *loader) decodeStep(b *hcl.Block, ctx *hcl.EvalContext, scope *stepScope) *Step {
+// decodeStep decodes block b as the step (or instance of it) name.
+func (l *loader) decodeStep(b *hcl.Block, name string, ctx *hcl.EvalContext, scope *stepScope) *Step {
 	st := &Step{
-		Name: b.Labels[0], Kind: "step", Scope: scope.prefix, DeclRange: b.DefRange, Workdir: "/",
+		Name: name, Kind: "step", Scope: scope.prefix, DeclRange: b.DefRange, Workdir: "/",
 		Platform: l.cfg.Project.Platform, Network: "none", Env: map[string]string{},
-		Mounts: map[string]*Artifact{}, Outputs: scope.outputsOf(b.Labels[0]),
+		Mounts: map[string]*Artifact{}, Outputs: scope.outputsOf(name),
 	}
 	content, diags := l.content(b.Body, stepSchema)
 	l.diags = append(l.diags, diags...)
@@ -874,15 +879,18 @@ func (l *loader) decodeProduct(b *hcl.Block) {
 	l.decodeSteps(scope, p.Steps)
 	sctx := l.baseContext()
 	for _, cb := range checks {
-		chk := l.decodeStep(cb, sctx, scope)
-		chk.Kind = "check"
-		// decodeStep takes outputs from the scope, where a same-named step may have put
-		// its own: a check has none.
-		chk.Outputs = nil
 		if attrs, _ := cb.Body.JustAttributes(); attrs["outputs"] != nil {
 			l.diags = append(l.diags, errorf(attrs["outputs"].NameRange.Ptr(), "Check with outputs", "A check passes or fails by its exit code; it declares no outputs."))
 		}
-		p.Checks[chk.Name] = chk
+		insts, r := l.instances(cb)
+		for _, in := range insts {
+			chk := l.decodeStep(cb, in.name, withInstance(sctx, in, r != nil && r.count), scope)
+			chk.Kind = "check"
+			// decodeStep takes outputs from the scope, where a same-named step may have put
+			// its own: a check has none.
+			chk.Outputs = nil
+			p.Checks[chk.Name] = chk
+		}
 	}
 	for i, db := range delivers {
 		if i > 0 {

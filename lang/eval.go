@@ -48,9 +48,15 @@ func didYouMean(name string, candidates []string) string {
 // see top-level steps; steps inside a recipe or product see that block's steps only.
 type stepScope struct {
 	prefix string // "" or "recipe.x" / "product.x"
-	// steps holds what the scope knows of each step, by name: one lookup per reference.
+	// steps holds what the scope knows of each step, by name (an instance's: NAME["KEY"] or
+	// NAME[INDEX]): one lookup per reference.
 	steps map[string]*scopeStep
 	order []string
+	// groups are the blocks with for_each or count, by block name.
+	groups map[string]*repeated
+	// modules are module.NAME's values, by name, where the scope sees modules (the top
+	// level of the project or of a module).
+	modules map[string]cty.Value
 	// value is the object step.NAME.output["PATH"] is evaluated in (see stepValue).
 	valueOnce sync.Once
 	value     cty.Value
@@ -60,11 +66,13 @@ type stepScope struct {
 type scopeStep struct {
 	block   *hcl.Block // until the step is decoded
 	outputs []string   // its declared outputs, sorted
+	inst    instance   // which instance of the block it is
+	count   bool       // the block has count (inst.each is count), not for_each
 }
 
 // newStepScope returns an empty scope with room for about n steps.
 func newStepScope(prefix string, n int) *stepScope {
-	return &stepScope{prefix: prefix, steps: make(map[string]*scopeStep, n)}
+	return &stepScope{prefix: prefix, steps: make(map[string]*scopeStep, n), groups: map[string]*repeated{}}
 }
 
 // outputsOf returns the declared outputs of the scope's step name; a check of a product is
@@ -84,50 +92,67 @@ func (s *stepScope) address(name string) string {
 }
 
 // add registers a step block and evaluates its declared outputs, which may use only variables,
-// locals and functions.
+// locals, functions and its instance's each or count.
 func (s *stepScope) add(l *loader, b *hcl.Block) {
 	name := b.Labels[0]
 	if s.prefix != "" && !l.declare(s.prefix+".step."+name, b) {
 		return
 	}
-	s.insert(name, b, l.declaredOutputs(b))
+	s.addAll(l, []*hcl.Block{b})
 }
 
-func (s *stepScope) insert(name string, b *hcl.Block, outputs []string) {
-	s.steps[name] = &scopeStep{block: b, outputs: outputs}
-	s.order = append(s.order, name)
-}
-
-// addAll adds the blocks of a scope whose names need no declaring (the top level's, declared
-// with every other block). A large scope's outputs are evaluated on every core, each worker
-// with a fork of the loader, joined in block order: the same outputs and diagnostics as
-// adding the blocks one by one (see forked).
+// addAll adds the blocks of a scope, each instance of a block with for_each or count as a
+// step of its own. The top level's blocks need no declaring (they are declared with every
+// other block). A large scope's outputs are evaluated on every core, each worker with a
+// fork of the loader, joined in block order: the same outputs and diagnostics as adding the
+// blocks one by one (see forked).
 func (s *stepScope) addAll(l *loader, blocks []*hcl.Block) {
-	outs := make([][]string, len(blocks))
-	l.forked(len(blocks), func(fl *loader, lo, hi int) {
+	type added struct {
+		b     *hcl.Block
+		inst  instance
+		count bool
+	}
+	all := make([]added, 0, len(blocks))
+	for _, b := range blocks {
+		if !repeats(b.Body) {
+			all = append(all, added{b: b, inst: instance{name: b.Labels[0]}})
+			continue
+		}
+		insts, r := l.instances(b)
+		if r != nil {
+			s.groups[b.Labels[0]] = r
+		}
+		for _, in := range insts {
+			all = append(all, added{b, in, r != nil && r.count})
+		}
+	}
+	outs := make([][]string, len(all))
+	l.forked(len(all), func(fl *loader, lo, hi int) {
 		for i := lo; i < hi; i++ {
-			outs[i] = fl.declaredOutputs(blocks[i])
+			outs[i] = fl.declaredOutputs(all[i].b, all[i].inst, all[i].count)
 		}
 	})
-	for i, b := range blocks {
-		s.insert(b.Labels[0], b, outs[i])
+	for i, a := range all {
+		s.steps[a.inst.name] = &scopeStep{block: a.b, outputs: outs[i], inst: a.inst, count: a.count}
+		s.order = append(s.order, a.inst.name)
 	}
 }
 
-// declaredOutputs evaluates a step block's outputs attribute: the sorted, valid paths.
-func (l *loader) declaredOutputs(b *hcl.Block) []string {
+// declaredOutputs evaluates the outputs attribute of a step block's instance: the sorted,
+// valid paths.
+func (l *loader) declaredOutputs(b *hcl.Block, in instance, count bool) []string {
 	expr := outputsExpr(b.Body)
 	if expr == nil {
 		return nil
 	}
 	for _, t := range variables(expr) {
-		if r := t.RootName(); r != "var" && r != "local" {
+		if r := t.RootName(); r != "var" && r != "local" && r != "each" && r != "count" {
 			l.diags = append(l.diags, errorf(t.SourceRange().Ptr(), "Invalid reference in outputs",
-				"A step's outputs may refer only to variables and locals: other steps see them before this step runs."))
+				"A step's outputs may refer only to variables, locals and its each or count: other steps see them before this step runs."))
 			return nil
 		}
 	}
-	val, diags := l.eval(expr, l.baseContext(), nil)
+	val, diags := l.eval(expr, withInstance(l.baseContext(), in, count), nil)
 	if diags.HasErrors() {
 		return nil
 	}
@@ -149,6 +174,16 @@ func (l *loader) declaredOutputs(b *hcl.Block) []string {
 	}
 	sort.Strings(outputs)
 	return outputs
+}
+
+// repeats reports whether a block body has a for_each or count attribute, without decoding
+// it (nearly every block has neither).
+func repeats(body hcl.Body) bool {
+	if sb, ok := body.(*hclsyntax.Body); ok {
+		return sb.Attributes["for_each"] != nil || sb.Attributes["count"] != nil
+	}
+	content, _, _ := body.PartialContent(repetitionSchema)
+	return len(content.Attributes) > 0
 }
 
 // outputsExpr returns the expression of a step body's outputs attribute, or nil. Errors in
@@ -202,7 +237,8 @@ func validOutputPath(p string) bool {
 func (s *stepScope) stepValue() cty.Value {
 	s.valueOnce.Do(func() {
 		attrs := make(map[string]cty.Value, len(s.steps))
-		for name, st := range s.steps {
+		step := func(name string) cty.Value {
+			st := s.steps[name]
 			outVal := cty.MapValEmpty(ArtifactType)
 			if len(st.outputs) > 0 {
 				vals := make(map[string]cty.Value, len(st.outputs))
@@ -211,7 +247,15 @@ func (s *stepScope) stepValue() cty.Value {
 				}
 				outVal = cty.MapVal(vals)
 			}
-			attrs[name] = cty.ObjectVal(map[string]cty.Value{"output": outVal})
+			return cty.ObjectVal(map[string]cty.Value{"output": outVal})
+		}
+		for name, st := range s.steps {
+			if st.inst.each == cty.NilVal {
+				attrs[name] = step(name)
+			}
+		}
+		for name, r := range s.groups {
+			attrs[name] = r.value(func(in instance) cty.Value { return step(in.name) })
 		}
 		s.value = cty.ObjectVal(attrs)
 	})
@@ -224,28 +268,26 @@ func (l *loader) baseContext() *hcl.EvalContext {
 	if l.ctx != nil {
 		return l.ctx
 	}
-	vars := map[string]cty.Value{}
-	for n, v := range l.cfg.Variables {
-		if v.Value == cty.NilVal {
-			vars[n] = cty.DynamicVal
-		} else {
-			vars[n] = v.Value
-		}
-	}
 	seeds := map[string]cty.Value{}
 	caps := map[string]cty.Value{}
 	for addr := range l.declared {
 		kind, name, _ := strings.Cut(addr, ".")
 		switch kind {
 		case "seed":
-			seeds[name] = artifactVal(&Artifact{Kind: ArtifactSeed, Node: addr})
+			if r := l.seedGroups[name]; r != nil {
+				seeds[name] = r.value(func(in instance) cty.Value {
+					return artifactVal(&Artifact{Kind: ArtifactSeed, Node: l.addr("seed", in.name)})
+				})
+			} else {
+				seeds[name] = artifactVal(&Artifact{Kind: ArtifactSeed, Node: l.addr("seed", name)})
+			}
 		case "capability":
 			caps[name] = artifactVal(&Artifact{Kind: ArtifactCapability, Node: addr})
 		}
 	}
 	ctx := &hcl.EvalContext{
 		Variables: map[string]cty.Value{
-			"var":        cty.ObjectVal(vars),
+			"var":        l.varObject(),
 			"local":      cty.ObjectVal(l.cfg.Locals),
 			"seed":       cty.ObjectVal(seeds),
 			"capability": cty.ObjectVal(caps),
@@ -258,6 +300,19 @@ func (l *loader) baseContext() *hcl.EvalContext {
 	return ctx
 }
 
+// varObject is var: every variable's value, unknown for one without a value.
+func (l *loader) varObject() cty.Value {
+	vars := make(map[string]cty.Value, len(l.cfg.Variables))
+	for n, v := range l.cfg.Variables {
+		if v.Value == cty.NilVal {
+			vars[n] = cty.DynamicVal
+		} else {
+			vars[n] = v.Value
+		}
+	}
+	return cty.ObjectVal(vars)
+}
+
 // withSteps returns ctx with the scope's steps as "step".
 func withSteps(ctx *hcl.EvalContext, s *stepScope) *hcl.EvalContext {
 	vars := make(map[string]cty.Value, len(ctx.Variables)+1)
@@ -265,10 +320,13 @@ func withSteps(ctx *hcl.EvalContext, s *stepScope) *hcl.EvalContext {
 		vars[k] = v
 	}
 	vars["step"] = s.stepValue()
+	if s.modules != nil {
+		vars["module"] = cty.ObjectVal(s.modules)
+	}
 	return &hcl.EvalContext{Variables: vars, Functions: ctx.Functions}
 }
 
-var refRoots = []string{"var", "local", "seed", "capability", "step"}
+var refRoots = []string{"var", "local", "seed", "capability", "step", "each", "count", "module"}
 
 // eval checks every reference in expr against what is declared, then evaluates it. Checking
 // first gives one precise diagnostic per bad reference, with a suggestion, instead of cty's
@@ -276,7 +334,7 @@ var refRoots = []string{"var", "local", "seed", "capability", "step"}
 func (l *loader) eval(expr hcl.Expression, ctx *hcl.EvalContext, scope *stepScope) (cty.Value, hcl.Diagnostics) {
 	var diags hcl.Diagnostics
 	for _, t := range expr.Variables() {
-		if d := l.checkRef(t, scope); d != nil {
+		if d := l.checkRef(t, ctx, scope); d != nil {
 			diags = append(diags, d)
 		}
 	}
@@ -293,7 +351,7 @@ func (l *loader) eval(expr hcl.Expression, ctx *hcl.EvalContext, scope *stepScop
 	return val, diags
 }
 
-func (l *loader) checkRef(t hcl.Traversal, scope *stepScope) *hcl.Diagnostic {
+func (l *loader) checkRef(t hcl.Traversal, ctx *hcl.EvalContext, scope *stepScope) *hcl.Diagnostic {
 	root := t.RootName()
 	rng := t.SourceRange()
 	attrName := func(i int) (string, bool) {
@@ -305,6 +363,19 @@ func (l *loader) checkRef(t hcl.Traversal, scope *stepScope) *hcl.Diagnostic {
 	}
 	name, ok := attrName(1)
 	switch root {
+	case "each", "count":
+		want := map[string]string{"each": "for_each", "count": "count"}[root]
+		if _, in := ctx.Variables[root]; !in {
+			return errorAt(rng, "Reference to "+root+" outside a repeated block",
+				"%s.%s is only available in a step, check or seed block that has %s.", root, name, want)
+		}
+		attrs := map[string][]string{"each": {"key", "value"}, "count": {"index"}}[root]
+		if !ok || !slices.Contains(attrs, name) {
+			return errorAt(rng, "Invalid "+root+" reference", "%s has %s.", root, quoteList(prefixed(root+".", attrs)))
+		}
+		return nil
+	case "module":
+		return l.checkModuleRef(t, scope)
 	case "var", "local", "seed", "capability", "step":
 		if !ok {
 			return errorAt(rng, "Invalid reference", "A reference to %s needs a name, for example %s.NAME.", root, root)
@@ -323,6 +394,9 @@ func (l *loader) checkRef(t hcl.Traversal, scope *stepScope) *hcl.Diagnostic {
 			return errorAt(rng, "Reference to undeclared local value", "No local value %q is defined (or it is defined later in a cycle).%s", name, didYouMean(name, sortedKeys(l.cfg.Locals)))
 		}
 	case "seed", "capability":
+		if r := l.seedGroups[name]; root == "seed" && r != nil {
+			return checkInstance(t, 2, "seed", name, r)
+		}
 		if _, ok := l.declared[root+"."+name]; !ok {
 			var names []string
 			for addr := range l.declared {
@@ -336,21 +410,29 @@ func (l *loader) checkRef(t hcl.Traversal, scope *stepScope) *hcl.Diagnostic {
 		if scope == nil {
 			return errorAt(rng, "Invalid reference", "Steps cannot be referenced here; step outputs may be used in steps, packages, checks and deliveries.")
 		}
+		at := 2 // where .output is in t
 		st, ok := scope.steps[name]
+		if r := scope.groups[name]; r != nil {
+			if d := checkInstance(t, 2, "step", name, r); d != nil || len(t) == 2 {
+				return d
+			}
+			in, _ := r.find(t[2].(hcl.TraverseIndex).Key)
+			st, ok, at = scope.steps[in.name], true, 3
+		}
 		if !ok {
 			where := "at the top level"
 			if scope.prefix != "" {
 				where = "in " + scope.prefix
 			}
 			return errorAt(rng, "Reference to undeclared step", "No step %q is declared %s; a step sees only the steps of its own recipe or product (or the top-level steps).%s",
-				name, where, didYouMean(name, sortedKeys(scope.steps)))
+				name, where, didYouMean(name, scope.blockNames()))
 		}
-		attr, ok := attrName(2)
+		attr, ok := attrName(at)
 		if !ok || attr != "output" {
 			return errorAt(rng, "Invalid step reference", "A step's outputs are referred to as step.%s.output[\"/out/PATH\"].", name)
 		}
-		if len(t) > 3 {
-			if idx, ok := t[3].(hcl.TraverseIndex); ok && idx.Key.Type() == cty.String {
+		if len(t) > at+1 {
+			if idx, ok := t[at+1].(hcl.TraverseIndex); ok && idx.Key.Type() == cty.String {
 				key := idx.Key.AsString()
 				found := false
 				for _, o := range st.outputs {
@@ -364,6 +446,134 @@ func (l *loader) checkRef(t hcl.Traversal, scope *stepScope) *hcl.Diagnostic {
 		}
 	}
 	return nil
+}
+
+// checkModuleRef checks a reference to a module's output: module.NAME.OUTPUT, or
+// module.NAME[KEY].OUTPUT for a module with for_each or count.
+func (l *loader) checkModuleRef(t hcl.Traversal, scope *stepScope) *hcl.Diagnostic {
+	rng := t.SourceRange()
+	name := ""
+	if len(t) > 1 {
+		if a, ok := t[1].(hcl.TraverseAttr); ok {
+			name = a.Name
+		}
+	}
+	if name == "" {
+		return errorAt(rng, "Invalid reference", "A reference to a module's output is module.NAME.OUTPUT.")
+	}
+	if scope == nil || scope.modules == nil {
+		return errorAt(rng, "Invalid reference", "Module outputs can be used in steps, module inputs and outputs of the configuration that holds the module block.")
+	}
+	m := l.modules[name]
+	if m == nil {
+		return errorAt(rng, "Reference to undeclared module", "No module %q is declared here.%s", name, didYouMean(name, sortedKeys(l.modules)))
+	}
+	at := 2
+	if m.rep != nil {
+		if d := checkInstance(t, 2, "module", name, m.rep); d != nil || len(t) == 2 {
+			return d
+		}
+		at = 3
+	}
+	if len(t) <= at {
+		return nil // the whole module's outputs
+	}
+	out, ok := t[at].(hcl.TraverseAttr)
+	if !ok {
+		return errorAt(rng, "Invalid module reference", "A module's outputs are referred to as module.%s.OUTPUT.", name)
+	}
+	if !slices.Contains(m.outputs, out.Name) {
+		return errorAt(rng, "Reference to undeclared module output", "module %q has no output %q; its outputs are %s.%s",
+			name, out.Name, quoteList(m.outputs), didYouMean(out.Name, m.outputs))
+	}
+	return nil
+}
+
+// checkInstance checks a reference to block name of the given kind, which has for_each or
+// count: t[at] is absent (the whole block) or an index naming one of its instances.
+func checkInstance(t hcl.Traversal, at int, kind, name string, r *repeated) *hcl.Diagnostic {
+	rng := t.SourceRange()
+	if len(t) == at {
+		return nil
+	}
+	meta, example := "for_each", `["KEY"]`
+	if r.count {
+		meta, example = "count", "[INDEX]"
+	}
+	idx, ok := t[at].(hcl.TraverseIndex)
+	if !ok {
+		return errorAt(rng, "Missing instance key", "%s %q has %s: refer to one instance as %s.%s%s, or to all of them with values(%s.%s) or a for expression.",
+			kind, name, meta, kind, name, example, kind, name)
+	}
+	if _, found := r.find(idx.Key); !found {
+		key := "that key"
+		if idx.Key.IsKnown() && !idx.Key.IsNull() && (idx.Key.Type() == cty.String || idx.Key.Type() == cty.Number) {
+			key = InstanceName("", keyText(idx.Key), idx.Key.Type() == cty.Number)
+		}
+		keys := r.keys()
+		return errorAt(rng, "Reference to undeclared instance", "%s %q has no instance %s; its %s gives %s.%s",
+			kind, name, key, meta, instanceList(keys, r.count), didYouMean(keyText(idx.Key), keys))
+	}
+	return nil
+}
+
+// keyText is an index key as text ("" when it is not a known string or number).
+func keyText(k cty.Value) string {
+	switch {
+	case k.IsNull() || !k.IsKnown():
+		return ""
+	case k.Type() == cty.String:
+		return k.AsString()
+	case k.Type() == cty.Number:
+		return k.AsBigFloat().Text('f', -1)
+	}
+	return ""
+}
+
+// instanceList names a block's instances for a diagnostic.
+func instanceList(keys []string, count bool) string {
+	if len(keys) == 0 {
+		return "no instances"
+	}
+	if count {
+		return fmt.Sprintf("[0] to [%d]", len(keys)-1)
+	}
+	shown := keys
+	if len(shown) > 10 {
+		shown = shown[:10]
+	}
+	out := make([]string, len(shown))
+	for i, k := range shown {
+		out[i] = InstanceName("", k, false)
+	}
+	s := strings.Join(out, ", ")
+	if len(keys) > len(shown) {
+		s += fmt.Sprintf(" and %d more", len(keys)-len(shown))
+	}
+	return s
+}
+
+func prefixed(p string, xs []string) []string {
+	out := make([]string, len(xs))
+	for i, x := range xs {
+		out[i] = p + x
+	}
+	return out
+}
+
+// blockNames are the names of a scope's step blocks (an instance's block once).
+func (s *stepScope) blockNames() []string {
+	var out []string
+	for name, st := range s.steps {
+		if st.inst.each == cty.NilVal {
+			out = append(out, name)
+		}
+	}
+	for name := range s.groups {
+		out = append(out, name)
+	}
+	sort.Strings(out)
+	return out
 }
 
 func quoteList(xs []string) string {

@@ -32,6 +32,7 @@ const maxFileBytes = 16 << 20
 // that evaluation reads, so that a saved plan can tell when any of them changed.
 type inputs struct {
 	dir     string // absolute project directory with symlinks resolved
+	base    string // the project-relative directory paths are written relative to ("" for the project's)
 	records map[string]InputRecord
 	// hashed memoizes tree and file digests by kind and path for one load: a directory
 	// mounted by a thousand steps is hashed once.
@@ -131,10 +132,18 @@ func (in *inputs) noteRead(key, real, what string) {
 	}
 }
 
+// sub returns inputs for a module's files: paths they name are relative to the module's
+// directory base (project-relative), under the same confinement. What they read is recorded
+// with the project's reads; the memos, keyed by the paths as written, are its own.
+func (in *inputs) sub(base string) *inputs {
+	return &inputs{dir: in.dir, base: base, records: in.records, hashed: in.hashed, dirs: map[string]InputRecord{},
+		texts: map[string]text{}, reads: in.reads, quiet: in.quiet, stat: in.stat, charge: in.charge, globs: in.globs}
+}
+
 // fork returns inputs for another goroutine: the same project and stat cache (which locks),
 // its own records and memos, seeded with these.
 func (in *inputs) fork() *inputs {
-	return &inputs{dir: in.dir, records: map[string]InputRecord{}, hashed: maps.Clone(in.hashed),
+	return &inputs{dir: in.dir, base: in.base, records: map[string]InputRecord{}, hashed: maps.Clone(in.hashed),
 		dirs: maps.Clone(in.dirs), texts: maps.Clone(in.texts), reads: map[string]readSite{}, quiet: in.quiet,
 		stat: in.stat, charge: in.charge, globs: map[string]GlobRecord{}}
 }
@@ -185,7 +194,7 @@ func (in *inputs) projectPath(p string) (abs, rel string, err error) {
 			return "", "", fmt.Errorf("%q contains \"..\": project paths may not leave the project directory", p)
 		}
 	}
-	rel = path.Clean(filepath.ToSlash(p))
+	rel = path.Clean(path.Join(in.base, filepath.ToSlash(p)))
 	joined := filepath.Join(in.dir, filepath.FromSlash(rel))
 	real, err := filepath.EvalSymlinks(joined)
 	if err != nil {
@@ -421,7 +430,7 @@ func (in *inputs) filesetFunc() function.Function {
 // base, sorted. Symlinks are not followed. It records the glob (GlobRecord), for the suite
 // input it lists the cases of when suite is set.
 func (in *inputs) glob(base, pattern, suite string) ([]string, error) {
-	abs, _, err := in.projectPath(base)
+	abs, relBase, err := in.projectPath(base)
 	if err != nil {
 		return nil, err
 	}
@@ -451,7 +460,8 @@ func (in *inputs) glob(base, pattern, suite string) ([]string, error) {
 	})
 	sort.Strings(out)
 	if err == nil && in.globs != nil {
-		in.globs[suite+"\x00"+base+"\x00"+pattern] = GlobRecord{Base: base, Pattern: pattern, Suite: suite, Digest: globDigest(out)}
+		// Base is recorded project-relative: a module's base is its directory's.
+		in.globs[suite+"\x00"+relBase+"\x00"+pattern] = GlobRecord{Base: relBase, Pattern: pattern, Suite: suite, Digest: globDigest(out)}
 	}
 	return out, err
 }

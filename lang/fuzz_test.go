@@ -25,14 +25,24 @@ func FuzzLoad(f *testing.F) {
 		"recipe \"r\" {\n  provides = capability.c\n  step \"s\" {\n image = seed.x\n run = [\"a\"] }\n  package { files = { \"/x\" = step.s.output[\"/out/a\"] } }\n}\n",
 		"project \"p\" { brief = file(\"../../etc/passwd\") }",
 		"locals { a = \"${\"",
+		"seed \"b\" {\n  for_each = toset([\"x\", \"y\"])\n  layer { files = { \"/bin/sh\" = host_file(\"/bin/sh\") } }\n}\nstep \"a\" {\n  count = 2\n  image = seed.b[\"x\"]\n  run = [\"${count.index}\"]\n  outputs = [\"/out/x\"]\n}\nstep \"c\" {\n  for_each = { k = \"v\" }\n  image = seed.b[each.key]\n  mounts = { for i, s in step.a : \"/in/${i}\" => s.output[\"/out/x\"] }\n  run = [each.value]\n}\n",
+		"module \"m\" {\n  source = \"./m\"\n  for_each = toset([\"a\"])\n  x = each.key\n}\nvariable \"x\" { default = \"\" }\noutput \"o\" { value = var.x }\nlocals { y = module.m[\"a\"].o }\n",
+		"module \"m\" {\n  source = \"./\"\n}\n",
 	}
 	for _, s := range seeds {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, src []byte) {
+		// The same source is the project's file and a module's, so that module blocks
+		// load fuzzed files too.
 		dir := t.TempDir()
-		if err := os.WriteFile(filepath.Join(dir, "main.hcl"), src, 0o644); err != nil {
+		if err := os.Mkdir(filepath.Join(dir, "m"), 0o755); err != nil {
 			t.Fatal(err)
+		}
+		for _, p := range []string{"main.hcl", "m/main.hcl"} {
+			if err := os.WriteFile(filepath.Join(dir, p), src, 0o644); err != nil {
+				t.Fatal(err)
+			}
 		}
 		cfg, diags := Load(dir, Options{})
 		if cfg == nil {

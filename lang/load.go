@@ -47,6 +47,8 @@ var rootSchema = &hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{
 	{Type: "recipe", LabelNames: []string{"name"}},
 	{Type: "step", LabelNames: []string{"name"}},
 	{Type: "product", LabelNames: []string{"name"}},
+	{Type: "module", LabelNames: []string{"name"}},
+	{Type: "output", LabelNames: []string{"name"}},
 }}
 
 // loader holds the state of one Load.
@@ -59,11 +61,21 @@ type loader struct {
 	declared map[string]hcl.Range
 	// sealed lists every sealed case file (project-relative), for the mount check
 	sealed []sealedFile
+	// seedGroups are the seed blocks with for_each or count, by block name: seed.NAME
+	// of one is its instances.
+	seedGroups map[string]*repeated
 	// ctx caches the base evaluation context once locals are final (localsDone).
 	ctx        *hcl.EvalContext
 	localsDone bool
 	// budget bounds the whole load's evaluation; the forks share it.
 	budget *budget
+	// prefix is "" for the project's files, and the address of the module instance whose
+	// files this loader loads (module.NAME, module.NAME["KEY"], ...); module says more.
+	prefix string
+	module *moduleLoad
+	// modules are the module blocks decoded, by name; outputs a module's output values.
+	modules map[string]*moduleRef
+	outputs map[string]cty.Value
 }
 
 type sealedFile struct {
@@ -84,7 +96,7 @@ func Load(dir string, opts Options) (*Config, hcl.Diagnostics) {
 	}
 	in.stat = opts.StatCache
 	l := newLoader(in, newBudget(opts.Budget))
-	if files := l.readFiles(); files != nil {
+	if files := l.readFiles(l.cfg.Dir); files != nil {
 		l.load(files, opts)
 	}
 	l.cfg.Inputs = l.in.sorted()
@@ -121,6 +133,37 @@ func newLoader(in *inputs, b *budget) *loader {
 
 // load parses every file, then decodes every block.
 func (l *loader) load(files []sourceFile, opts Options) {
+	byType, ok := l.parseAndDeclare(files)
+	if !ok {
+		return
+	}
+	for _, b := range byType["output"] {
+		l.diags = append(l.diags, errorf(b.DefRange.Ptr(), "Output outside a module",
+			"output blocks say what a module gives the configuration that uses it; the project's own files have none."))
+	}
+	l.budget.begin()
+	if !l.decodeGlobals(byType, opts) || l.budget.exceeded() {
+		return
+	}
+	// Every step's declared outputs must be known before any step expression is evaluated,
+	// because step.x.output[...] refers to them.
+	top := newStepScope("", len(byType["step"]))
+	l.cfg.Steps = make(map[string]*Step, len(byType["step"]))
+	top.addAll(l, byType["step"])
+	delete(byType, "step")
+	// Modules' inputs may mount the project's steps, and its steps their outputs.
+	top.modules = map[string]cty.Value{}
+	l.decodeModules(byType["module"], top)
+	l.cfg.stepOrder = append(l.decodeSteps(top, l.cfg.Steps), l.cfg.stepOrder...)
+	if l.budget.exceeded() {
+		return
+	}
+	l.decodeRest(byType)
+}
+
+// parseAndDeclare parses the files and declares their named blocks, which it returns by
+// type; ok is false when a file does not parse.
+func (l *loader) parseAndDeclare(files []sourceFile) (byType map[string][]*hcl.Block, ok bool) {
 	var blocks []*hcl.Block
 	for _, pf := range parseFiles(files, l.budget) {
 		l.diags = append(l.diags, pf.diags...)
@@ -133,34 +176,19 @@ func (l *loader) load(files []sourceFile, opts Options) {
 		blocks = append(blocks, pf.blocks...)
 	}
 	if l.diags.HasErrors() {
-		return
+		return nil, false
 	}
 	// Maps keyed by address are sized up front: growing a large one rehashes it again and
 	// again, each time touching every entry.
 	l.declared = make(map[string]hcl.Range, len(blocks))
-	byType := map[string][]*hcl.Block{}
+	byType = map[string][]*hcl.Block{}
 	for _, b := range blocks {
 		if len(b.Labels) == 1 && !l.declare(b.Type+"."+b.Labels[0], b) {
 			continue
 		}
 		byType[b.Type] = append(byType[b.Type], b)
 	}
-	blocks = nil
-	l.budget.begin()
-	if !l.decodeGlobals(byType, opts) || l.budget.exceeded() {
-		return
-	}
-	// Every step's declared outputs must be known before any step expression is evaluated,
-	// because step.x.output[...] refers to them.
-	top := newStepScope("", len(byType["step"]))
-	l.cfg.Steps = make(map[string]*Step, len(byType["step"]))
-	top.addAll(l, byType["step"])
-	delete(byType, "step")
-	l.cfg.stepOrder = l.decodeSteps(top, l.cfg.Steps)
-	if l.budget.exceeded() {
-		return
-	}
-	l.decodeRest(byType)
+	return byType, true
 }
 
 // decodeGlobals decodes what every step may refer to besides other steps. Order matters:
@@ -173,13 +201,32 @@ func (l *loader) decodeGlobals(byType map[string][]*hcl.Block, opts Options) boo
 		return false
 	}
 	l.decodeLocals(byType["locals"])
+	// A seed's instances, before the base context that makes seed.NAME of them is fixed.
+	type seedInstance struct {
+		b     *hcl.Block
+		in    instance
+		count bool
+	}
+	var seeds []seedInstance
+	l.seedGroups = map[string]*repeated{}
+	for _, b := range byType["seed"] {
+		insts, r := l.instances(b)
+		if r != nil {
+			l.seedGroups[b.Labels[0]] = r
+		}
+		for _, in := range insts {
+			seeds = append(seeds, seedInstance{b, in, r != nil && r.count})
+		}
+	}
 	l.localsDone = true
 	if l.budget.exceeded() {
 		return true // what remains would only be refused
 	}
-	l.decodeProject(byType["project"])
-	for _, b := range byType["seed"] {
-		l.decodeSeed(b)
+	if l.module == nil {
+		l.decodeProject(byType["project"]) // a module's is the project's
+	}
+	for _, s := range seeds {
+		l.decodeSeed(s.b, s.in, s.count)
 	}
 	for _, b := range byType["capability"] {
 		l.decodeCapability(b)
@@ -213,12 +260,16 @@ type sourceFile struct {
 	err    error // reading it failed
 }
 
-// readFiles reads and cuts every *.hcl file of the project, in name order.
-func (l *loader) readFiles() []sourceFile {
-	names, err := filepath.Glob(filepath.Join(l.cfg.Dir, "*.hcl"))
+// readFiles reads and cuts every *.hcl file of dir (the project's or a module's), in name
+// order.
+func (l *loader) readFiles(dir string) []sourceFile {
+	names, err := filepath.Glob(filepath.Join(dir, "*.hcl"))
 	if err != nil || len(names) == 0 {
-		l.diags = append(l.diags, errorf(nil, "No configuration files",
-			"The directory %s has no *.hcl files. Run 'foundry init' to create a starter project.", l.cfg.Dir))
+		hint := " Run 'foundry init' to create a starter project."
+		if l.module != nil {
+			hint = " A module's directory holds its own *.hcl files."
+		}
+		l.diags = append(l.diags, errorf(nil, "No configuration files", "The directory %s has no *.hcl files.%s", dir, hint))
 		return nil
 	}
 	sort.Strings(names)
@@ -426,6 +477,10 @@ func (l *loader) decodeVariables(blocks []*hcl.Block, opts Options) {
 		v.Value = v.Default
 		l.cfg.Variables[v.Name] = v
 	}
+	if l.module != nil {
+		l.moduleInputs()
+		return
+	}
 	// -var-file values, then -var values.
 	for _, path := range opts.VarFiles {
 		src, err := os.ReadFile(path)
@@ -506,6 +561,37 @@ func (l *loader) decodeVariables(blocks []*hcl.Block, opts Options) {
 		if v.Value == cty.NilVal {
 			l.diags = append(l.diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "No value for required variable",
 				Detail:  fmt.Sprintf("variable %q has no default; set it with -var %s=VALUE or in a -var-file.", v.Name, v.Name),
+				Subject: v.DeclRange.Ptr()})
+		}
+	}
+}
+
+// moduleInputs sets a module's variables from the module block's inputs.
+func (l *loader) moduleInputs() {
+	for _, n := range sortedKeys(l.module.inputs) {
+		a := l.module.inputs[n]
+		v := l.cfg.Variables[n]
+		if v == nil {
+			var names []string
+			for vn := range l.cfg.Variables {
+				names = append(names, vn)
+			}
+			l.diags = append(l.diags, errorAt(a.NameRange, "Unsupported module input",
+				"The module at ./%s declares no variable %q.%s", l.module.dir, n, didYouMean(n, names)))
+			continue
+		}
+		out, err := convert.Convert(l.module.values[n], v.Type)
+		if err != nil {
+			l.diags = append(l.diags, errorAt(a.Expr.Range(), "Invalid value for module input",
+				"%s = …: variable %q of the module at ./%s is of type %s: %v.", n, n, l.module.dir, v.Type.FriendlyName(), err))
+			continue
+		}
+		v.Value = out
+	}
+	for _, n := range sortedKeys(l.cfg.Variables) {
+		if v := l.cfg.Variables[n]; v.Value == cty.NilVal && l.module.inputs[n] == nil {
+			l.diags = append(l.diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Missing module input",
+				Detail:  fmt.Sprintf("%s needs %s = VALUE: its variable %q has no default.", l.prefix, n, n),
 				Subject: v.DeclRange.Ptr()})
 		}
 	}

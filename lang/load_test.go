@@ -98,6 +98,16 @@ func TestDiagnostics(t *testing.T) {
 		{"seed without source", "seed \"x\" {\n  env = {}\n}\n", nil, "Invalid seed", 1, "exactly one source"},
 		{"image not a seed", busyboxSeed + "step \"a\" {\n  image = \"busybox\"\n  run = [\"x\"]\n}\n", nil, "Invalid value", 6, "seed"},
 		{"required variable", "variable \"v\" {\n  type = string\n}\n", nil, "No value for required variable", 1, "-var v="},
+		{"for_each from a step", busyboxSeed + "step \"a\" {\n  image = seed.bb\n  run = [\"x\"]\n  outputs = [\"/out/o\"]\n}\nstep \"b\" {\n  for_each = step.a.output\n  image = seed.bb\n  run = [\"x\"]\n}\n", nil, "Invalid for_each argument", 11, "must be known when the configuration is loaded"},
+		{"duplicate for_each key", busyboxSeed + "step \"a\" {\n  for_each = [\"x\", \"y\", \"x\"]\n  image = seed.bb\n  run = [\"x\"]\n}\n", nil, "Invalid for_each argument", 6, `the key "x" appears twice`},
+		{"for_each of a number", busyboxSeed + "step \"a\" {\n  for_each = 3\n  image = seed.bb\n  run = [\"x\"]\n}\n", nil, "Invalid for_each argument", 6, "must be a map, or a set of strings, not number"},
+		{"negative count", busyboxSeed + "step \"a\" {\n  count = -1\n  image = seed.bb\n  run = [\"x\"]\n}\n", nil, "Invalid count argument", 6, "whole number from 0"},
+		{"count and for_each", busyboxSeed + "step \"a\" {\n  for_each = [\"x\"]\n  count = 2\n  image = seed.bb\n  run = [\"x\"]\n}\n", nil, "Invalid combination of count and for_each", 7, "takes one of them"},
+		{"missing instance", busyboxSeed + "step \"a\" {\n  for_each = toset([\"amd64\", \"arm64\"])\n  image = seed.bb\n  run = [\"x\"]\n  outputs = [\"/out/o\"]\n}\nstep \"b\" {\n  image = seed.bb\n  run = [\"x\"]\n  mounts = { \"/a\" = step.a[\"arm46\"].output[\"/out/o\"] }\n}\n", nil, "Reference to undeclared instance", 14, `step "a" has no instance ["arm46"]; its for_each gives ["amd64"], ["arm64"]. Did you mean "arm64"?`},
+		{"missing index", busyboxSeed + "step \"a\" {\n  count = 2\n  image = seed.bb\n  run = [\"x\"]\n  outputs = [\"/out/o\"]\n}\nstep \"b\" {\n  image = seed.bb\n  run = [\"x\"]\n  mounts = { \"/a\" = step.a[2].output[\"/out/o\"] }\n}\n", nil, "Reference to undeclared instance", 14, `has no instance [2]; its count gives [0] to [1]`},
+		{"instance without key", busyboxSeed + "step \"a\" {\n  count = 2\n  image = seed.bb\n  run = [\"x\"]\n  outputs = [\"/out/o\"]\n}\nstep \"b\" {\n  image = seed.bb\n  run = [\"x\"]\n  mounts = { \"/a\" = step.a.output[\"/out/o\"] }\n}\n", nil, "Missing instance key", 14, "refer to one instance as step.a[INDEX]"},
+		{"each outside for_each", busyboxSeed + "step \"a\" {\n  image = seed.bb\n  run = [each.key]\n}\n", nil, "Reference to each outside a repeated block", 7, "has for_each"},
+		{"seed instance missing", "seed \"bb\" {\n  for_each = toset([\"a\"])\n  layer { files = { \"/bin/busybox\" = host_file(\"/bin/sh\") } }\n}\nstep \"a\" {\n  image = seed.bb[\"b\"]\n  run = [\"x\"]\n}\n", nil, "Reference to undeclared instance", 6, `seed "bb" has no instance ["b"]`},
 		{"local cycle", "locals {\n  a = local.b\n  b = local.a\n}\n", nil, "Cycle in local values", 2, "local.a → local.b → local.a"},
 		{"bad equivalence", "capability \"c\" {\n  equivalence = \"jsn\"\n  interface \"cli\" { entrypoint = [\"/x\"] }\n}\n", nil, "Invalid equivalence", 2, `Did you mean "json"?`},
 		{"cli exit code", "capability \"c\" {\n  interface \"cli\" {\n    entrypoint = [\"/x\"]\n    errors = { bad = 400 }\n  }\n}\n", nil, "Invalid exit code", 4, "1 to 255"},
@@ -453,5 +463,77 @@ func TestEachStepInDeclarationOrder(t *testing.T) {
 	cfg.EachStep(func(s *Step) { got = append(got, s.Name) })
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Fatalf("EachStep order:\n got %v\nwant %v", got, want)
+	}
+}
+
+// for_each and count make one step (or seed) per key or index, addressed NAME["KEY"] and
+// NAME[INDEX]; their expressions see each.key, each.value and count.index, and references
+// reach one instance, or all of them through values() or a for expression.
+func TestForEachAndCountInstances(t *testing.T) {
+	dir := writeProject(t, map[string]string{"main.hcl": `
+variable "platforms" {
+  default = { amd64 = "linux/amd64", arm64 = "linux/arm64" }
+}
+seed "bb" {
+  for_each = toset(["a", "b"])
+  layer { files = { "/bin/busybox" = host_file("/bin/sh") } }
+  env = { WHICH = each.key }
+}
+step "build" {
+  for_each = var.platforms
+  image    = seed.bb["a"]
+  run      = ["build", each.key, each.value]
+  outputs  = ["/out/${each.key}"]
+}
+step "shard" {
+  count   = 3
+  image   = seed.bb["b"]
+  mounts  = { "/app" = step.build["arm64"].output["/out/arm64"] }
+  run     = ["test", "${count.index}"]
+  outputs = ["/out/r"]
+}
+step "all" {
+  image   = seed.bb["a"]
+  mounts  = merge({ for i, s in step.shard : "/shard/${i}" => s.output["/out/r"] }, { for k, b in step.build : "/app/${k}" => b.output["/out/${k}"] })
+  run     = ["cat"]
+  outputs = ["/out/all"]
+}
+step "first" {
+  image  = seed.bb["a"]
+  mounts = { "/r" = values(step.build)[0].output["/out/amd64"], "/s" = (step.shard[*].output["/out/r"])[1] }
+  run    = ["true"]
+}
+`})
+	cfg, diags := Load(dir, Options{})
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	if got := sortedKeys(cfg.Seeds); strings.Join(got, " ") != `bb["a"] bb["b"]` {
+		t.Fatalf("seeds: %q", got)
+	}
+	if e := cfg.Seeds[`bb["b"]`].Env["WHICH"]; e != "b" {
+		t.Errorf(`seed bb["b"] sees each.key %q`, e)
+	}
+	want := []string{`all`, `build["amd64"]`, `build["arm64"]`, `first`, `shard[0]`, `shard[1]`, `shard[2]`}
+	if got := sortedKeys(cfg.Steps); strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("steps: %q, want %q", got, want)
+	}
+	b := cfg.Steps[`build["arm64"]`]
+	if b.Address() != `step.build["arm64"]` || strings.Join(b.Run, " ") != "build arm64 linux/arm64" || b.Outputs[0] != "/out/arm64" {
+		t.Errorf("build[arm64]: %s %q %q", b.Address(), b.Run, b.Outputs)
+	}
+	if b.Image.Node != `seed.bb["a"]` {
+		t.Errorf("image %s", b.Image.Node)
+	}
+	s2 := cfg.Steps["shard[2]"]
+	if s2.Run[1] != "2" || s2.Mounts["/app"].Node != `step.build["arm64"]` || s2.Image.Node != `seed.bb["b"]` {
+		t.Errorf("shard[2]: %q %v %s", s2.Run, s2.Mounts["/app"], s2.Image.Node)
+	}
+	all := cfg.Steps["all"].Mounts
+	if len(all) != 5 || all["/shard/1"].Node != "step.shard[1]" || all["/app/amd64"].Node != `step.build["amd64"]` || all["/app/amd64"].Path != "/out/amd64" {
+		t.Errorf("all's mounts: %v", all)
+	}
+	if m := cfg.Steps["first"].Mounts; m["/r"].Node != `step.build["amd64"]` || m["/s"].Node != "step.shard[1]" {
+		t.Errorf("values(step.build)[0] and step.shard[*]: %v", m)
 	}
 }

@@ -45,8 +45,8 @@ const (
 const (
 	// AnnotationRole on a resolved dependency is "image" or "input".
 	AnnotationRole = "foundry_role"
-	// AnnotationProducer on a resolved dependency is the action digest of the Foundry step
-	// that produced it; Verify follows such dependencies and verifies them too.
+	// AnnotationProducer on a resolved dependency is the cache key of the Foundry step
+	// execution that produced it; Verify follows such dependencies and verifies them too.
 	AnnotationProducer = "foundry_producer"
 )
 
@@ -105,7 +105,10 @@ type Execution struct {
 	Step json.RawMessage
 
 	// What Foundry set (buildDefinition.internalParameters).
-	ActionDigest string // "sha256:<hex>", the action digest that keys the cache
+	ActionDigest string // "sha256:<hex>", the step's definition digest: its identity in the graph
+	// CacheKey is the digest its result is cached under: the definition with each mounted
+	// step output and capability named by content ("" for none given).
+	CacheKey string
 	Platform     string // e.g. "linux/amd64"
 	Network      Network
 	Limits       Limits
@@ -223,6 +226,12 @@ func NewProvenance(e *Execution) (*Statement, error) {
 		"network":      e.Network,
 		"limits":       e.Limits,
 		"user":         e.User,
+	}
+	if e.CacheKey != "" {
+		if !digestRE.MatchString(e.CacheKey) {
+			return nil, fmt.Errorf("provenance: cache key %q is not sha256:<64 hex>", e.CacheKey)
+		}
+		internalMap["cacheKey"] = e.CacheKey
 	}
 	if e.RuntimeSpecDigest != "" {
 		if !digestRE.MatchString(e.RuntimeSpecDigest) {

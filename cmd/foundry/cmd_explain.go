@@ -4,10 +4,12 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"github.com/agext/levenshtein"
-	"strings"
+	"io"
 
-	"github.com/foundry-build/foundry/engine/state"
+	"github.com/agext/levenshtein"
+
+	"github.com/foundry-build/foundry/engine/graph"
+	"github.com/foundry-build/foundry/engine/plan"
 	"github.com/foundry-build/foundry/engine/workspace"
 )
 
@@ -17,17 +19,22 @@ func init() {
 		summary: "Say why a step will run or is cached: what changed since its last result",
 		usage:   "foundry explain [options] NODE",
 		help: `
-Explain compares a node's action definition now with the one it last completed with, and
-lists every field that changed — an input's digest, an argument, an environment variable,
-a limit — with the old and new values. A changed input that another node produces names
-that node, so you can follow a change up the graph to its cause.
+Explain says whether a step is cached, will run, or runs unless its inputs come out
+unchanged, and why. A step's result is cached under its cache key: its definition with
+every step output and capability it mounts named by the content mounted. So a step whose
+producer ran again but made the same bytes stays cached, and explain names that input.
+
+Explain compares the step's definition now with the one it last completed with, and lists
+every field that changed — an input, an argument, an environment variable, a limit — with
+the old and new values. A changed input that another node produces names that node, so
+you can follow a change up the graph to its cause.
 
 Examples:
   foundry explain step.report
   foundry explain -C examples/hello -var top=5 step.top
   foundry explain -json step.top
 
-Exit codes: 0 success, 1 configuration errors or unknown node, 2 usage error.`,
+Exit codes: 0 success, 1 configuration errors, unknown node or not a step, 2 usage error.`,
 		setup: func(fs *flag.FlagSet) func(*cliEnv, []string) int {
 			var v varFlags
 			v.register(fs)
@@ -52,71 +59,81 @@ Exit codes: 0 success, 1 configuration errors or unknown node, 2 usage error.`,
 					fmt.Fprintf(env.stderr, "foundry explain: no node %s in this project%s\n", addr, suggestFrom(addr, names))
 					return exitError
 				}
+				if n.Kind != graph.KindStep && n.Kind != graph.KindCheck {
+					fmt.Fprintf(env.stderr, "foundry explain: %s is a %s; explain says why a step or check runs or is cached\n", addr, n.Kind)
+					return exitError
+				}
+				p, err := planWithCache(*dirFlag, g, nil)
+				if err != nil {
+					fmt.Fprintf(env.stderr, "foundry explain: %v\n", err)
+					return exitError
+				}
 				ws, err := workspace.Open(*dirFlag)
 				if err != nil {
 					fmt.Fprintf(env.stderr, "foundry explain: %v\n", err)
 					return exitError
 				}
 				defer ws.Close()
-				ctx := context.Background()
-				_, hit, err := ws.Cache.Lookup(ctx, n.Digest)
+				e, err := plan.Explain(context.Background(), ws, g, p, addr)
 				if err != nil {
 					fmt.Fprintf(env.stderr, "foundry explain: %v\n", err)
 					return exitError
-				}
-				prev, found, err := ws.State.LastDefinition(ctx, addr)
-				if err != nil {
-					fmt.Fprintf(env.stderr, "foundry explain: %v\n", err)
-					return exitError
-				}
-				var changes []state.Change
-				if found && prev.Action != n.Digest {
-					changes, err = state.DiffJSON(prev.JSON, n.Definition)
-					if err != nil {
-						fmt.Fprintf(env.stderr, "foundry explain: %v\n", err)
-						return exitError
-					}
-				}
-				byDigest := map[string]string{}
-				for a, m := range g.Nodes {
-					byDigest[`"`+string(m.Digest)+`"`] = a
-				}
-				if changes == nil {
-					changes = []state.Change{}
 				}
 				if *jsonOut {
-					writeJSON(env.stdout, map[string]any{"node": addr, "action": n.Digest, "cached": hit,
-						"previous_action": prev.Action, "has_previous": found, "changes": changes})
+					writeJSON(env.stdout, e)
 					return exitOK
 				}
-				fmt.Fprintf(env.stdout, "%s\n  action %s\n", addr, n.Digest)
-				switch {
-				case hit:
-					fmt.Fprintln(env.stdout, "  cached: this exact action has a successful result; apply will not run it.")
-				case !found:
-					fmt.Fprintln(env.stdout, "  will run: it has never completed in this project.")
-				case prev.Action == n.Digest:
-					fmt.Fprintln(env.stdout, "  will run: its definition is unchanged, but its cached result is gone or incomplete (garbage-collected, or the last run failed).")
-				default:
-					fmt.Fprintf(env.stdout, "  will run: it last completed as %.19s; since then %d field(s) changed:\n", prev.Action, len(changes))
-					for _, c := range changes {
-						line := fmt.Sprintf("    %-8s %s", c.Kind, c.Path)
-						if c.Old != nil {
-							line += "  " + abbreviate(string(c.Old))
-						}
-						if c.New != nil {
-							line += "  →  " + abbreviate(string(c.New))
-						}
-						if a := byDigest[string(c.New)]; a != "" {
-							line += fmt.Sprintf("   (the new digest of %s)", a)
-						}
-						fmt.Fprintln(env.stdout, line)
-					}
-				}
+				writeExplanation(env.stdout, g, e)
 				return exitOK
 			}
 		},
 	})
+}
+
+// writeExplanation writes e for people.
+func writeExplanation(w io.Writer, g *graph.Graph, e *plan.Explanation) {
+	fmt.Fprintf(w, "%s\n  action    %s\n", e.Node, e.Action)
+	if e.CacheKey != "" {
+		fmt.Fprintf(w, "  cache key %s\n", e.CacheKey)
+	}
+	switch {
+	case e.Cached:
+		fmt.Fprintln(w, "  cached: a successful result has this cache key (its definition, with what it mounts named by content); apply will not run it.")
+	case e.Status != plan.StatusRun:
+		fmt.Fprintf(w, "  %s: %s\n", e.Status, e.Reason)
+	case e.CacheKey == "" && e.Reason != "":
+		fmt.Fprintf(w, "  %s.\n", e.Reason)
+	case !e.HasPrevious:
+		fmt.Fprintln(w, "  will run: it has never completed in this project.")
+	case e.PreviousAction == e.Action:
+		fmt.Fprintln(w, "  will run: its definition is unchanged, but what it mounts changed, or its cached result is gone (garbage-collected, or the last run failed).")
+	default:
+		fmt.Fprintf(w, "  will run: it last completed as %.19s\n", e.PreviousAction)
+	}
+	if len(e.Changes) > 0 {
+		fmt.Fprintf(w, "  since it last completed, %d field(s) of its definition changed:\n", len(e.Changes))
+		byDigest := map[string]string{}
+		for a, m := range g.Nodes {
+			byDigest[`"`+string(m.Digest)+`"`] = a
+		}
+		for _, c := range e.Changes {
+			line := fmt.Sprintf("    %-8s %s", c.Kind, c.Path)
+			if c.Old != nil {
+				line += "  " + abbreviate(string(c.Old))
+			}
+			if c.New != nil {
+				line += "  →  " + abbreviate(string(c.New))
+			}
+			if a := byDigest[string(c.New)]; a != "" {
+				line += fmt.Sprintf("   (the new digest of %s)", a)
+			}
+			fmt.Fprintln(w, line)
+		}
+	}
+	for _, u := range e.Unchanged {
+		fmt.Fprintf(w, "  %s: %s ran again in run %s, and its output %s came out unchanged (%.19s): this step stayed cached\n",
+			u.Path, u.Producer, u.Run, u.Output, u.Digest)
+	}
 }
 
 func abbreviate(s string) string {
@@ -138,5 +155,3 @@ func suggestFrom(name string, names []string) string {
 	}
 	return fmt.Sprintf(" (did you mean %s?)", best)
 }
-
-var _ = strings.TrimSpace

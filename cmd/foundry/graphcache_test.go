@@ -54,6 +54,17 @@ step "s" {
   run     = ["sh", "-c", "echo > /out/o"]
   outputs = ["/out/o"]
 }
+module "m" {
+  source = "./mod"
+  base   = seed.base
+}
+`)
+	write(filepath.Join(dir, "mod", "main.hcl"), `
+variable "base" {}
+step "t" {
+  image = var.base
+  run   = ["true"]
+}
 `)
 	write(filepath.Join(dir, "note.txt"), "note\n")
 	write(filepath.Join(dir, "src", "x"), "x\n")
@@ -144,6 +155,8 @@ func TestGraphCacheMissesOnEveryInput(t *testing.T) {
 		{"suite gains a case", write(filepath.Join(dir, "cases", "2.json"), `{"input":2,"output":2}`), nil, `glob "cases/*.json" in . matches other files`},
 		{"suite case content", write(filepath.Join(dir, "cases", "2.json"), `{"input":3,"output":3}`), nil, "input suite capability.echo.suite.dev changed"},
 		{"budget", func() { t.Setenv("FOUNDRY_EVAL_MAX_VALUES", "999999") }, nil, "no entry"},
+		{"module file", write(filepath.Join(dir, "mod", "main.hcl"), "variable \"base\" {}\n"), nil, "input project_file mod/main.hcl changed"},
+		{"new module file", write(filepath.Join(dir, "mod", "more.hcl"), "locals { z = 1 }\n"), nil, `glob "*.hcl" in mod matches other files`},
 	}
 	extra := []string{}
 	planCached(t, dir, vars...)

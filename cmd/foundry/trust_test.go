@@ -550,16 +550,38 @@ recipe "alt" {
 }
 `
 	os.WriteFile(filepath.Join(f.dir, "alt.hcl"), []byte(alt), 0o644)
+	user := func(p *plan.Plan) *plan.Node {
+		for _, n := range p.Nodes {
+			if n.Address == "step.use-sorter" {
+				return n
+			}
+		}
+		t.Fatal("no step.use-sorter in the plan")
+		return nil
+	}
+	// Pinned, the capability's files are known: the step that mounts them is keyed by them.
+	if n := user(f.plan(t)); n.Status != plan.StatusCached {
+		t.Fatalf("the user of the pinned capability is %s (%s), want cached", n.Status, n.Reason)
+	}
 	if code, out, errs := foundry(t, f.dir, "quarantine", "add", string(f.genuine), "-reason", "a bad build host"); code != 0 {
 		t.Fatalf("quarantine: exit %d\n%s%s", code, out, errs)
 	}
-	if c := f.capability(t, f.plan(t), "capability.sorter"); c.Status == plan.StatusRegistry || !strings.Contains(c.Registry, "quarantined") {
+	p := f.plan(t)
+	if c := f.capability(t, p, "capability.sorter"); c.Status == plan.StatusRegistry || !strings.Contains(c.Registry, "quarantined") {
 		t.Fatalf("a quarantined version was pinned: %+v", c)
+	}
+	if n := user(p); n.Status != plan.StatusRun || !strings.Contains(n.Reason, "runs unless its inputs come out unchanged: it mounts what capability.sorter makes") {
+		t.Fatalf("the user of a capability to build: %s (%s)", n.Status, n.Reason)
 	}
 	r := apply(t, f.dir, nil, "-progress", "plain")
 	if r.code != 0 || !strings.Contains(r.stderr, "recipe.good: refused: its manifest "+string(f.genuine)+" is quarantined") ||
 		!strings.Contains(r.stderr, "recipe.alt admitted") {
 		t.Fatalf("apply did not fall through to the next recipe: exit %d\n%s", r.code, r.stderr)
+	}
+	// Another version's files: the step that mounts the capability runs again (keyed by
+	// the contract digest, it was a cache hit over different bytes).
+	if !strings.Contains(r.stderr, "  ok  step.use-sorter") {
+		t.Fatalf("the user of the newly admitted version did not run again:\n%s", r.stderr)
 	}
 }
 

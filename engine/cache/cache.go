@@ -25,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"runtime"
 	"slices"
 	"sort"
@@ -57,6 +58,14 @@ type Output struct {
 	// Mode is a file output's mode as the step left it, normalized to 0755 or 0644 (the
 	// execute bit is what a consumer needs); zero for trees, whose manifest has modes.
 	Mode uint32 `json:"mode,omitempty"`
+}
+
+// MountMode is the mode a file output is materialized with for the steps that mount it.
+func (o *Output) MountMode() os.FileMode {
+	if o.Mode&0o111 != 0 {
+		return 0o755
+	}
+	return 0o644
 }
 
 // Log is one captured output stream.
@@ -95,6 +104,16 @@ type Result struct {
 	// Attestations are blobs (DSSE envelopes) minted about this execution by provenance,
 	// added after the fact with AddAttestation.
 	Attestations []digest.Digest `json:"attestations"`
+}
+
+// Output finds the output recorded at path, or nil.
+func (r *Result) Output(path string) *Output {
+	for i := range r.Outputs {
+		if r.Outputs[i].Path == path {
+			return &r.Outputs[i]
+		}
+	}
+	return nil
 }
 
 // ErrNotSuccess is returned (wrapped) by Put for a result that is not a success.

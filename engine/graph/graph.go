@@ -102,8 +102,8 @@ func Compile(cfg *lang.Config) (*Graph, hcl.Diagnostics) {
 func (g *Graph) addNodes() []*Node {
 	c := g.Config
 	var made []*Node
-	for name, s := range c.Seeds {
-		made = append(made, &Node{Address: "seed." + name, Kind: KindSeed, Seed: s, Range: s.DeclRange})
+	for _, s := range c.Seeds {
+		made = append(made, &Node{Address: s.Address(), Kind: KindSeed, Seed: s, Range: s.DeclRange})
 	}
 	for name, cp := range c.Capabilities {
 		made = append(made, &Node{Address: "capability." + name, Kind: KindCapability, Capability: cp, Range: cp.DeclRange})

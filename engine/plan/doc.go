@@ -4,8 +4,11 @@
 // name, with the smallest missing sets and cycle witnesses), and the renderings for people
 // (WriteText) and tools (WriteJSON, spec/plan-json.md). Make plans a graph against what
 // Options say; ForWorkspace plans it against a workspace's action cache, seed images,
-// quarantine, sealed suites and registry. Save and Load keep a plan in a file, and
-// StaleReasons says what changed since a saved plan was made.
+// quarantine, sealed suites and registry. A plan computes the cache keys of the steps whose
+// mounted content is known before anything runs and looks them up (Plan.Keys lends what
+// it found to an apply under the same hold of the lock); Explain says why a step runs or is
+// cached. Save and Load keep a plan in a file, and StaleReasons says what changed since a
+// saved plan was made.
 //
 // It guarantees that a plan's digest is the SHA-256 of the canonical JSON of its identity
 // (every node's digest and every input read, never a status), so that a saved plan is

@@ -11,6 +11,7 @@ import (
 
 	"github.com/foundry-build/foundry/digest"
 	"github.com/foundry-build/foundry/engine/admit"
+	"github.com/foundry-build/foundry/engine/cache"
 	"github.com/foundry-build/foundry/engine/graph"
 	"github.com/foundry-build/foundry/internal/jsonindent"
 	"github.com/foundry-build/foundry/internal/parallel"
@@ -40,6 +41,12 @@ type Plan struct {
 	Nodes         []*Node            `json:"nodes"`
 	Capabilities  []*Capability      `json:"capabilities"`
 	Summary       Summary            `json:"summary"`
+	// keys are the cache keys known before the apply, and what they found (keys.go):
+	// apply settles those steps from them without asking the cache again.
+	keys map[string]*Keyed
+	// keysHold is the hold of the workspace's apply lock the keys were found under; 0 when
+	// it was not held, and apply looks them up again.
+	keysHold uint64
 	// Invocation is how the plan was made (variables), so that applying a saved plan
 	// evaluates the configuration the same way. It is not part of the plan digest: the
 	// node digests already cover every value a variable fed into.
@@ -177,9 +184,9 @@ type Summary struct {
 
 // Options are what a plan consults beyond the configuration.
 type Options struct {
-	// Cached reports whether a step's action digest has a result in the action cache; nil
-	// means nothing is cached.
-	Cached func(*graph.Node) bool
+	// Lookup looks cache keys up in the action cache (Cache.LookupMany); nil means nothing
+	// is cached. See keys.go.
+	Lookup func(keys []digest.Digest) (map[digest.Digest]cache.Entry, error)
 	// SeedBuilt reports whether a seed's image is built (seed.Builder.Built of its digest),
 	// so that apply builds nothing for it; nil means no image is built.
 	SeedBuilt func(*graph.Node) bool
@@ -194,7 +201,6 @@ type Options struct {
 
 // Make decides each node's status.
 func Make(g *graph.Graph, opt Options) (*Plan, error) {
-	cached := opt.Cached
 	cfg := g.Config
 	p := &Plan{
 		FormatVersion: FormatVersion,
@@ -246,10 +252,7 @@ func Make(g *graph.Graph, opt Options) (*Plan, error) {
 		}
 		switch pn.Kind {
 		case graph.KindStep, graph.KindCheck:
-			pn.Status = StatusRun
-			if cached != nil && cached(ix.Nodes[k]) {
-				pn.Status = StatusCached
-			}
+			pn.Status = StatusRun // or cached: see the cache keys below
 		case graph.KindCapability:
 			pn.Status = StatusMissing // settled by resolution below
 		case graph.KindSeed:
@@ -270,6 +273,11 @@ func Make(g *graph.Graph, opt Options) (*Plan, error) {
 	// use is needed, and the nodes' dependencies need not be read (a cache miss each).
 	if alternatives {
 		markUnneededSeeds(g, byNum)
+	}
+	if opt.Lookup != nil {
+		if err := markCached(g, p, byNum, opt.Lookup); err != nil {
+			return nil, err
+		}
 	}
 	quarantined := map[int32]bool{}
 	if len(opt.Quarantined) > 0 {
@@ -354,12 +362,42 @@ func Make(g *graph.Graph, opt Options) (*Plan, error) {
 	return p, nil
 }
 
+// markCached looks up the steps whose cache keys are known before anything runs, marks
+// cached those found, and says of a step that waits for content built in this apply that
+// it runs unless that content comes out as before.
+func markCached(g *graph.Graph, p *Plan, byNum []*Node, lookup lookupFunc) error {
+	keys, err := plannedKeys(g, p, lookup)
+	if err != nil {
+		return err
+	}
+	p.keys = keys
+	pinned := pinnedTrees(p)
+	ix := g.Index()
+	for _, k := range ix.Made {
+		pn := byNum[k]
+		if pn == nil || pn.Status != StatusRun {
+			continue
+		}
+		n := ix.Nodes[k]
+		if kd := keys[n.Address]; kd != nil {
+			if kd.Result != nil {
+				pn.Status = StatusCached
+			}
+			continue
+		}
+		if w := waitsOn(n, keys, pinned); len(w) > 0 {
+			pn.Reason = "runs unless its inputs come out unchanged: it mounts what " + strings.Join(w, ", ") + " makes in this apply"
+		}
+	}
+	return nil
+}
+
 // markUnneededSeeds marks alternative the seeds that only alternative nodes use.
 func markUnneededSeeds(g *graph.Graph, byNum []*Node) {
 	ix := g.Index()
 	seeds := make([]bool, len(ix.Nodes)) // by number
-	for name := range g.Config.Seeds {
-		if n := g.Nodes["seed."+name]; n != nil {
+	for _, s := range g.Config.Seeds {
+		if n := g.Nodes[s.Address()]; n != nil {
 			seeds[n.Num()] = true
 		}
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/foundry-build/foundry/digest"
 	"github.com/foundry-build/foundry/engine/admit"
+	"github.com/foundry-build/foundry/engine/cache"
 	"github.com/foundry-build/foundry/engine/evaluate"
 	"github.com/foundry-build/foundry/engine/graph"
 	"github.com/foundry-build/foundry/engine/workspace"
@@ -14,37 +15,11 @@ import (
 	"github.com/foundry-build/foundry/registry"
 )
 
-// cachedSteps reports which step and check nodes of g have a usable action cache entry in
-// workspace w, with one database query for all of them.
-func cachedSteps(ctx context.Context, w *workspace.Workspace, g *graph.Graph) (map[string]bool, error) {
-	var actions []digest.Digest
-	for _, a := range g.Order {
-		if n := g.Nodes[a]; n.Kind == graph.KindStep || n.Kind == graph.KindCheck {
-			actions = append(actions, n.Digest)
-		}
-	}
-	entries, err := w.LookupMany(ctx, actions)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]bool{}
-	for _, a := range g.Order {
-		if n := g.Nodes[a]; n.Kind == graph.KindStep || n.Kind == graph.KindCheck {
-			out[a] = entries[n.Digest].Hit
-		}
-	}
-	return out, nil
-}
-
 // ForWorkspace plans g against workspace w's action cache and, when reg is set, the
 // admitted capabilities in that registry that verify with keys.
 func ForWorkspace(ctx context.Context, w *workspace.Workspace, g *graph.Graph, reg registry.Store, keys []*provenance.Verifier) (*Plan, error) {
-	cached, err := cachedSteps(ctx, w, g)
-	if err != nil {
-		return nil, err
-	}
 	opt := Options{
-		Cached:      func(n *graph.Node) bool { return cached[n.Address] },
+		Lookup:      lookupIn(ctx, w),
 		SeedBuilt:   func(n *graph.Node) bool { return w.Seeds.Built(string(n.Digest)) }, // the key run gives a seed
 		Quarantined: map[digest.Digest]string{},
 	}
@@ -80,6 +55,7 @@ func ForWorkspace(ctx context.Context, w *workspace.Workspace, g *graph.Graph, r
 	if err != nil {
 		return nil, err
 	}
+	p.keysHold = w.Held()
 	for _, cp := range p.Capabilities {
 		n := g.Nodes[cp.Address]
 		if cp.Status == StatusRegistry || n.Capability.Suites["sealed"] == nil {
@@ -92,4 +68,22 @@ func ForWorkspace(ctx context.Context, w *workspace.Workspace, g *graph.Graph, r
 		}
 	}
 	return p, nil
+}
+
+// lookupIn looks cache keys up in workspace w's action cache.
+func lookupIn(ctx context.Context, w *workspace.Workspace) lookupFunc {
+	return func(keys []digest.Digest) (map[digest.Digest]cache.Entry, error) {
+		return w.Cache.LookupMany(ctx, keys)
+	}
+}
+
+// Keys are the cache keys of p's steps known before anything runs, and what they found,
+// for an apply in workspace w: those the plan found, when it was made under this hold of
+// the apply lock, or else looked up again (a plan read from a file, or made without the
+// lock: its hits may be gone).
+func (p *Plan) Keys(ctx context.Context, w *workspace.Workspace, g *graph.Graph) (map[string]*Keyed, error) {
+	if p.keys != nil && p.keysHold != 0 && p.keysHold == w.Held() {
+		return p.keys, nil
+	}
+	return plannedKeys(g, p, lookupIn(ctx, w))
 }

@@ -132,9 +132,9 @@ type runner struct {
 
 	mu      sync.Mutex
 	results map[string]*nodeResult
-	// precached are the steps found in the action cache before the walk; they are settled
-	// without touching the database again.
-	precached map[string]bool
+	// precached are the steps the plan found in the action cache; they are settled without
+	// touching the database again.
+	precached map[string]*plan.Keyed
 	// nested are the results of recipe walks driven by capability nodes; rejections the
 	// candidates turned down on the way to an admission.
 	nested     []*Result
@@ -230,13 +230,12 @@ func Apply(ctx context.Context, ws *workspace.Workspace, g *graph.Graph, p *plan
 	}()
 
 	active, deps := r.activeNodes()
-	var refs []state.NodeRef
-	for _, a := range active {
-		if k := g.Nodes[a].Kind; k == graph.KindStep || k == graph.KindCheck {
-			refs = append(refs, state.NodeRef{Address: a, Action: g.Nodes[a].Digest})
-		}
+	keys, err := p.Keys(ctx, ws, g)
+	if err != nil {
+		return nil, err
 	}
-	if err := r.prefetchCache(ctx, refs); err != nil {
+	steps, err := r.prefetch(ctx, active, keys)
+	if err != nil {
 		return nil, err
 	}
 	building := 0
@@ -245,7 +244,7 @@ func Apply(ctx context.Context, ws *workspace.Workspace, g *graph.Graph, p *plan
 			building++
 		}
 	}
-	r.emit(event.Event{Type: "run_started", Run: run.ID, Total: len(refs), Capabilities: building})
+	r.emit(event.Event{Type: "run_started", Run: run.ID, Total: steps, Capabilities: building})
 	res := r.walk(ctx, active, deps)
 	for _, nr := range r.nested {
 		res.Executed += nr.Executed
@@ -292,33 +291,60 @@ func interruptedError(ctx context.Context) error {
 	return fmt.Errorf("stopped: %w", context.Cause(ctx))
 }
 
-// prefetchCache looks every step up in the action cache at once and records the run's
-// nodes, the hits as cached with their definitions, in one transaction: a no-op apply then
-// costs a handful of database writes, not several per node.
-func (r *runner) prefetchCache(ctx context.Context, refs []state.NodeRef) error {
-	actions := make([]digest.Digest, len(refs))
-	for i, ref := range refs {
-		actions[i] = ref.Action
-	}
-	entries, err := r.ws.LookupMany(ctx, actions)
-	if err != nil {
-		return err
-	}
+// prefetch records the run's steps, those the plan found in the action cache (keys) as
+// cached with their definitions, in one transaction: a no-op apply then costs a handful of
+// database writes, not several per node. It returns the number of steps.
+func (r *runner) prefetch(ctx context.Context, active []string, keys map[string]*plan.Keyed) (int, error) {
 	var pending, hits []state.NodeRef
 	var defs []state.Definition
-	r.precached = map[string]bool{}
-	for _, ref := range refs {
-		e := entries[ref.Action]
-		if !e.Hit || !r.usable(e.Result) {
-			pending = append(pending, ref)
+	r.precached = map[string]*plan.Keyed{}
+	for _, a := range active {
+		n := r.g.Nodes[a]
+		if n.Kind != graph.KindStep && n.Kind != graph.KindCheck {
 			continue
 		}
-		hits = append(hits, ref)
-		defs = append(defs, state.Definition{Address: ref.Address, Action: ref.Action, JSON: r.g.Nodes[ref.Address].Definition})
-		r.precached[ref.Address] = true
-		r.results[ref.Address] = &nodeResult{step: e.Result}
+		k := keys[a]
+		if k == nil || k.Result == nil || !r.usable(k.Result) {
+			pending = append(pending, state.NodeRef{Address: a, Action: n.Digest})
+			continue
+		}
+		hits = append(hits, state.NodeRef{Address: a, Action: k.Key})
+		defs = append(defs, state.Definition{Address: a, Action: n.Digest, JSON: n.Definition})
+		r.precached[a] = k
+		r.results[a] = &nodeResult{step: k.Result}
 	}
-	return r.ws.State.StartNodes(ctx, r.runID, pending, hits, defs)
+	return len(pending) + len(hits), r.ws.State.StartNodes(ctx, r.runID, pending, hits, defs)
+}
+
+// precachedHit reports whether the result the plan found for step n is the one to settle
+// it with: its key, computed again from what its producers did settle with, is the same
+// (a pinned capability may have fallen through to a recipe since).
+func (r *runner) precachedHit(n *graph.Node) bool {
+	k := r.precached[n.Address]
+	if k == nil {
+		return false
+	}
+	key, _, ok, err := r.g.CacheKey(n, r.content)
+	return err == nil && ok && key == k.Key
+}
+
+// content is what a step output or capability mounted in this apply holds, from the
+// results its producers settled with.
+func (r *runner) content(a *lang.Artifact) (graph.Content, bool) {
+	prod := r.result(a.Node)
+	switch {
+	case prod == nil:
+		return graph.Content{}, false
+	case a.Kind == lang.ArtifactCapability:
+		return graph.TreeContent(prod.tree), prod.tree != ""
+	case prod.step == nil:
+		return graph.Content{}, false
+	}
+	o := prod.step.Output(a.Path)
+	if o == nil {
+		return graph.Content{}, false
+	}
+	return plan.OutputContent(o), true
 }
 
 // capStatus is the planned status of capability a.
@@ -479,7 +505,7 @@ func (r *runner) walk(ctx context.Context, active []string, deps map[string][]st
 				}
 				continue
 			}
-			if r.precached[a] {
+			if r.precachedHit(r.g.Nodes[a]) {
 				// Settled from the cache lookup made before the walk: no work, so no
 				// goroutine to hand it to.
 				r.emit(event.Event{Type: "node_cached", Node: a, Action: r.g.Nodes[a].Digest})
@@ -653,12 +679,15 @@ func (r *runner) fault(point, node string) {
 // shortAddr makes a node address safe and short for container IDs.
 func shortAddr(a string) string {
 	var b strings.Builder
+	dash := false // runs of other characters become one dash: containerd refuses "--" in an ID
 	for _, c := range strings.ToLower(a) {
 		switch {
 		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
 			b.WriteRune(c)
-		default:
+			dash = false
+		case !dash:
 			b.WriteByte('-')
+			dash = true
 		}
 	}
 	s := b.String()

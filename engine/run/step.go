@@ -32,7 +32,14 @@ import (
 // apply may use (see usable), else by executing it. Only a success observed by the executor
 // is cached.
 func (r *runner) runStep(ctx context.Context, n *graph.Node) (string, error) {
-	res, hit, err := r.ws.Cache.Lookup(ctx, n.Digest)
+	key, keyDef, ok, err := r.g.CacheKey(n, r.content)
+	if err == nil && !ok {
+		err = fmt.Errorf("%s: what it mounts was not built", n.Address)
+	}
+	if err != nil {
+		return "failed", err
+	}
+	res, hit, err := r.ws.Cache.Lookup(ctx, key)
 	if err != nil {
 		return "failed", err
 	}
@@ -42,7 +49,7 @@ func (r *runner) runStep(ctx context.Context, n *graph.Node) (string, error) {
 	}
 	if hit {
 		r.setResult(n.Address, &nodeResult{step: res})
-		if err := r.ws.State.NodesCached(ctx, r.runID, []state.NodeRef{{Address: n.Address, Action: n.Digest}}); err != nil {
+		if err := r.ws.State.NodesCached(ctx, r.runID, []state.NodeRef{{Address: n.Address, Action: key}}); err != nil {
 			return "failed", err
 		}
 		if err := r.ws.State.RecordDefinition(ctx, n.Address, n.Digest, n.Definition); err != nil {
@@ -60,7 +67,7 @@ func (r *runner) runStep(ctx context.Context, n *graph.Node) (string, error) {
 	}
 	start := time.Now()
 	r.emit(event.Event{Type: "node_started", Node: n.Address, Action: n.Digest, Message: rerun})
-	res, err = r.execute(ctx, n, exe)
+	res, err = r.execute(ctx, n, exe, key, keyDef)
 	if err != nil && ctx.Err() != nil {
 		err = interruptedError(ctx)
 	}
@@ -98,10 +105,11 @@ func (r *runner) usable(res *cache.Result) bool {
 	return res.Isolation != executors.IsolationNone || r.opt.Executor == nil || r.opt.Executor.Isolation() == executors.IsolationNone
 }
 
-// execute runs the step once and, if it succeeded, stores its outputs and cache record.
-func (r *runner) execute(ctx context.Context, n *graph.Node, exe executors.Executor) (*cache.Result, error) {
+// execute runs the step once and, if it succeeded, stores its outputs and its cache record
+// under key, the digest of keyDef.
+func (r *runner) execute(ctx context.Context, n *graph.Node, exe executors.Executor, key digest.Digest, keyDef []byte) (*cache.Result, error) {
 	st := n.Step
-	if err := r.ws.State.NodeStarted(ctx, r.runID, n.Address, n.Digest); err != nil {
+	if err := r.ws.State.NodeStarted(ctx, r.runID, n.Address, key); err != nil {
 		return nil, err
 	}
 	base := r.result(st.Image.Node)
@@ -176,7 +184,7 @@ func (r *runner) execute(ctx context.Context, n *graph.Node, exe executors.Execu
 		return nil, err
 	}
 	res := &cache.Result{
-		Action: n.Digest, ExitCode: xr.ExitCode, TimedOut: xr.TimedOut, OOMKilled: xr.OOMKilled, Signal: xr.Signal,
+		Action: key, ExitCode: xr.ExitCode, TimedOut: xr.TimedOut, OOMKilled: xr.OOMKilled, Signal: xr.Signal,
 		Stdout: outLog, Stderr: errLog, Started: xr.Started, Finished: xr.Finished, Duration: xr.Finished.Sub(xr.Started),
 		Executor: exe.Name(), Isolation: exe.Isolation(),
 	}
@@ -196,7 +204,7 @@ func (r *runner) execute(ctx context.Context, n *graph.Node, exe executors.Execu
 		return nil, &StepError{Reason: err.Error(), Stdout: outLog.Digest, Stderr: errLog.Digest}
 	}
 	res.Outputs = outputs
-	def, err := r.ws.Store.PutBytes(n.Definition)
+	def, err := r.ws.Store.PutBytes(keyDef)
 	if err != nil {
 		return nil, err
 	}
@@ -326,7 +334,7 @@ func (r *runner) attest(n *graph.Node, attempt int, img executors.Image, inputs 
 		Executor:     res.Executor, Isolation: res.Isolation,
 		Versions:     map[string]string{"foundry": r.opt.Version},
 		Step:         view,
-		ActionDigest: string(n.Digest), Platform: n.Step.Platform, User: user,
+		ActionDigest: string(n.Digest), CacheKey: string(res.Action), Platform: n.Step.Platform, User: user,
 		Network: provenance.Network{Mode: executors.NetworkNone},
 		Limits: provenance.Limits{MemoryBytes: lim.MemoryBytes, CPUs: lim.CPUs, Pids: lim.Pids,
 			TimeoutMillis: lim.Time.Milliseconds(), OutputBytes: lim.OutputBytes},
@@ -378,7 +386,7 @@ func (r *runner) stepOutput(a *lang.Artifact) (string, *cache.Output, digest.Dig
 	if o.Kind == cache.Tree {
 		src, err = r.ws.MaterializeTree(o.Digest)
 	} else {
-		src, err = r.ws.MaterializeFile(o.Digest, outputMode(o))
+		src, err = r.ws.MaterializeFile(o.Digest, o.MountMode())
 	}
 	return src, o, action, err
 }
@@ -391,14 +399,6 @@ func (r *runner) inlineFile(b []byte) (string, digest.Digest, error) {
 	}
 	src, err := r.ws.MaterializeFile(d, 0o644)
 	return src, d, err
-}
-
-// outputMode is the mode a file output is materialized with.
-func outputMode(o *cache.Output) os.FileMode {
-	if o.Mode&0o111 != 0 {
-		return 0o755
-	}
-	return 0o644
 }
 
 // collectOutputs stores each declared output: a file as a blob, a directory as a tree.

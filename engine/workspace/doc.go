@@ -3,11 +3,12 @@
 // the inputs materialized for steps, and the attestations minted (spec/state.md).
 //
 // It guarantees that one apply at a time writes a workspace (Lock: a process-wide lock that
-// nests within a process); that an action cache hit found while the lock is held stays a
-// hit until it is released (LookupMany); that a materialized input is a complete, read-only
-// copy, renamed into place, shared by every step that mounts it; and, with Attester.Sign,
-// the one way the engine records an attestation (invariant 3 of ARCHITECTURE.md), that an
-// envelope is in the content store and the attestation directory before it is used.
+// nests within a process), so that an action cache hit found while the lock is held stays
+// a hit until it is released (Held numbers the holds); that a materialized input is a
+// complete, read-only copy, renamed into place, shared by every step that mounts it; and,
+// with Attester.Sign, the one way the engine records an attestation (invariant 3 of
+// ARCHITECTURE.md), that an envelope is in the content store and the attestation directory
+// before it is used.
 //
 // It imports store, provenance, engine/cache, engine/state and engine/seed, and no other
 // package of the engine.

@@ -1,7 +1,6 @@
 package workspace
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -48,10 +47,18 @@ type lockState struct {
 	mu    sync.Mutex
 	file  *os.File // open while held
 	depth int      // Lock calls not yet unlocked
-	// hits are action cache hits found while the lock was held: nothing can remove an
-	// entry or a blob until it is released (gc and apply take it), so they stay hits.
-	// Planning under the lock lets apply settle a no-op graph without a second lookup.
-	hits map[digest.Digest]cache.Entry
+	// hold numbers the holds of the lock, counting from 1; 0 while it is not held. Cache
+	// hits found while it is held stay hits until it is released: nothing removes an
+	// entry or a blob without it (gc and apply take it). So a plan made under a hold
+	// lends its hits to an apply under the same hold (engine/plan's Plan.Keys).
+	hold, holds uint64
+}
+
+// Held is the number of the current hold of the apply lock, or 0 when it is not held.
+func (w *Workspace) Held() uint64 {
+	w.lock.mu.Lock()
+	defer w.lock.mu.Unlock()
+	return w.lock.hold
 }
 
 // Open opens (creating if needed) the state directory of the project in dir.
@@ -101,7 +108,8 @@ func (w *Workspace) Lock() (unlock func(), err error) {
 			f.Close()
 			return nil, fmt.Errorf("another foundry apply is running in this project (it holds %s)", path)
 		}
-		l.file, l.hits = f, map[digest.Digest]cache.Entry{}
+		l.holds++
+		l.file, l.hold = f, l.holds
 	}
 	l.depth++
 	var once sync.Once
@@ -111,44 +119,10 @@ func (w *Workspace) Lock() (unlock func(), err error) {
 			defer l.mu.Unlock()
 			if l.depth--; l.depth == 0 {
 				l.file.Close()
-				l.file, l.hits = nil, nil
+				l.file, l.hold = nil, 0
 			}
 		})
 	}, nil
-}
-
-// LookupMany is Cache.LookupMany, reusing the hits found earlier under the same hold of the
-// apply lock and remembering new ones. Misses are always looked up again: a step run
-// since may have filled them.
-func (w *Workspace) LookupMany(ctx context.Context, actions []digest.Digest) (map[digest.Digest]cache.Entry, error) {
-	l := &w.lock
-	out := make(map[digest.Digest]cache.Entry, len(actions))
-	var rest []digest.Digest
-	l.mu.Lock()
-	for _, a := range actions {
-		if e, ok := l.hits[a]; ok {
-			out[a] = e
-		} else {
-			rest = append(rest, a)
-		}
-	}
-	l.mu.Unlock()
-	if len(rest) == 0 {
-		return out, nil
-	}
-	found, err := w.Cache.LookupMany(ctx, rest)
-	if err != nil {
-		return nil, err
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for a, e := range found {
-		out[a] = e
-		if e.Hit && l.hits != nil {
-			l.hits[a] = e
-		}
-	}
-	return out, nil
 }
 
 // AttestationDir holds every attestation this project minted, as
