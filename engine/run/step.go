@@ -368,10 +368,8 @@ func (r *runner) recordedOutput(a *lang.Artifact) (*cache.Output, digest.Digest,
 	if prod == nil || prod.step == nil {
 		return nil, "", fmt.Errorf("%s has no result", a.Node)
 	}
-	for i := range prod.step.Outputs {
-		if o := &prod.step.Outputs[i]; o.Path == a.Path {
-			return o, prod.step.Action, nil
-		}
+	if o := prod.step.Output(a.Path); o != nil {
+		return o, prod.step.Action, nil
 	}
 	return nil, "", fmt.Errorf("%s did not record output %s", a.Node, a.Path)
 }
