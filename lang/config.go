@@ -102,7 +102,7 @@ type Variable struct {
 // Seed is a provisioned input: an image built from host files or imported, never built by steps.
 type Seed struct {
 	Name      string
-	Scope     string // "" at the project's top level, module.M (…) in a module
+	Scope     string    // "" at the project's top level, module.M (…) in a module
 	Instance  *Instance // see Step.Instance
 	Layers    []*SeedLayer
 	Image     string    // registry reference pinned by digest, for imported seeds
