@@ -102,7 +102,8 @@ type Variable struct {
 // Seed is a provisioned input: an image built from host files or imported, never built by steps.
 type Seed struct {
 	Name      string
-	Scope     string // "" at the project's top level, module.M (…) in a module
+	Scope     string    // "" at the project's top level, module.M (…) in a module
+	Instance  *Instance // see Step.Instance
 	Layers    []*SeedLayer
 	Image     string    // registry reference pinned by digest, for imported seeds
 	OCILayout *Artifact // an OCI image layout directory
@@ -207,7 +208,17 @@ type Step struct {
 	Outputs     []string             // absolute paths under /out, sorted
 	Limits      Limits
 	Network     string
-	DeclRange   hcl.Range
+	// Instance says which instance of a block with for_each or count the step is; nil for
+	// a block without.
+	Instance  *Instance
+	DeclRange hcl.Range
+}
+
+// Instance is one instance of a block with for_each or count.
+type Instance struct {
+	Block string // the block's name: the step, seed or module NAME of NAME["KEY"]
+	Key   string // the for_each key, or the count index as text
+	Count bool   // the block has count, not for_each
 }
 
 // Address is the step's node address: step.x, recipe.r.step.x, product.p.step.x or

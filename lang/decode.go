@@ -37,7 +37,7 @@ var layerSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
 
 // decodeSeed decodes block b as the seed (or instance of it) in.
 func (l *loader) decodeSeed(b *hcl.Block, in instance, count bool) {
-	s := &Seed{Name: in.name, Scope: l.prefix, DeclRange: b.DefRange, Platform: l.cfg.Project.Platform, Env: map[string]string{}}
+	s := &Seed{Name: in.name, Scope: l.prefix, Instance: in.of(b.Labels[0], count), DeclRange: b.DefRange, Platform: l.cfg.Project.Platform, Env: map[string]string{}}
 	content, diags := l.content(b.Body, seedSchema)
 	l.diags = append(l.diags, diags...)
 	ctx := withInstance(l.baseContext(), in, count)
@@ -465,6 +465,7 @@ func (l *loader) decodeSteps(s *stepScope, dst map[string]*Step) []*Step {
 		for i := lo; i < hi; i++ {
 			st := s.steps[s.order[i]]
 			steps[i] = fl.decodeStep(blocks[i], st.inst.name, withInstance(ctx, st.inst, st.count), s)
+			steps[i].Instance = st.inst.of(blocks[i].Labels[0], st.count)
 			blocks[i] = nil
 		}
 	})
@@ -885,7 +886,7 @@ func (l *loader) decodeProduct(b *hcl.Block) {
 		insts, r := l.instances(cb)
 		for _, in := range insts {
 			chk := l.decodeStep(cb, in.name, withInstance(sctx, in, r != nil && r.count), scope)
-			chk.Kind = "check"
+			chk.Kind, chk.Instance = "check", in.of(cb.Labels[0], r != nil && r.count)
 			// decodeStep takes outputs from the scope, where a same-named step may have put
 			// its own: a check has none.
 			chk.Outputs = nil

@@ -27,6 +27,14 @@ type instance struct {
 	each cty.Value // the each or count object its expressions see; cty.NilVal for a lone block
 }
 
+// of is the Instance a block named block has of in, nil for a lone block.
+func (in instance) of(block string, count bool) *Instance {
+	if in.each == cty.NilVal {
+		return nil
+	}
+	return &Instance{Block: block, Key: in.key, Count: count}
+}
+
 // repeated is how a block with for_each or count is referred to as a whole: step.NAME (or
 // seed.NAME) is an object by key, or a tuple by index, of its instances.
 type repeated struct {

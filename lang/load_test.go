@@ -522,6 +522,15 @@ step "first" {
 	if b.Address() != `step.build["arm64"]` || strings.Join(b.Run, " ") != "build arm64 linux/arm64" || b.Outputs[0] != "/out/arm64" {
 		t.Errorf("build[arm64]: %s %q %q", b.Address(), b.Run, b.Outputs)
 	}
+	if i := b.Instance; i == nil || i.Block != "build" || i.Key != "arm64" || i.Count {
+		t.Errorf("build[arm64]'s instance: %+v", i)
+	}
+	if i := cfg.Steps["shard[2]"].Instance; i == nil || i.Block != "shard" || i.Key != "2" || !i.Count {
+		t.Errorf("shard[2]'s instance: %+v", i)
+	}
+	if cfg.Steps["all"].Instance != nil || cfg.Seeds[`bb["a"]`].Instance.Key != "a" {
+		t.Error("instances of lone blocks, or of seeds, are wrong")
+	}
 	if b.Image.Node != `seed.bb["a"]` {
 		t.Errorf("image %s", b.Image.Node)
 	}
