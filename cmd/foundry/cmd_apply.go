@@ -60,6 +60,8 @@ is stale or the apply was interrupted, 2 usage error.`,
 			prog := fs.String("progress", "auto", "progress `MODE`: auto, tty (live view), plain (a line per event) or json (one event per line)")
 			var trust stringList
 			fs.Var(&trust, "trust-key", "also trust this public key `PEM` for admitted capabilities pulled from the registry (repeatable; the project's own key is always trusted)")
+			var sel selectFlags
+			sel.register(fs, true)
 			keyPath := fs.String("signing-key", "", "private key `FILE` that signs provenance (default $FOUNDRY_SIGNING_KEY, else the project's .foundry/keys/signing.key, made on first use)")
 			return func(env *cliEnv, args []string) int {
 				if len(args) > 1 {
@@ -86,6 +88,11 @@ is stale or the apply was interrupted, 2 usage error.`,
 					if p.Invocation != nil {
 						v.vars, v.varFiles = p.Invocation.Vars, p.Invocation.VarFiles
 					}
+					if len(sel.targets)+len(sel.replace) > 0 {
+						fmt.Fprintln(env.stderr, "foundry apply: a saved plan carries its own -target and -replace; give them to 'foundry plan -out'")
+						return exitUsage
+					}
+					sel.targets, sel.replace = p.Targets, p.Replace
 				}
 				g, _, saveStat := loadGraphUnsaved(env, dir, &v, false)
 				if g == nil {
@@ -95,7 +102,7 @@ is stale or the apply was interrupted, 2 usage error.`,
 					// Before anything is written: a stale plan leaves the project as it was.
 					// Staleness is a matter of digests only (not of the cache, registry or
 					// quarantine), so a plan without the workspace decides it.
-					fresh, err := plan.Make(g, plan.Options{})
+					fresh, err := plan.Make(g, plan.Options{Selection: sel.selection()})
 					if err != nil {
 						fmt.Fprintf(env.stderr, "foundry apply: %v\n", err)
 						return exitError
@@ -136,7 +143,7 @@ is stale or the apply was interrupted, 2 usage error.`,
 					fmt.Fprintf(env.stderr, "foundry apply: %v\n", err)
 					return exitError
 				}
-				planned, err := plan.ForWorkspace(ctx, ws, g, reg, keys)
+				planned, err := plan.ForWorkspace(ctx, ws, g, reg, keys, sel.selection())
 				if i := interrupted(ctx); i != nil {
 					fmt.Fprintf(env.stderr, "foundry apply: %v while planning; nothing was run.\n", i)
 					return exitError

@@ -40,6 +40,8 @@ Exit codes: 0 success, 1 configuration errors, unknown node or not a step, 2 usa
 			v.register(fs)
 			dirFlag := fs.String("C", ".", "the project `DIR`")
 			jsonOut := fs.Bool("json", false, "print JSON")
+			var sel selectFlags
+			sel.register(fs, false)
 			return func(env *cliEnv, args []string) int {
 				if len(args) != 1 {
 					fmt.Fprintln(env.stderr, "foundry explain: want exactly one NODE address, for example step.build")
@@ -63,7 +65,7 @@ Exit codes: 0 success, 1 configuration errors, unknown node or not a step, 2 usa
 					fmt.Fprintf(env.stderr, "foundry explain: %s is a %s; explain says why a step or check runs or is cached\n", addr, n.Kind)
 					return exitError
 				}
-				p, err := planWithCache(*dirFlag, g, nil)
+				p, err := planWithCache(*dirFlag, g, nil, sel.selection())
 				if err != nil {
 					fmt.Fprintf(env.stderr, "foundry explain: %v\n", err)
 					return exitError

@@ -35,6 +35,8 @@ Examples:
   foundry plan -var greeting=hi examples/hello
   foundry plan -json > plan.json          # machine-readable, see spec/plan-json.md
   foundry plan -out hello.plan            # apply hello.plan later; it refuses if inputs changed
+  foundry plan -target 'step.build["linux/arm64"]'   # that step and what it needs
+  foundry plan -target module.sum -replace step.test # a module; and a step run again
 
 Exit codes: 0 success, 1 configuration errors, 2 usage error,
 3 with -detailed-exitcode when a step will run or a seed or recipe will be built (0 then
@@ -47,6 +49,8 @@ means nothing to do), 4 internal error.`,
 			detailed := fs.Bool("detailed-exitcode", false, "exit 3 when the plan has work to do, 0 when it has none")
 			var trust stringList
 			fs.Var(&trust, "trust-key", "also trust this public key `PEM` for admitted capabilities in the registry (repeatable; the project's own key is always trusted)")
+			var sel selectFlags
+			sel.register(fs, true)
 			return func(env *cliEnv, args []string) int {
 				dir, ok := projectDir(env, "plan", args)
 				if !ok {
@@ -59,10 +63,10 @@ means nothing to do), 4 internal error.`,
 					}
 					return exitError
 				}
-				p, err := planWithCache(dir, g, trust)
+				p, err := planWithCache(dir, g, trust, sel.selection())
 				if err != nil {
 					fmt.Fprintf(env.stderr, "foundry plan: %v\n", err)
-					return exitInternal
+					return planError(err)
 				}
 				if *out != "" {
 					p.Invocation = &plan.Invocation{Vars: v.vars}
@@ -94,9 +98,9 @@ means nothing to do), 4 internal error.`,
 
 // planWithCache plans against the project's action cache when it has one; a project that
 // was never applied has nothing cached, and plan must not create its state directory.
-func planWithCache(dir string, g *graph.Graph, trust []string) (*plan.Plan, error) {
+func planWithCache(dir string, g *graph.Graph, trust []string, sel plan.Selection) (*plan.Plan, error) {
 	if !fileExists(filepath.Join(dir, workspace.StateDir, "state.db")) {
-		return plan.Make(g, plan.Options{})
+		return plan.Make(g, plan.Options{Selection: sel})
 	}
 	ws, err := workspace.Open(dir)
 	if err != nil {
@@ -111,5 +115,14 @@ func planWithCache(dir string, g *graph.Graph, trust []string) (*plan.Plan, erro
 	if err != nil {
 		return nil, err
 	}
-	return plan.ForWorkspace(context.Background(), ws, g, reg, keys)
+	return plan.ForWorkspace(context.Background(), ws, g, reg, keys, sel)
+}
+
+// planError is the exit code of a planning error: a -target or -replace that names nothing
+// is the user's (1); anything else is Foundry's (4).
+func planError(err error) int {
+	if plan.IsSelectionError(err) {
+		return exitError
+	}
+	return exitInternal
 }

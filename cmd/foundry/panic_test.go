@@ -89,7 +89,7 @@ func TestPanicInAStepGoroutineExitsInternal(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer ws.Close()
-		planned, err := plan.ForWorkspace(context.Background(), ws, g, nil, nil)
+		planned, err := plan.ForWorkspace(context.Background(), ws, g, nil, nil, plan.Selection{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/foundry-build/foundry/digest"
 	"github.com/foundry-build/foundry/engine/graph"
 	"github.com/foundry-build/foundry/engine/graphcache"
+	"github.com/foundry-build/foundry/engine/plan"
 	"github.com/foundry-build/foundry/engine/workspace"
 	"github.com/foundry-build/foundry/internal/jsonindent"
 	"github.com/foundry-build/foundry/lang"
@@ -48,6 +49,22 @@ func (v *varFlags) register(fs *flag.FlagSet) {
 	v.vars = map[string]string{}
 	fs.Var(varMap(v.vars), "var", "set a variable: `NAME=VALUE` (repeatable; wins over -var-file)")
 	fs.Var(&v.varFiles, "var-file", "read variables from an HCL `FILE` of NAME = VALUE lines (repeatable)")
+}
+
+// selectFlags are -target and, where a command runs steps, -replace.
+type selectFlags struct {
+	targets, replace stringList
+}
+
+func (s *selectFlags) register(fs *flag.FlagSet, replace bool) {
+	fs.Var(&s.targets, "target", "restrict to `ADDRESS` and what it needs: a node, a block with for_each or count (all its instances), or a module (repeatable)")
+	if replace {
+		fs.Var(&s.replace, "replace", "run step `ADDRESS` again even if its result is cached; what uses it follows the usual cache rules (repeatable)")
+	}
+}
+
+func (s *selectFlags) selection() plan.Selection {
+	return plan.Selection{Targets: s.targets, Replace: s.replace}
 }
 
 // projectDir returns the project directory from the positional arguments (default ".").

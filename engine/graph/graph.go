@@ -58,6 +58,21 @@ type Node struct {
 	defErr   error
 }
 
+// Module is the address of the module instance the node belongs to, "" for none.
+func (n *Node) Module() string {
+	scope := ""
+	switch {
+	case n.Step != nil:
+		scope = n.Step.Scope
+	case n.Seed != nil:
+		scope = n.Seed.Scope
+	}
+	if strings.HasPrefix(scope, "module.") {
+		return scope
+	}
+	return ""
+}
+
 // Graph is a compiled configuration.
 type Graph struct {
 	Config *lang.Config

@@ -4,41 +4,76 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"strings"
 )
 
 // WriteDOT renders the graph in Graphviz DOT: an edge points from a dependency to its user.
 // Like a plan's WriteText, it writes through a buffer: a line per node and per edge.
-func (g *Graph) WriteDOT(out io.Writer) {
+func (g *Graph) WriteDOT(out io.Writer, keep func(addr string) bool) {
 	w := bufio.NewWriterSize(out, 64<<10)
 	defer w.Flush()
 	fmt.Fprintln(w, "digraph foundry {")
 	fmt.Fprintln(w, "  rankdir=LR;")
 	fmt.Fprintln(w, "  node [shape=box, fontname=\"monospace\"];")
 	shapes := map[NodeKind]string{KindSeed: "cylinder", KindCapability: "hexagon", KindRecipe: "folder", KindPackage: "box3d", KindStep: "box", KindCheck: "diamond", KindProduct: "doubleoctagon"}
-	for _, a := range g.Order {
+	nodes, modules, order := g.drawn(keep)
+	for _, a := range modules[""] {
 		n := g.Nodes[a]
 		fmt.Fprintf(w, "  %q [shape=%s, label=%q];\n", a, shapes[n.Kind], a+"\n"+n.Digest.Short())
 	}
-	for _, a := range g.Order {
+	for i, m := range order {
+		fmt.Fprintf(w, "  subgraph cluster_%d {\n    label=%q;\n    style=rounded;\n", i, m)
+		for _, a := range modules[m] {
+			n := g.Nodes[a]
+			fmt.Fprintf(w, "    %q [shape=%s, label=%q];\n", a, shapes[n.Kind], strings.TrimPrefix(a, m+".")+"\n"+n.Digest.Short())
+		}
+		fmt.Fprintln(w, "  }")
+	}
+	for _, a := range nodes {
 		n := g.Nodes[a]
 		for _, d := range n.Deps {
-			fmt.Fprintf(w, "  %q -> %q;\n", d, a)
+			if keep == nil || keep(d) {
+				fmt.Fprintf(w, "  %q -> %q;\n", d, a)
+			}
 		}
 		for _, r := range n.Providers {
-			fmt.Fprintf(w, "  %q -> %q [style=dashed, label=\"provides\"];\n", r, a)
+			if keep == nil || keep(r) {
+				fmt.Fprintf(w, "  %q -> %q [style=dashed, label=\"provides\"];\n", r, a)
+			}
 		}
 	}
 	fmt.Fprintln(w, "}")
 }
 
+// drawn are the nodes to draw (keep's, or all) in graph order, by the module instance they
+// belong to ("" for none), and the modules in the order first met.
+func (g *Graph) drawn(keep func(string) bool) (nodes []string, modules map[string][]string, order []string) {
+	modules = map[string][]string{}
+	for _, a := range g.Order {
+		if keep != nil && !keep(a) {
+			continue
+		}
+		nodes = append(nodes, a)
+		m := g.Nodes[a].Module()
+		if m != "" && modules[m] == nil {
+			order = append(order, m)
+		}
+		modules[m] = append(modules[m], a)
+	}
+	return nodes, modules, order
+}
+
 // WriteMermaid renders the graph as a Mermaid flowchart, through a buffer (see WriteDOT).
-func (g *Graph) WriteMermaid(out io.Writer) {
+func (g *Graph) WriteMermaid(out io.Writer, keep func(addr string) bool) {
 	w := bufio.NewWriterSize(out, 64<<10)
 	defer w.Flush()
 	fmt.Fprintln(w, "flowchart LR")
+	nodes, modules, order := g.drawn(keep)
 	id := map[string]string{}
-	for i, a := range g.Order {
+	for i, a := range nodes {
 		id[a] = fmt.Sprintf("n%d", i)
+	}
+	shape := func(indent, a, label string) {
 		open, close := "[", "]"
 		switch g.Nodes[a].Kind {
 		case KindSeed:
@@ -48,15 +83,29 @@ func (g *Graph) WriteMermaid(out io.Writer) {
 		case KindCheck:
 			open, close = "{", "}"
 		}
-		fmt.Fprintf(w, "  %s%s\"%s\"%s\n", id[a], open, a, close)
+		fmt.Fprintf(w, "%s%s%s\"%s\"%s\n", indent, id[a], open, strings.ReplaceAll(label, `"`, "#quot;"), close)
 	}
-	for _, a := range g.Order {
+	for _, a := range modules[""] {
+		shape("  ", a, a)
+	}
+	for i, m := range order {
+		fmt.Fprintf(w, "  subgraph m%d[\"%s\"]\n", i, strings.ReplaceAll(m, `"`, "#quot;"))
+		for _, a := range modules[m] {
+			shape("    ", a, strings.TrimPrefix(a, m+"."))
+		}
+		fmt.Fprintln(w, "  end")
+	}
+	for _, a := range nodes {
 		n := g.Nodes[a]
 		for _, d := range n.Deps {
-			fmt.Fprintf(w, "  %s --> %s\n", id[d], id[a])
+			if id[d] != "" {
+				fmt.Fprintf(w, "  %s --> %s\n", id[d], id[a])
+			}
 		}
 		for _, r := range n.Providers {
-			fmt.Fprintf(w, "  %s -. provides .-> %s\n", id[r], id[a])
+			if id[r] != "" {
+				fmt.Fprintf(w, "  %s -. provides .-> %s\n", id[r], id[a])
+			}
 		}
 	}
 }

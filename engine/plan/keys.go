@@ -101,8 +101,8 @@ func plannedKeys(g *graph.Graph, p *Plan, lookup lookupFunc) (map[string]*Keyed,
 		}
 		for _, n := range wk {
 			k := out[n.Address]
-			if e := found[k.Key]; e.Hit {
-				k.Result = e.Result
+			if e := found[k.Key]; e.Hit && !p.replaced[n.Address] {
+				k.Result = e.Result // a replaced step runs: what it makes is not known yet
 			}
 		}
 	}

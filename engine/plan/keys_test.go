@@ -202,11 +202,11 @@ func TestPlannedHitsLentOnlyUnderTheSameHold(t *testing.T) {
 		return keys["step.a"] != nil && keys["step.a"].Result != nil
 	}
 
-	unplanned, err := ForWorkspace(ctx, ws, g, nil, nil)
+	unplanned, err := ForWorkspace(ctx, ws, g, nil, nil, Selection{})
 	graphtest.Must(t, err)
 	unlock, err := ws.Lock()
 	graphtest.Must(t, err)
-	p, err := ForWorkspace(ctx, ws, g, nil, nil)
+	p, err := ForWorkspace(ctx, ws, g, nil, nil, Selection{})
 	graphtest.Must(t, err)
 	if !hit(p) {
 		t.Fatal("planned under the lock: step.a is not a hit")

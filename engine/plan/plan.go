@@ -7,6 +7,7 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/foundry-build/foundry/digest"
@@ -20,7 +21,7 @@ import (
 
 // FormatVersion is the version of the JSON plan format (spec/plan-json.md). It changes
 // only when a field changes meaning or is removed; new fields keep the version.
-const FormatVersion = "1"
+const FormatVersion = "2"
 
 // Node statuses in a plan.
 const (
@@ -41,6 +42,13 @@ type Plan struct {
 	Nodes         []*Node            `json:"nodes"`
 	Capabilities  []*Capability      `json:"capabilities"`
 	Summary       Summary            `json:"summary"`
+	// Targets, when set, are the -target addresses the plan is restricted to: it holds
+	// them and what they need. Replace are the -replace addresses: steps that run again
+	// even when cached.
+	Targets []string `json:"targets,omitempty"`
+	Replace []string `json:"replace,omitempty"`
+	// replaced are the steps and checks Replace names.
+	replaced map[string]bool
 	// keys are the cache keys known before the apply, and what they found (keys.go):
 	// apply settles those steps from them without asking the cache again.
 	keys map[string]*Keyed
@@ -77,6 +85,43 @@ type Node struct {
 	Reason  string         `json:"reason,omitempty"`
 	Source  SourcePos      `json:"source"`
 	Step    *StepView      `json:"step,omitempty"`
+	// Block is the address of the block with for_each or count that the node is an
+	// instance of, with the instance's Key (for_each) or Index (count); Module is the
+	// address of the module instance the node belongs to.
+	Block  string `json:"block,omitempty"`
+	Key    string `json:"key,omitempty"`
+	Index  *int   `json:"index,omitempty"`
+	Module string `json:"module,omitempty"`
+}
+
+// placeOf fills a plan node's Block, Key, Index and Module from its graph node.
+func placeOf(pn *Node, n *graph.Node) {
+	var scope, kind string
+	var in *lang.Instance
+	switch {
+	case n.Step != nil:
+		scope, kind, in = n.Step.Scope, n.Step.Kind, n.Step.Instance
+	case n.Seed != nil:
+		scope, kind, in = n.Seed.Scope, "seed", n.Seed.Instance
+	default:
+		return
+	}
+	if strings.HasPrefix(scope, "module.") {
+		pn.Module = scope
+	}
+	if in == nil {
+		return
+	}
+	pn.Block = kind + "." + in.Block
+	if scope != "" {
+		pn.Block = scope + "." + pn.Block
+	}
+	if in.Count {
+		i, _ := strconv.Atoi(in.Key)
+		pn.Index = &i
+	} else {
+		pn.Key = in.Key
+	}
 }
 
 // SourcePos is where a node was declared.
@@ -197,6 +242,14 @@ type Options struct {
 	// Quarantined maps quarantined digests to the reason. A node whose own digest or any
 	// input's digest is quarantined is missing, and everything built from it is affected.
 	Quarantined map[digest.Digest]string
+	Selection
+}
+
+// Selection is the part of the graph a plan is for: Targets restricts it to these nodes
+// (or blocks, or modules) and what they need, none meaning the whole graph; Replace names
+// steps to run again even when cached.
+type Selection struct {
+	Targets, Replace []string
 }
 
 // Make decides each node's status.
@@ -209,6 +262,21 @@ func Make(g *graph.Graph, opt Options) (*Plan, error) {
 	}
 	if p.Inputs == nil {
 		p.Inputs = []lang.InputRecord{}
+	}
+	var keep map[string]bool
+	if len(opt.Targets) > 0 {
+		var err error
+		if keep, err = Needed(g, opt.Targets); err != nil {
+			return nil, err
+		}
+		p.Targets = sortedUnique(opt.Targets)
+	}
+	if len(opt.Replace) > 0 {
+		var err error
+		if p.replaced, err = replaced(g, opt.Replace); err != nil {
+			return nil, err
+		}
+		p.Replace = sortedUnique(opt.Replace)
 	}
 	// Nodes are numbered in address order (graph.Index), and byNum[k] is node k's plan
 	// node: maps keyed by address would be most of the time of planning.
@@ -235,6 +303,7 @@ func Make(g *graph.Graph, opt Options) (*Plan, error) {
 			n := ix.Nodes[k]
 			pn := &Node{Address: n.Address, Kind: n.Kind, Digest: n.Digest, Deps: n.Deps,
 				Source: SourcePos{File: n.Range.Filename, Line: n.Range.Start.Line, Column: n.Range.Start.Column}}
+			placeOf(pn, n)
 			if pn.Deps == nil {
 				pn.Deps = []string{}
 			}
@@ -317,6 +386,16 @@ func Make(g *graph.Graph, opt Options) (*Plan, error) {
 			}
 		}
 	}
+	if keep != nil {
+		// A partial plan: the nodes the targets need, and nothing else.
+		p.Nodes = slices.DeleteFunc(p.Nodes, func(n *Node) bool { return !keep[n.Address] })
+		p.Capabilities = slices.DeleteFunc(p.Capabilities, func(c *Capability) bool { return !keep[c.Address] })
+		for k, pn := range byNum {
+			if pn != nil && !keep[pn.Address] {
+				byNum[k] = nil
+			}
+		}
+	}
 	for _, k := range ix.Made {
 		pn := byNum[k]
 		if pn == nil {
@@ -345,7 +424,7 @@ func Make(g *graph.Graph, opt Options) (*Plan, error) {
 	// a character that UTF-16 sorts differently. (A graph that failed to compile has no
 	// order, and no plan nodes to write.)
 	identity := func() ([]byte, error) { return p.identityJSONOf(byNum) }
-	if len(ix.Order) != len(ix.Nodes) {
+	if len(ix.Order) != len(ix.Nodes) || keep != nil {
 		identity = p.identityJSON
 	}
 	for _, a := range ix.Addrs {
@@ -379,6 +458,10 @@ func markCached(g *graph.Graph, p *Plan, byNum []*Node, lookup lookupFunc) error
 			continue
 		}
 		n := ix.Nodes[k]
+		if p.replaced[n.Address] {
+			pn.Reason = "replaced: runs again although its result may be cached (-replace)"
+			continue
+		}
 		if kd := keys[n.Address]; kd != nil {
 			if kd.Result != nil {
 				pn.Status = StatusCached

@@ -45,9 +45,47 @@ func (p *Plan) WriteText(out io.Writer) {
 		line(indent, n, extra)
 	}
 
+	// grouped writes nodes with each line, the instances of a block with for_each or count
+	// together under a line for the block.
+	grouped := func(indent string, nodes []*Node, each func(indent string, n *Node)) {
+		byBlock := map[string][]*Node{}
+		for _, n := range nodes {
+			if n.Block != "" {
+				byBlock[n.Block] = append(byBlock[n.Block], n)
+			}
+		}
+		for _, n := range nodes {
+			insts := byBlock[n.Block]
+			switch {
+			case n.Block == "":
+				each(indent, n)
+			case insts != nil:
+				what := "for_each"
+				if n.Index != nil {
+					what = "count"
+				}
+				plural := "s"
+				if len(insts) == 1 {
+					plural = ""
+				}
+				fmt.Fprintf(w, "%s  %s (%s, %d instance%s)\n", indent, n.Block, what, len(insts), plural)
+				for _, m := range insts {
+					each(indent+"  ", m)
+				}
+				delete(byBlock, n.Block)
+			}
+		}
+	}
 	var seeds, steps, products []*Node
+	modules := map[string][]*Node{}
+	var moduleOrder []string
 	for _, n := range p.Nodes {
 		switch {
+		case n.Module != "":
+			if modules[n.Module] == nil {
+				moduleOrder = append(moduleOrder, n.Module)
+			}
+			modules[n.Module] = append(modules[n.Module], n)
 		case n.Kind == graph.KindSeed:
 			seeds = append(seeds, n)
 		case (n.Kind == graph.KindStep) && !strings.Contains(n.Address, "."+string(graph.KindStep)+"."):
@@ -58,9 +96,7 @@ func (p *Plan) WriteText(out io.Writer) {
 	}
 	if len(seeds) > 0 {
 		fmt.Fprintln(w, "\nSeeds")
-		for _, n := range seeds {
-			line("  ", n, "")
-		}
+		grouped("  ", seeds, func(indent string, n *Node) { line(indent, n, "") })
 	}
 	if len(p.Capabilities) > 0 {
 		fmt.Fprintln(w, "\nCapabilities")
@@ -102,8 +138,16 @@ func (p *Plan) WriteText(out io.Writer) {
 	}
 	if len(steps) > 0 {
 		fmt.Fprintln(w, "\nSteps")
-		for _, n := range steps {
-			stepLine("  ", n)
+		grouped("  ", steps, stepLine)
+	}
+	if len(moduleOrder) > 0 {
+		fmt.Fprintln(w, "\nModules")
+		for _, m := range moduleOrder {
+			fmt.Fprintf(w, "  %s\n", m)
+			grouped("    ", modules[m], stepLine)
+			for _, n := range modules[m] {
+				shown[n.Address] = true
+			}
 		}
 	}
 	if len(products) > 0 {
@@ -143,6 +187,9 @@ func (p *Plan) WriteText(out io.Writer) {
 		}
 	}
 	s := p.Summary
+	if s := p.Partial(); s != "" {
+		fmt.Fprintf(w, "\n%s", s)
+	}
 	fmt.Fprintf(w, "\nPlan: %d to run, %d cached, %d to build, %d from registry, %d missing.\n", s.Run, s.Cached, s.Build, s.Registry, s.Missing)
 }
 

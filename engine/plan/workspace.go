@@ -15,10 +15,11 @@ import (
 	"github.com/foundry-build/foundry/registry"
 )
 
-// ForWorkspace plans g against workspace w's action cache and, when reg is set, the
-// admitted capabilities in that registry that verify with keys.
-func ForWorkspace(ctx context.Context, w *workspace.Workspace, g *graph.Graph, reg registry.Store, keys []*provenance.Verifier) (*Plan, error) {
+// ForWorkspace plans the part sel selects of g against workspace w's action cache and, when
+// reg is set, the admitted capabilities in that registry that verify with keys.
+func ForWorkspace(ctx context.Context, w *workspace.Workspace, g *graph.Graph, reg registry.Store, keys []*provenance.Verifier, sel Selection) (*Plan, error) {
 	opt := Options{
+		Selection:   sel,
 		Lookup:      lookupIn(ctx, w),
 		SeedBuilt:   func(n *graph.Node) bool { return w.Seeds.Built(string(n.Digest)) }, // the key run gives a seed
 		Quarantined: map[digest.Digest]string{},

@@ -44,7 +44,10 @@ func (r *runner) runStep(ctx context.Context, n *graph.Node) (string, error) {
 		return "failed", err
 	}
 	rerun := ""
-	if hit && !r.usable(res) {
+	switch {
+	case r.plan.Replaced(n.Address):
+		hit, rerun = false, "replaced (-replace): running it again"
+	case hit && !r.usable(res):
 		hit, rerun = false, unsandboxedRerun
 	}
 	if hit {
