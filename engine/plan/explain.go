@@ -3,6 +3,7 @@ package plan
 import (
 	"context"
 	"fmt"
+	"strings"
 	"maps"
 	"slices"
 
@@ -53,6 +54,9 @@ func Explain(ctx context.Context, w *workspace.Workspace, g *graph.Graph, p *Pla
 		if pn.Address == addr {
 			e.Status, e.Reason = pn.Status, pn.Reason
 		}
+	}
+	if e.Status == "" {
+		return nil, fmt.Errorf("%s is not in the plan of %s: the targets do not need it", addr, strings.Join(p.Targets, ", "))
 	}
 	if k := p.keys[addr]; k != nil {
 		e.CacheKey, e.Cached = k.Key, k.Result != nil
