@@ -649,3 +649,56 @@ func containsAll(xs, want []string) bool {
 	}
 	return true
 }
+
+// A product's check passes or fails by its exit status: it makes nothing, so it has no
+// provenance of its own, and a pass is cached like any step's.
+func TestProductChecksPassAndFail(t *testing.T) {
+	needSandbox(t)
+	dir := t.TempDir()
+	src := `
+seed "bb" {
+  layer {
+    files    = { "/bin/busybox" = host_file("/bin/busybox") }
+    symlinks = { "/bin/sh" = "busybox", "/bin/test" = "busybox", "/bin/grep" = "busybox" }
+  }
+  env = { PATH = "/bin" }
+}
+product "p" {
+  step "make" {
+    image   = seed.bb
+    run     = ["sh", "-c", "echo hi > /out/r"]
+    outputs = ["/out/r"]
+  }
+  check "nonempty" {
+    image  = seed.bb
+    mounts = { "/r" = step.make.output["/out/r"] }
+    run    = ["test", "-s", "/r"]
+  }
+  check "says" {
+    image  = seed.bb
+    mounts = { "/r" = step.make.output["/out/r"] }
+    run    = ["grep", "-q", "WORD", "/r"]
+  }
+}
+`
+	write := func(word string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(strings.ReplaceAll(src, "WORD", word)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("hi")
+	r := apply(t, dir, nil)
+	if r.code != 0 || !sameSet(r.executed, "product.p.step.make", "product.p.check.nonempty", "product.p.check.says") {
+		t.Fatalf("passing checks: exit %d, executed %v\n%s", r.code, r.executed, r.stderr)
+	}
+	if r = apply(t, dir, nil); r.code != 0 || len(r.executed) != 0 || len(r.cached) != 3 {
+		t.Fatalf("again: exit %d, executed %v, cached %v", r.code, r.executed, r.cached)
+	}
+	write("bye")
+	r = apply(t, dir, nil)
+	if r.code == 0 || !sameSet(r.failed, "product.p.check.says") || !sameSet(r.cached, "product.p.step.make", "product.p.check.nonempty") ||
+		!strings.Contains(r.stderr, "product.p.check.says: exited with code 1") {
+		t.Fatalf("a failing check: exit %d, failed %v, cached %v\n%s", r.code, r.failed, r.cached, r.stderr)
+	}
+}

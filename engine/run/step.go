@@ -214,12 +214,15 @@ func (r *runner) execute(ctx context.Context, n *graph.Node, exe executors.Execu
 	res.Definition = def
 	// Provenance is minted here, from what the executor reported and what was collected,
 	// and stored before the cache record that names it: a result is never cached without
-	// its evidence.
-	env, err := r.attest(n, attempt, base.image, inputs, res, lim)
-	if err != nil {
-		return nil, fmt.Errorf("%s: provenance: %w", n.Address, err)
+	// its evidence. It is about what a step made: a check (or a step) that makes nothing
+	// has no subject for it, and passes by its exit status, which the record keeps.
+	if len(res.Outputs) > 0 {
+		env, err := r.attest(n, attempt, base.image, inputs, res, lim)
+		if err != nil {
+			return nil, fmt.Errorf("%s: provenance: %w", n.Address, err)
+		}
+		res.Attestations = []digest.Digest{env}
 	}
-	res.Attestations = []digest.Digest{env}
 	r.fault(FaultAfterOutputs, n.Address)
 	if err := r.ws.Cache.Put(bg, res); err != nil {
 		return nil, err
