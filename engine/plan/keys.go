@@ -14,7 +14,6 @@ import (
 // pinned to an admitted version. Result is the record found under Key, nil for a miss.
 type Keyed struct {
 	Key    digest.Digest
-	def    []byte
 	Result *cache.Result
 }
 
@@ -82,14 +81,14 @@ func plannedKeys(g *graph.Graph, p *Plan, lookup lookupFunc) (map[string]*Keyed,
 		var wk []*graph.Node
 		var keys []digest.Digest
 		for _, n := range nodes {
-			key, def, ok, err := g.CacheKey(n, content)
+			key, _, ok, err := g.CacheKey(n, content)
 			if err != nil {
 				return nil, err
 			}
 			if !ok {
 				continue // a producer was not found in the cache: it will run
 			}
-			out[n.Address] = &Keyed{Key: key, def: def}
+			out[n.Address] = &Keyed{Key: key}
 			wk, keys = append(wk, n), append(keys, key)
 		}
 		if len(keys) == 0 {
