@@ -45,6 +45,9 @@ func (r *runner) settleCapability(ctx context.Context, n *graph.Node) (string, e
 	if cp == nil {
 		return "failed", fmt.Errorf("%s is not in the plan", n.Address)
 	}
+	if cp.Status == plan.StatusReconstruct {
+		return r.reconstruct(ctx, n)
+	}
 	capErr := &CapabilityError{Capability: n.Address}
 	if cp.Status == plan.StatusRegistry {
 		tree, err := r.adm.Pull(ctx, n, cp.Pinned)
@@ -72,47 +75,62 @@ func (r *runner) settleCapability(ctx context.Context, n *graph.Node) (string, e
 			r.rejected(n, rej)
 			continue
 		}
-		// A rebuild of a withdrawn artifact is the same artifact: it is not evaluated or
-		// admitted again, and the next recipe is tried.
-		if why, err := r.quarantined(ctx, tree); err != nil {
-			return "failed", err
-		} else if why != "" {
-			rej := evaluate.Rejection{Recipe: o.Address, Refused: true, Reason: fmt.Sprintf("its files %s are quarantined (%s)", tree, why)}
-			capErr.Rejections = append(capErr.Rejections, rej)
-			r.rejected(n, rej)
-			continue
-		}
-		rej, tests, err := r.eval.Evaluate(ctx, n, o.Address, tree, base)
+		c := &admit.Candidate{Recipe: o.Address, Tree: tree, Base: base, Steps: r.stepResults(o.Address), Output: r.recordedOutput}
+		rej, err := r.tryCandidate(ctx, n, c)
 		if err != nil {
-			return "failed", fmt.Errorf("evaluating %s for %s: %w", o.Address, n.Address, err)
+			return "failed", err
 		}
 		if rej != nil {
-			rej.Recipe = o.Address
 			capErr.Rejections = append(capErr.Rejections, *rej)
-			r.rejected(n, *rej)
 			continue
 		}
-		ref, m, err := r.adm.Admit(ctx, n, &admit.Candidate{Recipe: o.Address, Tree: tree, Base: base,
-			Steps: r.stepResults(o.Address), Output: r.recordedOutput, Tests: tests})
-		if err != nil {
-			return "failed", fmt.Errorf("admitting %s for %s: %w", o.Address, n.Address, err)
-		}
-		if why, err := r.quarantined(ctx, m); err != nil {
-			return "failed", err
-		} else if why != "" {
-			rej := evaluate.Rejection{Recipe: o.Address, Refused: true, Reason: fmt.Sprintf("its manifest %s is quarantined (%s)", m, why)}
-			capErr.Rejections = append(capErr.Rejections, rej)
-			r.rejected(n, rej)
-			continue
-		}
-		r.setResult(n.Address, &nodeResult{tree: tree})
-		r.emit(event.Event{Type: "capability_admitted", Node: n.Address, Recipe: o.Address, Ref: ref, Message: fmt.Sprintf("%s admitted as %s", o.Address, ref)})
 		r.mu.Lock()
 		r.rejections = append(r.rejections, capErr.Rejections...)
 		r.mu.Unlock()
 		return "built", nil
 	}
 	return "failed", capErr
+}
+
+// tryCandidate settles capability n with candidate c if it can: a candidate whose files
+// are quarantined is refused; else it is evaluated (dev and repair, then sealed once), and
+// one that passes is admitted and published, unless its manifest is quarantined. It
+// returns the rejection (reported as candidate_rejected), or nil once n's result is the
+// admitted tree (capability_admitted). The same for a recipe's candidate and a
+// reconstruction's.
+func (r *runner) tryCandidate(ctx context.Context, n *graph.Node, c *admit.Candidate) (*evaluate.Rejection, error) {
+	reject := func(rej evaluate.Rejection) (*evaluate.Rejection, error) {
+		rej.Recipe = c.Recipe
+		r.rejected(n, rej)
+		return &rej, nil
+	}
+	// A rebuild of a withdrawn artifact is the same artifact: it is not evaluated or
+	// admitted again.
+	if why, err := r.quarantined(ctx, c.Tree); err != nil {
+		return nil, err
+	} else if why != "" {
+		return reject(evaluate.Rejection{Refused: true, Reason: fmt.Sprintf("its files %s are quarantined (%s)", c.Tree, why)})
+	}
+	rej, tests, err := r.eval.Evaluate(ctx, n, c.Recipe, c.Tree, c.Base)
+	if err != nil {
+		return nil, fmt.Errorf("evaluating %s for %s: %w", c.Recipe, n.Address, err)
+	}
+	if rej != nil {
+		return reject(*rej)
+	}
+	c.Tests = tests
+	ref, m, err := r.adm.Admit(ctx, n, c)
+	if err != nil {
+		return nil, fmt.Errorf("admitting %s for %s: %w", c.Recipe, n.Address, err)
+	}
+	if why, err := r.quarantined(ctx, m); err != nil {
+		return nil, err
+	} else if why != "" {
+		return reject(evaluate.Rejection{Refused: true, Reason: fmt.Sprintf("its manifest %s is quarantined (%s)", m, why)})
+	}
+	r.setResult(n.Address, &nodeResult{tree: c.Tree})
+	r.emit(event.Event{Type: "capability_admitted", Node: n.Address, Recipe: c.Recipe, Ref: ref, Message: fmt.Sprintf("%s admitted as %s", c.Recipe, ref)})
+	return nil, nil
 }
 
 // buildCandidate runs a recipe's steps and package and returns the package tree and the
