@@ -49,7 +49,7 @@ func (r *runner) reconstruct(ctx context.Context, n *graph.Node) (string, error)
 			r.rejected(n, rej)
 			continue
 		case err != nil:
-			return "failed", fmt.Errorf("%s: %s: %w", n.Address, roundLabel(round), err)
+			return "failed", fmt.Errorf("%s: %w", roundLabel(round), err)
 		}
 		rej, err := r.tryCandidate(ctx, n, c)
 		if err != nil {
@@ -83,8 +83,9 @@ func (e *ReconstructionError) headline() string {
 	return fmt.Sprintf("reconstruction exhausted its budget: %d of %d candidates tried, none admitted", len(e.Rounds), e.Budget)
 }
 
+// Error is the report without the capability's address, which the walk puts before it.
 func (e *ReconstructionError) Error() string {
-	s := fmt.Sprintf("%s: %s", e.Capability, e.headline())
+	s := e.headline()
 	if c := e.Smallest(); c != nil {
 		s += fmt.Sprintf("\n  smallest counterexample (%s, %s suite): %s\n    input:    %s\n    expected: %s\n    got:      %s", c.Recipe, c.Suite, c.Case, c.Input, c.Expected, c.Got)
 	}
