@@ -42,8 +42,14 @@ func capProject(t *testing.T, caps []string, recipes [][]string) *graph.Graph {
 }
 `, name, provides, cost, strings.Join(mounts, ", "), provides)
 	}
+	return compileProject(t, b.String())
+}
+
+// compileProject compiles a project of one file, main.hcl holding src.
+func compileProject(t *testing.T, src string) *graph.Graph {
+	t.Helper()
 	dir := t.TempDir()
-	graphtest.Must(t, os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(b.String()), 0o644))
+	graphtest.Must(t, os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(src), 0o644))
 	cfg, diags := lang.Load(dir, lang.Options{})
 	if diags.HasErrors() {
 		t.Fatal(diags.Error())
@@ -244,17 +250,7 @@ step "use" {
   run    = ["/c/bin/c"]
 }
 `, tool, tool)
-	dir := t.TempDir()
-	graphtest.Must(t, os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(src), 0o644))
-	cfg, diags := lang.Load(dir, lang.Options{})
-	if diags.HasErrors() {
-		t.Fatal(diags.Error())
-	}
-	g, diags := graph.Compile(cfg)
-	if diags.HasErrors() {
-		t.Fatal(diags.Error())
-	}
-	return g
+	return compileProject(t, src)
 }
 
 // A capability with no admitted version and no recipe, that has a reconstruct block, is to

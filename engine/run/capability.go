@@ -70,24 +70,13 @@ func (r *runner) settleCapability(ctx context.Context, n *graph.Node) (string, e
 		}
 		tree, base, err := r.buildCandidate(ctx, o.Address)
 		if err != nil {
-			rej := evaluate.Rejection{Recipe: o.Address, Reason: err.Error()}
-			capErr.Rejections = append(capErr.Rejections, rej)
-			r.rejected(n, rej)
+			capErr.Rejections = append(capErr.Rejections, r.rejected(n, evaluate.Rejection{Recipe: o.Address, Reason: err.Error()}))
 			continue
 		}
 		c := &admit.Candidate{Recipe: o.Address, Tree: tree, Base: base, Steps: r.stepResults(o.Address), Output: r.recordedOutput}
-		rej, err := r.tryCandidate(ctx, n, c)
-		if err != nil {
-			return "failed", err
+		if kind, err := r.offer(ctx, n, c, &capErr.Rejections); kind != "" {
+			return kind, err
 		}
-		if rej != nil {
-			capErr.Rejections = append(capErr.Rejections, *rej)
-			continue
-		}
-		r.mu.Lock()
-		r.rejections = append(r.rejections, capErr.Rejections...)
-		r.mu.Unlock()
-		return "built", nil
 	}
 	return "failed", capErr
 }
@@ -101,7 +90,7 @@ func (r *runner) settleCapability(ctx context.Context, n *graph.Node) (string, e
 func (r *runner) tryCandidate(ctx context.Context, n *graph.Node, c *admit.Candidate) (*evaluate.Rejection, error) {
 	reject := func(rej evaluate.Rejection) (*evaluate.Rejection, error) {
 		rej.Recipe = c.Recipe
-		r.rejected(n, rej)
+		rej = r.rejected(n, rej)
 		return &rej, nil
 	}
 	// A rebuild of a withdrawn artifact is the same artifact: it is not evaluated or
@@ -180,9 +169,29 @@ func (r *runner) buildCandidate(ctx context.Context, recipe string) (digest.Dige
 	return pkg.tree, base, nil
 }
 
-// rejected reports a candidate's rejection (event candidate_rejected).
-func (r *runner) rejected(n *graph.Node, rej evaluate.Rejection) {
+// rejected reports a candidate's rejection (event candidate_rejected) and returns it.
+func (r *runner) rejected(n *graph.Node, rej evaluate.Rejection) evaluate.Rejection {
 	r.emit(event.Event{Type: "candidate_rejected", Node: n.Address, Recipe: rej.Recipe, Suite: rej.Suite, Message: rej.String()})
+	return rej
+}
+
+// offer tries candidate c of capability n (tryCandidate). Rejected, it is added to
+// rejected and offer returns "": the caller tries its next candidate. Admitted, the
+// candidates rejected before it go to the apply's report, and offer returns "built"; on
+// an error, "failed".
+func (r *runner) offer(ctx context.Context, n *graph.Node, c *admit.Candidate, rejected *[]evaluate.Rejection) (string, error) {
+	rej, err := r.tryCandidate(ctx, n, c)
+	switch {
+	case err != nil:
+		return "failed", err
+	case rej != nil:
+		*rejected = append(*rejected, *rej)
+		return "", nil
+	}
+	r.mu.Lock()
+	r.rejections = append(r.rejections, *rejected...)
+	r.mu.Unlock()
+	return "built", nil
 }
 
 // quarantined returns why digest d is quarantined, or "".

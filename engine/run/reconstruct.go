@@ -44,25 +44,14 @@ func (r *runner) reconstruct(ctx context.Context, n *graph.Node) (string, error)
 			return "failed", interruptedError(ctx)
 		case errors.As(err, &se):
 			// The builder failed, or made no proposal: a round spent, nothing to evaluate.
-			rej := evaluate.Rejection{Recipe: roundLabel(round), Reason: err.Error()}
-			failed.Rounds = append(failed.Rounds, rej)
-			r.rejected(n, rej)
+			failed.Rounds = append(failed.Rounds, r.rejected(n, evaluate.Rejection{Recipe: roundLabel(round), Reason: err.Error()}))
 			continue
 		case err != nil:
 			return "failed", fmt.Errorf("%s: %w", roundLabel(round), err)
 		}
-		rej, err := r.tryCandidate(ctx, n, c)
-		if err != nil {
-			return "failed", err
+		if kind, err := r.offer(ctx, n, c, &failed.Rounds); kind != "" {
+			return kind, err
 		}
-		if rej != nil {
-			failed.Rounds = append(failed.Rounds, *rej)
-			continue
-		}
-		r.mu.Lock()
-		r.rejections = append(r.rejections, failed.Rounds...)
-		r.mu.Unlock()
-		return "built", nil
 	}
 	r.emit(event.Event{Type: "reconstruct_exhausted", Node: n.Address, Message: failed.headline()})
 	return "failed", failed
