@@ -127,3 +127,27 @@ func TestReconstructionExhausted(t *testing.T) {
 		t.Errorf("an exhausted reconstruction admitted something: %v", c)
 	}
 }
+
+// A builder that fails spends its round: nothing is evaluated, and the report says so.
+func TestReconstructionBuilderFailureSpendsTheRound(t *testing.T) {
+	dir := newReconstructFixture(t, "2")
+	hcl := filepath.Join(dir, "main.hcl")
+	b, err := os.ReadFile(hcl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(hcl, []byte(strings.Replace(string(b), `"/src/propose.sh"`, `"/src/absent.sh"`, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := apply(t, dir, nil, "-progress", "plain")
+	if r.code == 0 {
+		t.Fatalf("apply succeeded:\n%s", r.stderr)
+	}
+	saysAll(t, "apply", r.stderr,
+		"reconstruct round 1: did not build: capability.sorter.reconstruct.builder: exited with code",
+		"reconstruct round 2: did not build:",
+		"Error: capability.sorter: reconstruction exhausted its budget: 2 of 2 candidates tried, none admitted\n  reconstruct round 1: did not build")
+	if strings.Contains(r.stderr, "eval capability.sorter") || strings.Contains(r.stderr, "smallest counterexample") {
+		t.Errorf("a failed builder's round was evaluated:\n%s", r.stderr)
+	}
+}
