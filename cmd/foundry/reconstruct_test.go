@@ -11,8 +11,9 @@ import (
 
 // newReconstructFixture copies testdata/reconstruct with the given candidates budget: a
 // capability with no recipe whose builder first proposes a sorter that drops duplicates,
-// then, from the counterexample in /job, a correct one; step.use-sorter mounts it.
-func newReconstructFixture(t *testing.T, candidates string) string {
+// then, from the counterexample in /job, a correct one; step.use-sorter mounts it. edits
+// are pairs of text to replace in main.hcl and its replacement.
+func newReconstructFixture(t *testing.T, candidates string, edits ...string) string {
 	t.Helper()
 	needSandbox(t)
 	dir := t.TempDir()
@@ -21,7 +22,8 @@ func newReconstructFixture(t *testing.T, candidates string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(strings.ReplaceAll(string(tmpl), "CANDIDATES", candidates)), 0o644); err != nil {
+	hcl := strings.NewReplacer(append([]string{"CANDIDATES", candidates}, edits...)...).Replace(string(tmpl))
+	if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(hcl), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return dir
@@ -35,6 +37,16 @@ func saysAll(t *testing.T, what, text string, wants ...string) {
 			t.Errorf("%s lacks %q:\n%s", what, w, text)
 		}
 	}
+}
+
+// failedApply applies dir with plain progress, and fails the test if the apply succeeds.
+func failedApply(t *testing.T, dir string) applyRun {
+	t.Helper()
+	r := apply(t, dir, nil, "-progress", "plain")
+	if r.code == 0 {
+		t.Fatalf("apply succeeded:\n%s", r.stderr)
+	}
+	return r
 }
 
 // planCapability is the plan's entry for capability addr, from plan -json.
@@ -111,10 +123,7 @@ func TestReconstructionAdmittedAfterRepair(t *testing.T) {
 // counterexample and the rounds tried, and what needs it is skipped.
 func TestReconstructionExhausted(t *testing.T) {
 	dir := newReconstructFixture(t, "1")
-	r := apply(t, dir, nil, "-progress", "plain")
-	if r.code == 0 {
-		t.Fatalf("apply succeeded:\n%s", r.stderr)
-	}
+	r := failedApply(t, dir)
 	saysAll(t, "apply", r.stderr,
 		"EXH capability.sorter: reconstruction exhausted its budget: 1 of 1 candidates tried, none admitted",
 		"Error: capability.sorter: reconstruction exhausted its budget: 1 of 1 candidates tried, none admitted\n  smallest counterexample (reconstruct round 1, sealed suite): sealed/dup.json\n    input:    [2,1,2]\n    expected: [1,2,2]\n    got:      [1,2]",
@@ -130,19 +139,7 @@ func TestReconstructionExhausted(t *testing.T) {
 
 // A builder that fails spends its round: nothing is evaluated, and the report says so.
 func TestReconstructionBuilderFailureSpendsTheRound(t *testing.T) {
-	dir := newReconstructFixture(t, "2")
-	hcl := filepath.Join(dir, "main.hcl")
-	b, err := os.ReadFile(hcl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(hcl, []byte(strings.Replace(string(b), `"/src/propose.sh"`, `"/src/absent.sh"`, 1)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	r := apply(t, dir, nil, "-progress", "plain")
-	if r.code == 0 {
-		t.Fatalf("apply succeeded:\n%s", r.stderr)
-	}
+	r := failedApply(t, newReconstructFixture(t, "2", `"/src/propose.sh"`, `"/src/absent.sh"`))
 	saysAll(t, "apply", r.stderr,
 		"reconstruct round 1: did not build: capability.sorter.reconstruct.builder: exited with code",
 		"reconstruct round 2: did not build:",
