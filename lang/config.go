@@ -136,7 +136,39 @@ type Capability struct {
 	Equivalence string // bytes | json | lines | numeric
 	Tolerance   *Tolerance
 	Suites      map[string]*Suite
+	// Reconstruct, when set, says how to acquire the capability when no admitted version
+	// and no feasible recipe provides it (spec/capability.md §5a). Not in the contract.
+	Reconstruct *Reconstruct
 	DeclRange   hcl.Range
+}
+
+// Reconstruct is a capability's reconstruct block: a builder, an untrusted program run as
+// a sandboxed step, proposes a candidate per round under /out; the package lays the
+// builder's declared outputs on a base seed, as a recipe's package does; the budget bounds
+// the rounds.
+type Reconstruct struct {
+	// Builder is decoded as a step (image, run, env, mounts, outputs, limits; no network).
+	// It may mount project directories only, and never /job, where apply mounts the job.
+	Builder *Step
+	// Package.Files name the builder's outputs: kind ArtifactStepOutput, Node the
+	// builder's address (BuilderAddress), Path a declared output.
+	Package *Package
+	Budget  ReconstructBudget
+	Range   hcl.Range
+}
+
+// ReconstructBudget bounds a reconstruction.
+type ReconstructBudget struct {
+	Candidates int // proposals evaluated at most; DefaultCandidates when not written
+}
+
+// DefaultCandidates is the candidates budget of a reconstruct block without one.
+const DefaultCandidates = 3
+
+// BuilderAddress is the address of capability name's builder: what its rounds are
+// recorded under, and the node its package's files name.
+func BuilderAddress(capability string) string {
+	return "capability." + capability + ".reconstruct.builder"
 }
 
 // Interface says how a capability is invoked.

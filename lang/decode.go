@@ -164,6 +164,7 @@ var capabilitySchema = &hcl.BodySchema{
 		{Type: "interface", LabelNames: []string{"kind"}},
 		{Type: "tolerance"},
 		{Type: "suite", LabelNames: []string{"name"}},
+		{Type: "reconstruct"},
 	},
 }
 
@@ -211,6 +212,12 @@ func (l *loader) decodeCapability(b *hcl.Block) {
 				continue
 			}
 			c.Suites[s.Name] = s
+		case "reconstruct":
+			if c.Reconstruct != nil {
+				l.diags = append(l.diags, errorf(blk.DefRange.Ptr(), "Duplicate reconstruct block", "A capability has one reconstruct block; the first is at %s.", c.Reconstruct.Range))
+				continue
+			}
+			c.Reconstruct = l.decodeReconstruct(blk, c.Name)
 		}
 	}
 	if c.Interface == nil {
@@ -833,6 +840,131 @@ func (l *loader) decodePackage(b *hcl.Block, ctx *hcl.EvalContext, scope *stepSc
 	}
 	return p
 }
+
+var reconstructSchema = &hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{{Type: "builder"}, {Type: "package"}, {Type: "budget"}}}
+
+// decodeReconstruct decodes a capability's reconstruct block: exactly one builder and one
+// package, at most one budget.
+func (l *loader) decodeReconstruct(b *hcl.Block, capName string) *Reconstruct {
+	rc := &Reconstruct{Range: b.DefRange, Budget: ReconstructBudget{Candidates: DefaultCandidates}}
+	content, diags := l.content(b.Body, reconstructSchema)
+	l.diags = append(l.diags, diags...)
+	seen := map[string]*hcl.Block{}
+	for _, blk := range content.Blocks {
+		if prev := seen[blk.Type]; prev != nil {
+			l.diags = append(l.diags, errorf(blk.DefRange.Ptr(), "Duplicate "+blk.Type+" block", "A reconstruct block has one %s block; the first is at %s.", blk.Type, prev.DefRange))
+			continue
+		}
+		seen[blk.Type] = blk
+	}
+	if blk := seen["builder"]; blk != nil {
+		rc.Builder = l.decodeBuilder(blk, capName)
+	} else {
+		l.diags = append(l.diags, errorf(b.DefRange.Ptr(), "Missing builder", "reconstruct needs a builder { image = seed.S, run = [...], outputs = [...] } block: the program that proposes candidates."))
+	}
+	if blk := seen["package"]; blk != nil {
+		rc.Package = l.decodeProposalPackage(blk, rc.Builder, capName)
+	} else {
+		l.diags = append(l.diags, errorf(b.DefRange.Ptr(), "Missing package", "reconstruct needs a package { base = seed.B, files = { \"/bin/tool\" = \"/out/tool\" } } block saying which of the builder's outputs form a candidate."))
+	}
+	if blk := seen["budget"]; blk != nil {
+		rc.Budget = l.decodeBudget(blk)
+	}
+	return rc
+}
+
+// decodeBuilder decodes a reconstruct's builder as a step of its own scope, so that it
+// gets every rule a step has (image, run, env, limits, outputs, no network, sealed reads
+// refused), and then the builder's own: it mounts project directories only, and not at /job.
+func (l *loader) decodeBuilder(b *hcl.Block, capName string) *Step {
+	scope := newStepScope("capability."+capName+".reconstruct", 1)
+	in := instance{name: "builder"}
+	scope.steps[in.name] = &scopeStep{outputs: l.declaredOutputs(b, in, false), inst: in}
+	scope.order = []string{in.name}
+	st := l.decodeStep(b, in.name, l.baseContext(), scope)
+	st.Kind = "builder"
+	if len(st.Outputs) == 0 {
+		l.diags = append(l.diags, errorf(b.DefRange.Ptr(), "Builder without outputs", "A builder writes its proposal under /out: declare it, for example outputs = [\"/out/tool\"]."))
+	}
+	for _, target := range slices.Sorted(maps.Keys(st.Mounts)) {
+		a := st.Mounts[target]
+		rng := b.DefRange
+		if attr, _ := b.Body.JustAttributes(); attr["mounts"] != nil {
+			rng = attr["mounts"].Expr.Range()
+		}
+		switch {
+		case target == JobDir || strings.HasPrefix(target, JobDir+"/"):
+			l.diags = append(l.diags, errorAt(rng, "Reserved mount path", "%q is reserved: apply mounts the job (contract, cases, counterexamples) at %s.", target, JobDir))
+		case a.Kind != ArtifactProjectDir && a.Kind != ArtifactInline:
+			l.diags = append(l.diags, errorAt(rng, "Invalid builder mount", "A builder mounts project directories (dir(...)) or inline files only; %s is not one.", a))
+		}
+	}
+	return st
+}
+
+// JobDir is where a reconstruction's builder finds its job, read-only.
+const JobDir = "/job"
+
+// decodeProposalPackage decodes a reconstruct's package: files maps an image path to one
+// of the builder's declared outputs, written as its path ("/out/tool").
+func (l *loader) decodeProposalPackage(b *hcl.Block, builder *Step, capName string) *Package {
+	p := &Package{Range: b.DefRange, Files: map[string]*Artifact{}}
+	content, diags := l.content(b.Body, &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "base"}, {Name: "files", Required: true}}})
+	l.diags = append(l.diags, diags...)
+	ctx := l.baseContext()
+	if a := content.Attributes["base"]; a != nil {
+		if v, d := l.eval(a.Expr, ctx, nil); !d.HasErrors() {
+			p.Base = l.artifact(v, a.Expr.Range(), "base", false, ArtifactSeed)
+		}
+	}
+	a := content.Attributes["files"]
+	if a == nil {
+		return p
+	}
+	v, d := l.eval(a.Expr, ctx, nil)
+	if d.HasErrors() {
+		return p
+	}
+	rng := a.Expr.Range()
+	files := l.stringMap(v, rng, "files")
+	for _, path := range slices.Sorted(maps.Keys(files)) {
+		out := files[path]
+		if !cleanAbs(path) {
+			l.diags = append(l.diags, errorAt(rng, "Invalid artifact path", "%q must be an absolute, clean path such as \"/bin/tool\".", path))
+			continue
+		}
+		if builder != nil && !slices.Contains(builder.Outputs, out) {
+			l.diags = append(l.diags, errorAt(rng, "Unknown builder output", "%q = %q: the builder declares no output %q; it declares %s.", path, out, out, quoteList(builder.Outputs)))
+			continue
+		}
+		p.Files[path] = &Artifact{Kind: ArtifactStepOutput, Node: BuilderAddress(capName), Path: out, Range: rng}
+	}
+	if len(p.Files) == 0 && len(files) == 0 {
+		l.diags = append(l.diags, errorAt(rng, "Empty package", "files must name at least one of the builder's outputs."))
+	}
+	return p
+}
+
+// decodeBudget decodes a reconstruct's budget block.
+func (l *loader) decodeBudget(b *hcl.Block) ReconstructBudget {
+	bud := ReconstructBudget{Candidates: DefaultCandidates}
+	content, diags := l.content(b.Body, &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "candidates"}}})
+	l.diags = append(l.diags, diags...)
+	if a := content.Attributes["candidates"]; a != nil {
+		if v, d := l.eval(a.Expr, l.baseContext(), nil); !d.HasErrors() {
+			if n, ok := l.number(v, a.Expr.Range(), "candidates"); ok {
+				if n < 1 || n > maxCandidates || n != math.Trunc(n) {
+					l.diags = append(l.diags, errorf(a.Expr.Range().Ptr(), "Invalid candidates", "candidates = %v must be an integer from 1 to %d.", n, maxCandidates))
+				}
+				bud.Candidates = int(n)
+			}
+		}
+	}
+	return bud
+}
+
+// maxCandidates bounds a budget's candidates: each is a builder run and an evaluation.
+const maxCandidates = 100
 
 var productSchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{{Name: "summary"}, {Name: "requires"}},

@@ -87,7 +87,7 @@ means nothing to do), 4 internal error.`,
 						fmt.Fprintf(env.stdout, "Saved the plan to %s; run 'foundry apply %s' to carry it out.\n", *out, *out)
 					}
 				}
-				if *detailed && p.Summary.Run+p.Summary.Build > 0 {
+				if *detailed && p.Summary.Run+p.Summary.Build+p.Summary.Reconstruct > 0 {
 					return exitDiffers
 				}
 				return exitOK

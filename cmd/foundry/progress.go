@@ -138,6 +138,10 @@ func (p *progress) plain(e event.Event) {
 		fmt.Fprintf(p.w, "  REC %s: %s\n", e.Node, e.Message)
 	case "capability_pinned":
 		fmt.Fprintf(p.w, "  @   %s pinned to %s\n", e.Node, e.Message)
+	case "reconstruct_round":
+		fmt.Fprintf(p.w, "  RND %s: %s\n", e.Node, e.Message)
+	case "reconstruct_exhausted":
+		fmt.Fprintf(p.w, "  EXH %s: %s\n", e.Node, e.Message)
 	case "run_finished":
 		fmt.Fprintf(p.w, "run %s finished in %s: %s\n", e.Run, e.Elapsed.Round(time.Millisecond), e.Message)
 	}

@@ -200,6 +200,20 @@ func (n *Node) Artifacts(ordered bool) []*lang.Artifact {
 		if n.Product.Deliver != nil {
 			addMap(n.Product.Deliver.Files)
 		}
+	case KindCapability:
+		// What a reconstruction reads: the builder's image and mounts, and the package's
+		// base. Its package's files name the builder's rounds, which are not nodes.
+		if rc := n.Capability.Reconstruct; rc != nil {
+			if b := rc.Builder; b != nil {
+				if b.Image != nil {
+					out = append(out, b.Image)
+				}
+				addMap(b.Mounts)
+			}
+			if rc.Package != nil && rc.Package.Base != nil {
+				out = append(out, rc.Package.Base)
+			}
+		}
 	}
 	return out
 }

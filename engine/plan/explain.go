@@ -3,9 +3,9 @@ package plan
 import (
 	"context"
 	"fmt"
-	"strings"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/foundry-build/foundry/digest"
 	"github.com/foundry-build/foundry/engine/graph"

@@ -31,6 +31,9 @@ const (
 	StatusRegistry    = "registry"    // a capability pinned to an admitted version in the registry
 	StatusMissing     = "missing"     // cannot be produced: see Reason
 	StatusAlternative = "alternative" // a recipe that is not chosen, kept as a fallback
+	// StatusReconstruct is a capability with no admitted version and no feasible recipe
+	// that its reconstruct block will acquire at apply time: reachable, not ready.
+	StatusReconstruct = "reconstruct"
 )
 
 // Plan says, before anything runs, what each node of the graph will do and why.
@@ -204,6 +207,17 @@ type Capability struct {
 	Reachable bool            `json:"reachable"`
 	Ready     bool            `json:"ready"`
 	Recipes   []*RecipeOption `json:"recipes"`
+	// Reconstruct is set when the capability has a reconstruct block: its builder and
+	// budget. It is what apply runs when the status is reconstruct.
+	Reconstruct *Reconstruct `json:"reconstruct,omitempty"`
+}
+
+// Reconstruct is a capability's reconstruct block as the plan shows it.
+type Reconstruct struct {
+	Builder    string   `json:"builder"` // the address its rounds are recorded under
+	Image      string   `json:"image"`   // the builder's seed
+	Argv       []string `json:"argv"`
+	Candidates int      `json:"candidates"` // the budget: proposals at most
 }
 
 // RecipeOption is one recipe examined for a capability, in resolution order (cost, name).
@@ -225,6 +239,8 @@ type Summary struct {
 	Build    int `json:"build"`
 	Registry int `json:"registry"`
 	Missing  int `json:"missing"`
+	// Reconstruct counts the capabilities to reconstruct.
+	Reconstruct int `json:"reconstruct,omitempty"`
 }
 
 // Options are what a plan consults beyond the configuration.
@@ -333,14 +349,15 @@ func Make(g *graph.Graph, opt Options) (*Plan, error) {
 			pn.Status = StatusBuild
 		}
 	}
-	alternatives, err := resolveCapabilities(g, p, byNum, at, opt.Admitted)
+	unchosen, err := resolveCapabilities(g, p, byNum, at, opt.Admitted)
 	if err != nil {
 		return nil, err
 	}
-	// A seed that only unchosen recipes (fallbacks, or those of a pinned capability) use is
-	// not built unless apply falls back to one of them. Without alternatives every seed in
-	// use is needed, and the nodes' dependencies need not be read (a cache miss each).
-	if alternatives {
+	// A seed that only unchosen recipes (fallbacks, or those of a pinned capability) or
+	// idle reconstruct blocks use is not built unless apply falls back to one of them.
+	// Without any every seed in use is needed, and the nodes' dependencies need not be read
+	// (a cache miss each).
+	if unchosen {
 		markUnneededSeeds(g, byNum)
 	}
 	if opt.Lookup != nil {
@@ -414,6 +431,8 @@ func Make(g *graph.Graph, opt Options) (*Plan, error) {
 			}
 		case StatusRegistry:
 			p.Summary.Registry++
+		case StatusReconstruct:
+			p.Summary.Reconstruct++
 		case StatusMissing:
 			if pn.Kind == graph.KindCapability || pn.Kind == graph.KindStep || pn.Kind == graph.KindProduct {
 				p.Summary.Missing++
@@ -499,6 +518,9 @@ func markUnneededSeeds(g *graph.Graph, byNum []*Node) {
 		}
 		needed := false
 		for _, u := range us {
+			if byNum[u].Kind == graph.KindCapability && byNum[u].Status != StatusReconstruct {
+				continue // a capability needs seeds only for its reconstruction
+			}
 			if byNum[u].Status != StatusAlternative {
 				needed = true
 				break

@@ -12,6 +12,7 @@ import (
 
 var statusMark = map[string]string{
 	StatusRun: "+", StatusCached: "=", StatusBuild: "+", StatusRegistry: "@", StatusMissing: "!", StatusAlternative: "?",
+	StatusReconstruct: "~",
 }
 
 // WriteText renders the plan for people, grouped by capability, recipe and step. It
@@ -113,7 +114,11 @@ func (p *Plan) WriteText(out io.Writer) {
 			for _, note := range c.Notes {
 				fmt.Fprintf(w, "      note: %s\n", note)
 			}
-			if !c.Ready && c.Reachable {
+			switch {
+			case c.Status == StatusReconstruct:
+				rc := c.Reconstruct
+				fmt.Fprintf(w, "      reachable, not ready: %s runs %s on %s, at most %d candidates\n", rc.Builder, describeArgv(rc.Argv), rc.Image, rc.Candidates)
+			case !c.Ready && c.Reachable:
 				fmt.Fprintln(w, "      reachable, not ready: a prerequisite is not at hand yet")
 			}
 			_ = n
@@ -190,7 +195,11 @@ func (p *Plan) WriteText(out io.Writer) {
 	if s := p.Partial(); s != "" {
 		fmt.Fprintf(w, "\n%s", s)
 	}
-	fmt.Fprintf(w, "\nPlan: %d to run, %d cached, %d to build, %d from registry, %d missing.\n", s.Run, s.Cached, s.Build, s.Registry, s.Missing)
+	recon := ""
+	if s.Reconstruct > 0 {
+		recon = fmt.Sprintf(", %d to reconstruct", s.Reconstruct)
+	}
+	fmt.Fprintf(w, "\nPlan: %d to run, %d cached, %d to build, %d from registry%s, %d missing.\n", s.Run, s.Cached, s.Build, s.Registry, recon, s.Missing)
 }
 
 // describeArgv abbreviates a command line for one line of output.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/foundry-build/foundry/engine/admit"
 	"github.com/foundry-build/foundry/engine/graph"
+	"github.com/foundry-build/foundry/lang"
 )
 
 // resolution is the outcome of resolving one capability.
@@ -143,6 +144,11 @@ func (r *resolver) resolve(c string, stack []string) *resolution {
 			}
 			res.reason = "no recipe can be built: " + strings.Join(parts, "; ")
 		}
+		// Reachable by its reconstruct block, but not ready: no candidate exists yet.
+		if rc := n.Capability.Reconstruct; rc != nil {
+			res.status, res.reachable, res.ready = StatusReconstruct, true, false
+			res.reason = fmt.Sprintf("%s; to be reconstructed by its builder (budget: %d candidates)", res.reason, rc.Budget.Candidates)
+		}
 	}
 	// A result that depended on the active stack is valid only under it: do not memoize.
 	if !cyclic {
@@ -153,9 +159,9 @@ func (r *resolver) resolve(c string, stack []string) *resolution {
 
 // resolveCapabilities resolves every capability of the graph, in the graph's order, and
 // sets the statuses of the capability, recipe, package and step nodes accordingly. at is
-// each node's position in that order, or -1. It reports whether it made a node an
-// alternative.
-func resolveCapabilities(g *graph.Graph, p *Plan, byNum []*Node, at []int32, admitted func(*graph.Node) (*admit.Admitted, string, error)) (alternatives bool, err error) {
+// each node's position in that order, or -1. It reports whether something is not chosen:
+// a node made an alternative, or a reconstruct block that will not run.
+func resolveCapabilities(g *graph.Graph, p *Plan, byNum []*Node, at []int32, admitted func(*graph.Node) (*admit.Admitted, string, error)) (unchosen bool, err error) {
 	r := &resolver{g: g, admitted: admitted, memo: map[string]*resolution{}}
 	p.Capabilities = []*Capability{}
 	// The capabilities are found by name: looking for them among the nodes would read
@@ -179,11 +185,15 @@ func resolveCapabilities(g *graph.Graph, p *Plan, byNum []*Node, at []int32, adm
 		if cp.Recipes == nil {
 			cp.Recipes = []*RecipeOption{}
 		}
+		if rc := n.Capability.Reconstruct; rc != nil {
+			cp.Reconstruct = reconstructOf(n.Address, rc)
+			unchosen = unchosen || cp.Status != StatusReconstruct
+		}
 		for _, o := range cp.Recipes {
 			switch o.Status {
 			case StatusAlternative:
 				markRecipe(g, byNum, o.Address, StatusAlternative, "fallback if the chosen recipe fails evaluation")
-				alternatives = true
+				unchosen = true
 			case StatusMissing:
 				markRecipe(g, byNum, o.Address, StatusMissing, "needs "+strings.Join(o.Missing, ", ")+", which cannot be resolved")
 			}
@@ -191,7 +201,19 @@ func resolveCapabilities(g *graph.Graph, p *Plan, byNum []*Node, at []int32, adm
 		byNum[k].Status, byNum[k].Reason = cp.Status, cp.Reason
 		p.Capabilities = append(p.Capabilities, cp)
 	}
-	return alternatives, nil
+	return unchosen, nil
+}
+
+// reconstructOf is the plan's view of capability c's reconstruct block.
+func reconstructOf(c string, rc *lang.Reconstruct) *Reconstruct {
+	v := &Reconstruct{Builder: c + ".reconstruct.builder", Argv: []string{}, Candidates: rc.Budget.Candidates}
+	if b := rc.Builder; b != nil {
+		v.Argv = b.Run
+		if b.Image != nil {
+			v.Image = b.Image.Node
+		}
+	}
+	return v
 }
 
 // markRecipe sets the status of a recipe and of its package and steps, found among the

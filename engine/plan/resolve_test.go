@@ -42,8 +42,14 @@ func capProject(t *testing.T, caps []string, recipes [][]string) *graph.Graph {
 }
 `, name, provides, cost, strings.Join(mounts, ", "), provides)
 	}
+	return compileProject(t, b.String())
+}
+
+// compileProject compiles a project of one file, main.hcl holding src.
+func compileProject(t *testing.T, src string) *graph.Graph {
+	t.Helper()
 	dir := t.TempDir()
-	graphtest.Must(t, os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(b.String()), 0o644))
+	graphtest.Must(t, os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(src), 0o644))
 	cfg, diags := lang.Load(dir, lang.Options{})
 	if diags.HasErrors() {
 		t.Fatal(diags.Error())
@@ -195,5 +201,114 @@ func TestUnchosenRecipesAndTheirSeeds(t *testing.T) {
 	}
 	for a := range want {
 		t.Errorf("no node %s", a)
+	}
+}
+
+// reconstructProject is a capability with a reconstruct block and no recipe, a step that
+// mounts it, and a recipe of another capability that needs it.
+func reconstructProject(t *testing.T) *graph.Graph {
+	t.Helper()
+	tool := graphtest.SeedFile(t, "x")
+	src := fmt.Sprintf(`seed "b" {
+  layer { files = { "/bin/sh" = host_file(%q) } }
+}
+seed "tools" {
+  layer { files = { "/bin/sh" = host_file(%q) } }
+  env = { T = "1" }
+}
+capability "c" {
+  interface "cli" { entrypoint = ["/bin/c"] }
+  reconstruct {
+    builder {
+      image   = seed.tools
+      run     = ["sh", "/job/x"]
+      outputs = ["/out/c"]
+    }
+    package {
+      base  = seed.b
+      files = { "/bin/c" = "/out/c" }
+    }
+    budget { candidates = 2 }
+  }
+}
+capability "d" {
+  interface "cli" { entrypoint = ["/bin/d"] }
+}
+recipe "d" {
+  provides = capability.d
+  step "build" {
+    image   = seed.b
+    mounts  = { "/c" = capability.c }
+    run     = ["sh"]
+    outputs = ["/out/x"]
+  }
+  package { files = { "/bin/d" = step.build.output["/out/x"] } }
+}
+step "use" {
+  image  = seed.b
+  mounts = { "/c" = capability.c }
+  run    = ["/c/bin/c"]
+}
+`, tool, tool)
+	return compileProject(t, src)
+}
+
+// A capability with no admitted version and no recipe, that has a reconstruct block, is to
+// be reconstructed: reachable, not ready, with its budget; what needs it is not missing.
+// Pinned, its builder's seed is not needed.
+func TestReconstructIsReachableNotReady(t *testing.T) {
+	g := reconstructProject(t)
+	p, err := Make(g, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	status := map[string]string{}
+	for _, n := range p.Nodes {
+		status[n.Address] = n.Status
+	}
+	var c, d *Capability
+	for _, cp := range p.Capabilities {
+		switch cp.Address {
+		case "capability.c":
+			c = cp
+		case "capability.d":
+			d = cp
+		}
+	}
+	if c.Status != StatusReconstruct || !c.Reachable || c.Ready || c.Reconstruct == nil || c.Reconstruct.Candidates != 2 ||
+		c.Reconstruct.Image != "seed.tools" || c.Reconstruct.Builder != "capability.c.reconstruct.builder" {
+		t.Fatalf("capability.c: %+v %+v", c, c.Reconstruct)
+	}
+	if !strings.Contains(c.Reason, "to be reconstructed by its builder (budget: 2 candidates)") {
+		t.Errorf("reason %q", c.Reason)
+	}
+	if d.Status != StatusBuild || !d.Reachable || d.Ready {
+		t.Errorf("capability.d needs c: %+v", d)
+	}
+	if status["step.use"] != StatusRun || status["seed.tools"] != StatusBuild || p.Summary.Reconstruct != 1 || p.Summary.Missing != 0 {
+		t.Errorf("statuses %v, summary %+v", status, p.Summary)
+	}
+	var text strings.Builder
+	p.WriteText(&text)
+	for _, want := range []string{"~ capability.c", "reconstruct ", "reachable, not ready: capability.c.reconstruct.builder runs sh /job/x on seed.tools, at most 2 candidates", "1 to reconstruct, 0 missing."} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("plan text lacks %q:\n%s", want, text.String())
+		}
+	}
+
+	pinned := func(n *graph.Node) (*admit.Admitted, string, error) {
+		if n.Address == "capability.c" {
+			return &admit.Admitted{Ref: "r@sha256:1"}, "", nil
+		}
+		return nil, "", nil
+	}
+	p, err = Make(g, Options{Admitted: pinned})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range p.Nodes {
+		if n.Address == "seed.tools" && n.Status != StatusAlternative {
+			t.Errorf("pinned: seed.tools is %s, want alternative", n.Status)
+		}
 	}
 }

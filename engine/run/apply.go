@@ -240,7 +240,7 @@ func Apply(ctx context.Context, ws *workspace.Workspace, g *graph.Graph, p *plan
 	}
 	building := 0
 	for _, a := range active {
-		if g.Nodes[a].Kind == graph.KindCapability && r.capStatus(a) == plan.StatusBuild {
+		if st := r.capStatus(a); g.Nodes[a].Kind == graph.KindCapability && (st == plan.StatusBuild || st == plan.StatusReconstruct) {
 			building++
 		}
 	}
@@ -414,7 +414,11 @@ func (r *runner) activeNodes() ([]string, map[string][]string) {
 			continue
 		}
 		active = append(active, a)
-		deps[a] = append(deps[a], r.g.Nodes[a].Deps...)
+		// A capability's own dependencies are what its reconstruction reads: they are
+		// waited for (and built) only when it is to be reconstructed.
+		if n := r.g.Nodes[a]; n.Kind != graph.KindCapability || pn.Status == plan.StatusReconstruct {
+			deps[a] = append(deps[a], n.Deps...)
+		}
 	}
 	return active, deps
 }

@@ -45,6 +45,9 @@ func (r *runner) settleCapability(ctx context.Context, n *graph.Node) (string, e
 	if cp == nil {
 		return "failed", fmt.Errorf("%s is not in the plan", n.Address)
 	}
+	if cp.Status == plan.StatusReconstruct {
+		return r.reconstruct(ctx, n)
+	}
 	capErr := &CapabilityError{Capability: n.Address}
 	if cp.Status == plan.StatusRegistry {
 		tree, err := r.adm.Pull(ctx, n, cp.Pinned)
@@ -67,52 +70,56 @@ func (r *runner) settleCapability(ctx context.Context, n *graph.Node) (string, e
 		}
 		tree, base, err := r.buildCandidate(ctx, o.Address)
 		if err != nil {
-			rej := evaluate.Rejection{Recipe: o.Address, Reason: err.Error()}
-			capErr.Rejections = append(capErr.Rejections, rej)
-			r.rejected(n, rej)
+			capErr.Rejections = append(capErr.Rejections, r.rejected(n, evaluate.Rejection{Recipe: o.Address, Reason: err.Error()}))
 			continue
 		}
-		// A rebuild of a withdrawn artifact is the same artifact: it is not evaluated or
-		// admitted again, and the next recipe is tried.
-		if why, err := r.quarantined(ctx, tree); err != nil {
-			return "failed", err
-		} else if why != "" {
-			rej := evaluate.Rejection{Recipe: o.Address, Refused: true, Reason: fmt.Sprintf("its files %s are quarantined (%s)", tree, why)}
-			capErr.Rejections = append(capErr.Rejections, rej)
-			r.rejected(n, rej)
-			continue
+		c := &admit.Candidate{Recipe: o.Address, Tree: tree, Base: base, Steps: r.stepResults(o.Address), Output: r.recordedOutput}
+		if kind, err := r.offer(ctx, n, c, &capErr.Rejections); kind != "" {
+			return kind, err
 		}
-		rej, tests, err := r.eval.Evaluate(ctx, n, o.Address, tree, base)
-		if err != nil {
-			return "failed", fmt.Errorf("evaluating %s for %s: %w", o.Address, n.Address, err)
-		}
-		if rej != nil {
-			rej.Recipe = o.Address
-			capErr.Rejections = append(capErr.Rejections, *rej)
-			r.rejected(n, *rej)
-			continue
-		}
-		ref, m, err := r.adm.Admit(ctx, n, &admit.Candidate{Recipe: o.Address, Tree: tree, Base: base,
-			Steps: r.stepResults(o.Address), Output: r.recordedOutput, Tests: tests})
-		if err != nil {
-			return "failed", fmt.Errorf("admitting %s for %s: %w", o.Address, n.Address, err)
-		}
-		if why, err := r.quarantined(ctx, m); err != nil {
-			return "failed", err
-		} else if why != "" {
-			rej := evaluate.Rejection{Recipe: o.Address, Refused: true, Reason: fmt.Sprintf("its manifest %s is quarantined (%s)", m, why)}
-			capErr.Rejections = append(capErr.Rejections, rej)
-			r.rejected(n, rej)
-			continue
-		}
-		r.setResult(n.Address, &nodeResult{tree: tree})
-		r.emit(event.Event{Type: "capability_admitted", Node: n.Address, Recipe: o.Address, Ref: ref, Message: fmt.Sprintf("%s admitted as %s", o.Address, ref)})
-		r.mu.Lock()
-		r.rejections = append(r.rejections, capErr.Rejections...)
-		r.mu.Unlock()
-		return "built", nil
 	}
 	return "failed", capErr
+}
+
+// tryCandidate settles capability n with candidate c if it can: a candidate whose files
+// are quarantined is refused; else it is evaluated (dev and repair, then sealed once), and
+// one that passes is admitted and published, unless its manifest is quarantined. It
+// returns the rejection (reported as candidate_rejected), or nil once n's result is the
+// admitted tree (capability_admitted). The same for a recipe's candidate and a
+// reconstruction's.
+func (r *runner) tryCandidate(ctx context.Context, n *graph.Node, c *admit.Candidate) (*evaluate.Rejection, error) {
+	reject := func(rej evaluate.Rejection) (*evaluate.Rejection, error) {
+		rej.Recipe = c.Recipe
+		rej = r.rejected(n, rej)
+		return &rej, nil
+	}
+	// A rebuild of a withdrawn artifact is the same artifact: it is not evaluated or
+	// admitted again.
+	if why, err := r.quarantined(ctx, c.Tree); err != nil {
+		return nil, err
+	} else if why != "" {
+		return reject(evaluate.Rejection{Refused: true, Reason: fmt.Sprintf("its files %s are quarantined (%s)", c.Tree, why)})
+	}
+	rej, tests, err := r.eval.Evaluate(ctx, n, c.Recipe, c.Tree, c.Base)
+	if err != nil {
+		return nil, fmt.Errorf("evaluating %s for %s: %w", c.Recipe, n.Address, err)
+	}
+	if rej != nil {
+		return reject(*rej)
+	}
+	c.Tests = tests
+	ref, m, err := r.adm.Admit(ctx, n, c)
+	if err != nil {
+		return nil, fmt.Errorf("admitting %s for %s: %w", c.Recipe, n.Address, err)
+	}
+	if why, err := r.quarantined(ctx, m); err != nil {
+		return nil, err
+	} else if why != "" {
+		return reject(evaluate.Rejection{Refused: true, Reason: fmt.Sprintf("its manifest %s is quarantined (%s)", m, why)})
+	}
+	r.setResult(n.Address, &nodeResult{tree: c.Tree})
+	r.emit(event.Event{Type: "capability_admitted", Node: n.Address, Recipe: c.Recipe, Ref: ref, Message: fmt.Sprintf("%s admitted as %s", c.Recipe, ref)})
+	return nil, nil
 }
 
 // buildCandidate runs a recipe's steps and package and returns the package tree and the
@@ -162,9 +169,29 @@ func (r *runner) buildCandidate(ctx context.Context, recipe string) (digest.Dige
 	return pkg.tree, base, nil
 }
 
-// rejected reports a candidate's rejection (event candidate_rejected).
-func (r *runner) rejected(n *graph.Node, rej evaluate.Rejection) {
+// rejected reports a candidate's rejection (event candidate_rejected) and returns it.
+func (r *runner) rejected(n *graph.Node, rej evaluate.Rejection) evaluate.Rejection {
 	r.emit(event.Event{Type: "candidate_rejected", Node: n.Address, Recipe: rej.Recipe, Suite: rej.Suite, Message: rej.String()})
+	return rej
+}
+
+// offer tries candidate c of capability n (tryCandidate). Rejected, it is added to
+// rejected and offer returns "": the caller tries its next candidate. Admitted, the
+// candidates rejected before it go to the apply's report, and offer returns "built"; on
+// an error, "failed".
+func (r *runner) offer(ctx context.Context, n *graph.Node, c *admit.Candidate, rejected *[]evaluate.Rejection) (string, error) {
+	rej, err := r.tryCandidate(ctx, n, c)
+	switch {
+	case err != nil:
+		return "failed", err
+	case rej != nil:
+		*rejected = append(*rejected, *rej)
+		return "", nil
+	}
+	r.mu.Lock()
+	r.rejections = append(r.rejections, *rejected...)
+	r.mu.Unlock()
+	return "built", nil
 }
 
 // quarantined returns why digest d is quarantined, or "".

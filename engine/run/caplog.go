@@ -33,6 +33,7 @@ func newCapabilityLog(db *state.DB, run string) *capabilityLog {
 var capabilityEventTypes = map[string]bool{
 	"suite_evaluated": true, "candidate_rejected": true, "capability_admitted": true,
 	"capability_pinned": true, "pin_refused": true, "effect_reconciled": true,
+	"reconstruct_round": true, "reconstruct_exhausted": true,
 }
 
 // event records e if it is a capability event.
@@ -51,8 +52,12 @@ func (l *capabilityLog) settled(n *graph.Node, err error) {
 	}
 	msg := err.Error()
 	var capErr *CapabilityError
-	if errors.As(err, &capErr) {
+	var recErr *ReconstructionError
+	switch {
+	case errors.As(err, &capErr):
 		msg = "no recipe was admitted"
+	case errors.As(err, &recErr):
+		msg = recErr.headline()
 	}
 	l.record(state.CapabilityEvent{RunID: l.run, Type: "capability_failed", Capability: n.Address, Message: msg})
 }

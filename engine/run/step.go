@@ -61,16 +61,29 @@ func (r *runner) runStep(ctx context.Context, n *graph.Node) (string, error) {
 		r.emit(event.Event{Type: "node_cached", Node: n.Address, Action: n.Digest})
 		return "cached", nil
 	}
-	if r.opt.Executor == nil {
-		return "failed", fmt.Errorf("%s must run, but no executor is configured", n.Address)
-	}
-	exe, err := r.executor(ctx, n.Address)
+	res, err = r.runAction(ctx, n, key, keyDef, rerun)
 	if err != nil {
 		return "failed", err
 	}
+	r.setResult(n.Address, &nodeResult{step: res})
+	return "executed", nil
+}
+
+// runAction executes n, a step or a reconstruction's builder, in the sandbox under its
+// cache key, and reports it: node_started (with note), then node_done, or node_failed with
+// the failure recorded in the state database. extra are inputs mounted besides its own
+// (see execute).
+func (r *runner) runAction(ctx context.Context, n *graph.Node, key digest.Digest, keyDef []byte, note string, extra ...input) (*cache.Result, error) {
+	if r.opt.Executor == nil {
+		return nil, fmt.Errorf("%s must run, but no executor is configured", n.Address)
+	}
+	exe, err := r.executor(ctx, n.Address)
+	if err != nil {
+		return nil, err
+	}
 	start := time.Now()
-	r.emit(event.Event{Type: "node_started", Node: n.Address, Action: n.Digest, Message: rerun})
-	res, err = r.execute(ctx, n, exe, key, keyDef)
+	r.emit(event.Event{Type: "node_started", Node: n.Address, Action: n.Digest, Message: note})
+	res, err := r.execute(ctx, n, exe, key, keyDef, extra...)
 	if err != nil && ctx.Err() != nil {
 		err = interruptedError(ctx)
 	}
@@ -86,14 +99,13 @@ func (r *runner) runStep(ctx context.Context, n *graph.Node) (string, error) {
 		ferr := r.ws.State.NodeFinished(context.WithoutCancel(ctx), r.runID, n.Address, state.NodeResult{Status: state.NodeFailed, ExitCode: &code, Error: err.Error()})
 		r.emit(event.Event{Type: "node_failed", Node: n.Address, Action: n.Digest, Elapsed: time.Since(start), ExitCode: &code, Message: err.Error()})
 		if ferr != nil {
-			return "failed", errors.Join(err, ferr)
+			return nil, errors.Join(err, ferr)
 		}
-		return "failed", err
+		return nil, err
 	}
-	r.setResult(n.Address, &nodeResult{step: res})
 	zero := 0
 	r.emit(event.Event{Type: "node_done", Node: n.Address, Action: n.Digest, Elapsed: time.Since(start), ExitCode: &zero})
-	return "executed", nil
+	return res, nil
 }
 
 // unsandboxedRerun is the message of a step that runs although its action has a cached
@@ -109,8 +121,9 @@ func (r *runner) usable(res *cache.Result) bool {
 }
 
 // execute runs the step once and, if it succeeded, stores its outputs and its cache record
-// under key, the digest of keyDef.
-func (r *runner) execute(ctx context.Context, n *graph.Node, exe executors.Executor, key digest.Digest, keyDef []byte) (*cache.Result, error) {
+// under key, the digest of keyDef. extra are inputs the engine mounts besides the step's
+// own (a reconstruction's /job); they are in its provenance like the others.
+func (r *runner) execute(ctx context.Context, n *graph.Node, exe executors.Executor, key digest.Digest, keyDef []byte, extra ...input) (*cache.Result, error) {
 	st := n.Step
 	if err := r.ws.State.NodeStarted(ctx, r.runID, n.Address, key); err != nil {
 		return nil, err
@@ -123,6 +136,7 @@ func (r *runner) execute(ctx context.Context, n *graph.Node, exe executors.Execu
 	if err != nil {
 		return nil, &StepError{Reason: err.Error()}
 	}
+	inputs = append(inputs, extra...)
 	mounts := make([]executors.Mount, len(inputs))
 	for i, in := range inputs {
 		mounts[i] = in.mount

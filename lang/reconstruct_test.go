@@ -1,0 +1,92 @@
+package lang
+
+import (
+	"strings"
+	"testing"
+)
+
+// reconstructCap is a capability with a sealed suite and the given reconstruct body.
+func reconstructCap(body string) string {
+	return busyboxSeed + "capability \"c\" {\n  interface \"cli\" { entrypoint = [\"/bin/x\"] }\n  suite \"sealed\" { cases = \"sealed/*.json\" }\n  reconstruct {\n" + body + "  }\n}\n"
+}
+
+const goodBuilder = "    builder {\n      image   = seed.bb\n      run     = [\"/bin/sh\", \"/src/propose.sh\"]\n      mounts  = { \"/src\" = dir(\"builder\") }\n      outputs = [\"/out/x\"]\n      limits { time = \"30s\" }\n    }\n"
+
+// A reconstruct block decodes to a builder step, a package of its outputs and a budget.
+func TestReconstructDecodes(t *testing.T) {
+	dir := writeProject(t, map[string]string{
+		"main.hcl":           reconstructCap(goodBuilder + "    package {\n      base  = seed.bb\n      files = { \"/bin/x\" = \"/out/x\" }\n    }\n    budget { candidates = 2 }\n"),
+		"sealed/1.json":      "{}",
+		"builder/propose.sh": "true\n",
+	})
+	cfg, diags := Load(dir, Options{})
+	if diags.HasErrors() {
+		t.Fatal(diags.Error())
+	}
+	rc := cfg.Capabilities["c"].Reconstruct
+	if rc == nil || rc.Builder == nil || rc.Package == nil {
+		t.Fatalf("reconstruct %+v", rc)
+	}
+	if rc.Builder.Image.Node != "seed.bb" || rc.Builder.Network != "none" || strings.Join(rc.Builder.Outputs, ",") != "/out/x" || rc.Builder.Mounts["/src"] == nil {
+		t.Errorf("builder %+v", rc.Builder)
+	}
+	f := rc.Package.Files["/bin/x"]
+	if f == nil || f.Kind != ArtifactStepOutput || f.Node != "capability.c.reconstruct.builder" || f.Path != "/out/x" || rc.Package.Base.Node != "seed.bb" {
+		t.Errorf("package %+v", rc.Package)
+	}
+	if rc.Budget.Candidates != 2 {
+		t.Errorf("candidates %d", rc.Budget.Candidates)
+	}
+	// Without a budget block, the default.
+	dir = writeProject(t, map[string]string{
+		"main.hcl":           reconstructCap(goodBuilder + "    package {\n      files = { \"/bin/x\" = \"/out/x\" }\n    }\n"),
+		"sealed/1.json":      "{}",
+		"builder/propose.sh": "true\n",
+	})
+	if cfg, diags = Load(dir, Options{}); diags.HasErrors() {
+		t.Fatal(diags.Error())
+	} else if n := cfg.Capabilities["c"].Reconstruct.Budget.Candidates; n != DefaultCandidates {
+		t.Errorf("default candidates %d", n)
+	}
+}
+
+// Each mistake in a reconstruct block gets one diagnostic at its line; a builder that would
+// see sealed cases is refused like any step.
+func TestReconstructDiagnostics(t *testing.T) {
+	pkg := "    package {\n      files = { \"/bin/x\" = \"/out/x\" }\n    }\n"
+	cases := []struct {
+		name, body, summary string
+		line                int
+		detail              string
+	}{
+		{"no builder", pkg, "Missing builder", 8, "proposes candidates"},
+		{"no package", goodBuilder, "Missing package", 8, "builder's outputs"},
+		{"unknown output", goodBuilder + "    package {\n      files = { \"/bin/x\" = \"/out/y\" }\n    }\n", "Unknown builder output", 17, `declares no output "/out/y"`},
+		{"no outputs", "    builder {\n      image = seed.bb\n      run   = [\"true\"]\n    }\n" + pkg, "Builder without outputs", 9, "under /out"},
+		{"network", "    builder {\n      image = seed.bb\n      run   = [\"true\"]\n      outputs = [\"/out/x\"]\n      network = \"host\"\n    }\n" + pkg, "Network not granted", 13, "grant"},
+		{"job mount", "    builder {\n      image = seed.bb\n      run   = [\"true\"]\n      outputs = [\"/out/x\"]\n      mounts = { \"/job\" = \"text\" }\n    }\n" + pkg, "Reserved mount path", 13, "/job"},
+		{"capability mount", "    builder {\n      image = seed.bb\n      run   = [\"true\"]\n      outputs = [\"/out/x\"]\n      mounts = { \"/c\" = capability.c }\n    }\n" + pkg, "Invalid builder mount", 13, "project directories"},
+		{"sealed mount", "    builder {\n      image = seed.bb\n      run   = [\"true\"]\n      outputs = [\"/out/x\"]\n      mounts = { \"/s\" = dir(\"sealed\") }\n    }\n" + pkg, "Configuration reads sealed cases", 13, `dir("sealed") reaches sealed/1.json`},
+		{"bad candidates", goodBuilder + pkg + "    budget { candidates = 0 }\n", "Invalid candidates", 19, "from 1 to 100"},
+		{"duplicate budget", goodBuilder + pkg + "    budget { candidates = 1 }\n    budget { candidates = 2 }\n", "Duplicate budget block", 20, "one budget block"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := writeProject(t, map[string]string{"main.hcl": reconstructCap(c.body), "sealed/1.json": "{}", "builder/propose.sh": "true\n"})
+			_, diags := Load(dir, Options{})
+			for _, d := range diags {
+				if d.Summary != c.summary {
+					continue
+				}
+				if d.Subject == nil || d.Subject.Filename != "main.hcl" || d.Subject.Start.Line != c.line {
+					t.Errorf("want main.hcl:%d, got %v", c.line, d.Subject)
+				}
+				if !strings.Contains(d.Detail, c.detail) {
+					t.Errorf("detail %q does not contain %q", d.Detail, c.detail)
+				}
+				return
+			}
+			t.Fatalf("want %q, got: %v", c.summary, diags)
+		})
+	}
+}
