@@ -201,7 +201,7 @@ is stale or the apply was interrupted, 2 usage error.`,
 					return exitError
 				}
 				for _, rj := range res.Rejections {
-					fmt.Fprintf(env.stderr, "\nRejected candidate (a later recipe was admitted instead):\n%s\n", rj.String())
+					fmt.Fprintf(env.stderr, "\nRejected candidate (a later candidate was admitted instead):\n%s\n", rj.String())
 				}
 				for _, f := range res.Failed {
 					failureReport(env.stderr, f)

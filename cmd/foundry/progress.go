@@ -138,6 +138,8 @@ func (p *progress) plain(e event.Event) {
 		fmt.Fprintf(p.w, "  REC %s: %s\n", e.Node, e.Message)
 	case "capability_pinned":
 		fmt.Fprintf(p.w, "  @   %s pinned to %s\n", e.Node, e.Message)
+	case "pin_refused":
+		fmt.Fprintf(p.w, "  PIN %s: %s\n", e.Node, e.Message)
 	case "reconstruct_round":
 		fmt.Fprintf(p.w, "  RND %s: %s\n", e.Node, e.Message)
 	case "reconstruct_exhausted":
