@@ -109,10 +109,10 @@ type Execution struct {
 	// CacheKey is the digest its result is cached under: the definition with each mounted
 	// step output and capability named by content ("" for none given).
 	CacheKey string
-	Platform     string // e.g. "linux/amd64"
-	Network      Network
-	Limits       Limits
-	User         string // the uid:gid the step ran as, e.g. "65534:65534"
+	Platform string // e.g. "linux/amd64"
+	Network  Network
+	Limits   Limits
+	User     string // the uid:gid the step ran as, e.g. "65534:65534"
 	// RuntimeSpecDigest is the digest of the OCI runtime spec the executor ran (optional:
 	// the local executor has none). It pins every sandbox setting not listed above.
 	RuntimeSpecDigest string
