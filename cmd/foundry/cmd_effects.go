@@ -67,10 +67,7 @@ action, missing -status or -reason, a -status that is not an outcome, -result wi
 			result := fs.String("result", "", "resolve -status succeeded: what the effect produced; for a publish the `REF` it was published under, checked to be there")
 			jsonOut := fs.Bool("json", false, "print JSON")
 			return func(env *cliEnv, args []string) int {
-				usage := func(format string, a ...any) int {
-					fmt.Fprintf(env.stderr, "foundry effects: "+format+"\nRun 'foundry effects -help' for usage.\n", a...)
-					return exitUsage
-				}
+				usage := func(format string, a ...any) int { return usageError(env, "effects", format, a...) }
 				args, err := interspersed(fs, args)
 				if err != nil {
 					return usage("%v", err)

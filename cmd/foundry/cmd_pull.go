@@ -74,10 +74,7 @@ layer, 2 usage error.`,
 			project := fs.String("C", ".", "project `DIR` whose quarantine is consulted (and whose registry a bare TAG names)")
 			jsonOut := fs.Bool("json", false, "print the result as JSON")
 			return func(env *cliEnv, args []string) int {
-				usage := func(format string, a ...any) int {
-					fmt.Fprintf(env.stderr, "foundry pull: "+format+"\nRun 'foundry pull -help' for usage.\n", a...)
-					return exitUsage
-				}
+				usage := func(format string, a ...any) int { return usageError(env, "pull", format, a...) }
 				failed := func(format string, a ...any) int {
 					fmt.Fprintf(env.stderr, "foundry pull: "+format+"\n", a...)
 					return exitError

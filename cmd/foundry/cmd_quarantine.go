@@ -46,10 +46,7 @@ digest, missing -reason).`,
 			project := fs.String("C", ".", "project `DIR`")
 			jsonOut := fs.Bool("json", false, "print as JSON (list; add and remove print the entry)")
 			return func(env *cliEnv, args []string) int {
-				usage := func(format string, a ...any) int {
-					fmt.Fprintf(env.stderr, "foundry quarantine: "+format+"\nRun 'foundry quarantine -help' for usage.\n", a...)
-					return exitUsage
-				}
+				usage := func(format string, a ...any) int { return usageError(env, "quarantine", format, a...) }
 				failed := func(format string, a ...any) int {
 					fmt.Fprintf(env.stderr, "foundry quarantine: "+format+"\n", a...)
 					return exitError

@@ -69,10 +69,7 @@ error.`,
 			allowPush := fs.Bool("allow-push", false, "accept pushes on a non-loopback address (no authentication!)")
 			project := fs.String("C", ".", "project `DIR`")
 			return func(env *cliEnv, args []string) int {
-				usage := func(format string, a ...any) int {
-					fmt.Fprintf(env.stderr, "foundry registry: "+format+"\nRun 'foundry registry -help' for usage.\n", a...)
-					return exitUsage
-				}
+				usage := func(format string, a ...any) int { return usageError(env, "registry", format, a...) }
 				failed := func(format string, a ...any) int {
 					fmt.Fprintf(env.stderr, "foundry registry serve: "+format+"\n", a...)
 					return exitError

@@ -45,10 +45,7 @@ action, withdraw without DIGEST or -reason).`,
 			reason := fs.String("reason", "", "withdraw: why the verdict is withdrawn (required)")
 			jsonOut := fs.Bool("json", false, "print JSON")
 			return func(env *cliEnv, args []string) int {
-				usage := func(format string, a ...any) int {
-					fmt.Fprintf(env.stderr, "foundry verdicts: "+format+"\nRun 'foundry verdicts -help' for usage.\n", a...)
-					return exitUsage
-				}
+				usage := func(format string, a ...any) int { return usageError(env, "verdicts", format, a...) }
 				args, err := interspersed(fs, args)
 				if err != nil {
 					return usage("%v", err)

@@ -93,10 +93,7 @@ check failed and why) or a key, policy or artifact could not be read, 2 usage er
 			policyPath := fs.String("policy", "", "JSON policy `FILE`")
 			jsonOut := fs.Bool("json", false, "print the report as JSON")
 			return func(env *cliEnv, args []string) int {
-				usage := func(format string, a ...any) int {
-					fmt.Fprintf(env.stderr, "foundry verify: "+format+"\nRun 'foundry verify -help' for usage.\n", a...)
-					return exitUsage
-				}
+				usage := func(format string, a ...any) int { return usageError(env, "verify", format, a...) }
 				failed := func(format string, a ...any) int {
 					fmt.Fprintf(env.stderr, "foundry verify: "+format+"\n", a...)
 					return exitError

@@ -128,8 +128,7 @@ func dispatch(env *cliEnv, args []string) (code int) {
 			printCommandHelp(env.stdout, c)
 			return exitOK
 		}
-		fmt.Fprintf(env.stderr, "foundry %s: %v\nRun 'foundry %s -help' for usage.\n", c.name, err, c.name)
-		return exitUsage
+		return usageError(env, c.name, "%v", err)
 	}
 	return runFn(env, fs.Args())
 }

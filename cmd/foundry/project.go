@@ -67,6 +67,13 @@ func (s *selectFlags) selection() plan.Selection {
 	return plan.Selection{Targets: s.targets, Replace: s.replace}
 }
 
+// usageError reports a usage mistake of foundry CMD, with where to read how to use it, and
+// returns the usage exit code.
+func usageError(env *cliEnv, cmd, format string, a ...any) int {
+	fmt.Fprintf(env.stderr, "foundry %s: %s\nRun 'foundry %s -help' for usage.\n", cmd, fmt.Sprintf(format, a...), cmd)
+	return exitUsage
+}
+
 // projectDir returns the project directory from the positional arguments (default ".").
 func projectDir(env *cliEnv, cmd string, args []string) (string, bool) {
 	switch len(args) {
@@ -75,7 +82,7 @@ func projectDir(env *cliEnv, cmd string, args []string) (string, bool) {
 	case 1:
 		return args[0], true
 	}
-	fmt.Fprintf(env.stderr, "foundry %s: too many arguments: %s\nRun 'foundry %s -help' for usage.\n", cmd, strings.Join(args, " "), cmd)
+	usageError(env, cmd, "too many arguments: %s", strings.Join(args, " "))
 	return "", false
 }
 
