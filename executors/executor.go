@@ -112,6 +112,22 @@ type Result struct {
 	Stopped   bool   // killed because Action.Attach returned (ExitCode -1, Signal SIGKILL)
 	Started   time.Time
 	Finished  time.Time
+	// Usage is what the action's processes used, as the executor measured it once they had
+	// ended. A field is zero when the executor could not measure it; each executor's package
+	// doc says what it counts and when it cannot.
+	Usage Usage
+}
+
+// Usage is the resources an action consumed. The sandboxed executors measure the step's
+// cgroup, so the numbers include the OCI runtime's init process (a few MiB and milliseconds)
+// and the page cache and tmpfs pages the step's cgroup was charged; the local executor
+// measures the process and the descendants it waited for. Numbers from different executors
+// are comparable in magnitude, not byte for byte.
+type Usage struct {
+	// CPU is the user plus system CPU time of all the action's processes.
+	CPU time.Duration
+	// PeakMemoryBytes is the largest amount of memory the action held at one moment.
+	PeakMemoryBytes int64
 }
 
 // Executor runs actions. Run returns an error only when the action could not be run at all
