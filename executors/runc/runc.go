@@ -7,6 +7,13 @@
 // /tmp, /out and every input target) that an image may lack, so the bundle's rootfs is an
 // overlay whose upper layer is private to the run and discarded afterwards; the root is then
 // remounted read-only by runc, so the step itself cannot write to it either.
+//
+// Result.Usage is read from the container's cgroups after `runc run` returns and before they
+// are removed, so it covers every process of the step, runc's own init among them. On a v1
+// hierarchy CPU is cpuacct.usage and PeakMemoryBytes is memory.max_usage_in_bytes; on v2 they
+// are cpu.stat's usage_usec and memory.peak, which kernels before 5.19 lack (PeakMemoryBytes
+// is then 0). Both peaks are of all memory charged to the cgroup at once: anonymous memory,
+// page cache and the pages of the step's tmpfs mounts. A counter that cannot be read is 0.
 package runc
 
 import (
@@ -221,6 +228,7 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 	var oomErr error
 	if created {
 		oom, oomErr = st.oomKilled()
+		res.Usage = st.usage()
 	}
 	// runc exits non-zero on its own failures too (bad spec, missing argv[0]); those are
 	// logged at level error, and the container never ran, so they are errors, not results.
@@ -429,6 +437,55 @@ func (st *runcState) oomKilled() (bool, error) {
 		return oomCounter(filepath.Join(p, "memory.events"))
 	}
 	return false, nil
+}
+
+// usage reads the CPU time and peak memory counters of the container's cgroups (see the
+// package doc).
+func (st *runcState) usage() executors.Usage {
+	var u executors.Usage
+	v2, isV2 := st.CgroupPaths[""]
+	if p, ok := st.CgroupPaths["cpuacct"]; ok {
+		u.CPU = time.Duration(readCounter(filepath.Join(p, "cpuacct.usage"), ""))
+	} else if isV2 {
+		u.CPU = time.Duration(readCounter(filepath.Join(v2, "cpu.stat"), "usage_usec")) * time.Microsecond
+	}
+	if p, ok := st.CgroupPaths["memory"]; ok {
+		u.PeakMemoryBytes = readCounter(filepath.Join(p, "memory.max_usage_in_bytes"), "")
+	} else if isV2 {
+		u.PeakMemoryBytes = readCounter(filepath.Join(v2, "memory.peak"), "")
+	}
+	return u
+}
+
+// MemoryPeak reads memory.peak of the cgroup v2 cgroup at cgroupsPath (relative to the cgroup
+// root): the most memory charged to it at once. It is 0 when the file is missing (Linux
+// before 5.19, a v1 host) or unreadable.
+func MemoryPeak(cgroupsPath string) int64 {
+	return readCounter("/sys/fs/cgroup"+cgroupsPath+"/memory.peak", "")
+}
+
+// readCounter reads a cgroup file that holds one number, or with key the number on the line
+// "key N" of a flat-keyed file (cpu.stat). Anything unreadable is 0.
+func readCounter(file, key string) int64 {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return 0
+	}
+	v := strings.TrimSpace(string(b))
+	if key != "" {
+		v = ""
+		for _, line := range strings.Split(string(b), "\n") {
+			if k, n, _ := strings.Cut(line, " "); k == key {
+				v = n
+				break
+			}
+		}
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
 }
 
 // deleteStopped does what `runc delete` does for a stopped container (remove its cgroups and
