@@ -119,14 +119,16 @@ type Result struct {
 }
 
 // Usage is the resources an action consumed. The sandboxed executors measure the step's
-// cgroup, so the numbers include the OCI runtime's init process (a few MiB and milliseconds)
-// and the page cache and tmpfs pages the step's cgroup was charged; the local executor
+// cgroup, so the numbers include the OCI runtime's init process (tens of milliseconds of CPU
+// and a few MiB) and the page cache and tmpfs pages charged to the cgroup; the local executor
 // measures the process and the descendants it waited for. Numbers from different executors
 // are comparable in magnitude, not byte for byte.
 type Usage struct {
 	// CPU is the user plus system CPU time of all the action's processes.
 	CPU time.Duration
-	// PeakMemoryBytes is the largest amount of memory the action held at one moment.
+	// PeakMemoryBytes is the most memory the action held at one moment: all of the step's
+	// cgroup at once in a sandbox, its largest single process's resident set for the local
+	// executor.
 	PeakMemoryBytes int64
 }
 
