@@ -19,14 +19,11 @@
 //   - the snapshot's mounts go straight into the task request, with the overlay marked
 //     "volatile" so that unmounting it does not sync the host's whole root filesystem.
 //
-// Result.Usage comes from the task's metrics, which the shim reads from the task's cgroup
-// once every process of the step is gone and before the task is deleted, so it covers every
-// process of the step, runc's own init among them. On a cgroup v1 host CPU is cpuacct.usage
-// and PeakMemoryBytes memory.max_usage_in_bytes; on v2 CPU is cpu.stat's usage_usec, and since
-// containerd 1.6's v2 metrics carry no peak, PeakMemoryBytes is read from the cgroup's
-// memory.peak directly (Linux 5.19+; 0 before). Both peaks are of all memory charged to the
-// cgroup at once: anonymous memory, page cache and the pages of the step's tmpfs mounts. When
-// the metrics cannot be had, Usage is zero.
+// Result.Usage is read with runc.Usage from the task's cgroup files once every process of the
+// step is gone and before the task is deleted, so it covers every process of the step, runc's
+// own init among them, and is the same counters the runc executor reports (see package runc).
+// It is read directly rather than through the task's metrics: that call is a round trip to
+// the shim that reads every controller's statistics, on the critical path of every action.
 //
 // Setting FOUNDRY_EXEC_TRACE=1 prints the time of each phase of every action to stderr.
 package containerd
@@ -45,8 +42,6 @@ import (
 	"syscall"
 	"time"
 
-	cgroupsv1 "github.com/containerd/cgroups/stats/v1"
-	cgroupsv2 "github.com/containerd/cgroups/v2/stats"
 	"github.com/containerd/containerd"
 	"github.com/containerd/containerd/api/services/tasks/v1"
 	"github.com/containerd/containerd/cio"
@@ -58,7 +53,6 @@ import (
 	"github.com/containerd/containerd/remotes"
 	"github.com/containerd/containerd/snapshots"
 	"github.com/containerd/platforms"
-	"github.com/containerd/typeurl/v2"
 	"github.com/opencontainers/go-digest"
 	"github.com/opencontainers/image-spec/identity"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -420,9 +414,7 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 	// The cgroup lives until the task is deleted.
 	oom, oomErr := runc.OOMKills(cgroupsPath)
 	tr.Mark("io+oom")
-	if m, err := task.Metrics(cctx); err == nil && m.Data != nil {
-		res.Usage = usage(m.Data, cgroupsPath)
-	}
+	res.Usage = runc.Usage(cgroupsPath)
 	tr.Mark("usage")
 	// Every process of the step is gone (the pid namespace died with its init, or the
 	// kill-all above ended them) and its output is captured: deleting the task (runc delete,
@@ -452,31 +444,6 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 		return res, fmt.Errorf("containerd executor: action %s: cancelled: %w", a.ID, killedBy)
 	}
 	return res, nil
-}
-
-// usage reads CPU time and peak memory from a task's metrics payload (see the package doc);
-// what it lacks is 0.
-func usage(data typeurl.Any, cgroupsPath string) executors.Usage {
-	v, err := typeurl.UnmarshalAny(data)
-	if err != nil {
-		return executors.Usage{}
-	}
-	var u executors.Usage
-	switch m := v.(type) {
-	case *cgroupsv1.Metrics:
-		if m.CPU != nil && m.CPU.Usage != nil {
-			u.CPU = time.Duration(m.CPU.Usage.Total)
-		}
-		if m.Memory != nil && m.Memory.Usage != nil {
-			u.PeakMemoryBytes = int64(m.Memory.Usage.Max)
-		}
-	case *cgroupsv2.Metrics:
-		if m.CPU != nil {
-			u.CPU = time.Duration(m.CPU.UsageUsec) * time.Microsecond
-		}
-		u.PeakMemoryBytes = runc.MemoryPeak(cgroupsPath)
-	}
-	return u
 }
 
 // shimFailure reports whether err says the shim could not be reached (as opposed to the

@@ -35,7 +35,7 @@ func TestUsageCounters(t *testing.T) {
 		{"hybrid", map[string]string{"": t.TempDir(), "cpuacct": cpuacct, "memory": memory}, executors.Usage{CPU: 987654321, PeakMemoryBytes: 4 << 20}},
 		{"v2 before 5.19", map[string]string{"": old}, executors.Usage{CPU: 5 * time.Millisecond}},
 	} {
-		if got := (&runcState{CgroupPaths: c.paths}).usage(); got != c.want {
+		if got := cgroupDirs(c.paths).usage(); got != c.want {
 			t.Errorf("%s: usage %+v, want %+v", c.name, got, c.want)
 		}
 	}
