@@ -124,7 +124,7 @@ func TestReconstructionAdmittedAfterRepair(t *testing.T) {
 		t.Errorf("rounds: %+v", j.RoundList)
 	}
 	// Each round ran the one dev case (round 2 the disclosed case too, in repair).
-	if r1.Used.Probes != 1 || r2.Used.Probes != 2 || j.Used.Probes != 3 || r1.Used.Written == 0 || r1.Used.BuilderWall <= 0 || r1.Used.CasesWall <= 0 || r1.Used.Wall < r1.Used.BuilderWall+r1.Used.CasesWall {
+	if r1.Used.Probes != 1 || r2.Used.Probes != 2 || j.Used.Probes != 3 || r1.Used.Written == 0 || r1.Used.CPU <= 0 || r1.Used.PeakMemory <= 0 || r1.Used.BuilderWall <= 0 || r1.Used.CasesWall <= 0 || r1.Used.Wall < r1.Used.BuilderWall+r1.Used.CasesWall {
 		t.Errorf("usage: job %+v, rounds %+v / %+v", j.Used, r1.Used, r2.Used)
 	}
 	if code, out, _ := foundry(t, dir, "jobs"); code != 0 || !strings.Contains(out, j.ID+"  admitted    capability.sorter") || !strings.Contains(out, "3/20 probes") {
