@@ -261,3 +261,40 @@ func TestReconstructionResumesAfterKill(t *testing.T) {
 		})
 	}
 }
+
+// Each budget stops the job when spent, with the job exhausted and the report saying which
+// budget it was; a sealed set used up, or a builder that cannot run, leaves it unresolved.
+func TestReconstructionOutcomes(t *testing.T) {
+	cases := []struct {
+		name   string
+		edits  []string
+		status string
+		says   []string
+	}{
+		{"probes", []string{"budget { candidates = CANDIDATES }", "budget {\n      candidates = 3\n      probes = 2\n    }"}, "exhausted", []string{
+			"reconstruct round 2: did not build: not evaluated: its 2 dev and repair case run(s) would exceed the probes budget (1 of 2 left)",
+			"2 of 3 candidates tried", "the probes budget is spent: 1 of 2 used, and a candidate needs 2"}},
+		{"wall", []string{"budget { candidates = CANDIDATES }", "budget {\n      candidates = 3\n      wall = \"1ms\"\n    }"}, "exhausted", []string{
+			"reconstruct round 1: did not build: stopped: the job's wall-time budget", "the wall-time budget is spent: the job's is 1ms"}},
+		{"sealed set used up", []string{`project "reconstruct" {}`, `project "reconstruct" {
+  min_undisclosed_sealed = 2
+}`}, "unresolved", []string{
+			"reconstruction is unresolved (job job-", "1 of 3 candidates tried, none admitted; the sealed set is used up: 1 undisclosed sealed case(s) left, and promotion needs 2"}},
+		{"builder cannot run", []string{`run     = ["sh", "/src/propose.sh"]`, `run     = ["/bin/absent"]`}, "unresolved", []string{
+			"reconstruction is unresolved (job job-", "cannot run: "}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := newReconstructFixture(t, "3", c.edits...)
+			r := failedApply(t, dir)
+			saysAll(t, "apply", r.stderr, c.says...)
+			j := showJobJSON(t, dir, "sorter")
+			if string(j.Status) != c.status || !strings.Contains(j.Outcome, c.says[len(c.says)-1]) {
+				t.Errorf("job: status %s, want %s; outcome:\n%s", j.Status, c.status, j.Outcome)
+			}
+			// What was spent stays spent: the next apply ends the same way, running nothing.
+			again := failedApply(t, dir)
+			saysAll(t, "the next apply", again.stderr, c.says[len(c.says)-1])
+		})
+	}
+}
