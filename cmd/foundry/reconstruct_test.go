@@ -148,7 +148,18 @@ func TestReconstructionAdmittedAfterRepair(t *testing.T) {
 // counterexample and the rounds tried, and what needs it is skipped.
 func TestReconstructionExhausted(t *testing.T) {
 	dir := newReconstructFixture(t, "1")
+	// Explain names the job the step waits for: one apply will open, then the one it did.
+	if code, out, errs := foundry(t, dir, "explain", "step.use-sorter"); code != 0 ||
+		!strings.Contains(out, "waits for capability.sorter, which no admitted version or recipe provides: it is reconstructed by job job-") ||
+		!strings.Contains(out, ", which apply opens") {
+		t.Errorf("explain before the job (exit %d):\n%s%s", code, out, errs)
+	}
 	r := failedApply(t, dir)
+	id := showJobJSON(t, dir, "sorter").ID
+	if code, out, errs := foundry(t, dir, "explain", "step.use-sorter"); code != 0 ||
+		!strings.Contains(out, "reconstructed by job "+id+" (exhausted: 1 of 1 candidates, 1 of 20 probes spent; foundry jobs show "+id+")") {
+		t.Errorf("explain after the job (exit %d):\n%s%s", code, out, errs)
+	}
 	saysAll(t, "apply", r.stderr,
 		"EXH capability.sorter: reconstruction exhausted its budget (job job-",
 		"): 1 of 1 candidates tried, none admitted\n",
