@@ -10,6 +10,7 @@ import (
 
 	"github.com/foundry-build/foundry/engine/admit"
 	"github.com/foundry-build/foundry/engine/run"
+	"github.com/foundry-build/foundry/engine/workspace"
 )
 
 // newReconstructFixture copies testdata/reconstruct with the given candidates budget: a
@@ -307,5 +308,41 @@ func TestReconstructionOutcomes(t *testing.T) {
 			again := failedApply(t, dir)
 			saysAll(t, "the next apply", again.stderr, c.says[len(c.says)-1])
 		})
+	}
+}
+
+// A job's rows only schedule work: forged to say the job admitted a candidate (with a
+// round of its own), they pin nothing. The next apply reopens the job, and its candidate is
+// admitted only by the evaluator, and published for real; the forged round costs a
+// candidate, never an evaluation.
+func TestForgedJobRowsAdmitNothing(t *testing.T) {
+	dir := newReconstructFixture(t, "1")
+	failedApply(t, dir) // round 1 rejected: exhausted
+	ws, err := workspace.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := "oci-layout:/elsewhere@sha256:" + strings.Repeat("0", 64)
+	ws.SQLForTest(t, `UPDATE jobs SET status = 'admitted', admitted = ?, outcome = 'admitted in round 2'`, forged)
+	ws.SQLForTest(t, `INSERT INTO job_rounds (job_id, n, source, run_id, status, candidate, started) SELECT id, 2, 'forged', 'r0', 'admitted', ?, 1 FROM jobs`,
+		"sha256:"+strings.Repeat("1", 64))
+	ws.Close()
+	if c := planCapability(t, dir, "capability.sorter"); c["status"] != "reconstruct" {
+		t.Fatalf("the forged job made the plan pin something: %v", c)
+	}
+	// With a budget of 3 (round 1 genuine, round 2 forged) one round is left: round 3.
+	hcl, err := os.ReadFile(filepath.Join(dir, "main.hcl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(strings.Replace(string(hcl), "candidates = 1", "candidates = 3", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := apply(t, dir, nil, "-progress", "plain")
+	if r.code != 0 || !strings.Contains(r.stderr, "ADM capability.sorter: reconstruct round 3 admitted as oci-layout:") || strings.Contains(r.stderr, forged) {
+		t.Fatalf("apply after the forgery: exit %d\n%s", r.code, r.stderr)
+	}
+	if j := showJobJSON(t, dir, "sorter"); j.Status != "admitted" || j.Admitted == forged || !strings.HasPrefix(j.Admitted, "oci-layout:"+dir) {
+		t.Errorf("job: %+v", j)
 	}
 }
