@@ -47,7 +47,7 @@ bench: deps build test-tools
 	bash scripts/bench.sh
 	$(GO) run ./bench/registry
 
-# example runs examples/hello, greeter, int-sort and matrix end to end.
+# example runs examples/hello, greeter, int-sort, matrix and reconstruct end to end.
 example: deps build
 	cd examples/hello && ../../$(BIN) validate && ../../$(BIN) plan && \
 	  ../../$(BIN) apply -auto-approve -progress plain && \
@@ -57,6 +57,14 @@ example: deps build
 	cd examples/int-sort && ../../$(BIN) apply -auto-approve -progress plain && \
 	  ../../$(BIN) plan && ../../$(BIN) capabilities
 	cd examples/matrix && ../../$(BIN) apply -auto-approve -progress plain && ../../$(BIN) plan
+	# reconstruct/reuse pins what reconstruct admitted, from its registry, under its key;
+	# plan -detailed-exitcode then fails if anything would run, be built or reconstructed.
+	cd examples/reconstruct && ../../$(BIN) apply -auto-approve -progress plain && \
+	  ../../$(BIN) output step.sort /out/sorted.json
+	cd examples/reconstruct/reuse && \
+	  ../../../$(BIN) apply -auto-approve -progress plain -trust-key ../.foundry/keys/signing.pub && \
+	  ../../../$(BIN) output step.sort /out/sorted.json && \
+	  ../../../$(BIN) plan -detailed-exitcode -trust-key ../.foundry/keys/signing.pub
 
 clean:
 	rm -rf bin

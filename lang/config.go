@@ -86,7 +86,12 @@ type Project struct {
 	// MinUndisclosedSealed is how many sealed cases never shown to a builder a capability
 	// must keep for a candidate to be promoted (at least 1; 0 when not set).
 	MinUndisclosedSealed int
-	DeclRange            hcl.Range
+	// ReconstructDeadline and ReconstructSpend are the ceiling above every reconstruction
+	// job: the wall time all of them may take in one apply (DefaultReconstructDeadline when
+	// 0), and what they may spend together, over every apply.
+	ReconstructDeadline time.Duration
+	ReconstructSpend    float64
+	DeclRange           hcl.Range
 }
 
 // Variable is a variable block and the value it resolved to.
@@ -157,13 +162,23 @@ type Reconstruct struct {
 	Range   hcl.Range
 }
 
-// ReconstructBudget bounds a reconstruction.
+// ReconstructBudget bounds a reconstruction job, over every round and every apply that
+// works on it (spec/capability.md §5a): what is spent stays spent.
 type ReconstructBudget struct {
-	Candidates int // proposals evaluated at most; DefaultCandidates when not written
+	Candidates int           // proposals at most; DefaultBudget's when not written
+	Probes     int           // dev and repair case runs at most
+	Wall       time.Duration // wall time of the job's rounds together
+	Scratch    int64         // bytes one proposal may write
+	Spend      float64       // what proposals may cost together (a model's, in the operator's unit); a command builder costs 0
 }
 
-// DefaultCandidates is the candidates budget of a reconstruct block without one.
-const DefaultCandidates = 3
+// DefaultReconstructBudget is the budget of a reconstruct block, field by field where its
+// budget block does not say.
+var DefaultReconstructBudget = ReconstructBudget{Candidates: 3, Probes: 20, Wall: 10 * time.Minute, Scratch: 512 << 20, Spend: 0}
+
+// DefaultReconstructDeadline is the project's ceiling on the wall time of all its
+// reconstruction jobs in one apply, unless reconstruct_deadline says otherwise.
+const DefaultReconstructDeadline = time.Hour
 
 // BuilderAddress is the address of capability name's builder: what its rounds are
 // recorded under, and the node its package's files name.

@@ -846,7 +846,7 @@ var reconstructSchema = &hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{{Type: "
 // decodeReconstruct decodes a capability's reconstruct block: exactly one builder and one
 // package, at most one budget.
 func (l *loader) decodeReconstruct(b *hcl.Block, capName string) *Reconstruct {
-	rc := &Reconstruct{Range: b.DefRange, Budget: ReconstructBudget{Candidates: DefaultCandidates}}
+	rc := &Reconstruct{Range: b.DefRange, Budget: DefaultReconstructBudget}
 	content, diags := l.content(b.Body, reconstructSchema)
 	l.diags = append(l.diags, diags...)
 	seen := map[string]*hcl.Block{}
@@ -945,26 +945,68 @@ func (l *loader) decodeProposalPackage(b *hcl.Block, builder *Step, capName stri
 	return p
 }
 
-// decodeBudget decodes a reconstruct's budget block.
+// decodeBudget decodes a reconstruct's budget block; a field it does not write keeps
+// DefaultReconstructBudget's.
 func (l *loader) decodeBudget(b *hcl.Block) ReconstructBudget {
-	bud := ReconstructBudget{Candidates: DefaultCandidates}
-	content, diags := l.content(b.Body, &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "candidates"}}})
+	bud := DefaultReconstructBudget
+	content, diags := l.content(b.Body, &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
+		{Name: "candidates"}, {Name: "probes"}, {Name: "wall"}, {Name: "scratch"}, {Name: "spend"}}})
 	l.diags = append(l.diags, diags...)
-	if a := content.Attributes["candidates"]; a != nil {
-		if v, d := l.eval(a.Expr, l.baseContext(), nil); !d.HasErrors() {
-			if n, ok := l.number(v, a.Expr.Range(), "candidates"); ok {
-				if n < 1 || n > maxCandidates || n != math.Trunc(n) {
-					l.diags = append(l.diags, errorf(a.Expr.Range().Ptr(), "Invalid candidates", "candidates = %v must be an integer from 1 to %d.", n, maxCandidates))
+	get := func(name string) (cty.Value, hcl.Range, bool) {
+		a := content.Attributes[name]
+		if a == nil {
+			return cty.NilVal, hcl.Range{}, false
+		}
+		v, d := l.eval(a.Expr, l.baseContext(), nil)
+		return v, a.Expr.Range(), !d.HasErrors()
+	}
+	count := func(name string, max int, dst *int) {
+		if v, rng, ok := get(name); ok {
+			if n, ok := l.number(v, rng, name); ok {
+				if n < 1 || n > float64(max) || n != math.Trunc(n) {
+					l.diags = append(l.diags, errorf(rng.Ptr(), "Invalid "+name, "%s = %v must be an integer from 1 to %d.", name, n, max))
 				}
-				bud.Candidates = int(n)
+				*dst = int(n)
 			}
+		}
+	}
+	count("candidates", maxCandidates, &bud.Candidates)
+	count("probes", maxProbes, &bud.Probes)
+	if v, rng, ok := get("wall"); ok {
+		if s, ok := l.str(v, rng, "wall"); ok {
+			d, err := time.ParseDuration(s)
+			if err != nil || d <= 0 {
+				l.diags = append(l.diags, errorAt(rng, "Invalid duration", "wall = %q must be a positive duration such as \"90s\" or \"10m\".", s))
+			}
+			bud.Wall = d
+		}
+	}
+	if v, rng, ok := get("scratch"); ok {
+		if s, ok := l.str(v, rng, "scratch"); ok {
+			n, err := ParseSize(s)
+			if err != nil {
+				l.diags = append(l.diags, errorAt(rng, "Invalid size", "scratch = %q: %v", s, err))
+			}
+			bud.Scratch = n
+		}
+	}
+	if v, rng, ok := get("spend"); ok {
+		if n, ok := l.number(v, rng, "spend"); ok {
+			if n < 0 || math.IsInf(n, 0) {
+				l.diags = append(l.diags, errorf(rng.Ptr(), "Invalid spend", "spend = %v must be a number of at least 0: what the job's proposals may cost together.", n))
+			}
+			bud.Spend = n
 		}
 	}
 	return bud
 }
 
-// maxCandidates bounds a budget's candidates: each is a builder run and an evaluation.
-const maxCandidates = 100
+// maxCandidates bounds a budget's candidates: each is a builder run and an evaluation;
+// maxProbes its probes, each a case run in a sandbox of its own.
+const (
+	maxCandidates = 100
+	maxProbes     = 100_000
+)
 
 var productSchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{{Name: "summary"}, {Name: "requires"}},

@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/foundry-build/foundry/digest"
 	"github.com/foundry-build/foundry/internal/parallel"
@@ -411,6 +412,7 @@ func (l *loader) decodeProject(blocks []*hcl.Block) {
 	p.Name, p.DeclRange = b.Labels[0], b.DefRange
 	content, diags := l.content(b.Body, &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
 		{Name: "brief"}, {Name: "registry"}, {Name: "platform"}, {Name: "keep_pins"}, {Name: "min_undisclosed_sealed"},
+		{Name: "reconstruct_deadline"}, {Name: "reconstruct_spend"},
 	}})
 	l.diags = append(l.diags, diags...)
 	ctx := l.baseContext()
@@ -438,6 +440,27 @@ func (l *loader) decodeProject(blocks []*hcl.Block) {
 				} else {
 					p.MinUndisclosedSealed = int(n)
 				}
+			}
+		}
+	}
+	if a := content.Attributes["reconstruct_deadline"]; a != nil {
+		if v, d := l.eval(a.Expr, ctx, nil); !d.HasErrors() {
+			if s, ok := l.str(v, a.Expr.Range(), "reconstruct_deadline"); ok {
+				d, err := time.ParseDuration(s)
+				if err != nil || d <= 0 {
+					l.diags = append(l.diags, errorf(a.Expr.Range().Ptr(), "Invalid duration", "reconstruct_deadline = %q must be a positive duration such as \"30m\": the wall time all reconstruction jobs may take in one apply.", s))
+				}
+				p.ReconstructDeadline = d
+			}
+		}
+	}
+	if a := content.Attributes["reconstruct_spend"]; a != nil {
+		if v, d := l.eval(a.Expr, ctx, nil); !d.HasErrors() {
+			if n, ok := l.number(v, a.Expr.Range(), "reconstruct_spend"); ok {
+				if n < 0 || math.IsInf(n, 0) {
+					l.diags = append(l.diags, errorf(a.Expr.Range().Ptr(), "Invalid reconstruct_spend", "reconstruct_spend = %v must be a number of at least 0: what all reconstruction jobs may spend together.", n))
+				}
+				p.ReconstructSpend = n
 			}
 		}
 	}

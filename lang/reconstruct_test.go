@@ -3,6 +3,7 @@ package lang
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 // reconstructCap is a capability with a sealed suite and the given reconstruct body.
@@ -15,7 +16,7 @@ const goodBuilder = "    builder {\n      image   = seed.bb\n      run     = [\"
 // A reconstruct block decodes to a builder step, a package of its outputs and a budget.
 func TestReconstructDecodes(t *testing.T) {
 	dir := writeProject(t, map[string]string{
-		"main.hcl":           reconstructCap(goodBuilder + "    package {\n      base  = seed.bb\n      files = { \"/bin/x\" = \"/out/x\" }\n    }\n    budget { candidates = 2 }\n"),
+		"main.hcl":           reconstructCap(goodBuilder + "    package {\n      base  = seed.bb\n      files = { \"/bin/x\" = \"/out/x\" }\n    }\n    budget {\n      candidates = 2\n      probes = 7\n      wall = \"90s\"\n      scratch = \"1MiB\"\n      spend = 2.5\n    }\n"),
 		"sealed/1.json":      "{}",
 		"builder/propose.sh": "true\n",
 	})
@@ -34,8 +35,8 @@ func TestReconstructDecodes(t *testing.T) {
 	if f == nil || f.Kind != ArtifactStepOutput || f.Node != "capability.c.reconstruct.builder" || f.Path != "/out/x" || rc.Package.Base.Node != "seed.bb" {
 		t.Errorf("package %+v", rc.Package)
 	}
-	if rc.Budget.Candidates != 2 {
-		t.Errorf("candidates %d", rc.Budget.Candidates)
+	if want := (ReconstructBudget{Candidates: 2, Probes: 7, Wall: 90 * time.Second, Scratch: 1 << 20, Spend: 2.5}); rc.Budget != want {
+		t.Errorf("budget %+v, want %+v", rc.Budget, want)
 	}
 	// Without a budget block, the default.
 	dir = writeProject(t, map[string]string{
@@ -45,8 +46,8 @@ func TestReconstructDecodes(t *testing.T) {
 	})
 	if cfg, diags = Load(dir, Options{}); diags.HasErrors() {
 		t.Fatal(diags.Error())
-	} else if n := cfg.Capabilities["c"].Reconstruct.Budget.Candidates; n != DefaultCandidates {
-		t.Errorf("default candidates %d", n)
+	} else if b := cfg.Capabilities["c"].Reconstruct.Budget; b != DefaultReconstructBudget {
+		t.Errorf("default budget %+v", b)
 	}
 }
 
@@ -68,6 +69,10 @@ func TestReconstructDiagnostics(t *testing.T) {
 		{"capability mount", "    builder {\n      image = seed.bb\n      run   = [\"true\"]\n      outputs = [\"/out/x\"]\n      mounts = { \"/c\" = capability.c }\n    }\n" + pkg, "Invalid builder mount", 13, "project directories"},
 		{"sealed mount", "    builder {\n      image = seed.bb\n      run   = [\"true\"]\n      outputs = [\"/out/x\"]\n      mounts = { \"/s\" = dir(\"sealed\") }\n    }\n" + pkg, "Configuration reads sealed cases", 13, `dir("sealed") reaches sealed/1.json`},
 		{"bad candidates", goodBuilder + pkg + "    budget { candidates = 0 }\n", "Invalid candidates", 19, "from 1 to 100"},
+		{"bad probes", goodBuilder + pkg + "    budget { probes = 1.5 }\n", "Invalid probes", 19, "from 1 to 100000"},
+		{"bad wall", goodBuilder + pkg + "    budget { wall = \"soon\" }\n", "Invalid duration", 19, "wall = \"soon\""},
+		{"bad scratch", goodBuilder + pkg + "    budget { scratch = \"0\" }\n", "Invalid size", 19, "must be positive"},
+		{"bad spend", goodBuilder + pkg + "    budget { spend = -1 }\n", "Invalid spend", 19, "at least 0"},
 		{"duplicate budget", goodBuilder + pkg + "    budget { candidates = 1 }\n    budget { candidates = 2 }\n", "Duplicate budget block", 20, "one budget block"},
 	}
 	for _, c := range cases {

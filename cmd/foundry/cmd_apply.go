@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/foundry-build/foundry/engine/plan"
@@ -263,17 +265,31 @@ func reportInterrupted(env *cliEnv, i *interruption, res *run.Result, closeErr e
 	return exitError
 }
 
-// faultsFromEnv reads FOUNDRY_TEST_FAULT=POINT[:NODE], a test hook that kills this process
-// with SIGKILL when the apply reaches that point (for NODE, or any node), to prove that a
-// killed apply resumes cleanly. It has no other effect.
+// faultsFromEnv reads FOUNDRY_TEST_FAULT=POINT[:NODE][#N], a test hook that kills this
+// process with SIGKILL the Nth time (default the first) it reaches the named fault point
+// (for NODE), to prove that apply is crash-safe there.
 func faultsFromEnv(env *cliEnv) run.FaultInjector {
 	spec := env.getenv("FOUNDRY_TEST_FAULT")
 	if spec == "" {
 		return nil
 	}
+	spec, nth, _ := strings.Cut(spec, "#")
+	want, err := strconv.Atoi(nth)
+	if err != nil || want < 1 {
+		want = 1
+	}
 	point, node, _ := strings.Cut(spec, ":")
+	var mu sync.Mutex
+	seen := 0
 	return func(p, n string) {
-		if p == point && (node == "" || node == n) {
+		if p != point || (node != "" && node != n) {
+			return
+		}
+		mu.Lock()
+		seen++
+		kill := seen == want
+		mu.Unlock()
+		if kill {
 			syscall.Kill(os.Getpid(), syscall.SIGKILL)
 			select {} // SIGKILL is not deliverable to ourselves late; wait for it
 		}

@@ -126,7 +126,8 @@ func planOf(t *testing.T, dir, tool string) *plan.Plan {
 	return p
 }
 
-// copyTree copies a project directory, leaving out its state directory.
+// copyTree copies a project directory, leaving out its state directory and those of the
+// projects inside it (examples/reconstruct/reuse).
 func copyTree(t *testing.T, src, dst string) {
 	t.Helper()
 	err := filepath.Walk(src, func(p string, info os.FileInfo, err error) error {
@@ -134,7 +135,7 @@ func copyTree(t *testing.T, src, dst string) {
 			return err
 		}
 		rel, _ := filepath.Rel(src, p)
-		if info.IsDir() && rel == ".foundry" {
+		if info.IsDir() && info.Name() == ".foundry" {
 			return filepath.SkipDir
 		}
 		target := filepath.Join(dst, rel)

@@ -7,6 +7,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/foundry-build/foundry/engine/admit"
+	"github.com/foundry-build/foundry/engine/run"
 )
 
 // newReconstructFixture copies testdata/reconstruct with the given candidates budget: a
@@ -109,6 +112,28 @@ func TestReconstructionAdmittedAfterRepair(t *testing.T) {
 		t.Errorf("builder log (exit %d):\n%s", code, out)
 	}
 
+	// The job is recorded: two rounds, the first rejected with its counterexample, what
+	// each used, and the outcome.
+	j := showJobJSON(t, dir, "sorter")
+	if j.Status != "admitted" || len(j.RoundList) != 2 || !strings.HasPrefix(j.Admitted, "oci-layout:") ||
+		!slices.Equal(j.Waiting, []string{"step.use-sorter"}) {
+		t.Fatalf("job: %+v", j)
+	}
+	r1, r2 := j.RoundList[0], j.RoundList[1]
+	if r1.Status != "rejected" || r1.Failure == nil || r1.Failure.Case != "sealed/dup.json" || r1.Failure.Got != "[1,2]" || r2.Status != "admitted" || r2.Failure != nil {
+		t.Errorf("rounds: %+v", j.RoundList)
+	}
+	// Each round ran the one dev case (round 2 the disclosed case too, in repair).
+	if r1.Used.Probes != 1 || r2.Used.Probes != 2 || j.Used.Probes != 3 || r1.Used.Written == 0 || r1.Used.BuilderWall <= 0 || r1.Used.CasesWall <= 0 || r1.Used.Wall < r1.Used.BuilderWall+r1.Used.CasesWall {
+		t.Errorf("usage: job %+v, rounds %+v / %+v", j.Used, r1.Used, r2.Used)
+	}
+	if code, out, _ := foundry(t, dir, "jobs"); code != 0 || !strings.Contains(out, j.ID+"  admitted    capability.sorter") || !strings.Contains(out, "3/20 probes") {
+		t.Errorf("jobs (exit %d):\n%s", code, out)
+	}
+	if code, out, _ := foundry(t, dir, "jobs", "show", j.ID[:8]); code != 0 ||
+		!strings.Contains(out, "round 1  rejected") || !strings.Contains(out, "counterexample sealed/dup.json") || !strings.Contains(out, "outcome: admitted in round 2 of 3 as oci-layout:") {
+		t.Errorf("jobs show (exit %d):\n%s", code, out)
+	}
 	if c := planCapability(t, dir, "capability.sorter"); c["status"] != "registry" {
 		t.Fatalf("after the admission the plan does not pin it: %v", c)
 	}
@@ -125,8 +150,11 @@ func TestReconstructionExhausted(t *testing.T) {
 	dir := newReconstructFixture(t, "1")
 	r := failedApply(t, dir)
 	saysAll(t, "apply", r.stderr,
-		"EXH capability.sorter: reconstruction exhausted its budget: 1 of 1 candidates tried, none admitted",
-		"Error: capability.sorter: reconstruction exhausted its budget: 1 of 1 candidates tried, none admitted\n  smallest counterexample (reconstruct round 1, sealed suite): sealed/dup.json\n    input:    [2,1,2]\n    expected: [1,2,2]\n    got:      [1,2]",
+		"EXH capability.sorter: reconstruction exhausted its budget (job job-",
+		"): 1 of 1 candidates tried, none admitted\n",
+		"Error: capability.sorter: reconstruction exhausted its budget (job job-",
+		"): 1 of 1 candidates tried, none admitted\n  spent: 1 probe(s), ",
+		"\n  smallest counterexample (reconstruct round 1, sealed suite): sealed/dup.json\n    input:    [2,1,2]\n    expected: [1,2,2]\n    got:      [1,2]",
 		"reconstruct round 1: failed the sealed suite",
 		"step.use-sorter skipped")
 	if strings.Contains(r.stderr, "round 2") {
@@ -143,8 +171,93 @@ func TestReconstructionBuilderFailureSpendsTheRound(t *testing.T) {
 	saysAll(t, "apply", r.stderr,
 		"reconstruct round 1: did not build: capability.sorter.reconstruct.builder: exited with code",
 		"reconstruct round 2: did not build:",
-		"Error: capability.sorter: reconstruction exhausted its budget: 2 of 2 candidates tried, none admitted\n  reconstruct round 1: did not build")
+		"Error: capability.sorter: reconstruction exhausted its budget (job job-",
+		"): 2 of 2 candidates tried, none admitted\n  spent: 0 probe(s), ")
 	if strings.Contains(r.stderr, "eval capability.sorter") || strings.Contains(r.stderr, "smallest counterexample") {
 		t.Errorf("a failed builder's round was evaluated:\n%s", r.stderr)
+	}
+}
+
+// showJobJSON is `foundry jobs show WHICH -json` in dir.
+func showJobJSON(t *testing.T, dir, which string) jobJSON {
+	t.Helper()
+	code, out, errs := foundry(t, dir, "jobs", "show", which, "-json")
+	if code != 0 {
+		t.Fatalf("jobs show %s: exit %d\n%s", which, code, errs)
+	}
+	var j jobJSON
+	if err := json.Unmarshal([]byte(out), &j); err != nil {
+		t.Fatalf("jobs show -json: %v\n%s", err, out)
+	}
+	return j
+}
+
+// jobEvents counts, in the JSON progress of applies, the builder's runs started and the
+// sealed suite's fresh evaluations (a reused sealed verdict has no case counts).
+func jobEvents(runs ...applyRun) (builds, sealed int) {
+	for _, r := range runs {
+		for _, line := range strings.Split(r.stderr, "\n") {
+			var e struct {
+				Type, Node, Suite string
+				Cases             *int
+			}
+			if json.Unmarshal([]byte(line), &e) != nil {
+				continue
+			}
+			switch {
+			case e.Type == "node_started" && e.Node == "capability.sorter.reconstruct.builder":
+				builds++
+			case e.Type == "suite_evaluated" && e.Suite == "sealed" && e.Cases != nil:
+				sealed++
+			}
+		}
+	}
+	return builds, sealed
+}
+
+// Killing apply with SIGKILL at named points of a job, then applying again, resumes the job:
+// no finished round or builder run is repeated, no candidate meets the sealed suite twice,
+// what was spent stays spent, and the capability is published once.
+func TestReconstructionResumesAfterKill(t *testing.T) {
+	cases := []struct {
+		name, fault string
+		round       int // the round the kill interrupts, dispatched twice
+	}{
+		{"round 1 proposed", run.FaultRoundProposed + ":capability.sorter", 1},
+		{"round 1 evaluated", run.FaultRoundEvaluated + ":capability.sorter", 1},
+		{"round 2 builder cached", run.FaultAfterCachePut + ":capability.sorter.reconstruct.builder#2", 2},
+		{"round 2 publish dispatched", admit.FaultAfterDispatch + ":capability.sorter", 2},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := newReconstructFixture(t, "3")
+			killed := apply(t, dir, []string{"FOUNDRY_TEST_FAULT=" + c.fault})
+			if killed.code != -1 {
+				t.Fatalf("the faulted apply should die by SIGKILL: exit %d\n%s", killed.code, killed.stderr)
+			}
+			before := showJobJSON(t, dir, "sorter")
+			resumed := apply(t, dir, nil)
+			if resumed.code != 0 {
+				t.Fatalf("resumed apply: exit %d\n%s", resumed.code, resumed.stderr)
+			}
+			if builds, sealed := jobEvents(killed, resumed); builds != 2 || sealed != 2 {
+				t.Errorf("over both applies the builder ran %d times and the sealed suite %d times; want 2 and 2 (one per candidate)", builds, sealed)
+			}
+			j := showJobJSON(t, dir, "sorter")
+			if j.Status != "admitted" || len(j.RoundList) != 2 || j.RoundList[c.round-1].Attempts != 2 {
+				t.Fatalf("job after the resume: %+v", j)
+			}
+			if j.Used.Wall < before.Used.Wall || j.Used.Probes < before.Used.Probes {
+				t.Errorf("spend went down across the kill: before %+v, after %+v", before.Used, j.Used)
+			}
+			code, out, _ := foundry(t, dir, "effects", "-json")
+			var effects []effectJSON
+			if code != 0 || json.Unmarshal([]byte(out), &effects) != nil || len(effects) != 1 || effects[0].Status != "succeeded" {
+				t.Errorf("publishes (exit %d): %s", code, out)
+			}
+			if code, out, _ := foundry(t, dir, "output", "step.use-sorter", "/out/sorted.json"); code != 0 || strings.TrimSpace(out) != "[1,3,3]" {
+				t.Errorf("step.use-sorter made %q (exit %d)", out, code)
+			}
+		})
 	}
 }

@@ -61,6 +61,7 @@ type Candidate struct {
 	// its producer's action digest.
 	Output func(*lang.Artifact) (*cache.Output, digest.Digest, error)
 	Tests  [][]byte // the signed test results of its evaluation
+	Ref    string   // the reference it was admitted as, once it was
 }
 
 // Admit publishes c, a candidate of capability n that passed evaluation, to the project

@@ -97,6 +97,10 @@ type Result struct {
 	Started  time.Time     `json:"started"`
 	Finished time.Time     `json:"finished"`
 	Duration time.Duration `json:"duration_ns"`
+	// CPU and PeakMemory are what the step's processes used, as the executor measured it
+	// (zero when it could not).
+	CPU        time.Duration `json:"cpu_ns,omitempty"`
+	PeakMemory int64         `json:"peak_memory_bytes,omitempty"`
 
 	Executor  string `json:"executor"`  // "containerd", "runc", "local"
 	Isolation string `json:"isolation"` // "container" or "none"

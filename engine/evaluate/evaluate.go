@@ -288,28 +288,32 @@ func (ev *Evaluator) recordedSealed(ctx context.Context, n *graph.Node, tree, im
 // undisclosed sealed cases are left, the sealed suite once per suite version: a signed
 // sealed result for this candidate, contract and suite digest is reused, never re-run. It
 // returns a rejection (with the smallest counterexample) or, on success, the signed test
-// results: the evidence admission binds.
-func (ev *Evaluator) Evaluate(ctx context.Context, n *graph.Node, recipe string, tree digest.Digest, base executors.Image) (*Rejection, [][]byte, error) {
+// results: the evidence admission binds; and what the case runs took.
+func (ev *Evaluator) Evaluate(ctx context.Context, n *graph.Node, recipe string, tree digest.Digest, base executors.Image) (*Result, error) {
 	capb := n.Capability
+	out := &Result{}
+	reject := func(r *Rejection) (*Result, error) {
+		out.Rejection = r
+		return out, nil
+	}
 	if capb.Interface == nil || (capb.Interface.Kind != "cli" && capb.Interface.Kind != "service") {
-		return &Rejection{Reason: "the capability has no interface Foundry can evaluate"}, nil, nil
+		return reject(&Rejection{Reason: "the capability has no interface Foundry can evaluate"})
 	}
 	if capb.Suites["sealed"] == nil {
-		return &Rejection{Suite: "sealed", Reason: "the capability has no sealed suite: nothing can be admitted without one"}, nil, nil
+		return reject(&Rejection{Suite: "sealed", Reason: "the capability has no sealed suite: nothing can be admitted without one"})
 	}
 	key, _, err := digest.Of(map[string]any{"tree": tree, "base": base.Digest})
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	img, err := ev.candidateImage(ctx, capb, tree, base, key)
 	if err != nil {
-		return nil, nil, fmt.Errorf("candidate image: %w", err)
+		return nil, fmt.Errorf("candidate image: %w", err)
 	}
 	su, err := ev.loadSuites(ctx, n)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	var tests [][]byte
 	for _, part := range []struct {
 		name  string
 		cases []suiteCase
@@ -317,54 +321,79 @@ func (ev *Evaluator) Evaluate(ctx context.Context, n *graph.Node, recipe string,
 		if len(part.cases) == 0 {
 			continue
 		}
+		started := time.Now()
 		rej, env, err := ev.runSuite(ctx, n, recipe, img, tree, part.name, part.cases, false)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
+		out.Probes += len(part.cases)
+		out.CasesWall += time.Since(started)
 		if err := ev.Workspace.State.RecordEvaluation(ctx, state.Evaluation{Contract: n.Digest, Candidate: key, Suite: part.name, Passed: rej == nil, Record: []byte(`{}`)}); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		if rej != nil {
-			return &rej.Rejection, nil, nil
+			return reject(&rej.Rejection)
 		}
-		tests = append(tests, env)
+		out.Tests = append(out.Tests, env)
 	}
 	if need := MinUndisclosed(ev.Config.Project); len(su.sealed) < need {
-		return &Rejection{Suite: "sealed", Reason: fmt.Sprintf("%d undisclosed sealed case(s) left, and promotion needs %d: every other sealed case was shown to a builder and now serves for repair; add sealed cases", len(su.sealed), need)}, nil, nil
+		return reject(&Rejection{Suite: "sealed", Reason: fmt.Sprintf("%d undisclosed sealed case(s) left, and promotion needs %d: every other sealed case was shown to a builder and now serves for repair; add sealed cases", len(su.sealed), need)})
 	}
 	if prev, row, err := ev.recordedSealed(ctx, n, tree, digest.Digest(img.Digest), su.sealedDigest); err != nil {
-		return nil, nil, err
+		return nil, err
 	} else if prev != nil {
 		if prev.Passed() {
 			passed := true
 			ev.Emit(event.Event{Type: "suite_evaluated", Node: n.Address, Recipe: recipe, Suite: provenance.SuiteSealed, Passed: &passed,
 				Message: fmt.Sprintf("sealed suite: passed (recorded evaluation %s)", digest.Digest(prev.Digest).Short())})
-			tests = append(tests, prev.Envelope)
-			return nil, tests, nil
+			out.Tests = append(out.Tests, prev.Envelope)
+			return out, nil
 		}
-		return recordedRejection(prev, row, su), nil, nil
+		return reject(recordedRejection(prev, row, su))
 	}
+	started := time.Now()
 	rej, env, err := ev.runSuite(ctx, n, recipe, img, tree, provenance.SuiteSealed, su.sealed, true)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
+	out.CasesWall += time.Since(started)
 	rec, _ := json.Marshal(verdictRecord{Rejection: rejectionOf(rej), Cases: su.names})
 	v := state.Verdict{Envelope: digest.FromBytes(env), Capability: capb.Name, Contract: n.Digest, Candidate: tree,
 		SuiteDigest: su.sealedDigest, Passed: rej == nil, Record: rec, Evaluated: time.Now()}
 	if err := ev.Workspace.State.RecordVerdict(ctx, v); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	ev.sealedSigned()
 	if rej != nil {
 		// The state's index of disclosed cases, for the operator (the evidence is the
 		// signed result's disclosure).
 		if err := ev.Workspace.State.RetireCase(ctx, capb.Name, rej.caseDigest, su.names[rej.caseDigest], "shown as the counterexample that rejected a candidate"); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		return &rej.Rejection, nil, nil
+		return reject(&rej.Rejection)
 	}
-	tests = append(tests, env)
-	return nil, tests, nil
+	out.Tests = append(out.Tests, env)
+	return out, nil
+}
+
+// Result is what one evaluation found and what its case runs took.
+type Result struct {
+	Rejection *Rejection // nil when the candidate passed
+	Tests     [][]byte   // the signed test results, when it passed
+	// Probes counts the dev and repair case runs (each in a sandbox of its own); CasesWall
+	// is the wall time of every suite run, sealed included.
+	Probes    int
+	CasesWall time.Duration
+}
+
+// Probes is the number of dev and repair cases a candidate of n runs before the sealed
+// suite: what one evaluation may take of a reconstruction's probes.
+func (ev *Evaluator) Probes(ctx context.Context, n *graph.Node) (int, error) {
+	su, err := ev.loadSuites(ctx, n)
+	if err != nil {
+		return 0, err
+	}
+	return len(su.dev) + len(su.repair), nil
 }
 
 // MinUndisclosed is the number of undisclosed sealed cases the project's promotion needs.

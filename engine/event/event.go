@@ -36,4 +36,6 @@ type Event struct {
 	Cases       *int   `json:"cases,omitempty"`
 	CasesPassed *int   `json:"cases_passed,omitempty"`
 	Ref         string `json:"ref,omitempty"`
+	// Job is the reconstruction job of a reconstruct_* event.
+	Job string `json:"job,omitempty"`
 }

@@ -217,7 +217,20 @@ type Reconstruct struct {
 	Builder    string   `json:"builder"` // the address its rounds are recorded under
 	Image      string   `json:"image"`   // the builder's seed
 	Argv       []string `json:"argv"`
-	Candidates int      `json:"candidates"` // the budget: proposals at most
+	Candidates int      `json:"candidates"` // the budget's candidates (also in Budget), as plan format 2 had it
+	Budget     Budget   `json:"budget"`
+	// Job is the job apply opens or joins for it; set by ForWorkspace, which reads the
+	// state database.
+	Job *JobView `json:"job,omitempty"`
+}
+
+// Budget is a reconstruction job's budget over all its rounds.
+type Budget struct {
+	Candidates   int     `json:"candidates"`
+	Probes       int     `json:"probes"`
+	Wall         string  `json:"wall"` // a Go duration, "10m0s"
+	ScratchBytes int64   `json:"scratch_bytes"`
+	Spend        float64 `json:"spend"`
 }
 
 // RecipeOption is one recipe examined for a capability, in resolution order (cost, name).

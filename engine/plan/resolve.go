@@ -206,7 +206,7 @@ func resolveCapabilities(g *graph.Graph, p *Plan, byNum []*Node, at []int32, adm
 
 // reconstructOf is the plan's view of capability c's reconstruct block.
 func reconstructOf(c string, rc *lang.Reconstruct) *Reconstruct {
-	v := &Reconstruct{Builder: c + ".reconstruct.builder", Argv: []string{}, Candidates: rc.Budget.Candidates}
+	v := &Reconstruct{Builder: c + ".reconstruct.builder", Argv: []string{}, Candidates: rc.Budget.Candidates, Budget: budgetOf(rc.Budget)}
 	if b := rc.Builder; b != nil {
 		v.Argv = b.Run
 		if b.Image != nil {

@@ -59,6 +59,11 @@ func ForWorkspace(ctx context.Context, w *workspace.Workspace, g *graph.Graph, r
 	p.keysHold = w.Held()
 	for _, cp := range p.Capabilities {
 		n := g.Nodes[cp.Address]
+		if cp.Reconstruct != nil && cp.Status == StatusReconstruct {
+			if cp.Reconstruct.Job, err = jobOf(ctx, w.State, g, n); err != nil {
+				return nil, err
+			}
+		}
 		if cp.Status == StatusRegistry || n.Capability.Suites["sealed"] == nil {
 			continue
 		}

@@ -73,6 +73,7 @@ type StepError struct {
 	TimedOut  bool
 	OOMKilled bool
 	Reason    string   // for failures that are not a process exit (missing output, bad input)
+	NotRun    bool     // the executor could not run it at all (Reason says why)
 	LogTail   []string // the last lines of stderr (or stdout when stderr is empty)
 	Stdout    digest.Digest
 	Stderr    digest.Digest
@@ -142,6 +143,10 @@ type runner struct {
 
 	// caps records what happens to capabilities in this run, for foundry status.
 	caps *capabilityLog
+
+	// reconWall is the wall time reconstruction rounds took in this apply, all jobs
+	// together: the project's reconstruct_deadline bounds it.
+	reconWall atomic.Int64
 
 	sealedOnce sync.Once
 	sealed     map[digest.Digest]string

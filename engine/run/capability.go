@@ -54,6 +54,9 @@ func (r *runner) settleCapability(ctx context.Context, n *graph.Node) (string, e
 		if err == nil {
 			r.setResult(n.Address, &nodeResult{tree: tree})
 			r.emit(event.Event{Type: "capability_pinned", Node: n.Address, Ref: cp.Pinned.Ref, Message: cp.Pinned.Ref})
+			if n.Capability.Reconstruct != nil {
+				return "", r.jobAdmittedElsewhere(ctx, n, cp.Pinned)
+			}
 			return "", nil
 		}
 		if ctx.Err() != nil {
@@ -74,7 +77,7 @@ func (r *runner) settleCapability(ctx context.Context, n *graph.Node) (string, e
 			continue
 		}
 		c := &admit.Candidate{Recipe: o.Address, Tree: tree, Base: base, Steps: r.stepResults(o.Address), Output: r.recordedOutput}
-		if kind, err := r.offer(ctx, n, c, &capErr.Rejections); kind != "" {
+		if kind, _, err := r.offer(ctx, n, c, &capErr.Rejections); kind != "" {
 			return kind, err
 		}
 	}
@@ -86,40 +89,42 @@ func (r *runner) settleCapability(ctx context.Context, n *graph.Node) (string, e
 // one that passes is admitted and published, unless its manifest is quarantined. It
 // returns the rejection (reported as candidate_rejected), or nil once n's result is the
 // admitted tree (capability_admitted). The same for a recipe's candidate and a
-// reconstruction's.
-func (r *runner) tryCandidate(ctx context.Context, n *graph.Node, c *admit.Candidate) (*evaluate.Rejection, error) {
-	reject := func(rej evaluate.Rejection) (*evaluate.Rejection, error) {
-		rej.Recipe = c.Recipe
-		rej = r.rejected(n, rej)
-		return &rej, nil
+// reconstruction's. ev is what its evaluation took (zero when it was refused before one).
+func (r *runner) tryCandidate(ctx context.Context, n *graph.Node, c *admit.Candidate) (rej *evaluate.Rejection, ev evaluate.Result, err error) {
+	reject := func(rj evaluate.Rejection) (*evaluate.Rejection, evaluate.Result, error) {
+		rj.Recipe = c.Recipe
+		rj = r.rejected(n, rj)
+		return &rj, ev, nil
 	}
 	// A rebuild of a withdrawn artifact is the same artifact: it is not evaluated or
 	// admitted again.
 	if why, err := r.quarantined(ctx, c.Tree); err != nil {
-		return nil, err
+		return nil, ev, err
 	} else if why != "" {
 		return reject(evaluate.Rejection{Refused: true, Reason: fmt.Sprintf("its files %s are quarantined (%s)", c.Tree, why)})
 	}
-	rej, tests, err := r.eval.Evaluate(ctx, n, c.Recipe, c.Tree, c.Base)
+	res, err := r.eval.Evaluate(ctx, n, c.Recipe, c.Tree, c.Base)
 	if err != nil {
-		return nil, fmt.Errorf("evaluating %s for %s: %w", c.Recipe, n.Address, err)
+		return nil, ev, fmt.Errorf("evaluating %s for %s: %w", c.Recipe, n.Address, err)
 	}
-	if rej != nil {
-		return reject(*rej)
+	ev = *res
+	if ev.Rejection != nil {
+		return reject(*ev.Rejection)
 	}
-	c.Tests = tests
+	c.Tests = ev.Tests
 	ref, m, err := r.adm.Admit(ctx, n, c)
 	if err != nil {
-		return nil, fmt.Errorf("admitting %s for %s: %w", c.Recipe, n.Address, err)
+		return nil, ev, fmt.Errorf("admitting %s for %s: %w", c.Recipe, n.Address, err)
 	}
 	if why, err := r.quarantined(ctx, m); err != nil {
-		return nil, err
+		return nil, ev, err
 	} else if why != "" {
 		return reject(evaluate.Rejection{Refused: true, Reason: fmt.Sprintf("its manifest %s is quarantined (%s)", m, why)})
 	}
 	r.setResult(n.Address, &nodeResult{tree: c.Tree})
 	r.emit(event.Event{Type: "capability_admitted", Node: n.Address, Recipe: c.Recipe, Ref: ref, Message: fmt.Sprintf("%s admitted as %s", c.Recipe, ref)})
-	return nil, nil
+	c.Ref = ref
+	return nil, ev, nil
 }
 
 // buildCandidate runs a recipe's steps and package and returns the package tree and the
@@ -178,20 +183,20 @@ func (r *runner) rejected(n *graph.Node, rej evaluate.Rejection) evaluate.Reject
 // offer tries candidate c of capability n (tryCandidate). Rejected, it is added to
 // rejected and offer returns "": the caller tries its next candidate. Admitted, the
 // candidates rejected before it go to the apply's report, and offer returns "built"; on
-// an error, "failed".
-func (r *runner) offer(ctx context.Context, n *graph.Node, c *admit.Candidate, rejected *[]evaluate.Rejection) (string, error) {
-	rej, err := r.tryCandidate(ctx, n, c)
+// an error, "failed". ev is what the evaluation took.
+func (r *runner) offer(ctx context.Context, n *graph.Node, c *admit.Candidate, rejected *[]evaluate.Rejection) (kind string, ev evaluate.Result, err error) {
+	rej, ev, err := r.tryCandidate(ctx, n, c)
 	switch {
 	case err != nil:
-		return "failed", err
+		return "failed", ev, err
 	case rej != nil:
 		*rejected = append(*rejected, *rej)
-		return "", nil
+		return "", ev, nil
 	}
 	r.mu.Lock()
 	r.rejections = append(r.rejections, *rejected...)
 	r.mu.Unlock()
-	return "built", nil
+	return "built", ev, nil
 }
 
 // quarantined returns why digest d is quarantined, or "".

@@ -2,6 +2,7 @@ package run
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
+	"time"
 
 	"github.com/foundry-build/foundry/digest"
 	"github.com/foundry-build/foundry/engine/admit"
@@ -17,6 +19,8 @@ import (
 	"github.com/foundry-build/foundry/engine/evaluate"
 	"github.com/foundry-build/foundry/engine/event"
 	"github.com/foundry-build/foundry/engine/graph"
+	"github.com/foundry-build/foundry/engine/plan"
+	"github.com/foundry-build/foundry/engine/state"
 	"github.com/foundry-build/foundry/engine/workspace"
 	"github.com/foundry-build/foundry/executors"
 	"github.com/foundry-build/foundry/lang"
@@ -24,57 +28,385 @@ import (
 )
 
 // reconstruct settles capability n, which the plan found no admitted version and no
-// feasible recipe for, with its reconstruct block (spec/capability.md §5a). Each round, up
-// to the budget's candidates: the builder runs in the sandbox with the job mounted
-// read-only at /job (contract, schemas, dev and repair cases, and every earlier round's
-// failure as a counterexample); its declared outputs are packaged on the base; the
-// candidate is evaluated and admitted exactly as a recipe's is (tryCandidate). A rejection
-// goes to the next round's job. With the budget spent, the capability fails with every
-// round's rejection and the smallest counterexample (ReconstructionError).
+// feasible recipe for, with its reconstruct block (spec/capability.md §5a), through its
+// job: one per contract, target and trust policy (plan.JobIdentity), opened by the first
+// apply that needs it and joined by every later one. Each round, while the budget lasts:
+// the builder runs in the sandbox with the job mounted read-only at /job (contract,
+// schemas, dev and repair cases, and every earlier round's failure as a counterexample);
+// its declared outputs are packaged on the base; the candidate is evaluated and admitted
+// exactly as a recipe's is (tryCandidate). A rejection goes to the next round's job.
+//
+// The job and its rounds are in the state database, and each part of a round is charged
+// as it ends: an apply killed at any point resumes the job where it stood (a finished round
+// is not run again, the round it died in is dispatched again with what it spent so far),
+// and the sealed-once rule and the publish outbox see to the rest.
 func (r *runner) reconstruct(ctx context.Context, n *graph.Node) (string, error) {
-	rc := n.Capability.Reconstruct
-	failed := &ReconstructionError{Capability: n.Address, Budget: rc.Budget.Candidates}
-	for round := 1; round <= rc.Budget.Candidates; round++ {
-		r.emit(event.Event{Type: "reconstruct_round", Node: n.Address, Recipe: roundLabel(round),
-			Message: fmt.Sprintf("round %d of %d: the builder proposes a candidate from %d counterexample(s)", round, rc.Budget.Candidates, len(failed.Rounds))})
-		c, err := r.propose(ctx, n, round, failed.Rounds)
-		var se *StepError
-		switch {
-		case err != nil && ctx.Err() != nil:
-			return "failed", interruptedError(ctx)
-		case errors.As(err, &se):
-			// The builder failed, or made no proposal: a round spent, nothing to evaluate.
-			failed.Rounds = append(failed.Rounds, r.rejected(n, evaluate.Rejection{Recipe: roundLabel(round), Reason: err.Error()}))
-			continue
-		case err != nil:
-			return "failed", fmt.Errorf("%s: %w", roundLabel(round), err)
-		}
-		if kind, err := r.offer(ctx, n, c, &failed.Rounds); kind != "" {
-			return kind, err
+	jb, err := r.openJob(ctx, n)
+	if err != nil {
+		return "failed", fmt.Errorf("opening the reconstruction job: %w", err)
+	}
+	return r.runJob(ctx, n, jb, &commandBuilder{r: r, n: n})
+}
+
+// Faults of a reconstruction round, in the order a round passes them (see FaultInjector).
+const (
+	FaultRoundProposed  = "round-proposed"  // the proposal is made and charged, not yet evaluated
+	FaultRoundEvaluated = "round-evaluated" // the candidate is evaluated (and admitted if it passed), the round not yet finished
+)
+
+// openJob opens capability n's job, or joins the one an earlier apply opened, with the
+// budget its reconstruct block says now and the nodes that wait for it. A job that ended
+// (exhausted, unresolved, or admitted by an apply whose artifact the plan did not find) is
+// reopened: whether anything is left to do is the budget's to say, and what it spent stays.
+func (r *runner) openJob(ctx context.Context, n *graph.Node) (state.Job, error) {
+	id, target, policy, err := plan.JobIdentity(r.g, n)
+	if err != nil {
+		return state.Job{}, err
+	}
+	var waiting []string
+	for _, a := range r.g.Order {
+		if slices.Contains(r.g.Nodes[a].Deps, n.Address) {
+			waiting = append(waiting, a)
 		}
 	}
-	r.emit(event.Event{Type: "reconstruct_exhausted", Node: n.Address, Message: failed.headline()})
-	return "failed", failed
+	b := n.Capability.Reconstruct.Budget
+	jb, _, err := r.ws.State.OpenJob(ctx, state.Job{ID: id, Capability: n.Capability.Name, Contract: n.Digest, Target: target, Policy: policy,
+		Budget:  state.JobBudget{Candidates: b.Candidates, Probes: b.Probes, Wall: b.Wall, Scratch: b.Scratch, Spend: b.Spend},
+		Waiting: waiting})
+	if err != nil {
+		return state.Job{}, err
+	}
+	if jb.Status != state.JobOpen {
+		if err := r.ws.State.SetJobStatus(ctx, jb.ID, state.JobOpen, "", ""); err != nil {
+			return state.Job{}, err
+		}
+		jb.Status = state.JobOpen
+	}
+	return jb, nil
+}
+
+// jobAdmittedElsewhere closes capability n's job, if it has one still open, now that the
+// registry holds an admitted version: the apply that admitted it died before it recorded
+// the admission (or another project's admission reached the shared registry first). A
+// round it left running is closed as admitted, with the pinned tree as its candidate.
+func (r *runner) jobAdmittedElsewhere(ctx context.Context, n *graph.Node, pin *admit.Admitted) error {
+	id, _, _, err := plan.JobIdentity(r.g, n)
+	if err != nil {
+		return err
+	}
+	jb, err := r.ws.State.Job(ctx, id)
+	if errors.Is(err, sql.ErrNoRows) || (err == nil && jb.Status == state.JobAdmitted) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	rounds, err := r.ws.State.Rounds(ctx, id)
+	if err != nil {
+		return err
+	}
+	for _, rd := range rounds {
+		if rd.Status == state.RoundRunning {
+			if err := r.ws.State.FinishRound(ctx, id, rd.N, state.RoundAdmitted, "", pin.Tree, nil); err != nil {
+				return err
+			}
+		}
+	}
+	return r.ws.State.SetJobStatus(ctx, id, state.JobAdmitted, "found admitted in the registry as "+pin.Ref, pin.Ref)
+}
+
+// runJob runs job jb's rounds for capability n, proposals from src, until a candidate is
+// admitted ("built"), the budget is spent (exhausted) or the job cannot go on (unresolved).
+func (r *runner) runJob(ctx context.Context, n *graph.Node, jb state.Job, src ProposalSource) (string, error) {
+	db := r.ws.State
+	rounds, err := db.Rounds(ctx, jb.ID)
+	if err != nil {
+		return "failed", err
+	}
+	rep := &ReconstructionError{Capability: n.Address, Job: jb.ID, Budget: jb.Budget}
+	resume := 0 // a round an earlier apply dispatched and did not finish
+	for _, rd := range rounds {
+		rep.Used = rep.Used.Add(rd.Used)
+		switch rd.Status {
+		case state.RoundRunning:
+			resume = rd.N
+		case state.RoundFailed, state.RoundRejected:
+			var rej evaluate.Rejection
+			if err := json.Unmarshal(rd.Failure, &rej); err != nil {
+				return "failed", fmt.Errorf("job %s: round %d's failure: %w", jb.ID, rd.N, err)
+			}
+			rep.Rounds = append(rep.Rounds, rej)
+		}
+	}
+	dispatched := len(rounds)
+	for {
+		round := resume
+		if round == 0 {
+			round = dispatched + 1
+			if why, err := r.overBudget(ctx, jb, rep.Used, round); err != nil {
+				return "failed", err
+			} else if why != "" {
+				return r.endJob(ctx, n, rep, state.JobExhausted, why)
+			}
+		}
+		if why := r.cannotPromote(n); why != "" {
+			return r.endJob(ctx, n, rep, state.JobUnresolved, why)
+		}
+		if err := db.StartRound(ctx, jb.ID, round, src.Name(), r.runID); err != nil {
+			return "failed", err
+		}
+		resume, dispatched = 0, max(dispatched, round)
+		kind, err := r.runRound(ctx, n, jb, src, round, rep)
+		if kind == "" && err == nil {
+			continue
+		}
+		var end *jobEnd
+		if errors.As(err, &end) {
+			return r.endJob(ctx, n, rep, end.status, end.why)
+		}
+		return kind, err
+	}
+}
+
+// jobEnd is how runRound says the job cannot go on.
+type jobEnd struct {
+	status state.JobStatus
+	why    string
+}
+
+func (e *jobEnd) Error() string { return e.why }
+
+// runRound runs round of job jb: a proposal, charged; its candidate, evaluated and charged.
+// It returns "" to go on to the next round (the round failed or was rejected, and rep has
+// its failure), "built" once the candidate is admitted, or an error: a *jobEnd when the job
+// cannot go on, any other when the apply cannot (the round then stays running, for the next
+// apply to resume).
+func (r *runner) runRound(ctx context.Context, n *graph.Node, jb state.Job, src ProposalSource, round int, rep *ReconstructionError) (string, error) {
+	db := r.ws.State
+	who := src.Name()
+	if _, ok := src.(*commandBuilder); ok {
+		who = "the builder"
+	}
+	r.emit(event.Event{Type: "reconstruct_round", Node: n.Address, Recipe: roundLabel(round), Job: jb.ID,
+		Message: fmt.Sprintf("round %d of %d: %s proposes a candidate from %d counterexample(s)", round, jb.Budget.Candidates, who, len(rep.Rounds))})
+	charge := func(u state.Usage) error {
+		rep.Used = rep.Used.Add(u)
+		r.reconWall.Add(int64(u.Wall))
+		return db.ChargeRound(context.WithoutCancel(ctx), jb.ID, round, u)
+	}
+	fail := func(status state.RoundStatus, builder, candidate digest.Digest, rej evaluate.Rejection) (string, error) {
+		b, err := json.Marshal(rej)
+		if err != nil {
+			return "failed", err
+		}
+		rep.Rounds = append(rep.Rounds, rej)
+		return "", db.FinishRound(ctx, jb.ID, round, status, builder, candidate, b)
+	}
+
+	started := time.Now()
+	brief, err := r.writeJob(n, jb.ID, round, rep.Rounds)
+	if err != nil {
+		return "failed", fmt.Errorf("%s: writing the job: %w", roundLabel(round), err)
+	}
+	pctx, cancel := context.WithTimeoutCause(ctx, r.wallLeft(jb, rep.Used), errWallSpent)
+	p, err := src.Propose(pctx, brief)
+	cancel()
+	var se *StepError
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return "failed", interruptedError(ctx)
+	case err != nil && errors.Is(context.Cause(pctx), errWallSpent):
+		if cerr := charge(state.Usage{Wall: time.Since(started), BuilderWall: time.Since(started)}); cerr != nil {
+			return "failed", cerr
+		}
+		if _, ferr := fail(state.RoundFailed, "", "", r.rejected(n, evaluate.Rejection{Recipe: roundLabel(round), Reason: "stopped: " + errWallSpent.Error()})); ferr != nil {
+			return "failed", ferr
+		}
+		return "failed", &jobEnd{state.JobExhausted, wallSpentWhy(jb)}
+	case errors.As(err, &se) && !se.NotRun:
+		// The builder failed, or made no proposal: a round spent, nothing to evaluate.
+		if cerr := charge(state.Usage{Wall: time.Since(started), BuilderWall: time.Since(started)}); cerr != nil {
+			return "failed", cerr
+		}
+		return fail(state.RoundFailed, "", "", r.rejected(n, evaluate.Rejection{Recipe: roundLabel(round), Reason: err.Error()}))
+	case err != nil:
+		if cerr := charge(state.Usage{Wall: time.Since(started), BuilderWall: time.Since(started)}); cerr != nil {
+			return "failed", cerr
+		}
+		if _, ferr := fail(state.RoundFailed, "", "", r.rejected(n, evaluate.Rejection{Recipe: roundLabel(round), Reason: err.Error()})); ferr != nil {
+			return "failed", ferr
+		}
+		return "failed", &jobEnd{state.JobUnresolved, fmt.Sprintf("%s cannot run: %v", src.Name(), err)}
+	}
+	c, err := r.candidateOf(ctx, n, jb.ID, round, p)
+	if err != nil {
+		return "failed", fmt.Errorf("%s: packaging the proposal: %w", roundLabel(round), err)
+	}
+	if !p.Charged {
+		u := p.Usage
+		u.Wall = time.Since(started)
+		if err := charge(u); err != nil {
+			return "failed", err
+		}
+	}
+	r.fault(FaultRoundProposed, n.Address)
+	if p.Usage.Written > jb.Budget.Scratch {
+		return fail(state.RoundFailed, p.Key, "", r.rejected(n, evaluate.Rejection{Recipe: roundLabel(round),
+			Reason: fmt.Sprintf("the proposal is %d bytes, over the scratch budget of %d bytes", p.Usage.Written, jb.Budget.Scratch)}))
+	}
+	need, err := r.eval.Probes(ctx, n)
+	if err != nil {
+		return "failed", err
+	}
+	if left := jb.Budget.Probes - rep.Used.Probes; need > left {
+		_, ferr := fail(state.RoundFailed, p.Key, c.Tree, r.rejected(n, evaluate.Rejection{Recipe: roundLabel(round),
+			Reason: fmt.Sprintf("not evaluated: its %d dev and repair case run(s) would exceed the probes budget (%d of %d left)", need, left, jb.Budget.Probes)}))
+		if ferr != nil {
+			return "failed", ferr
+		}
+		return "failed", &jobEnd{state.JobExhausted, fmt.Sprintf("the probes budget is spent: %d of %d used, and a candidate needs %d", rep.Used.Probes, jb.Budget.Probes, need)}
+	}
+	evStart := time.Now()
+	var rejected []evaluate.Rejection
+	kind, ev, err := r.offer(ctx, n, c, &rejected)
+	if cerr := charge(state.Usage{Wall: time.Since(evStart), Probes: ev.Probes, CasesWall: ev.CasesWall}); cerr != nil {
+		return "failed", errors.Join(err, cerr)
+	}
+	if err != nil {
+		return kind, err
+	}
+	r.fault(FaultRoundEvaluated, n.Address)
+	if kind == "" {
+		rej := rejected[0]
+		b, err := json.Marshal(rej)
+		if err != nil {
+			return "failed", err
+		}
+		rep.Rounds = append(rep.Rounds, rej)
+		return "", db.FinishRound(ctx, jb.ID, round, state.RoundRejected, p.Key, c.Tree, b)
+	}
+	if err := db.FinishRound(ctx, jb.ID, round, state.RoundAdmitted, p.Key, c.Tree, nil); err != nil {
+		return "failed", err
+	}
+	// The rounds rejected before this one go to the apply's report, as a recipe's do.
+	r.mu.Lock()
+	r.rejections = append(r.rejections, rep.Rounds...)
+	r.mu.Unlock()
+	report := fmt.Sprintf("admitted in round %d of %d as %s; spent %s", round, jb.Budget.Candidates, c.Ref, spendOf(rep.Used))
+	return kind, db.SetJobStatus(ctx, jb.ID, state.JobAdmitted, report, c.Ref)
+}
+
+// errWallSpent is the cause of a proposal stopped at the job's wall-time budget, or at the
+// project's ceiling on all jobs' wall time in one apply.
+var errWallSpent = errors.New("the job's wall-time budget (or the project's reconstruct_deadline) ran out")
+
+// wallLeft is the wall time a round of jb may take: what its budget has left, and no more
+// than what the project's ceiling has left for this apply.
+func (r *runner) wallLeft(jb state.Job, used state.Usage) time.Duration {
+	return max(min(jb.Budget.Wall-used.Wall, r.deadline()-time.Duration(r.reconWall.Load())), 0)
+}
+
+// deadline is the project's ceiling on the wall time of all jobs in one apply.
+func (r *runner) deadline() time.Duration {
+	if d := r.g.Config.Project.ReconstructDeadline; d > 0 {
+		return d
+	}
+	return lang.DefaultReconstructDeadline
+}
+
+func wallSpentWhy(jb state.Job) string {
+	return fmt.Sprintf("the wall-time budget is spent: the job's is %s, and the project's reconstruct_deadline bounds all jobs of one apply", jb.Budget.Wall)
+}
+
+// candidatesSpent is overBudget's reason when every candidate was tried: the report's
+// headline says that already.
+const candidatesSpent = "every candidate was tried"
+
+// overBudget says why round may not be dispatched within jb's budget, having used used, or
+// within the project's ceiling; "" when it may.
+func (r *runner) overBudget(ctx context.Context, jb state.Job, used state.Usage, round int) (string, error) {
+	b := jb.Budget
+	switch {
+	case round > b.Candidates:
+		return candidatesSpent, nil
+	case used.Probes >= b.Probes:
+		return fmt.Sprintf("the probes budget is spent: %d of %d used", used.Probes, b.Probes), nil
+	case used.Wall >= b.Wall || r.wallLeft(jb, used) <= 0:
+		return wallSpentWhy(jb), nil
+	case used.Spend > b.Spend:
+		return fmt.Sprintf("the spend budget is spent: %g of %g", used.Spend, b.Spend), nil
+	}
+	all, err := r.ws.State.JobsSpend(ctx)
+	if err != nil {
+		return "", err
+	}
+	if ceiling := r.g.Config.Project.ReconstructSpend; all > ceiling {
+		return fmt.Sprintf("the project's reconstruct_spend is spent: all jobs together spent %g of %g", all, ceiling), nil
+	}
+	return "", nil
+}
+
+// cannotPromote says why no candidate of n could be promoted however good it is: the sealed
+// set is used up (every sealed case but fewer than promotion needs was shown to a builder);
+// "" when one could.
+func (r *runner) cannotPromote(n *graph.Node) string {
+	su := evaluate.SealedNow(context.Background(), r.ws, r.g.Config.Dir, r.opt.TrustedKeys)(n)
+	if need := evaluate.MinUndisclosed(r.g.Config.Project); su != nil && su.Undisclosed < need {
+		return fmt.Sprintf("the sealed set is used up: %d undisclosed sealed case(s) left, and promotion needs %d; add sealed cases", su.Undisclosed, need)
+	}
+	return ""
+}
+
+// endJob records the end of a job that admitted nothing, reports it and returns the
+// capability's failure.
+func (r *runner) endJob(ctx context.Context, n *graph.Node, rep *ReconstructionError, status state.JobStatus, why string) (string, error) {
+	rep.Status, rep.Why = status, why
+	if err := r.ws.State.SetJobStatus(context.WithoutCancel(ctx), rep.Job, status, rep.Error(), ""); err != nil {
+		return "failed", err
+	}
+	typ := "reconstruct_exhausted"
+	if status == state.JobUnresolved {
+		typ = "reconstruct_unresolved"
+	}
+	r.emit(event.Event{Type: typ, Node: n.Address, Job: rep.Job, Message: rep.headline()})
+	return "failed", rep
+}
+
+// spendOf says what a job used, for its reports.
+func spendOf(u state.Usage) string {
+	return fmt.Sprintf("%d probe(s), %s wall, %s CPU, %g spend", u.Probes, u.Wall.Round(time.Millisecond), u.CPU.Round(time.Millisecond), u.Spend)
 }
 
 // roundLabel names a round's candidate where a recipe's address names a recipe's.
 func roundLabel(round int) string { return fmt.Sprintf("reconstruct round %d", round) }
 
-// ReconstructionError is a reconstruction that spent its budget without an admission: every
-// round's rejection, in order.
+// ReconstructionError is a reconstruction job that ended without an admission: exhausted
+// (its budget spent) or unresolved (it cannot go on), with every round's failure in order.
 type ReconstructionError struct {
 	Capability string
-	Budget     int
+	Job        string
+	Status     state.JobStatus
+	Why        string
+	Budget     state.JobBudget
+	Used       state.Usage
 	Rounds     []evaluate.Rejection
 }
 
 func (e *ReconstructionError) headline() string {
-	return fmt.Sprintf("reconstruction exhausted its budget: %d of %d candidates tried, none admitted", len(e.Rounds), e.Budget)
+	verb := "exhausted its budget"
+	if e.Status == state.JobUnresolved {
+		verb = "is unresolved"
+	}
+	s := fmt.Sprintf("reconstruction %s (job %s): %d of %d candidates tried, none admitted", verb, e.Job, len(e.Rounds), e.Budget.Candidates)
+	if e.Why != candidatesSpent {
+		s += "; " + e.Why
+	}
+	return s
 }
 
 // Error is the report without the capability's address, which the walk puts before it.
 func (e *ReconstructionError) Error() string {
-	s := e.headline()
+	s := e.headline() + "\n  spent: " + spendOf(e.Used)
 	if c := e.Smallest(); c != nil {
 		s += fmt.Sprintf("\n  smallest counterexample (%s, %s suite): %s\n    input:    %s\n    expected: %s\n    got:      %s", c.Recipe, c.Suite, c.Case, c.Input, c.Expected, c.Got)
 	}
@@ -96,31 +428,115 @@ func (e *ReconstructionError) Smallest() *evaluate.Rejection {
 	return best
 }
 
-// propose runs round's builder and packages what it wrote into a candidate. A failure of
-// the builder, or an output it did not make, is a *StepError.
-func (r *runner) propose(ctx context.Context, n *graph.Node, round int, earlier []evaluate.Rejection) (*admit.Candidate, error) {
-	rc := n.Capability.Reconstruct
-	job, err := r.writeJob(n, round, earlier)
-	if err != nil {
-		return nil, fmt.Errorf("writing the job: %w", err)
-	}
+// A ProposalSource proposes the candidates of a job, a round at a time. The command builder
+// of a reconstruct block is one (commandBuilder); a source that waits for proposals sent
+// from outside (a model over MCP) is another. Whatever it proposes is untrusted: it becomes
+// a candidate only through the package block, and is admitted only by the evaluator.
+type ProposalSource interface {
+	// Name is what a round records as its source.
+	Name() string
+	// Propose makes a round's proposal from its brief. A *StepError (not NotRun) is a round
+	// without a proposal, spent; any other error means the source cannot run, and the job
+	// is unresolved. It must stop when ctx is done: the job's wall time is its deadline.
+	Propose(ctx context.Context, b Brief) (*Proposal, error)
+}
+
+// Brief is what a proposal source is given for a round: the job's files, read-only.
+type Brief struct {
+	Capability string
+	Job        string
+	Round      int
+	// Tree is the digest of the job's files (what /job holds), Dir where they are
+	// materialized on the host, read-only.
+	Tree digest.Digest
+	Dir  string
+}
+
+// Proposal is a source's proposal for a round.
+type Proposal struct {
+	// Result holds the proposal's files at the builder's declared output paths, in the
+	// store, as a step's result does: the package block names them. Its attestations are
+	// the proposal's provenance.
+	Result *cache.Result
+	// Key is the cache key of the run that made it ("" for a source that runs nothing).
+	Key digest.Digest
+	// Usage is what making it used; Charged is set when it was charged before (a builder
+	// run an apply killed afterwards finished, found in the action cache).
+	Usage   state.Usage
+	Charged bool
+}
+
+// commandBuilder is the builder of a reconstruct block, run as a sandboxed step. The same
+// job for the same builder is the same action: a round an apply died in after the builder
+// finished takes its result from the action cache.
+type commandBuilder struct {
+	r *runner
+	n *graph.Node
+}
+
+func (b *commandBuilder) Name() string { return lang.BuilderAddress(b.n.Capability.Name) }
+
+func (b *commandBuilder) Propose(ctx context.Context, br Brief) (*Proposal, error) {
+	r, rc := b.r, b.n.Capability.Reconstruct
 	img := r.result(rc.Builder.Image.Node)
 	if img == nil {
 		return nil, fmt.Errorf("image %s is not built", rc.Builder.Image.Node)
 	}
-	bn, key, keyDef, err := builderNode(n, img.image, job)
+	job := input{mount: executors.Mount{Source: br.Dir, Target: lang.JobDir},
+		dep: provenance.Dependency{Name: lang.JobDir, URI: "foundry:" + b.n.Address + "#job", Digest: string(br.Tree)}}
+	bn, key, keyDef, err := builderNode(b.n, img.image, job)
 	if err != nil {
 		return nil, err
 	}
-	res, err := r.runAction(ctx, bn, key, keyDef, roundLabel(round), job)
+	p := &Proposal{Key: key}
+	res, hit, err := r.ws.Cache.Lookup(ctx, key)
 	if err != nil {
 		return nil, err
 	}
+	if hit && r.usable(res) {
+		r.emit(event.Event{Type: "node_cached", Node: bn.Address, Action: bn.Digest})
+		p.Charged = true
+	} else if res, err = r.runAction(ctx, bn, key, keyDef, roundLabel(br.Round), job); err != nil {
+		return nil, err
+	}
+	p.Result = res
+	p.Usage = state.Usage{CPU: res.CPU, PeakMemory: res.PeakMemory, BuilderWall: res.Duration}
+	if p.Usage.Written, err = r.written(res); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// written is the number of bytes a step's outputs hold: a file's size, a tree's files'.
+func (r *runner) written(res *cache.Result) (int64, error) {
+	var n int64
+	for _, o := range res.Outputs {
+		if o.Kind != cache.Tree {
+			n += o.Size
+			continue
+		}
+		m, err := r.ws.Store.ReadManifest(o.Digest)
+		if err != nil {
+			return 0, err
+		}
+		for _, e := range m.Entries {
+			n += e.Size
+		}
+	}
+	return n, nil
+}
+
+// candidateOf packages round's proposal p into a candidate of n on the package's base. Its
+// provenance, an input of the admission, is the proposal's, under the job and round that
+// made it.
+func (r *runner) candidateOf(ctx context.Context, n *graph.Node, job string, round int, p *Proposal) (*admit.Candidate, error) {
+	rc := n.Capability.Reconstruct
+	bn := lang.BuilderAddress(n.Capability.Name)
 	// The package's files name the builder's outputs: this round's are its result.
-	r.setResult(bn.Address, &nodeResult{step: res})
+	r.setResult(bn, &nodeResult{step: p.Result})
 	tree, err := r.assemble(ctx, rc.Package.Files)
 	if err != nil {
-		return nil, fmt.Errorf("packaging the proposal: %w", err)
+		return nil, err
 	}
 	var base executors.Image
 	if b := rc.Package.Base; b != nil {
@@ -130,8 +546,7 @@ func (r *runner) propose(ctx context.Context, n *graph.Node, round int, earlier 
 		}
 		base = br.image
 	}
-	// The builder's provenance is an input of the admission, under the round it made.
-	steps := map[string]*cache.Result{fmt.Sprintf("%s#%d", bn.Address, round): res}
+	steps := map[string]*cache.Result{fmt.Sprintf("%s (%s, round %d)", bn, job, round): p.Result}
 	return &admit.Candidate{Recipe: roundLabel(round), Tree: tree, Base: base, Steps: steps, Output: r.recordedOutput}, nil
 }
 
@@ -169,18 +584,18 @@ type counterexample struct {
 	Got      string `json:"got,omitempty"`
 }
 
-// writeJob writes round's job and returns it as an input to mount read-only at /job:
+// writeJob writes round's job and returns its brief, the files to mount read-only at /job:
 //
 //	contract.json                 the contract (the capability's definition)
 //	schemas/input.json, output.json
 //	cases/dev/*.json, cases/repair/*.json   the cases builders may see, as written
 //	counterexamples/N.json        round N's failure, for every earlier round
-//	round.json                    {"capability", "round", "candidates"}
+//	round.json                    {"capability", "job", "round", "candidates"}
 //
 // Never a sealed case: the dev and repair suites cannot match one (lang), disclosed sealed
 // cases reach the builder only as the counterexample that disclosed them, and the job is
 // refused, like any mount, if a file of it has a sealed case's content.
-func (r *runner) writeJob(n *graph.Node, round int, earlier []evaluate.Rejection) (input, error) {
+func (r *runner) writeJob(n *graph.Node, job string, round int, earlier []evaluate.Rejection) (Brief, error) {
 	capb := n.Capability
 	files := map[string][]byte{"contract.json": n.Definition}
 	if it := capb.Interface; it != nil && it.InputSchema != "" {
@@ -197,7 +612,7 @@ func (r *runner) writeJob(n *graph.Node, round int, earlier []evaluate.Rejection
 		for i, f := range s.Files {
 			b, err := os.ReadFile(filepath.Join(r.g.Config.Dir, filepath.FromSlash(f)))
 			if err != nil {
-				return input{}, err
+				return Brief{}, err
 			}
 			at := path.Join("cases", name, path.Base(f))
 			if _, dup := files[at]; dup { // two case files of one suite with the same name
@@ -210,13 +625,13 @@ func (r *runner) writeJob(n *graph.Node, round int, earlier []evaluate.Rejection
 		b, err := json.MarshalIndent(counterexample{Round: i + 1, Suite: rej.Suite, Reason: rej.Reason, Case: rej.Case,
 			Input: rej.Input, Expected: rej.Expected, Got: rej.Got}, "", "  ")
 		if err != nil {
-			return input{}, err
+			return Brief{}, err
 		}
 		files[fmt.Sprintf("counterexamples/%d.json", i+1)] = append(b, '\n')
 	}
-	b, err := json.Marshal(map[string]any{"capability": capb.Name, "round": round, "candidates": capb.Reconstruct.Budget.Candidates})
+	b, err := json.Marshal(map[string]any{"capability": capb.Name, "job": job, "round": round, "candidates": capb.Reconstruct.Budget.Candidates})
 	if err != nil {
-		return input{}, err
+		return Brief{}, err
 	}
 	files["round.json"] = append(b, '\n')
 
@@ -225,23 +640,22 @@ func (r *runner) writeJob(n *graph.Node, round int, earlier []evaluate.Rejection
 	for _, p := range slices.Sorted(maps.Keys(files)) {
 		dst := filepath.Join(dir, filepath.FromSlash(p))
 		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-			return input{}, err
+			return Brief{}, err
 		}
 		if err := os.WriteFile(dst, files[p], 0o644); err != nil {
-			return input{}, err
+			return Brief{}, err
 		}
 	}
 	d, man, err := r.ws.Store.PutDir(dir)
 	if err != nil {
-		return input{}, err
+		return Brief{}, err
 	}
 	if err := r.refuseSealed("the job", man); err != nil {
-		return input{}, err
+		return Brief{}, err
 	}
 	src, err := r.ws.MaterializeTree(d)
 	if err != nil {
-		return input{}, err
+		return Brief{}, err
 	}
-	return input{mount: executors.Mount{Source: src, Target: lang.JobDir},
-		dep: provenance.Dependency{Name: lang.JobDir, URI: "foundry:" + n.Address + "#job", Digest: string(d)}}, nil
+	return Brief{Capability: capb.Name, Job: job, Round: round, Tree: d, Dir: src}, nil
 }

@@ -189,7 +189,7 @@ func (r *runner) execute(ctx context.Context, n *graph.Node, exe executors.Execu
 	}
 	if err != nil {
 		r.ws.State.AttemptFinished(bg, r.runID, n.Address, attempt, state.OutcomeError, err.Error())
-		return nil, &StepError{Reason: fmt.Sprintf("the %s executor could not run it: %v", exe.Name(), err), ExitCode: -1}
+		return nil, &StepError{Reason: fmt.Sprintf("the %s executor could not run it: %v", exe.Name(), err), ExitCode: -1, NotRun: true}
 	}
 	r.fault(FaultAfterExec, n.Address)
 	outLog, err := stdout.store(r)

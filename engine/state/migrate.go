@@ -159,6 +159,42 @@ CREATE TABLE capability_events (
 	PRIMARY KEY (run_id, seq)
 ) WITHOUT ROWID;
 `,
+	// 8: reconstruction jobs, one per contract, target and trust policy, and their rounds
+	// with what each used, so that an apply killed mid-job resumes it (spec/capability.md
+	// §5a): finished rounds are not run again and what was spent stays spent.
+	`
+CREATE TABLE jobs (
+	id              TEXT PRIMARY KEY,
+	capability      TEXT NOT NULL,
+	contract_digest TEXT NOT NULL,
+	target          TEXT NOT NULL,
+	policy_digest   TEXT NOT NULL,
+	status          TEXT NOT NULL CHECK (status IN ('open','admitted','exhausted','unresolved')),
+	budget          TEXT NOT NULL,
+	outcome         TEXT NOT NULL DEFAULT '',
+	admitted        TEXT NOT NULL DEFAULT '',
+	waiting         TEXT NOT NULL DEFAULT '[]',
+	opened          INTEGER NOT NULL,
+	updated         INTEGER NOT NULL,
+	UNIQUE (contract_digest, target, policy_digest)
+);
+
+CREATE TABLE job_rounds (
+	job_id         TEXT NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
+	n              INTEGER NOT NULL CHECK (n >= 1),
+	source         TEXT NOT NULL,
+	run_id         TEXT NOT NULL,
+	status         TEXT NOT NULL CHECK (status IN ('running','failed','rejected','admitted')),
+	builder_action TEXT NOT NULL DEFAULT '',
+	candidate      TEXT NOT NULL DEFAULT '',
+	failure        BLOB,
+	used           TEXT NOT NULL DEFAULT '{}',
+	attempts       INTEGER NOT NULL DEFAULT 1,
+	started        INTEGER NOT NULL,
+	finished       INTEGER,
+	PRIMARY KEY (job_id, n)
+);
+`,
 }
 
 // Version is the schema version this binary writes.

@@ -1,0 +1,302 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/foundry-build/foundry/digest"
+	"github.com/foundry-build/foundry/engine/evaluate"
+	"github.com/foundry-build/foundry/engine/state"
+	"github.com/foundry-build/foundry/engine/workspace"
+)
+
+func init() {
+	register(&command{
+		name:    "jobs",
+		summary: "List reconstruction jobs, or show one's rounds, counterexamples and spend",
+		usage:   "foundry jobs [list] [-C DIR] [-json] | show JOB|CAPABILITY [-C DIR] [-json]",
+		help: `
+Jobs shows the reconstruction jobs of the project at -C (default: the current directory).
+A job acquires a capability that has no admitted version and no feasible recipe, through
+its reconstruct block (capability.md section 5a): round after round, its builder proposes
+a candidate from the job's files and the earlier rounds' counterexamples, and the
+evaluator judges it. There is one job per contract digest, target platform and trust
+policy; every apply that needs the capability joins it, and an apply killed mid-job
+resumes it.
+
+  list (the default)   every job, the most recently updated first: its status (open,
+                       admitted, exhausted, unresolved), rounds and what they spent
+  show JOB             one job, round by round: the source that proposed, the candidate,
+                       how it failed (the counterexample: input, expected, got) and what
+                       the round used (CPU, wall time, peak memory, bytes written, probes,
+                       interventions, spend), then the job's outcome
+
+JOB is a job ID (job-<16 hex>) or a prefix only it has, or the capability (sorter or
+capability.sorter) when one job has it.
+
+Examples:
+  foundry jobs
+  foundry jobs show capability.int-sort
+  foundry jobs show job-3f2a -json
+
+Exit codes: 0 done, 1 no such job (or no state), or the state could not be read, 2 usage
+error.`,
+		setup: func(fs *flag.FlagSet) func(*cliEnv, []string) int {
+			project := fs.String("C", ".", "project `DIR`")
+			jsonOut := fs.Bool("json", false, "print JSON")
+			return func(env *cliEnv, args []string) int {
+				usage := func(format string, a ...any) int { return usageError(env, "jobs", format, a...) }
+				args, err := interspersed(fs, args)
+				if err != nil {
+					return usage("%v", err)
+				}
+				action := "list"
+				if len(args) > 0 {
+					action, args = args[0], args[1:]
+				}
+				switch action {
+				case "list":
+					if len(args) != 0 {
+						return usage("list takes no arguments (the project is -C DIR)")
+					}
+					return listJobs(env, *project, *jsonOut)
+				case "show":
+					if len(args) != 1 {
+						return usage("show wants exactly one job ID or capability")
+					}
+					return showJob(env, *project, args[0], *jsonOut)
+				}
+				return usage("unknown action %q: want list or show", action)
+			}
+		},
+	})
+}
+
+// jobJSON is a job as `foundry jobs -json` prints it.
+type jobJSON struct {
+	ID         string          `json:"id"`
+	Capability string          `json:"capability"`
+	Contract   digest.Digest   `json:"contract"`
+	Target     string          `json:"target"`
+	Policy     digest.Digest   `json:"policy"`
+	Status     state.JobStatus `json:"status"`
+	Budget     state.JobBudget `json:"budget"`
+	Used       state.Usage     `json:"used"`
+	Rounds     int             `json:"rounds"`
+	Waiting    []string        `json:"waiting"`
+	Outcome    string          `json:"outcome,omitempty"`
+	Admitted   string          `json:"admitted,omitempty"`
+	Opened     time.Time       `json:"opened"`
+	Updated    time.Time       `json:"updated"`
+	// RoundList is set by show.
+	RoundList []roundJSON `json:"round_list,omitempty"`
+}
+
+// roundJSON is one round as `foundry jobs show -json` prints it.
+type roundJSON struct {
+	N         int                 `json:"n"`
+	Source    string              `json:"source"`
+	Run       string              `json:"run"`
+	Status    state.RoundStatus   `json:"status"`
+	Builder   digest.Digest       `json:"builder_action,omitempty"`
+	Candidate digest.Digest       `json:"candidate,omitempty"`
+	Failure   *evaluate.Rejection `json:"failure,omitempty"`
+	Used      state.Usage         `json:"used"`
+	Attempts  int                 `json:"attempts"`
+	Started   time.Time           `json:"started"`
+	Finished  *time.Time          `json:"finished,omitempty"`
+}
+
+// openJobs opens the project's state database, or returns nil when it has none.
+func openJobs(env *cliEnv, dir string) (*state.DB, bool) {
+	p := filepath.Join(dir, workspace.StateDir, "state.db")
+	if !fileExists(p) {
+		return nil, true
+	}
+	db, err := state.OpenState(p)
+	if err != nil {
+		fmt.Fprintf(env.stderr, "foundry jobs: %v\n", err)
+		return nil, false
+	}
+	return db, true
+}
+
+// jobView is job j with its rounds, as the command prints it.
+func jobView(ctx context.Context, db *state.DB, j state.Job, withRounds bool) (jobJSON, error) {
+	rounds, err := db.Rounds(ctx, j.ID)
+	if err != nil {
+		return jobJSON{}, err
+	}
+	v := jobJSON{ID: j.ID, Capability: j.Capability, Contract: j.Contract, Target: j.Target, Policy: j.Policy, Status: j.Status,
+		Budget: j.Budget, Rounds: len(rounds), Waiting: j.Waiting, Outcome: j.Outcome, Admitted: j.Admitted, Opened: j.Opened, Updated: j.Updated}
+	if v.Waiting == nil {
+		v.Waiting = []string{}
+	}
+	for _, r := range rounds {
+		v.Used = v.Used.Add(r.Used)
+		if !withRounds {
+			continue
+		}
+		rj := roundJSON{N: r.N, Source: r.Source, Run: r.RunID, Status: r.Status, Builder: r.Builder, Candidate: r.Candidate,
+			Used: r.Used, Attempts: r.Attempts, Started: r.Started}
+		if !r.Finished.IsZero() {
+			rj.Finished = &r.Finished
+		}
+		if len(r.Failure) > 0 {
+			rj.Failure = &evaluate.Rejection{}
+			if err := json.Unmarshal(r.Failure, rj.Failure); err != nil {
+				return jobJSON{}, fmt.Errorf("job %s: round %d's failure: %w", j.ID, r.N, err)
+			}
+		}
+		v.RoundList = append(v.RoundList, rj)
+	}
+	return v, nil
+}
+
+func listJobs(env *cliEnv, dir string, jsonOut bool) int {
+	db, ok := openJobs(env, dir)
+	if !ok {
+		return exitError
+	}
+	ctx := context.Background()
+	out := []jobJSON{}
+	if db != nil {
+		defer db.Close()
+		jobs, err := db.Jobs(ctx)
+		if err != nil {
+			fmt.Fprintf(env.stderr, "foundry jobs: %v\n", err)
+			return exitError
+		}
+		for _, j := range jobs {
+			v, err := jobView(ctx, db, j, false)
+			if err != nil {
+				fmt.Fprintf(env.stderr, "foundry jobs: %v\n", err)
+				return exitError
+			}
+			out = append(out, v)
+		}
+	}
+	if jsonOut {
+		writeJSON(env.stdout, out)
+		return exitOK
+	}
+	if len(out) == 0 {
+		fmt.Fprintln(env.stdout, "No reconstruction jobs are recorded.")
+		return exitOK
+	}
+	fmt.Fprintf(env.stdout, "%-20s  %-10s  %-24s  %-7s  %s\n", "JOB", "STATUS", "CAPABILITY", "ROUNDS", "SPENT")
+	for _, v := range out {
+		fmt.Fprintf(env.stdout, "%-20s  %-10s  %-24s  %-7s  %s\n", v.ID, v.Status, "capability."+v.Capability,
+			fmt.Sprintf("%d/%d", v.Rounds, v.Budget.Candidates), usageLine(v.Used, v.Budget))
+	}
+	return exitOK
+}
+
+func showJob(env *cliEnv, dir, which string, jsonOut bool) int {
+	failed := func(format string, a ...any) int {
+		fmt.Fprintf(env.stderr, "foundry jobs: "+format+"\n", a...)
+		return exitError
+	}
+	db, ok := openJobs(env, dir)
+	if !ok {
+		return exitError
+	}
+	if db == nil {
+		return failed("no job %s: %s has no %s/state.db (nothing has been applied here)", which, dir, workspace.StateDir)
+	}
+	defer db.Close()
+	ctx := context.Background()
+	jobs, err := db.Jobs(ctx)
+	if err != nil {
+		return failed("%v", err)
+	}
+	capName := strings.TrimPrefix(which, "capability.")
+	var matches []state.Job
+	for _, j := range jobs {
+		if j.ID == which {
+			matches = []state.Job{j}
+			break
+		}
+		if strings.HasPrefix(j.ID, which) || j.Capability == capName {
+			matches = append(matches, j)
+		}
+	}
+	switch len(matches) {
+	case 0:
+		return failed("no job %s in %s (see 'foundry jobs')", which, dir)
+	case 1:
+	default:
+		var ids []string
+		for _, j := range matches {
+			ids = append(ids, j.ID)
+		}
+		return failed("%s names %d jobs (%s): give a longer job ID", which, len(matches), strings.Join(ids, ", "))
+	}
+	v, err := jobView(ctx, db, matches[0], true)
+	if err != nil {
+		return failed("%v", err)
+	}
+	if jsonOut {
+		writeJSON(env.stdout, v)
+		return exitOK
+	}
+	writeJob(env.stdout, v)
+	return exitOK
+}
+
+// usageLine says what a job used against its budget.
+func usageLine(u state.Usage, b state.JobBudget) string {
+	return fmt.Sprintf("%d/%d probes, %s/%s wall, %g/%g spend", u.Probes, b.Probes, u.Wall.Round(time.Millisecond), b.Wall, u.Spend, b.Spend)
+}
+
+func writeJob(w io.Writer, v jobJSON) {
+	ts := func(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+	fmt.Fprintf(w, "%s  %s\n", v.ID, v.Status)
+	fmt.Fprintf(w, "  %-10s capability.%s, contract %s, target %s, policy %s\n", "job", v.Capability, v.Contract.Short(), v.Target, v.Policy.Short())
+	fmt.Fprintf(w, "  %-10s %d candidates, %d probes, %s wall, %s scratch per proposal, %g spend\n", "budget",
+		v.Budget.Candidates, v.Budget.Probes, v.Budget.Wall, humanBytes(v.Budget.Scratch), v.Budget.Spend)
+	fmt.Fprintf(w, "  %-10s %d round(s); %s; %s CPU\n", "spent", v.Rounds, usageLine(v.Used, v.Budget), v.Used.CPU.Round(time.Millisecond))
+	if len(v.Waiting) > 0 {
+		fmt.Fprintf(w, "  %-10s %s\n", "waiting", strings.Join(v.Waiting, ", "))
+	}
+	fmt.Fprintf(w, "  %-10s opened %s, updated %s\n", "times", ts(v.Opened), ts(v.Updated))
+	for _, r := range v.RoundList {
+		fmt.Fprintf(w, "\n  round %d  %s  (%s, run %s", r.N, r.Status, r.Source, r.Run)
+		if r.Attempts > 1 {
+			fmt.Fprintf(w, ", dispatched %d times", r.Attempts)
+		}
+		fmt.Fprintln(w, ")")
+		if r.Candidate != "" {
+			fmt.Fprintf(w, "    %-10s %s\n", "candidate", r.Candidate)
+		}
+		u := r.Used
+		fmt.Fprintf(w, "    %-10s %s wall (builder %s, cases %s), %s CPU, %s peak memory, %s written, %d probe(s), %d intervention(s), %g spend\n", "used",
+			u.Wall.Round(time.Millisecond), u.BuilderWall.Round(time.Millisecond), u.CasesWall.Round(time.Millisecond),
+			u.CPU.Round(time.Millisecond), humanBytes(u.PeakMemory), humanBytes(u.Written), u.Probes, u.Interventions, u.Spend)
+		if f := r.Failure; f != nil {
+			fmt.Fprintf(w, "    %s\n", strings.TrimSpace(strings.ReplaceAll(f.String(), "\n", "\n  ")))
+		}
+	}
+	if v.Outcome != "" {
+		fmt.Fprintf(w, "\n  outcome: %s\n", strings.ReplaceAll(v.Outcome, "\n", "\n  "))
+	}
+}
+
+// humanBytes writes n bytes in the largest binary unit not above it, to one decimal.
+func humanBytes(n int64) string {
+	units := []string{"KiB", "MiB", "GiB", "TiB"}
+	if n < 1024 {
+		return fmt.Sprintf("%dB", n)
+	}
+	v, u := float64(n)/1024, 0
+	for v >= 1024 && u < len(units)-1 {
+		v, u = v/1024, u+1
+	}
+	return strings.TrimSuffix(fmt.Sprintf("%.1f", v), ".0") + units[u]
+}

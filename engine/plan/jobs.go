@@ -1,0 +1,74 @@
+package plan
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+
+	"github.com/foundry-build/foundry/digest"
+	"github.com/foundry-build/foundry/engine/evaluate"
+	"github.com/foundry-build/foundry/engine/graph"
+	"github.com/foundry-build/foundry/engine/state"
+	"github.com/foundry-build/foundry/lang"
+)
+
+// JobIdentity is what names the reconstruction job of capability n: its contract digest,
+// its target platform and the trust policy its candidates are promoted under (how many
+// undisclosed sealed cases promotion needs, and whether earlier-suite pins are kept). The
+// same in the plan and in every apply, so that an apply joins the job an earlier one opened.
+func JobIdentity(g *graph.Graph, n *graph.Node) (id, target string, policy digest.Digest, err error) {
+	p := g.Config.Project
+	target = n.Capability.Target
+	if target == "" {
+		target = p.Platform
+	}
+	policy, _, err = digest.Of(map[string]any{"min_undisclosed_sealed": evaluate.MinUndisclosed(p), "keep_pins": p.KeepPins})
+	if err != nil {
+		return "", "", "", err
+	}
+	id, err = state.JobID(n.Digest, target, policy)
+	return id, target, policy, err
+}
+
+// JobView is a reconstruction job as the plan shows it: recorded by an earlier apply, or
+// the one apply will open.
+type JobView struct {
+	ID     string `json:"id"`
+	Status string `json:"status"` // "new" when no apply opened it yet
+	// Rounds are the rounds dispatched so far; Probes and WallMillis what they spent.
+	Rounds     int     `json:"rounds"`
+	Probes     int     `json:"probes"`
+	WallMillis int64   `json:"wall_ms"`
+	Spend      float64 `json:"spend"`
+}
+
+// jobOf looks up the job of capability n in db.
+func jobOf(ctx context.Context, db *state.DB, g *graph.Graph, n *graph.Node) (*JobView, error) {
+	id, _, _, err := JobIdentity(g, n)
+	if err != nil {
+		return nil, err
+	}
+	v := &JobView{ID: id, Status: "new"}
+	j, err := db.Job(ctx, id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return v, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	rounds, err := db.Rounds(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	var used state.Usage
+	for _, r := range rounds {
+		used = used.Add(r.Used)
+	}
+	v.Status, v.Rounds, v.Probes, v.WallMillis, v.Spend = string(j.Status), len(rounds), used.Probes, used.Wall.Milliseconds(), used.Spend
+	return v, nil
+}
+
+// budgetOf is the plan's view of a reconstruct block's budget.
+func budgetOf(b lang.ReconstructBudget) Budget {
+	return Budget{Candidates: b.Candidates, Probes: b.Probes, Wall: b.Wall.String(), ScratchBytes: b.Scratch, Spend: b.Spend}
+}

@@ -1,0 +1,335 @@
+package state
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/foundry-build/foundry/digest"
+)
+
+// JobStatus is where a reconstruction job stands (spec/capability.md §5a).
+type JobStatus string
+
+const (
+	JobOpen       JobStatus = "open"       // rounds may still run
+	JobAdmitted   JobStatus = "admitted"   // a candidate passed the sealed suite and was admitted
+	JobExhausted  JobStatus = "exhausted"  // its budget is spent, none admitted
+	JobUnresolved JobStatus = "unresolved" // it cannot go on: the sealed set is used up, or the builder cannot run
+)
+
+// JobBudget is what a job may spend over all its rounds, as its reconstruct block said when
+// an apply last opened it.
+type JobBudget struct {
+	Candidates int           `json:"candidates"`
+	Probes     int           `json:"probes"`
+	Wall       time.Duration `json:"wall_ns"`
+	Scratch    int64         `json:"scratch_bytes"`
+	Spend      float64       `json:"spend"`
+}
+
+// Usage is what a round used, charged as each of its parts ends.
+type Usage struct {
+	CPU           time.Duration `json:"cpu_ns"`
+	Wall          time.Duration `json:"wall_ns"`
+	PeakMemory    int64         `json:"peak_memory_bytes"`
+	Written       int64         `json:"written_bytes"` // what the proposal wrote
+	Probes        int           `json:"probes"`        // dev and repair case runs
+	Interventions int           `json:"interventions"` // proposals a person made or edited
+	Spend         float64       `json:"spend"`
+	// BuilderWall and CasesWall are the parts of Wall the proposal source and the case runs
+	// took; the rest is the job's own overhead.
+	BuilderWall time.Duration `json:"builder_wall_ns"`
+	CasesWall   time.Duration `json:"cases_wall_ns"`
+}
+
+// Add adds u's counts to t's; peak memory is the larger.
+func (t Usage) Add(u Usage) Usage {
+	t.CPU += u.CPU
+	t.Wall += u.Wall
+	t.PeakMemory = max(t.PeakMemory, u.PeakMemory)
+	t.Written += u.Written
+	t.Probes += u.Probes
+	t.Interventions += u.Interventions
+	t.Spend += u.Spend
+	t.BuilderWall += u.BuilderWall
+	t.CasesWall += u.CasesWall
+	return t
+}
+
+// Job is one reconstruction job: one per contract digest, target platform and trust policy,
+// opened by the first apply that needs it and joined by every later one.
+type Job struct {
+	ID         string
+	Capability string
+	Contract   digest.Digest
+	Target     string
+	Policy     digest.Digest
+	Status     JobStatus
+	Budget     JobBudget
+	// Outcome is the report of an admitted, exhausted or unresolved job; Admitted the
+	// registry reference of what it admitted.
+	Outcome  string
+	Admitted string
+	// Waiting are the addresses of the nodes that wait for its capability.
+	Waiting []string
+	Opened  time.Time
+	Updated time.Time
+}
+
+// RoundStatus is where one round stands.
+type RoundStatus string
+
+const (
+	RoundRunning  RoundStatus = "running"  // dispatched, not yet ended (or its apply died)
+	RoundFailed   RoundStatus = "failed"   // no candidate: the builder failed or wrote too much
+	RoundRejected RoundStatus = "rejected" // its candidate failed a suite or was refused
+	RoundAdmitted RoundStatus = "admitted"
+)
+
+// Round is one round of a job: a proposal, the candidate made of it, and what happened.
+type Round struct {
+	Job    string
+	N      int
+	Source string // what proposed: the builder's address, or another source's name
+	RunID  string // the apply that last worked on it
+	Status RoundStatus
+	// Builder is the cache key of the builder's run; Candidate the candidate's tree digest.
+	Builder   digest.Digest
+	Candidate digest.Digest
+	// Failure is the round's failure as the next round's builder reads it (JSON), empty
+	// unless failed or rejected.
+	Failure  []byte
+	Used     Usage
+	Attempts int // applies that dispatched it: more than 1 after a crash
+	Started  time.Time
+	Finished time.Time
+}
+
+// JobID is the ID of the job for a contract, target and trust policy: the same in every
+// apply and in the plan.
+func JobID(contract digest.Digest, target string, policy digest.Digest) (string, error) {
+	d, _, err := digest.Of([]string{"foundry-job/v1", string(contract), target, string(policy)})
+	if err != nil {
+		return "", fmt.Errorf("state: job id: %w", err)
+	}
+	return "job-" + d.Hex()[:16], nil
+}
+
+// OpenJob opens j, or joins the job already recorded under its ID: that one keeps its
+// status, rounds and spend, and takes j's budget and waiting nodes. It returns the job as
+// recorded and whether this call created it.
+func (d *DB) OpenJob(ctx context.Context, j Job) (Job, bool, error) {
+	if j.ID == "" || j.Capability == "" {
+		return Job{}, false, errors.New("state: open job: ID and capability are required")
+	}
+	budget, err := json.Marshal(j.Budget)
+	if err != nil {
+		return Job{}, false, err
+	}
+	var created bool
+	now := nanos(time.Now())
+	err = d.tx(ctx, "open job "+j.ID, func(tx *sql.Tx) error {
+		old, err := scanJob(tx.QueryRowContext(ctx, jobSelect+` WHERE id = ?`, j.ID))
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			created = true
+			waiting, err := json.Marshal(sortedUnion(nil, j.Waiting))
+			if err != nil {
+				return err
+			}
+			_, err = tx.ExecContext(ctx, `INSERT INTO jobs (id, capability, contract_digest, target, policy_digest, status, budget, waiting, opened, updated)
+VALUES (?, ?, ?, ?, ?, 'open', ?, ?, ?, ?)`, j.ID, j.Capability, string(j.Contract), j.Target, string(j.Policy), string(budget), string(waiting), now, now)
+			return err
+		case err != nil:
+			return err
+		}
+		waiting, err := json.Marshal(sortedUnion(old.Waiting, j.Waiting))
+		if err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE jobs SET budget = ?, waiting = ?, updated = ? WHERE id = ?`, string(budget), string(waiting), now, j.ID)
+		return err
+	})
+	if err != nil {
+		return Job{}, false, err
+	}
+	got, err := d.Job(ctx, j.ID)
+	return got, created, err
+}
+
+// SetJobStatus records a job's status and the report of its outcome (admitted: the
+// reference it was admitted as). Reopening a job (JobOpen) keeps its rounds and spend.
+func (d *DB) SetJobStatus(ctx context.Context, id string, status JobStatus, outcome, admitted string) error {
+	return d.tx(ctx, "set status of job "+id, func(tx *sql.Tx) error {
+		r, err := tx.ExecContext(ctx, `UPDATE jobs SET status = ?, outcome = ?, admitted = ?, updated = ? WHERE id = ?`,
+			string(status), outcome, admitted, nanos(time.Now()), id)
+		if err != nil {
+			return err
+		}
+		if n, _ := r.RowsAffected(); n != 1 {
+			return fmt.Errorf("no job %s", id)
+		}
+		return nil
+	})
+}
+
+// Job returns the job with the given ID, or an error wrapping sql.ErrNoRows.
+func (d *DB) Job(ctx context.Context, id string) (Job, error) {
+	j, err := scanJob(d.db.QueryRowContext(ctx, jobSelect+` WHERE id = ?`, id))
+	if err != nil {
+		return Job{}, fmt.Errorf("state: job %s: %w", id, err)
+	}
+	return j, nil
+}
+
+// Jobs returns every job, the most recently updated first.
+func (d *DB) Jobs(ctx context.Context) ([]Job, error) {
+	rows, err := d.db.QueryContext(ctx, jobSelect+` ORDER BY updated DESC, id`)
+	if err != nil {
+		return nil, fmt.Errorf("state: list jobs: %w", err)
+	}
+	defer rows.Close()
+	var out []Job
+	for rows.Next() {
+		j, err := scanJob(rows)
+		if err != nil {
+			return nil, fmt.Errorf("state: list jobs: %w", err)
+		}
+		out = append(out, j)
+	}
+	return out, rows.Err()
+}
+
+const jobSelect = `SELECT id, capability, contract_digest, target, policy_digest, status, budget, outcome, admitted, waiting, opened, updated FROM jobs`
+
+func scanJob(row interface{ Scan(...any) error }) (Job, error) {
+	var (
+		j                        Job
+		contract, policy, status string
+		budget, waiting          string
+		opened, updated          sql.NullInt64
+	)
+	if err := row.Scan(&j.ID, &j.Capability, &contract, &j.Target, &policy, &status, &budget, &j.Outcome, &j.Admitted, &waiting, &opened, &updated); err != nil {
+		return Job{}, err
+	}
+	if err := json.Unmarshal([]byte(budget), &j.Budget); err != nil {
+		return Job{}, fmt.Errorf("job %s: budget: %w", j.ID, err)
+	}
+	if err := json.Unmarshal([]byte(waiting), &j.Waiting); err != nil {
+		return Job{}, fmt.Errorf("job %s: waiting: %w", j.ID, err)
+	}
+	j.Contract, j.Policy, j.Status = digest.Digest(contract), digest.Digest(policy), JobStatus(status)
+	j.Opened, j.Updated = fromNanos(opened), fromNanos(updated)
+	return j, nil
+}
+
+// sortedUnion is the sorted set of a's and b's strings.
+func sortedUnion(a, b []string) []string {
+	out := slices.Concat(a, b)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// StartRound records that round n of job is dispatched by run (reserving it: a round
+// counts against the candidates budget from here). Dispatching a round that an earlier
+// apply left running resumes it: its usage so far stays, and its attempts count up. A round
+// that ended is not dispatched again.
+func (d *DB) StartRound(ctx context.Context, job string, n int, source, runID string) error {
+	return d.tx(ctx, fmt.Sprintf("start round %d of job %s", n, job), func(tx *sql.Tx) error {
+		r, err := tx.ExecContext(ctx, `INSERT INTO job_rounds (job_id, n, source, run_id, status, started) VALUES (?, ?, ?, ?, 'running', ?)
+ON CONFLICT (job_id, n) DO UPDATE SET run_id = excluded.run_id, source = excluded.source, attempts = attempts + 1
+WHERE status = 'running'`, job, n, source, runID, nanos(time.Now()))
+		if err != nil {
+			return err
+		}
+		if k, _ := r.RowsAffected(); k != 1 {
+			return fmt.Errorf("round %d has ended", n)
+		}
+		return nil
+	})
+}
+
+// ChargeRound adds u to round n's usage: each part of a round is charged when it ends, so
+// what a killed apply spent before its last charge stays spent.
+func (d *DB) ChargeRound(ctx context.Context, job string, n int, u Usage) error {
+	return d.tx(ctx, fmt.Sprintf("charge round %d of job %s", n, job), func(tx *sql.Tx) error {
+		var used string
+		if err := tx.QueryRowContext(ctx, `SELECT used FROM job_rounds WHERE job_id = ? AND n = ?`, job, n).Scan(&used); err != nil {
+			return err
+		}
+		var t Usage
+		if err := json.Unmarshal([]byte(used), &t); err != nil {
+			return fmt.Errorf("usage: %w", err)
+		}
+		b, err := json.Marshal(t.Add(u))
+		if err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE job_rounds SET used = ? WHERE job_id = ? AND n = ?`, string(b), job, n)
+		return err
+	})
+}
+
+// FinishRound records how round n ended: its builder run and candidate (either may be
+// empty) and, failed or rejected, its failure as the next builder reads it. A round ends
+// once.
+func (d *DB) FinishRound(ctx context.Context, job string, n int, status RoundStatus, builder, candidate digest.Digest, failure []byte) error {
+	if status == RoundRunning {
+		return errors.New("state: finish round: a finished round is not running")
+	}
+	return d.tx(ctx, fmt.Sprintf("finish round %d of job %s", n, job), func(tx *sql.Tx) error {
+		r, err := tx.ExecContext(ctx, `UPDATE job_rounds SET status = ?, builder_action = ?, candidate = ?, failure = ?, finished = ?
+WHERE job_id = ? AND n = ? AND status = 'running'`, string(status), string(builder), string(candidate), failure, nanos(time.Now()), job, n)
+		if err != nil {
+			return err
+		}
+		if k, _ := r.RowsAffected(); k != 1 {
+			return fmt.Errorf("round %d is not running", n)
+		}
+		return nil
+	})
+}
+
+// Rounds returns job's rounds in order.
+func (d *DB) Rounds(ctx context.Context, job string) ([]Round, error) {
+	rows, err := d.db.QueryContext(ctx, `SELECT n, source, run_id, status, builder_action, candidate, failure, used, attempts, started, finished
+FROM job_rounds WHERE job_id = ? ORDER BY n`, job)
+	if err != nil {
+		return nil, fmt.Errorf("state: rounds of job %s: %w", job, err)
+	}
+	defer rows.Close()
+	var out []Round
+	for rows.Next() {
+		var (
+			r                           Round
+			status, builder, cand, used string
+			started, finished           sql.NullInt64
+		)
+		if err := rows.Scan(&r.N, &r.Source, &r.RunID, &status, &builder, &cand, &r.Failure, &used, &r.Attempts, &started, &finished); err != nil {
+			return nil, fmt.Errorf("state: rounds of job %s: %w", job, err)
+		}
+		if err := json.Unmarshal([]byte(used), &r.Used); err != nil {
+			return nil, fmt.Errorf("state: round %d of job %s: usage: %w", r.N, job, err)
+		}
+		r.Job, r.Status, r.Builder, r.Candidate = job, RoundStatus(status), digest.Digest(builder), digest.Digest(cand)
+		r.Started, r.Finished = fromNanos(started), fromNanos(finished)
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// JobsSpend is what every job's rounds have spent together: the project's ceiling on spend
+// stands above all of them.
+func (d *DB) JobsSpend(ctx context.Context) (float64, error) {
+	var s sql.NullFloat64
+	err := d.db.QueryRowContext(ctx, `SELECT SUM(json_extract(used, '$.spend')) FROM job_rounds`).Scan(&s)
+	if err != nil {
+		return 0, fmt.Errorf("state: spend of all jobs: %w", err)
+	}
+	return s.Float64, nil
+}
