@@ -343,7 +343,19 @@ func TestReconstructionProbeFindsPlantedSecrets(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(plant, "pair.json"), []byte(`{"output":[4,5,8,9],"input":[5,4,9,8]}`+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	failedApply(t, dir)
+	// The job is the first apply's, its one candidate spent: a second round sees the plants
+	// (and admits a correct sorter).
+	main := filepath.Join(dir, "main.hcl")
+	hcl, err := os.ReadFile(main)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(main, []byte(strings.Replace(string(hcl), "candidates = 1", "candidates = 2", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := apply(t, dir, nil, "-progress", "plain"); r.code != 0 || !strings.Contains(r.stderr, "round 2 of 2") {
+		t.Fatalf("apply: exit %d\n%s", r.code, r.stderr)
+	}
 	log, obs := probeLog(t, dir)
 	got := strings.Join(leaks(log, obs, secretsOf(t, dir, "5,4,9,8")), "\n")
 	for _, want := range []string{
