@@ -374,3 +374,72 @@ func TestReconstructionProbeFindsPlantedSecrets(t *testing.T) {
 		t.Errorf("a control failed:\n%s", got)
 	}
 }
+
+// lineOf is the 1-based line of the first line of text that contains marker, or 0.
+func lineOf(text, marker string) int {
+	for i, l := range strings.Split(text, "\n") {
+		if strings.Contains(l, marker) {
+			return i + 1
+		}
+	}
+	return 0
+}
+
+// What would hand the builder a sealed case or Foundry's own files is refused by validate and
+// plan, at the line that asks for it, before anything runs. (The builder's network, a mount at
+// /job, a capability mount and dir() of the sealed directory are refused the same way:
+// lang/reconstruct_test.go TestReconstructDiagnostics.)
+func TestReconstructionBuilderMountsRefused(t *testing.T) {
+	cases := []struct {
+		name, mount string
+		want        []string
+	}{
+		{"a sealed case by file()", `"/pair.json" = file("sealed/pair.json")`,
+			[]string{"Error: Configuration reads sealed cases", `file("sealed/pair.json") reaches sealed/pair.json, a sealed case of capability "sorter"`}},
+		{"the project directory", `"/project" = dir(".")`,
+			[]string{"Error: Invalid function argument", `"." contains Foundry's state directory .foundry; mount a subdirectory`}},
+		{"the keys", `"/keys" = dir(".foundry/keys")`,
+			[]string{"Error: Invalid function argument", `".foundry/keys" is inside Foundry's state directory .foundry`}},
+		{"the signing key", `"/key" = file(".foundry/keys/signing.key")`,
+			[]string{"Error: Invalid function argument", `".foundry/keys/signing.key" is inside Foundry's state directory`}},
+		{"the registry", `"/registry" = dir(".foundry/registry")`,
+			[]string{"Error: Invalid function argument", `".foundry/registry" is inside Foundry's state directory .foundry`}},
+		{"under /job", `"/job/extra.json" = "{}"`,
+			[]string{"Error: Reserved mount path", `"/job/extra.json" is reserved: apply mounts the job`}},
+		{"a host directory", `"/sealed" = host_dir("PROJECT/sealed")`,
+			[]string{"Error: Invalid value", `mounts["/sealed"] cannot be a host directory`, "Error: Configuration reads sealed cases"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := newReconstructFixture(t, "3")
+			// As after an apply: the state directory holds a key and a registry.
+			for _, f := range []string{".foundry/keys/signing.key", ".foundry/registry/oci-layout"} {
+				if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, f)), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(dir, f), []byte("x\n"), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			main := filepath.Join(dir, "main.hcl")
+			b, err := os.ReadFile(main)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mount := strings.ReplaceAll(c.mount, "PROJECT", dir)
+			hcl := strings.Replace(string(b), `mounts  = { "/src" = dir("builder") }`, `mounts  = { "/src" = dir("builder"), `+mount+` }`, 1)
+			if err := os.WriteFile(main, []byte(hcl), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			at := "on main.hcl line " + strconv.Itoa(lineOf(hcl, mount))
+			for _, cmd := range []string{"validate", "plan"} {
+				code, _, stderr := foundry(t, dir, cmd)
+				if code != exitError {
+					t.Errorf("%s: exit %d, want %d\n%s", cmd, code, exitError, stderr)
+				}
+				// The detail is wrapped to the terminal's width: compare words.
+				saysAll(t, cmd, strings.Join(strings.Fields(stderr), " "), append([]string{at}, c.want...)...)
+			}
+		})
+	}
+}
