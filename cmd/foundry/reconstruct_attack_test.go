@@ -443,3 +443,36 @@ func TestReconstructionBuilderMountsRefused(t *testing.T) {
 		})
 	}
 }
+
+// A copy of a sealed case under another name, which no check by path can see, is refused by
+// content when it would be mounted into the builder, whichever way: in a directory, or as a
+// file's text (file(), or the same text written inline). The round is spent without the
+// builder running, and the refusal does not say which case it matched.
+func TestReconstructionBuilderSealedCopyRefused(t *testing.T) {
+	for _, c := range []struct{ name, mount, refused string }{
+		{"in a directory", `"/notes" = dir("notes")`, "refusing to mount notes: its file copy.json has the content of a sealed case"},
+		{"as text", `"/notes/copy.json" = file("notes/copy.json")`, "refusing to mount the text at /notes/copy.json: it has the content of a sealed case"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := newReconstructFixture(t, "1", `mounts  = { "/src" = dir("builder") }`, `mounts  = { "/src" = dir("builder"), `+c.mount+` }`)
+			b, err := os.ReadFile(filepath.Join(dir, "sealed", "pair.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.MkdirAll(filepath.Join(dir, "notes"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "notes", "copy.json"), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			r := failedApply(t, dir)
+			saysAll(t, "apply", r.stderr, "reconstruct round 1: did not build: capability.sorter.reconstruct.builder: "+c.refused)
+			if strings.Contains(r.stderr, "pair.json") || strings.Contains(r.stderr, "eval capability.sorter") {
+				t.Errorf("the refusal names the case, or a candidate was evaluated:\n%s", r.stderr)
+			}
+			if code, out, errs := foundry(t, dir, "logs", "capability.sorter.reconstruct.builder"); code == 0 {
+				t.Errorf("the builder ran:\n%s%s", out, errs)
+			}
+		})
+	}
+}
