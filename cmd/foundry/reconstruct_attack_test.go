@@ -385,33 +385,46 @@ func lineOf(text, marker string) int {
 	return 0
 }
 
-// What would hand the builder a sealed case or Foundry's own files is refused by validate and
-// plan, at the line that asks for it, before anything runs. (The builder's network, a mount at
-// /job, a capability mount and dir() of the sealed directory are refused the same way:
-// lang/reconstruct_test.go TestReconstructDiagnostics.)
+// What would hand the builder a sealed case or Foundry's own files, as a mount or in its
+// image, is refused by validate and plan, at the line that asks for it, before anything runs.
+// (The builder's network, a mount at /job, a capability mount and dir() of the sealed
+// directory are refused the same way: lang/reconstruct_test.go TestReconstructDiagnostics.)
 func TestReconstructionBuilderMountsRefused(t *testing.T) {
+	const mounts, files = `mounts  = { "/src" = dir("builder") }`, `files    = { "/bin/busybox" = host_file("/bin/busybox") }`
+	withMount := func(m string) [2]string { return [2]string{mounts, `mounts  = { "/src" = dir("builder"), ` + m + ` }`} }
 	cases := []struct {
-		name, mount string
-		want        []string
+		name string
+		edit [2]string // text of main.hcl, and what replaces it (PROJECT is the project's path)
+		want []string
 	}{
-		{"a sealed case by file()", `"/pair.json" = file("sealed/pair.json")`,
+		{"a sealed case by file()", withMount(`"/pair.json" = file("sealed/pair.json")`),
 			[]string{"Error: Configuration reads sealed cases", `file("sealed/pair.json") reaches sealed/pair.json, a sealed case of capability "sorter"`}},
-		{"the project directory", `"/project" = dir(".")`,
+		{"the project directory", withMount(`"/project" = dir(".")`),
 			[]string{"Error: Invalid function argument", `"." contains Foundry's state directory .foundry; mount a subdirectory`}},
-		{"the keys", `"/keys" = dir(".foundry/keys")`,
+		{"the keys", withMount(`"/keys" = dir(".foundry/keys")`),
 			[]string{"Error: Invalid function argument", `".foundry/keys" is inside Foundry's state directory .foundry`}},
-		{"the signing key", `"/key" = file(".foundry/keys/signing.key")`,
+		{"the signing key", withMount(`"/key" = file(".foundry/keys/signing.key")`),
 			[]string{"Error: Invalid function argument", `".foundry/keys/signing.key" is inside Foundry's state directory`}},
-		{"the registry", `"/registry" = dir(".foundry/registry")`,
+		{"the registry", withMount(`"/registry" = dir(".foundry/registry")`),
 			[]string{"Error: Invalid function argument", `".foundry/registry" is inside Foundry's state directory .foundry`}},
-		{"under /job", `"/job/extra.json" = "{}"`,
+		{"under /job", withMount(`"/job/extra.json" = "{}"`),
 			[]string{"Error: Reserved mount path", `"/job/extra.json" is reserved: apply mounts the job`}},
-		{"a host directory", `"/sealed" = host_dir("PROJECT/sealed")`,
+		{"a host directory", withMount(`"/sealed" = host_dir("PROJECT/sealed")`),
 			[]string{"Error: Invalid value", `mounts["/sealed"] cannot be a host directory`, "Error: Configuration reads sealed cases"}},
+		// The builder's image (seed.bb, also the candidate's base) may not pack them either.
+		{"the signing key in the image", [2]string{files, `files    = { "/etc/k" = host_file("PROJECT/.foundry/keys/signing.key"), "/bin/busybox" = host_file("/bin/busybox") }`},
+			[]string{"Error: Invalid function argument", `"PROJECT/.foundry/keys/signing.key" is inside the project's state directory PROJECT/.foundry, which holds its signing key, registry and state`}},
+		{"the state directory in the image", [2]string{files, files + "\n    dir      = host_dir(\"PROJECT/.foundry\")"},
+			[]string{"Error: Invalid function argument", `"PROJECT/.foundry" is inside the project's state directory`}},
+		{"the project in the image", [2]string{files, files + "\n    dir      = host_dir(\"PROJECT\")"},
+			[]string{"Error: Invalid function argument", `"PROJECT" contains the project's state directory PROJECT/.foundry, which holds its signing key, registry and state; name a directory beside it`}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			dir := newReconstructFixture(t, "3")
+			if real, err := filepath.EvalSymlinks(dir); err == nil {
+				dir = real
+			}
 			// As after an apply: the state directory holds a key and a registry.
 			for _, f := range []string{".foundry/keys/signing.key", ".foundry/registry/oci-layout"} {
 				if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, f)), 0o755); err != nil {
@@ -426,19 +439,23 @@ func TestReconstructionBuilderMountsRefused(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			mount := strings.ReplaceAll(c.mount, "PROJECT", dir)
-			hcl := strings.Replace(string(b), `mounts  = { "/src" = dir("builder") }`, `mounts  = { "/src" = dir("builder"), `+mount+` }`, 1)
+			with := strings.ReplaceAll(c.edit[1], "PROJECT", dir)
+			hcl := strings.Replace(string(b), c.edit[0], with, 1)
 			if err := os.WriteFile(main, []byte(hcl), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			at := "on main.hcl line " + strconv.Itoa(lineOf(hcl, mount))
+			last := with[strings.LastIndex(with, "\n")+1:] // the line that asks for it
+			want := []string{"on main.hcl line " + strconv.Itoa(lineOf(hcl, last))}
+			for _, w := range c.want {
+				want = append(want, strings.ReplaceAll(w, "PROJECT", dir))
+			}
 			for _, cmd := range []string{"validate", "plan"} {
 				code, _, stderr := foundry(t, dir, cmd)
 				if code != exitError {
 					t.Errorf("%s: exit %d, want %d\n%s", cmd, code, exitError, stderr)
 				}
 				// The detail is wrapped to the terminal's width: compare words.
-				saysAll(t, cmd, strings.Join(strings.Fields(stderr), " "), append([]string{at}, c.want...)...)
+				saysAll(t, cmd, strings.Join(strings.Fields(stderr), " "), want...)
 			}
 		})
 	}
