@@ -465,13 +465,30 @@ func TestReconstructionBuilderMountsRefused(t *testing.T) {
 // content when it would be mounted into the builder, whichever way: in a directory, or as a
 // file's text (file(), or the same text written inline). The round is spent without the
 // builder running, and the refusal does not say which case it matched.
+//
+// In the builder's image it is not refused yet: the check by content is made on mounts
+// (spec/language.md §14), not on the layers a seed packs. That row is skipped until it is.
 func TestReconstructionBuilderSealedCopyRefused(t *testing.T) {
-	for _, c := range []struct{ name, mount, refused string }{
-		{"in a directory", `"/notes" = dir("notes")`, "refusing to mount notes: its file copy.json has the content of a sealed case"},
-		{"as text", `"/notes/copy.json" = file("notes/copy.json")`, "refusing to mount the text at /notes/copy.json: it has the content of a sealed case"},
+	const mounts, files = `mounts  = { "/src" = dir("builder") }`, `files    = { "/bin/busybox" = host_file("/bin/busybox") }`
+	for _, c := range []struct {
+		name    string
+		edit    [2]string
+		refused string
+		hole    string // why the row is skipped
+	}{
+		{"in a directory", [2]string{mounts, `mounts  = { "/src" = dir("builder"), "/notes" = dir("notes") }`},
+			"reconstruct round 1: did not build: capability.sorter.reconstruct.builder: refusing to mount notes: its file copy.json has the content of a sealed case", ""},
+		{"as text", [2]string{mounts, `mounts  = { "/src" = dir("builder"), "/notes/copy.json" = file("notes/copy.json") }`},
+			"reconstruct round 1: did not build: capability.sorter.reconstruct.builder: refusing to mount the text at /notes/copy.json: it has the content of a sealed case", ""},
+		{"in the image", [2]string{files, `files    = { "/bin/busybox" = host_file("/bin/busybox"), "/etc/notes.json" = file("notes/copy.json") }`},
+			"has the content of a sealed case",
+			"a seed's layers are not checked by content: the builder reads the copy at /etc/notes.json"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			dir := newReconstructFixture(t, "1", `mounts  = { "/src" = dir("builder") }`, `mounts  = { "/src" = dir("builder"), `+c.mount+` }`)
+			if c.hole != "" {
+				t.Skip("known hole: " + c.hole)
+			}
+			dir := newReconstructFixture(t, "1", c.edit[0], c.edit[1])
 			b, err := os.ReadFile(filepath.Join(dir, "sealed", "pair.json"))
 			if err != nil {
 				t.Fatal(err)
@@ -483,7 +500,7 @@ func TestReconstructionBuilderSealedCopyRefused(t *testing.T) {
 				t.Fatal(err)
 			}
 			r := failedApply(t, dir)
-			saysAll(t, "apply", r.stderr, "reconstruct round 1: did not build: capability.sorter.reconstruct.builder: "+c.refused)
+			saysAll(t, "apply", r.stderr, c.refused)
 			if strings.Contains(r.stderr, "pair.json") || strings.Contains(r.stderr, "eval capability.sorter") {
 				t.Errorf("the refusal names the case, or a candidate was evaluated:\n%s", r.stderr)
 			}
