@@ -60,8 +60,9 @@ example: deps build
 	# reconstruct/reuse pins what reconstruct admitted, from its registry, under its key;
 	# plan -detailed-exitcode then fails if anything would run, be built or reconstructed.
 	cd examples/reconstruct && ../../$(BIN) apply -auto-approve -progress plain && \
-	  ../../$(BIN) output step.sort /out/sorted.json
+	  ../../$(BIN) output step.sort /out/sorted.json && ../../$(BIN) jobs
 	cd examples/reconstruct/reuse && \
+	  ../../../$(BIN) plan -trust-key ../.foundry/keys/signing.pub && \
 	  ../../../$(BIN) apply -auto-approve -progress plain -trust-key ../.foundry/keys/signing.pub && \
 	  ../../../$(BIN) output step.sort /out/sorted.json && \
 	  ../../../$(BIN) plan -detailed-exitcode -trust-key ../.foundry/keys/signing.pub

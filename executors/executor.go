@@ -112,6 +112,24 @@ type Result struct {
 	Stopped   bool   // killed because Action.Attach returned (ExitCode -1, Signal SIGKILL)
 	Started   time.Time
 	Finished  time.Time
+	// Usage is what the action's processes used, as the executor measured it once they had
+	// ended. A field is zero when the executor could not measure it; each executor's package
+	// doc says what it counts and when it cannot.
+	Usage Usage
+}
+
+// Usage is the resources an action consumed. The sandboxed executors measure the step's
+// cgroup, so the numbers include the OCI runtime's init process (tens of milliseconds of CPU
+// and a few MiB) and the page cache and tmpfs pages charged to the cgroup; the local executor
+// measures the process and the descendants it waited for. Numbers from different executors
+// are comparable in magnitude, not byte for byte.
+type Usage struct {
+	// CPU is the user plus system CPU time of all the action's processes.
+	CPU time.Duration
+	// PeakMemoryBytes is the most memory the action held at one moment: all of the step's
+	// cgroup at once in a sandbox, its largest single process's resident set for the local
+	// executor.
+	PeakMemoryBytes int64
 }
 
 // Executor runs actions. Run returns an error only when the action could not be run at all

@@ -346,7 +346,7 @@ func (e *budgetError) diag(rng hcl.Range) *hcl.Diagnostic {
 		what = fmt.Sprintf("%d values made by for expressions, functions, constructors and locals", e.b.limits.MaxValues)
 		raise = EnvMaxValues + "=N"
 	case bytesLimit:
-		what = fmt.Sprintf("%d bytes (%s) held in strings and collections", e.b.limits.MaxBytes, sizeText(e.b.limits.MaxBytes))
+		what = fmt.Sprintf("%d bytes (%s) held in strings and collections", e.b.limits.MaxBytes, FormatSize(e.b.limits.MaxBytes))
 		raise = EnvMaxBytes + "=SIZE (for example 512MiB)"
 	default:
 		what = fmt.Sprintf("%v of evaluation time", e.b.limits.Timeout)
@@ -361,8 +361,8 @@ func (e *budgetError) diag(rng hcl.Range) *hcl.Diagnostic {
 // silentRefusal marks the diagnostic of a refusal after the first.
 type silentRefusal struct{}
 
-// sizeText writes n bytes in the largest binary unit that divides it, as ParseSize reads it.
-func sizeText(n int64) string {
+// FormatSize writes n bytes in the largest binary unit that divides it, as ParseSize reads it.
+func FormatSize(n int64) string {
 	for _, u := range []struct {
 		name string
 		size int64

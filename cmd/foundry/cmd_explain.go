@@ -136,6 +136,18 @@ func writeExplanation(w io.Writer, g *graph.Graph, e *plan.Explanation) {
 		fmt.Fprintf(w, "  %s: %s ran again in run %s, and its output %s came out unchanged (%.19s): this step stayed cached\n",
 			u.Path, u.Producer, u.Run, u.Output, u.Digest)
 	}
+	for _, wt := range e.Waits {
+		job := "a job apply opens"
+		if j := wt.Job; j != nil {
+			switch j.Status {
+			case "new":
+				job = fmt.Sprintf("job %s, which apply opens", j.ID)
+			default:
+				job = fmt.Sprintf("job %s (%s: %d of %d candidates, %d of %d probes spent; foundry jobs show %s)", j.ID, j.Status, j.Rounds, wt.Budget.Candidates, j.Probes, wt.Budget.Probes, j.ID)
+			}
+		}
+		fmt.Fprintf(w, "  waits for %s, which no admitted version or recipe provides: it is reconstructed by %s, and this step runs once it is admitted\n", wt.Capability, job)
+	}
 }
 
 func abbreviate(s string) string {

@@ -14,6 +14,7 @@ import (
 	"github.com/foundry-build/foundry/engine/evaluate"
 	"github.com/foundry-build/foundry/engine/state"
 	"github.com/foundry-build/foundry/engine/workspace"
+	"github.com/foundry-build/foundry/lang"
 )
 
 func init() {
@@ -260,7 +261,7 @@ func writeJob(w io.Writer, v jobJSON) {
 	fmt.Fprintf(w, "%s  %s\n", v.ID, v.Status)
 	fmt.Fprintf(w, "  %-10s capability.%s, contract %s, target %s, policy %s\n", "job", v.Capability, v.Contract.Short(), v.Target, v.Policy.Short())
 	fmt.Fprintf(w, "  %-10s %d candidates, %d probes, %s wall, %s scratch per proposal, %g spend\n", "budget",
-		v.Budget.Candidates, v.Budget.Probes, v.Budget.Wall, humanBytes(v.Budget.Scratch), v.Budget.Spend)
+		v.Budget.Candidates, v.Budget.Probes, v.Budget.Wall, lang.FormatSize(v.Budget.Scratch), v.Budget.Spend)
 	fmt.Fprintf(w, "  %-10s %d round(s); %s; %s CPU\n", "spent", v.Rounds, usageLine(v.Used, v.Budget), v.Used.CPU.Round(time.Millisecond))
 	if len(v.Waiting) > 0 {
 		fmt.Fprintf(w, "  %-10s %s\n", "waiting", strings.Join(v.Waiting, ", "))

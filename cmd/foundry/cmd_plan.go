@@ -96,17 +96,10 @@ means nothing to do), 4 internal error.`,
 	})
 }
 
-// planWithCache plans against the project's action cache when it has one; a project that
-// was never applied has nothing cached, and plan must not create its state directory.
+// planWithCache plans against the project's action cache and registry when it has state; a
+// project that was never applied has nothing cached, and plan must not create its state
+// directory, so it plans against the registry alone (when one exists and a key is trusted).
 func planWithCache(dir string, g *graph.Graph, trust []string, sel plan.Selection) (*plan.Plan, error) {
-	if !fileExists(filepath.Join(dir, workspace.StateDir, "state.db")) {
-		return plan.Make(g, plan.Options{Selection: sel})
-	}
-	ws, err := workspace.Open(dir)
-	if err != nil {
-		return nil, err
-	}
-	defer ws.Close()
 	reg, err := projectRegistry(g, false)
 	if err != nil {
 		return nil, err
@@ -115,6 +108,19 @@ func planWithCache(dir string, g *graph.Graph, trust []string, sel plan.Selectio
 	if err != nil {
 		return nil, err
 	}
+	if !fileExists(filepath.Join(dir, workspace.StateDir, "state.db")) {
+		// Nothing applied here yet, and plan creates nothing: the registry alone (one
+		// another project shares, say) can settle capabilities.
+		if reg == nil || len(keys) == 0 {
+			return plan.Make(g, plan.Options{Selection: sel})
+		}
+		return plan.ForRegistry(context.Background(), g, reg, keys, sel)
+	}
+	ws, err := workspace.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer ws.Close()
 	return plan.ForWorkspace(context.Background(), ws, g, reg, keys, sel)
 }
 

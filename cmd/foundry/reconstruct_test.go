@@ -124,7 +124,7 @@ func TestReconstructionAdmittedAfterRepair(t *testing.T) {
 		t.Errorf("rounds: %+v", j.RoundList)
 	}
 	// Each round ran the one dev case (round 2 the disclosed case too, in repair).
-	if r1.Used.Probes != 1 || r2.Used.Probes != 2 || j.Used.Probes != 3 || r1.Used.Written == 0 || r1.Used.BuilderWall <= 0 || r1.Used.CasesWall <= 0 || r1.Used.Wall < r1.Used.BuilderWall+r1.Used.CasesWall {
+	if r1.Used.Probes != 1 || r2.Used.Probes != 2 || j.Used.Probes != 3 || r1.Used.Written == 0 || r1.Used.CPU <= 0 || r1.Used.PeakMemory <= 0 || r1.Used.BuilderWall <= 0 || r1.Used.CasesWall <= 0 || r1.Used.Wall < r1.Used.BuilderWall+r1.Used.CasesWall {
 		t.Errorf("usage: job %+v, rounds %+v / %+v", j.Used, r1.Used, r2.Used)
 	}
 	if code, out, _ := foundry(t, dir, "jobs"); code != 0 || !strings.Contains(out, j.ID+"  admitted    capability.sorter") || !strings.Contains(out, "3/20 probes") {
@@ -148,7 +148,18 @@ func TestReconstructionAdmittedAfterRepair(t *testing.T) {
 // counterexample and the rounds tried, and what needs it is skipped.
 func TestReconstructionExhausted(t *testing.T) {
 	dir := newReconstructFixture(t, "1")
+	// Explain names the job the step waits for: one apply will open, then the one it did.
+	if code, out, errs := foundry(t, dir, "explain", "step.use-sorter"); code != 0 ||
+		!strings.Contains(out, "waits for capability.sorter, which no admitted version or recipe provides: it is reconstructed by job job-") ||
+		!strings.Contains(out, ", which apply opens") {
+		t.Errorf("explain before the job (exit %d):\n%s%s", code, out, errs)
+	}
 	r := failedApply(t, dir)
+	id := showJobJSON(t, dir, "sorter").ID
+	if code, out, errs := foundry(t, dir, "explain", "step.use-sorter"); code != 0 ||
+		!strings.Contains(out, "reconstructed by job "+id+" (exhausted: 1 of 1 candidates, 1 of 20 probes spent; foundry jobs show "+id+")") {
+		t.Errorf("explain after the job (exit %d):\n%s%s", code, out, errs)
+	}
 	saysAll(t, "apply", r.stderr,
 		"EXH capability.sorter: reconstruction exhausted its budget (job job-",
 		"): 1 of 1 candidates tried, none admitted\n",
@@ -258,6 +269,43 @@ func TestReconstructionResumesAfterKill(t *testing.T) {
 			if code, out, _ := foundry(t, dir, "output", "step.use-sorter", "/out/sorted.json"); code != 0 || strings.TrimSpace(out) != "[1,3,3]" {
 				t.Errorf("step.use-sorter made %q (exit %d)", out, code)
 			}
+		})
+	}
+}
+
+// Each budget stops the job when spent, with the job exhausted and the report saying which
+// budget it was; a sealed set used up, or a builder that cannot run, leaves it unresolved.
+func TestReconstructionOutcomes(t *testing.T) {
+	cases := []struct {
+		name   string
+		edits  []string
+		status string
+		says   []string
+	}{
+		{"probes", []string{"budget { candidates = CANDIDATES }", "budget {\n      candidates = 3\n      probes = 2\n    }"}, "exhausted", []string{
+			"reconstruct round 2: did not build: not evaluated: its 2 dev and repair case run(s) would exceed the probes budget (1 of 2 left)",
+			"2 of 3 candidates tried", "the probes budget is spent: 1 of 2 used, and a candidate needs 2"}},
+		{"wall", []string{"budget { candidates = CANDIDATES }", "budget {\n      candidates = 3\n      wall = \"1ms\"\n    }"}, "exhausted", []string{
+			"reconstruct round 1: did not build: stopped: the job's wall-time budget", "the wall-time budget is spent: the job's is 1ms"}},
+		{"sealed set used up", []string{`project "reconstruct" {}`, `project "reconstruct" {
+  min_undisclosed_sealed = 2
+}`}, "unresolved", []string{
+			"reconstruction is unresolved (job job-", "1 of 3 candidates tried, none admitted; the sealed set is used up: 1 undisclosed sealed case(s) left, and promotion needs 2"}},
+		{"builder cannot run", []string{`run     = ["sh", "/src/propose.sh"]`, `run     = ["/bin/absent"]`}, "unresolved", []string{
+			"reconstruction is unresolved (job job-", "cannot run: "}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := newReconstructFixture(t, "3", c.edits...)
+			r := failedApply(t, dir)
+			saysAll(t, "apply", r.stderr, c.says...)
+			j := showJobJSON(t, dir, "sorter")
+			if string(j.Status) != c.status || !strings.Contains(j.Outcome, c.says[len(c.says)-1]) {
+				t.Errorf("job: status %s, want %s; outcome:\n%s", j.Status, c.status, j.Outcome)
+			}
+			// What was spent stays spent: the next apply ends the same way, running nothing.
+			again := failedApply(t, dir)
+			saysAll(t, "the next apply", again.stderr, c.says[len(c.says)-1])
 		})
 	}
 }

@@ -190,12 +190,15 @@ type Sealed struct {
 
 // SealedNow returns a function giving a capability's sealed suite as it stands in workspace
 // w, for the project in dir (the sealed cases no signed result verified with keys
-// disclosed), or nil when it cannot be read: the plan then says nothing about it, and apply
+// disclosed), or nil when it has none or it cannot be read: the plan then says nothing about it, and apply
 // reports the problem when it evaluates.
 func SealedNow(ctx context.Context, w *workspace.Workspace, dir string, keys []*provenance.Verifier) func(*graph.Node) *Sealed {
 	var results []provenance.SignedTestResult
 	var once sync.Once
 	return func(n *graph.Node) *Sealed {
+		if n.Capability.Suites["sealed"] == nil {
+			return nil // no sealed suite to compare with (a project that only consumes it)
+		}
 		once.Do(func() { results, _ = provenance.TestResultsIn(w.AttestationDir(), keys, nil) })
 		retired, err := w.State.RetiredCases(ctx, n.Capability.Name)
 		if err != nil {

@@ -32,6 +32,16 @@ type Explanation struct {
 	// Unchanged are the inputs whose producer ran again in the run that last settled this
 	// step from the cache: their bytes came out as before, so it stayed cached.
 	Unchanged []UnchangedInput `json:"unchanged_inputs"`
+	// Waits are the capabilities it needs, directly or through other nodes, that apply
+	// acquires by reconstruction, each with its job: the step runs once they are admitted.
+	Waits []Wait `json:"waits_for_jobs"`
+}
+
+// Wait is a capability to be reconstructed that a step waits for, and its job.
+type Wait struct {
+	Capability string   `json:"capability"`
+	Job        *JobView `json:"job"`
+	Budget     Budget   `json:"budget"`
 }
 
 // UnchangedInput is a mounted step output whose producer ran but made the same bytes.
@@ -77,7 +87,43 @@ func Explain(ctx context.Context, w *workspace.Workspace, g *graph.Graph, p *Pla
 	if e.Unchanged, err = unchangedInputs(ctx, w, n); err != nil {
 		return nil, err
 	}
+	e.Waits = waits(g, p, n)
 	return e, nil
+}
+
+// waits are the capabilities p reconstructs that n needs, directly or through the nodes it
+// depends on, in address order.
+func waits(g *graph.Graph, p *Plan, n *graph.Node) []Wait {
+	byAddr := map[string]*Capability{}
+	for _, c := range p.Capabilities {
+		if c.Status == StatusReconstruct && c.Reconstruct != nil {
+			byAddr[c.Address] = c
+		}
+	}
+	out := []Wait{}
+	if len(byAddr) == 0 {
+		return out
+	}
+	seen := map[string]bool{}
+	var visit func(a string)
+	visit = func(a string) {
+		if seen[a] {
+			return
+		}
+		seen[a] = true
+		if c := byAddr[a]; c != nil {
+			out = append(out, Wait{Capability: a, Job: c.Reconstruct.Job, Budget: c.Reconstruct.Budget})
+			return // what its builder needs is the job's, not the step's
+		}
+		for _, d := range g.Nodes[a].Deps {
+			visit(d)
+		}
+	}
+	for _, d := range n.Deps {
+		visit(d)
+	}
+	slices.SortFunc(out, func(a, b Wait) int { return strings.Compare(a.Capability, b.Capability) })
+	return out
 }
 
 // unchangedInputs are n's mounted step outputs whose producer ran (done) in the run that

@@ -219,8 +219,8 @@ type Reconstruct struct {
 	Argv       []string `json:"argv"`
 	Candidates int      `json:"candidates"` // the budget's candidates (also in Budget), as plan format 2 had it
 	Budget     Budget   `json:"budget"`
-	// Job is the job apply opens or joins for it; set by ForWorkspace, which reads the
-	// state database.
+	// Job is the job apply opens or joins for it, when its status is reconstruct; what an
+	// earlier apply recorded of it is ForWorkspace's to say, from the state database.
 	Job *JobView `json:"job,omitempty"`
 }
 

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/foundry-build/foundry/engine/graph"
+	"github.com/foundry-build/foundry/lang"
 )
 
 var statusMark = map[string]string{
@@ -118,6 +119,16 @@ func (p *Plan) WriteText(out io.Writer) {
 			case c.Status == StatusReconstruct:
 				rc := c.Reconstruct
 				fmt.Fprintf(w, "      reachable, not ready: %s runs %s on %s, at most %d candidates\n", rc.Builder, describeArgv(rc.Argv), rc.Image, rc.Candidates)
+				b := rc.Budget
+				if j := rc.Job; j == nil || j.Status == "new" {
+					id := "a job"
+					if j != nil {
+						id = "job " + j.ID
+					}
+					fmt.Fprintf(w, "      %s, new: budget %d candidates, %d probes, %s wall, %s scratch, %g spend\n", id, b.Candidates, b.Probes, b.Wall, lang.FormatSize(b.ScratchBytes), b.Spend)
+				} else {
+					fmt.Fprintf(w, "      job %s (%s): %d of %d candidates, %d of %d probes, %dms of %s wall spent\n", j.ID, j.Status, j.Rounds, b.Candidates, j.Probes, b.Probes, j.WallMillis, b.Wall)
+				}
 			case !c.Ready && c.Reachable:
 				fmt.Fprintln(w, "      reachable, not ready: a prerequisite is not at hand yet")
 			}

@@ -188,6 +188,14 @@ func resolveCapabilities(g *graph.Graph, p *Plan, byNum []*Node, at []int32, adm
 		if rc := n.Capability.Reconstruct; rc != nil {
 			cp.Reconstruct = reconstructOf(n.Address, rc)
 			unchosen = unchosen || cp.Status != StatusReconstruct
+			if cp.Status == StatusReconstruct {
+				// The job apply opens; ForWorkspace says what an earlier apply recorded of it.
+				id, _, _, err := JobIdentity(g, n)
+				if err != nil {
+					return false, err
+				}
+				cp.Reconstruct.Job = &JobView{ID: id, Status: "new"}
+			}
 		}
 		for _, o := range cp.Recipes {
 			switch o.Status {

@@ -76,6 +76,15 @@ func ForWorkspace(ctx context.Context, w *workspace.Workspace, g *graph.Graph, r
 	return p, nil
 }
 
+// ForRegistry plans the part sel selects of g for a project with no state yet (nothing
+// applied: nothing cached, built or quarantined) against the admitted capabilities in reg
+// that verify with keys, such as those another project sharing the registry admitted.
+func ForRegistry(ctx context.Context, g *graph.Graph, reg registry.Store, keys []*provenance.Verifier, sel Selection) (*Plan, error) {
+	return Make(g, Options{Selection: sel, Admitted: func(n *graph.Node) (*admit.Admitted, string, error) {
+		return admit.Lookup(ctx, reg, keys, nil, n)
+	}})
+}
+
 // lookupIn looks cache keys up in workspace w's action cache.
 func lookupIn(ctx context.Context, w *workspace.Workspace) lookupFunc {
 	return func(keys []digest.Digest) (map[digest.Digest]cache.Entry, error) {

@@ -149,7 +149,7 @@ func (r *runner) runJob(ctx context.Context, n *graph.Node, jb state.Job, src Pr
 				return r.endJob(ctx, n, rep, state.JobExhausted, why)
 			}
 		}
-		if why := r.cannotPromote(n); why != "" {
+		if why := r.cannotPromote(ctx, n); why != "" {
 			return r.endJob(ctx, n, rep, state.JobUnresolved, why)
 		}
 		if err := db.StartRound(ctx, jb.ID, round, src.Name(), r.runID); err != nil {
@@ -349,8 +349,8 @@ func (r *runner) overBudget(ctx context.Context, jb state.Job, used state.Usage,
 // cannotPromote says why no candidate of n could be promoted however good it is: the sealed
 // set is used up (every sealed case but fewer than promotion needs was shown to a builder);
 // "" when one could.
-func (r *runner) cannotPromote(n *graph.Node) string {
-	su := evaluate.SealedNow(context.Background(), r.ws, r.g.Config.Dir, r.opt.TrustedKeys)(n)
+func (r *runner) cannotPromote(ctx context.Context, n *graph.Node) string {
+	su := evaluate.SealedNow(ctx, r.ws, r.g.Config.Dir, r.opt.TrustedKeys)(n)
 	if need := evaluate.MinUndisclosed(r.g.Config.Project); su != nil && su.Undisclosed < need {
 		return fmt.Sprintf("the sealed set is used up: %d undisclosed sealed case(s) left, and promotion needs %d; add sealed cases", su.Undisclosed, need)
 	}

@@ -203,7 +203,7 @@ func (r *runner) execute(ctx context.Context, n *graph.Node, exe executors.Execu
 	res := &cache.Result{
 		Action: key, ExitCode: xr.ExitCode, TimedOut: xr.TimedOut, OOMKilled: xr.OOMKilled, Signal: xr.Signal,
 		Stdout: outLog, Stderr: errLog, Started: xr.Started, Finished: xr.Finished, Duration: xr.Finished.Sub(xr.Started),
-		Executor: exe.Name(), Isolation: exe.Isolation(),
+		CPU: xr.Usage.CPU, PeakMemory: xr.Usage.PeakMemoryBytes, Executor: exe.Name(), Isolation: exe.Isolation(),
 	}
 	if err := res.Success(); err != nil {
 		se := &StepError{ExitCode: xr.ExitCode, TimedOut: xr.TimedOut, OOMKilled: xr.OOMKilled, Stdout: outLog.Digest, Stderr: errLog.Digest}

@@ -19,6 +19,12 @@
 //   - the snapshot's mounts go straight into the task request, with the overlay marked
 //     "volatile" so that unmounting it does not sync the host's whole root filesystem.
 //
+// Result.Usage is read with runc.Usage from the task's cgroup files once every process of the
+// step is gone and before the task is deleted, so it covers every process of the step, runc's
+// own init among them, and is the same counters the runc executor reports (see package runc).
+// It is read directly rather than through the task's metrics: that call is a round trip to
+// the shim that reads every controller's statistics, on the critical path of every action.
+//
 // Setting FOUNDRY_EXEC_TRACE=1 prints the time of each phase of every action to stderr.
 package containerd
 
@@ -408,6 +414,8 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 	// The cgroup lives until the task is deleted.
 	oom, oomErr := runc.OOMKills(cgroupsPath)
 	tr.Mark("io+oom")
+	res.Usage = runc.Usage(cgroupsPath)
+	tr.Mark("usage")
 	// Every process of the step is gone (the pid namespace died with its init, or the
 	// kill-all above ended them) and its output is captured: deleting the task (runc delete,
 	// shim shutdown), container, snapshot and lease only frees resources, so it happens off

@@ -47,6 +47,7 @@ func Run(t *testing.T, c Config) {
 	t.Run("BadArgv", s.badArgv)
 	t.Run("Service", s.service)
 	t.Run("ServiceExits", s.serviceExits)
+	t.Run("Usage", s.usage)
 	if c.Sandboxed {
 		t.Run("Identity", s.identity)
 		t.Run("ReadOnlyMounts", s.readOnlyMounts)
@@ -441,6 +442,28 @@ func (s *suite) serviceExits(t *testing.T) {
 		if d := time.Since(start); d > 20*time.Second {
 			t.Errorf("%q: Run took %v", script, d)
 		}
+	}
+}
+
+// usage: a step that burns CPU and fills a 64 MiB buffer reports more than 100ms of CPU and at
+// least 32 MiB of peak memory; a trivial one reports less of both. A sandbox's numbers include
+// its runtime's init (runc's takes some 30ms of CPU and 4 MiB), hence the margins.
+func (s *suite) usage(t *testing.T) {
+	const minCPU, minPeak = 100 * time.Millisecond, 32 << 20
+	// dd reads /dev/zero into a 64 MiB buffer, which makes every page of it resident; the loop
+	// takes some 700ms of CPU in busybox sh, and 300ms in dash (the local executor's sh).
+	st := s.newStep(t, sh("dd if=/dev/zero of=/dev/null bs=64M count=1 2>/dev/null && i=0 && while [ $i -lt 300000 ]; do i=$((i+1)); done")...)
+	r := s.run(t, st)
+	t.Logf("busy step: %+v", r.Usage)
+	if r.ExitCode != 0 || r.Usage.CPU <= minCPU || r.Usage.PeakMemoryBytes < minPeak {
+		t.Errorf("busy step: exit %d, usage %+v; want CPU > %v and peak memory >= %d (stderr %q)",
+			r.ExitCode, r.Usage, minCPU, minPeak, st.stderr.String())
+	}
+	st = s.newStep(t, "/bin/true")
+	r = s.run(t, st)
+	t.Logf("trivial step: %+v", r.Usage)
+	if r.ExitCode != 0 || r.Usage.CPU >= minCPU || r.Usage.PeakMemoryBytes >= minPeak {
+		t.Errorf("trivial step: exit %d, usage %+v; want CPU < %v and peak memory < %d", r.ExitCode, r.Usage, minCPU, minPeak)
 	}
 }
 

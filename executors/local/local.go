@@ -14,12 +14,21 @@
 //     Timeout are not enforced (User must be empty or the current uid:gid).
 //   - The deadline kills the process group the action starts in. A descendant that leaves the
 //     group (setsid) escapes it; only the sandboxed executors kill every process of a step.
+//   - Usage comes from the rusage wait4 returns for the action's process, which covers it and
+//     the descendants it waited for (as time(1) does); a descendant it did not wait for (one
+//     killed with the group, or one that left it) is not counted. CPU is their user plus
+//     system time. PeakMemoryBytes is the peak resident set size of the largest single one of
+//     them (ru_maxrss), not of all at once, and counts no page cache or tmpfs. Go starts a
+//     process with vfork, and the kernel then carries foundry's own peak RSS into the child's
+//     ru_maxrss when it execs: a peak no higher than foundry's own cannot be told from it,
+//     and PeakMemoryBytes is then 0 (unknown).
 package local
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -114,6 +123,8 @@ func (*Executor) Run(ctx context.Context, a *executors.Action) (*executors.Resul
 		// cannot be executed (missing, not executable, bad format).
 		return nil, fmt.Errorf("local executor: action %s: %w: %w", a.ID, executors.ErrNotStarted, err)
 	}
+	// The child has exec'd: its ru_maxrss starts at no more than this (see the package doc).
+	inheritedRSS := selfMaxRSS()
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	// Unsandboxed, a service listens in the host's own network namespace.
@@ -138,6 +149,12 @@ func (*Executor) Run(ctx context.Context, a *executors.Action) (*executors.Resul
 	if werr != nil && !errors.As(werr, &exitErr) && !errors.Is(werr, exec.ErrWaitDelay) {
 		return nil, fmt.Errorf("local executor: action %s: wait: %w", a.ID, werr)
 	}
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		res.Usage.CPU = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+		if ru.Maxrss > inheritedRSS {
+			res.Usage.PeakMemoryBytes = ru.Maxrss << 10 // KiB on Linux
+		}
+	}
 	ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
 	if ws.Signaled() {
 		res.ExitCode = -1
@@ -149,6 +166,16 @@ func (*Executor) Run(ctx context.Context, a *executors.Action) (*executors.Resul
 		return res, fmt.Errorf("local executor: action %s: cancelled: %w", a.ID, killedBy)
 	}
 	return res, nil
+}
+
+// selfMaxRSS is foundry's own peak resident set size in KiB, or the largest int64 when it
+// cannot be read (so that no child's peak is taken for its own).
+func selfMaxRSS() int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return math.MaxInt64
+	}
+	return ru.Maxrss
 }
 
 // lookPath resolves name in the action's PATH, not foundry's.

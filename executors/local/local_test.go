@@ -3,6 +3,7 @@ package local_test
 import (
 	"context"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -46,5 +47,23 @@ func TestOutEnvAndDefaultWorkdir(t *testing.T) {
 	}
 	if local.New().Isolation() != executors.IsolationNone {
 		t.Errorf("isolation %q", local.New().Isolation())
+	}
+}
+
+// A child of a vforking Go process inherits the parent's peak RSS in its ru_maxrss: a
+// trivial step under a big foundry must not report foundry's memory as its own.
+func TestUsageExcludesFoundrysMemory(t *testing.T) {
+	ballast := make([]byte, 128<<20)
+	for i := range ballast {
+		ballast[i] = 1
+	}
+	a := &executors.Action{ID: "u", Argv: []string{"true"}, OutDir: t.TempDir(), Env: []string{"PATH=/usr/bin:/bin"}}
+	r, err := local.New().Run(context.Background(), a)
+	runtime.KeepAlive(ballast)
+	if err != nil || r.ExitCode != 0 {
+		t.Fatalf("%+v %v", r, err)
+	}
+	if r.Usage.PeakMemoryBytes >= 64<<20 {
+		t.Errorf("`true` reports a peak of %d bytes: foundry's own", r.Usage.PeakMemoryBytes)
 	}
 }

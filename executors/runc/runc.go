@@ -7,6 +7,13 @@
 // /tmp, /out and every input target) that an image may lack, so the bundle's rootfs is an
 // overlay whose upper layer is private to the run and discarded afterwards; the root is then
 // remounted read-only by runc, so the step itself cannot write to it either.
+//
+// Result.Usage is read from the container's cgroups after `runc run` returns and before they
+// are removed, so it covers every process of the step, runc's own init among them. On a v1
+// hierarchy CPU is cpuacct.usage and PeakMemoryBytes is memory.max_usage_in_bytes; on v2 they
+// are cpu.stat's usage_usec and memory.peak, which kernels before 5.19 lack (PeakMemoryBytes
+// is then 0). Both peaks are of all memory charged to the cgroup at once: anonymous memory,
+// page cache and the pages of the step's tmpfs mounts. A counter that cannot be read is 0.
 package runc
 
 import (
@@ -220,7 +227,8 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 	var oom bool
 	var oomErr error
 	if created {
-		oom, oomErr = st.oomKilled()
+		oom, oomErr = st.CgroupPaths.oomKilled()
+		res.Usage = st.CgroupPaths.usage()
 	}
 	// runc exits non-zero on its own failures too (bad spec, missing argv[0]); those are
 	// logged at level error, and the container never ran, so they are errors, not results.
@@ -400,9 +408,8 @@ func (e *Executor) delete(id string) error {
 // runcState is the part of runc's state.json the executor reads.
 type runcState struct {
 	dir string
-	// CgroupPaths maps each controller ("" for the unified hierarchy) to the container's
-	// cgroup directory.
-	CgroupPaths map[string]string `json:"cgroup_paths"`
+	// CgroupPaths is the container's cgroup directory in each hierarchy.
+	CgroupPaths cgroupDirs `json:"cgroup_paths"`
 }
 
 // state reads runc's state of container id.
@@ -419,16 +426,119 @@ func (e *Executor) state(id string) (*runcState, error) {
 	return st, nil
 }
 
+// cgroupDirs maps each cgroup controller ("" for the unified hierarchy) to a container's
+// cgroup directory in that controller's hierarchy, as runc's state.json does. The runc
+// executor has it from state.json, the containerd executor from the spec's cgroupsPath
+// (cgroupDirsOf); oomKilled and usage then read the same files for both.
+type cgroupDirs map[string]string
+
+// cgroupDirsOf returns the directories runc creates for a spec whose cgroupsPath (relative
+// to each hierarchy's root) is cgroupsPath: /sys/fs/cgroup/<controller><cgroupsPath> for the
+// controllers read here that are on a v1 hierarchy, and the cgroup in the unified hierarchy
+// (/sys/fs/cgroup, or /sys/fs/cgroup/unified in the hybrid layout).
+func cgroupDirsOf(cgroupsPath string) cgroupDirs {
+	h := hierarchies()
+	dirs := cgroupDirs{}
+	for _, c := range h.v1 {
+		dirs[c] = "/sys/fs/cgroup/" + c + cgroupsPath
+	}
+	if h.unified != "" {
+		dirs[""] = h.unified + cgroupsPath
+	}
+	return dirs
+}
+
+// cgroupLayout says where the hierarchies holding the counters read here are mounted.
+type cgroupLayout struct {
+	v1      []string // of cpuacct and memory, those on a v1 hierarchy at /sys/fs/cgroup/<name>
+	unified string   // the unified hierarchy's mount point, "" if there is none
+}
+
+// hierarchies finds the host's cgroup layout, once.
+var hierarchies = sync.OnceValue(func() cgroupLayout {
+	fsType := func(dir string) int64 {
+		var st unix.Statfs_t
+		if unix.Statfs(dir, &st) != nil {
+			return 0
+		}
+		return int64(st.Type)
+	}
+	var h cgroupLayout
+	for _, c := range []string{"cpuacct", "memory"} {
+		if fsType("/sys/fs/cgroup/"+c) == unix.CGROUP_SUPER_MAGIC {
+			h.v1 = append(h.v1, c)
+		}
+	}
+	for _, dir := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"} {
+		if fsType(dir) == unix.CGROUP2_SUPER_MAGIC {
+			h.unified = dir
+			break
+		}
+	}
+	return h
+})
+
 // oomKilled reads the OOM-kill counter of the container's memory cgroup: memory.oom_control
 // on a v1 memory hierarchy, memory.events on v2.
-func (st *runcState) oomKilled() (bool, error) {
-	if p, ok := st.CgroupPaths["memory"]; ok {
+func (d cgroupDirs) oomKilled() (bool, error) {
+	if p, ok := d["memory"]; ok {
 		return oomCounter(filepath.Join(p, "memory.oom_control"))
 	}
-	if p, ok := st.CgroupPaths[""]; ok {
+	if p, ok := d[""]; ok {
 		return oomCounter(filepath.Join(p, "memory.events"))
 	}
 	return false, nil
+}
+
+// usage reads the CPU time and peak memory counters of the container's cgroups (see the
+// package doc): each from its v1 controller when there is one, else from the unified
+// hierarchy.
+func (d cgroupDirs) usage() executors.Usage {
+	var u executors.Usage
+	v2, isV2 := d[""]
+	if p, ok := d["cpuacct"]; ok {
+		u.CPU = time.Duration(readCounter(filepath.Join(p, "cpuacct.usage"), ""))
+	} else if isV2 {
+		u.CPU = time.Duration(readCounter(filepath.Join(v2, "cpu.stat"), "usage_usec")) * time.Microsecond
+	}
+	if p, ok := d["memory"]; ok {
+		u.PeakMemoryBytes = readCounter(filepath.Join(p, "memory.max_usage_in_bytes"), "")
+	} else if isV2 {
+		u.PeakMemoryBytes = readCounter(filepath.Join(v2, "memory.peak"), "")
+	}
+	return u
+}
+
+// Usage reads the CPU time and peak memory of the cgroup that runc creates for a spec whose
+// cgroupsPath is cgroupsPath, by the rules of the package doc, for an executor that runs the
+// spec through another runc front end (containerd's shim). It must be read after the step's
+// last process exited and before the cgroup is removed.
+func Usage(cgroupsPath string) executors.Usage {
+	return cgroupDirsOf(cgroupsPath).usage()
+}
+
+// readCounter reads a cgroup file that holds one number, or with key the number on the line
+// "key N" of a flat-keyed file (cpu.stat). Anything unreadable is 0.
+func readCounter(file, key string) int64 {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return 0
+	}
+	v := strings.TrimSpace(string(b))
+	if key != "" {
+		v = ""
+		for _, line := range strings.Split(string(b), "\n") {
+			if k, n, _ := strings.Cut(line, " "); k == key {
+				v = n
+				break
+			}
+		}
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
 }
 
 // deleteStopped does what `runc delete` does for a stopped container (remove its cgroups and
@@ -530,10 +640,7 @@ func removeCgroup(dir string) error {
 // cgroupsPath (relative to the cgroup root), on cgroup v2 or the v1 memory hierarchy. A missing
 // cgroup reports false.
 func OOMKills(cgroupsPath string) (bool, error) {
-	if isV1Memory() {
-		return oomCounter("/sys/fs/cgroup/memory" + cgroupsPath + "/memory.oom_control")
-	}
-	return oomCounter("/sys/fs/cgroup" + cgroupsPath + "/memory.events")
+	return cgroupDirsOf(cgroupsPath).oomKilled()
 }
 
 // oomCounter reads the oom_kill line of a memory.oom_control (v1) or memory.events (v2) file.
@@ -555,23 +662,6 @@ func oomCounter(file string) (bool, error) {
 		}
 	}
 	return false, sc.Err()
-}
-
-var (
-	v1Once sync.Once
-	v1Mem  bool
-)
-
-// isV1Memory reports whether the memory controller is on a cgroup v1 hierarchy (hybrid or
-// legacy layout), where runc puts it under /sys/fs/cgroup/memory.
-func isV1Memory() bool {
-	v1Once.Do(func() {
-		var st unix.Statfs_t
-		if unix.Statfs("/sys/fs/cgroup/memory", &st) == nil && st.Type == unix.CGROUP_SUPER_MAGIC {
-			v1Mem = true
-		}
-	})
-	return v1Mem
 }
 
 // runcError returns the messages runc logged at level error, if any.
