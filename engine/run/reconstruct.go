@@ -485,7 +485,12 @@ func (b *commandBuilder) Propose(ctx context.Context, br Brief) (*Proposal, erro
 	job := input{mount: executors.Mount{Source: br.Dir, Target: lang.JobDir},
 		// The provenance names the job and the round by the URI of what /job held.
 		dep: provenance.Dependency{Name: lang.JobDir, URI: fmt.Sprintf("foundry:%s#%s/round-%d", b.n.Address, br.Job, br.Round), Digest: string(br.Tree)}}
-	bn, key, keyDef, err := builderNode(b.n, img.image, job)
+	bn, key, keyDef, err := builderNode(b.n, img.image, job, func(a string) digest.Digest {
+		if res := r.result(a); res != nil {
+			return res.tree
+		}
+		return ""
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -568,16 +573,22 @@ func (r *runner) candidateOf(ctx context.Context, n *graph.Node, job string, rou
 }
 
 // builderNode is the builder of capability n as a step node of its own (it is not in the
-// graph), keyed by its definition, its image, what it mounts and this round's job: the
-// same job for the same builder is the same action.
-func builderNode(n *graph.Node, img executors.Image, job input) (*graph.Node, digest.Digest, []byte, error) {
+// graph), keyed by its definition, its image, what it mounts (a capability by the tree
+// admitted or pinned for it, in trees) and this round's job: the same job for the same
+// builder is the same action.
+func builderNode(n *graph.Node, img executors.Image, job input, trees func(node string) digest.Digest) (*graph.Node, digest.Digest, []byte, error) {
 	st := n.Capability.Reconstruct.Builder
 	bn := &graph.Node{Address: lang.BuilderAddress(n.Capability.Name), Kind: graph.KindStep, Step: st, Range: st.DeclRange}
 	mounts := map[string]string{job.mount.Target: job.dep.Digest}
 	for target, a := range st.Mounts {
 		d := a.Digest
-		if a.Kind == lang.ArtifactInline {
+		switch a.Kind {
+		case lang.ArtifactInline:
 			d = digest.FromBytes(a.Inline)
+		case lang.ArtifactCapability:
+			if d = trees(a.Node); d == "" {
+				return nil, "", nil, fmt.Errorf("%s is not settled", a.Node)
+			}
 		}
 		mounts[target] = string(d)
 	}
