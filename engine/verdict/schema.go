@@ -2,11 +2,15 @@ package verdict
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"math/big"
 	"strings"
 	"sync"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
+	"golang.org/x/text/message"
 )
 
 // schemas caches compiled schemas by their canonical text. A capability is an immutable
@@ -74,9 +78,52 @@ func validate(text string, v any) error {
 		return fmt.Errorf("schema does not compile: %v", err)
 	}
 	if err := s.Validate(v); err != nil {
+		var ve *jsonschema.ValidationError
+		if errors.As(err, &ve) {
+			exactBounds(ve)
+		}
 		return fmt.Errorf("%s", oneLine(err.Error()))
 	}
 	return nil
+}
+
+// exactBounds makes the validator's messages about numeric bounds exact: it prints them
+// as doubles, and "maximum: got 9.223372036854776×10¹⁸, want 9.223372036854776×10¹⁸" says
+// nothing about 9223372036854775808 against 9223372036854775807.
+func exactBounds(e *jsonschema.ValidationError) {
+	var got, want *big.Rat
+	switch k := e.ErrorKind.(type) {
+	case *kind.Minimum:
+		got, want = k.Got, k.Want
+	case *kind.Maximum:
+		got, want = k.Got, k.Want
+	case *kind.ExclusiveMinimum:
+		got, want = k.Got, k.Want
+	case *kind.ExclusiveMaximum:
+		got, want = k.Got, k.Want
+	case *kind.MultipleOf:
+		got, want = k.Got, k.Want
+	}
+	if got != nil && want != nil {
+		e.ErrorKind = exactBound{ErrorKind: e.ErrorKind, got: got, want: want}
+	}
+	for _, c := range e.Causes {
+		exactBounds(c)
+	}
+}
+
+// exactBound is a numeric bound's error with its numbers printed exactly when they are
+// integers (a fraction keeps the validator's rendering).
+type exactBound struct {
+	jsonschema.ErrorKind
+	got, want *big.Rat
+}
+
+func (b exactBound) LocalizedString(p *message.Printer) string {
+	if !b.got.IsInt() || !b.want.IsInt() {
+		return b.ErrorKind.LocalizedString(p)
+	}
+	return fmt.Sprintf("%s: got %s, want %s", strings.Join(b.KeywordPath(), "/"), b.got.Num(), b.want.Num())
 }
 
 // oneLine condenses the validator's indented multi-line report: the first line only names

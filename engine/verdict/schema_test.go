@@ -1,6 +1,7 @@
 package verdict
 
 import (
+	"strings"
 	"sync"
 	"testing"
 )
@@ -27,5 +28,22 @@ func TestSchemaCompiledOnce(t *testing.T) {
 	}
 	if _, err := schemaFor(`{"$ref":"https://example.com/s.json"}`); err == nil {
 		t.Error("external $ref was loaded")
+	}
+}
+
+// A bound's message names the numbers exactly: as doubles, 2^63 and 2^63-1 print alike.
+func TestBoundMessagesAreExact(t *testing.T) {
+	const schema = `{"type":"array","items":{"type":"integer","minimum":-9223372036854775808,"maximum":9223372036854775807,"multipleOf":1}}`
+	for in, want := range map[string]string{
+		`[9223372036854775808]`:  "maximum: got 9223372036854775808, want 9223372036854775807",
+		`[-9223372036854775809]`: "minimum: got -9223372036854775809, want -9223372036854775808",
+	} {
+		v, err := DecodeJSON([]byte(in))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := Validate(schema, v); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", in, err, want)
+		}
 	}
 }
