@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -66,8 +67,8 @@ func schemaFor(text string) (*jsonschema.Schema, error) {
 
 // Validate checks a value decoded by DecodeJSON against a contract's schema text (as
 // lang.CompileSchema keeps it) and returns the validator's causes, on one line, when it
-// does not conform: the check case files, candidates' outputs and calls of an admitted
-// capability (engine/invoke) all get.
+// does not conform: the one check that case files, candidates' outputs and the calls of an
+// admitted capability (engine/invoke) all get.
 func Validate(schema string, v any) error { return validate(schema, v) }
 
 // validate checks a decoded value (numbers as json.Number) against a schema text and
@@ -87,24 +88,37 @@ func validate(text string, v any) error {
 	return nil
 }
 
-// exactBounds makes the validator's messages about numeric bounds exact: it prints them
-// as doubles, and "maximum: got 9.223372036854776×10¹⁸, want 9.223372036854776×10¹⁸" says
-// nothing about 9223372036854775808 against 9223372036854775807.
+// exactBounds makes the validator's messages about bounds exact. It prints numeric bounds
+// as doubles, so "maximum: got 9.223372036854776×10¹⁸, want 9.223372036854776×10¹⁸" says
+// nothing about 9223372036854775808 against 9223372036854775807, and counts with digit
+// grouping ("maxItems: got 10,001, want 10,000"), which is not how a JSON number is written.
 func exactBounds(e *jsonschema.ValidationError) {
-	var got, want *big.Rat
+	var got, want string
 	switch k := e.ErrorKind.(type) {
 	case *kind.Minimum:
-		got, want = k.Got, k.Want
+		got, want = ratText(k.Got), ratText(k.Want)
 	case *kind.Maximum:
-		got, want = k.Got, k.Want
+		got, want = ratText(k.Got), ratText(k.Want)
 	case *kind.ExclusiveMinimum:
-		got, want = k.Got, k.Want
+		got, want = ratText(k.Got), ratText(k.Want)
 	case *kind.ExclusiveMaximum:
-		got, want = k.Got, k.Want
+		got, want = ratText(k.Got), ratText(k.Want)
 	case *kind.MultipleOf:
-		got, want = k.Got, k.Want
+		got, want = ratText(k.Got), ratText(k.Want)
+	case *kind.MinItems:
+		got, want = strconv.Itoa(k.Got), strconv.Itoa(k.Want)
+	case *kind.MaxItems:
+		got, want = strconv.Itoa(k.Got), strconv.Itoa(k.Want)
+	case *kind.MinLength:
+		got, want = strconv.Itoa(k.Got), strconv.Itoa(k.Want)
+	case *kind.MaxLength:
+		got, want = strconv.Itoa(k.Got), strconv.Itoa(k.Want)
+	case *kind.MinProperties:
+		got, want = strconv.Itoa(k.Got), strconv.Itoa(k.Want)
+	case *kind.MaxProperties:
+		got, want = strconv.Itoa(k.Got), strconv.Itoa(k.Want)
 	}
-	if got != nil && want != nil {
+	if got != "" && want != "" {
 		e.ErrorKind = exactBound{ErrorKind: e.ErrorKind, got: got, want: want}
 	}
 	for _, c := range e.Causes {
@@ -112,18 +126,23 @@ func exactBounds(e *jsonschema.ValidationError) {
 	}
 }
 
-// exactBound is a numeric bound's error with its numbers printed exactly when they are
-// integers (a fraction keeps the validator's rendering).
-type exactBound struct {
-	jsonschema.ErrorKind
-	got, want *big.Rat
+// ratText is a number exactly when it is an integer, and "" (the validator's own
+// rendering) when it is a fraction.
+func ratText(r *big.Rat) string {
+	if r == nil || !r.IsInt() {
+		return ""
+	}
+	return r.Num().String()
 }
 
-func (b exactBound) LocalizedString(p *message.Printer) string {
-	if !b.got.IsInt() || !b.want.IsInt() {
-		return b.ErrorKind.LocalizedString(p)
-	}
-	return fmt.Sprintf("%s: got %s, want %s", strings.Join(b.KeywordPath(), "/"), b.got.Num(), b.want.Num())
+// exactBound is a bound's error with its numbers as written.
+type exactBound struct {
+	jsonschema.ErrorKind
+	got, want string
+}
+
+func (b exactBound) LocalizedString(*message.Printer) string {
+	return fmt.Sprintf("%s: got %s, want %s", strings.Join(b.KeywordPath(), "/"), b.got, b.want)
 }
 
 // oneLine condenses the validator's indented multi-line report: the first line only names

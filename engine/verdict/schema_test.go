@@ -31,12 +31,14 @@ func TestSchemaCompiledOnce(t *testing.T) {
 	}
 }
 
-// A bound's message names the numbers exactly: as doubles, 2^63 and 2^63-1 print alike.
+// A bound's message names the numbers exactly: as doubles, 2^63 and 2^63-1 print alike,
+// and a count is not written 1,001.
 func TestBoundMessagesAreExact(t *testing.T) {
-	const schema = `{"type":"array","items":{"type":"integer","minimum":-9223372036854775808,"maximum":9223372036854775807,"multipleOf":1}}`
+	const schema = `{"type":"array","items":{"type":"integer","minimum":-9223372036854775808,"maximum":9223372036854775807,"multipleOf":1},"maxItems":1000}`
 	for in, want := range map[string]string{
-		`[9223372036854775808]`:  "maximum: got 9223372036854775808, want 9223372036854775807",
-		`[-9223372036854775809]`: "minimum: got -9223372036854775809, want -9223372036854775808",
+		`[9223372036854775808]`:                 "maximum: got 9223372036854775808, want 9223372036854775807",
+		`[-9223372036854775809]`:                "minimum: got -9223372036854775809, want -9223372036854775808",
+		"[" + strings.Repeat("1,", 1000) + "1]": "maxItems: got 1001, want 1000",
 	} {
 		v, err := DecodeJSON([]byte(in))
 		if err != nil {
