@@ -1,0 +1,312 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/foundry-build/foundry/digest"
+	"github.com/foundry-build/foundry/engine/invoke"
+	"github.com/foundry-build/foundry/registry"
+)
+
+// The HTTP mapping of a call's outcomes, with a stand-in for the sandbox: the output, a
+// declared error and each kind of failure get their own status, and a failure is always a
+// problem document, never a body that looks like a domain error.
+func TestServeHandlerMapsOutcomes(t *testing.T) {
+	sorter := invoke.Capability{Name: "sorter", Address: "capability.sorter", Kind: "cli", Contract: digest.FromBytes([]byte("c")),
+		Ref: "oci-layout:/r@sha256:" + strings.Repeat("a", 64), InputSchema: json.RawMessage(`{"type":"array"}`),
+		OutputSchema: json.RawMessage(`{"$defs":{"n":{"type":"integer"}},"type":"array","items":{"$ref":"#/$defs/n"}}`), Errors: map[string]int{"invalid_input": 2}}
+	call := func(ctx context.Context, c invoke.Capability, in json.RawMessage) (*invoke.Result, error) {
+		switch string(in) {
+		case `[2, 1]`:
+			return &invoke.Result{Output: json.RawMessage(`[1,2]`)}, nil
+		case `[0]`:
+			return &invoke.Result{ExitCode: 2, Error: "invalid_input", Stderr: "no zeros"}, nil
+		case `"x"`:
+			return nil, &invoke.InputError{Reason: "the input violates the input schema: at '': got string, want array"}
+		case `[1]`:
+			return nil, &invoke.OutputError{Reason: "it exited with 3, which is not a declared error code"}
+		case `[2]`:
+			return nil, fmt.Errorf("pulling: %w", &registry.QuarantinedError{Digest: "sha256:x", Reason: "withdrawn"})
+		}
+		return nil, errors.New("runc: no such file")
+	}
+	h, err := newServeHandler("p", []invoke.Capability{sorter}, call, log.New(io.Discard, "", 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	for _, c := range []struct {
+		method, path, body string
+		status             int
+		want               string // the body, or a part of a problem's
+	}{
+		{"POST", "/capabilities/sorter", `[2, 1]`, 200, "[1,2]\n"},
+		{"POST", "/capabilities/sorter", `[0]`, 422, `{"error":"invalid_input","exit_code":2,"stderr":"no zeros"}` + "\n"},
+		{"POST", "/capabilities/sorter", `"x"`, 400, `"type":"https://foundry.dev/problems/input-invalid"`},
+		{"POST", "/capabilities/sorter", `[1]`, 502, `"detail":"it exited with 3, which is not a declared error code"`},
+		{"POST", "/capabilities/sorter", `[2]`, 403, `withdrawn`},
+		{"POST", "/capabilities/sorter", `[3]`, 500, `runc: no such file`},
+		{"POST", "/capabilities/other", `[]`, 404, `no-such-capability`},
+		{"GET", "/capabilities/sorter", ``, 405, `use POST`},
+		{"POST", "/openapi.json", ``, 405, `use GET`},
+		{"GET", "/", ``, 404, `POST /capabilities/NAME`},
+		{"POST", "/capabilities/sorter", strings.Repeat(" ", maxCallInput+1), 413, `input-too-large`},
+	} {
+		req, _ := http.NewRequest(c.method, srv.URL+c.path, strings.NewReader(c.body))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		ct := resp.Header.Get("Content-Type")
+		wantCT := "application/problem+json"
+		if c.status == 200 || c.status == 422 {
+			wantCT = "application/json"
+		}
+		if resp.StatusCode != c.status || ct != wantCT || (c.status == 200 || c.status == 422) && string(b) != c.want || !strings.Contains(string(b), c.want) {
+			t.Errorf("%s %s %.20q: %d %s %s, want %d %s %s", c.method, c.path, c.body, resp.StatusCode, ct, b, c.status, wantCT, c.want)
+		}
+	}
+
+	// The document embeds the schemas as stored; one with "#" references gets an $id of
+	// its own so that they resolve within it.
+	resp, err := http.Get(srv.URL + "/openapi.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	schemas := openAPISchemas(t, resp.Body)
+	if got := compactJSON(t, schemas["sorter.input"]); got != `{"type":"array"}` {
+		t.Errorf("input schema served as %s", got)
+	}
+	if got := compactJSON(t, schemas["sorter.output"]); got != `{"$id":"urn:foundry:capability:sorter:output","$defs":{"n":{"type":"integer"}},"type":"array","items":{"$ref":"#/$defs/n"}}` {
+		t.Errorf("output schema served as %s", got)
+	}
+}
+
+// openAPISchemas returns the component schemas of an OpenAPI document, as served.
+func openAPISchemas(t *testing.T, r io.Reader) map[string]json.RawMessage {
+	t.Helper()
+	var doc struct {
+		Components struct {
+			Schemas map[string]json.RawMessage `json:"schemas"`
+		} `json:"components"`
+	}
+	if err := json.NewDecoder(r).Decode(&doc); err != nil {
+		t.Fatal(err)
+	}
+	return doc.Components.Schemas
+}
+
+func compactJSON(t *testing.T, b []byte) string {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, b); err != nil {
+		t.Fatalf("%v: %s", err, b)
+	}
+	return buf.String()
+}
+
+// The blueprint's measured interface case over loopback HTTP: examples/int-sort admitted
+// by apply, then called through foundry serve, a separate process, by a plain HTTP client.
+// Six valid inputs give the literal expected values, nine invalid ones are refused with
+// the validator's message before anything runs, and the schemas of /openapi.json are the
+// contract's stored schemas byte for byte.
+func TestServeIntSort(t *testing.T) {
+	needSandbox(t)
+	if _, err := os.Stat("/usr/local/go/bin/go"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("needs the Go toolchain at /usr/local/go for the example's seed")
+		}
+		t.Skip("needs /usr/local/go")
+	}
+	dir := copyExample(t, "int-sort")
+	if r := apply(t, dir, nil); r.code != 0 {
+		t.Fatalf("apply: exit %d\n%s", r.code, r.stderr)
+	}
+	base := startServe(t, dir)
+
+	post := func(body string) (int, string, string) {
+		t.Helper()
+		resp, err := http.Post(base+"/capabilities/int-sort", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header.Get("Content-Type"), string(b)
+	}
+	list := func(n int, f func(i int) int) string {
+		parts := make([]string, n)
+		for i := range parts {
+			parts[i] = fmt.Sprint(f(i))
+		}
+		return "[" + strings.Join(parts, ",") + "]"
+	}
+	for _, c := range []struct{ name, in, want string }{
+		{"duplicates", `[5, 3, 5, 1, 3, 3]`, `[1,3,3,3,5,5]`},
+		{"integral decimals", `[3.0, -1, 2e0, 2, 10.000]`, `[-1,2,2,3,10]`},
+		{"64-bit endpoints", `[9223372036854775807, 0, -9223372036854775808, 9223372036854775806]`, `[-9223372036854775808,0,9223372036854775806,9223372036854775807]`},
+		{"empty", `[]`, `[]`},
+		{"single", `[-7]`, `[-7]`},
+		// maxItems is 10000: a permutation of -5000..4999.
+		{"maximal batch", list(10000, func(i int) int { return i*7919%10000 - 5000 }), list(10000, func(i int) int { return i - 5000 })},
+	} {
+		status, ct, body := post(c.in)
+		if status != 200 || ct != "application/json" || body != c.want+"\n" {
+			t.Errorf("%s: %d %s %.200s, want 200 %.200s", c.name, status, ct, body, c.want)
+		}
+	}
+	for _, c := range []struct{ name, in, want string }{
+		{"an object", `{"numbers": [1, 2]}`, "at '': got object, want array"},
+		{"a string", `"3,1,2"`, "at '': got string, want array"},
+		{"null", `null`, "at '': got null, want array"},
+		{"2^63", `[1, 9223372036854775808]`, "at '/1': maximum: got 9223372036854775808, want 9223372036854775807"},
+		{"-2^63-1", `[-9223372036854775809]`, "at '/0': minimum: got -9223372036854775809, want -9223372036854775808"},
+		{"a string item", `[1, "2"]`, "at '/1': got string, want integer"},
+		{"a fraction", `[1.5]`, "at '/0': got number, want integer"},
+		{"a null item", `[1, null, 2]`, "at '/1': got null, want integer"},
+		{"10001 items", list(10001, func(i int) int { return i }), "at '': maxItems: got 10001, want 10000"},
+	} {
+		status, ct, body := post(c.in)
+		var p struct{ Type, Detail string }
+		json.Unmarshal([]byte(body), &p)
+		if status != 400 || ct != "application/problem+json" || p.Type != problemBase+"input-invalid" ||
+			p.Detail != "the input violates the input schema: "+c.want {
+			t.Errorf("%s: %d %s %.300s, want 400 with %q", c.name, status, ct, body, c.want)
+		}
+	}
+
+	// The schemas served are the contract's as the registry stores them (its config blob).
+	resp, err := http.Get(base + "/openapi.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	schemas := openAPISchemas(t, bytes.NewReader(doc))
+	in, out := storedSchemas(t, dir)
+	if got := compactJSON(t, schemas["int-sort.input"]); got != in {
+		t.Errorf("input schema served:\n%s\nstored:\n%s", got, in)
+	}
+	if got := compactJSON(t, schemas["int-sort.output"]); got != out {
+		t.Errorf("output schema served:\n%s\nstored:\n%s", got, out)
+	}
+	for _, want := range []string{`"openapi": "3.1.1"`, `"operationId": "int-sort"`, `"$ref": "#/components/schemas/int-sort.input"`,
+		`"$ref": "#/components/schemas/int-sort.output"`, `invalid_input (exit 2)`, `"400"`, `"502"`} {
+		if !bytes.Contains(doc, []byte(want)) {
+			t.Errorf("the OpenAPI document lacks %s", want)
+		}
+	}
+}
+
+// storedSchemas are the input and output schemas of the contract the project's registry
+// holds int-sort's admitted version under.
+func storedSchemas(t *testing.T, dir string) (in, out string) {
+	t.Helper()
+	code, stdout, stderr := foundry(t, dir, "capabilities", "-json")
+	var rows []struct {
+		Registry struct{ Manifest digest.Digest }
+	}
+	if code != 0 || json.Unmarshal([]byte(stdout), &rows) != nil || len(rows) != 1 || rows[0].Registry.Manifest == "" {
+		t.Fatalf("capabilities: %d %s %s", code, stdout, stderr)
+	}
+	ctx := context.Background()
+	l, err := registry.OpenLayout(filepath.Join(dir, ".foundry", "registry"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _, err := l.Manifest(ctx, rows[0].Registry.Manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := registry.ParseCapability(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blob, err := l.Blob(ctx, digest.Digest(m.Config.Digest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer blob.Close()
+	var contract struct {
+		Interface struct{ Input, Output string }
+	}
+	if err := json.NewDecoder(blob).Decode(&contract); err != nil || contract.Interface.Input == "" {
+		t.Fatalf("contract: %v %+v", err, contract)
+	}
+	return contract.Interface.Input, contract.Interface.Output
+}
+
+// startServe starts foundry serve on a free loopback port for the project in dir, as its
+// own process (group), and returns its base URL once it listens. It is stopped with
+// SIGTERM at the end of the test, and must then exit 0.
+func startServe(t *testing.T, dir string) string {
+	t.Helper()
+	cmd := exec.Command(foundryBin, "serve", "-addr", "127.0.0.1:0", "-executor", "runc")
+	cmd.Dir = dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var logs strings.Builder
+	listening := make(chan string, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		re := regexp.MustCompile(`listening on (http://\S+)`)
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			logs.WriteString(sc.Text() + "\n")
+			if m := re.FindStringSubmatch(sc.Text()); m != nil {
+				listening <- m[1]
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		waited := make(chan error, 1)
+		go func() { <-done; waited <- cmd.Wait() }()
+		select {
+		case err := <-waited:
+			if err != nil || !strings.Contains(logs.String(), "foundry serve: stopped") {
+				t.Errorf("serve did not stop cleanly on SIGTERM: %v\n%s", err, logs.String())
+			}
+		case <-time.After(30 * time.Second):
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			t.Errorf("serve did not stop within 30s of SIGTERM:\n%s", logs.String())
+		}
+	})
+	select {
+	case u := <-listening:
+		return u
+	case <-done:
+		t.Fatalf("serve exited before listening:\n%s", logs.String())
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("serve did not listen within 2 minutes:\n%s", logs.String())
+	}
+	return ""
+}
