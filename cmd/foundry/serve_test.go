@@ -129,8 +129,8 @@ func compactJSON(t *testing.T, b []byte) string {
 // The blueprint's measured interface case over loopback HTTP: examples/int-sort admitted
 // by apply, then called through foundry serve, a separate process, by a plain HTTP client.
 // Six valid inputs give the literal expected values, nine invalid ones are refused with
-// the validator's message before anything runs, and the schemas of /openapi.json are the
-// contract's stored schemas byte for byte.
+// the validator's message before anything runs, the schemas of /openapi.json are the
+// contract's stored schemas byte for byte, and a quarantine is honoured at the next call.
 func TestServeIntSort(t *testing.T) {
 	needSandbox(t)
 	if _, err := os.Stat("/usr/local/go/bin/go"); err != nil {
@@ -204,7 +204,7 @@ func TestServeIntSort(t *testing.T) {
 	doc, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	schemas := openAPISchemas(t, bytes.NewReader(doc))
-	in, out := storedSchemas(t, dir)
+	in, out, tree := storedSchemas(t, dir)
 	if got := compactJSON(t, schemas["int-sort.input"]); got != in {
 		t.Errorf("input schema served:\n%s\nstored:\n%s", got, in)
 	}
@@ -217,15 +217,30 @@ func TestServeIntSort(t *testing.T) {
 			t.Errorf("the OpenAPI document lacks %s", want)
 		}
 	}
+
+	// A version quarantined while it is served is refused at the next call (its tree here;
+	// the manifest, contract and layers likewise), and served again once lifted.
+	if code, _, errs := foundry(t, dir, "quarantine", "add", string(tree), "-reason", "withdrawn for the test"); code != 0 {
+		t.Fatal(errs)
+	}
+	if status, _, body := post(`[2, 1]`); status != 403 || !strings.Contains(body, "withdrawn for the test") {
+		t.Errorf("a call of a quarantined version: %d %s", status, body)
+	}
+	if code, _, errs := foundry(t, dir, "quarantine", "remove", string(tree)); code != 0 {
+		t.Fatal(errs)
+	}
+	if status, _, body := post(`[2, 1]`); status != 200 || body != "[1,2]\n" {
+		t.Errorf("a call once the quarantine is lifted: %d %s", status, body)
+	}
 }
 
 // storedSchemas are the input and output schemas of the contract the project's registry
-// holds int-sort's admitted version under.
-func storedSchemas(t *testing.T, dir string) (in, out string) {
+// holds int-sort's admitted version under, and that version's tree.
+func storedSchemas(t *testing.T, dir string) (in, out string, tree digest.Digest) {
 	t.Helper()
 	code, stdout, stderr := foundry(t, dir, "capabilities", "-json")
 	var rows []struct {
-		Registry struct{ Manifest digest.Digest }
+		Registry struct{ Manifest, Tree digest.Digest }
 	}
 	if code != 0 || json.Unmarshal([]byte(stdout), &rows) != nil || len(rows) != 1 || rows[0].Registry.Manifest == "" {
 		t.Fatalf("capabilities: %d %s %s", code, stdout, stderr)
@@ -254,7 +269,7 @@ func storedSchemas(t *testing.T, dir string) (in, out string) {
 	if err := json.NewDecoder(blob).Decode(&contract); err != nil || contract.Interface.Input == "" {
 		t.Fatalf("contract: %v %+v", err, contract)
 	}
-	return contract.Interface.Input, contract.Interface.Output
+	return contract.Interface.Input, contract.Interface.Output, rows[0].Registry.Tree
 }
 
 // startServe starts foundry serve on a free loopback port for the project in dir, as its
