@@ -112,6 +112,12 @@ listen errors, 2 usage error.`,
 				if err != nil {
 					return failed("%v", err)
 				}
+				nothing := func() int {
+					return failed("nothing to serve: no capability of the project has an admitted cli version in %s whose evidence verifies (run 'foundry apply'; 'foundry capabilities' says why)", registryName(g))
+				}
+				if reg == nil {
+					return nothing() // no registry yet; and nothing is written
+				}
 				keys, err := trustedKeys(*project, trust)
 				if err != nil {
 					return failed("%v", err)
@@ -129,7 +135,7 @@ listen errors, 2 usage error.`,
 				}
 				served := reportServed(env, g, inv)
 				if len(served) == 0 {
-					return failed("nothing to serve: no capability of the project has an admitted cli version in %s whose evidence verifies (run 'foundry apply'; 'foundry capabilities' says why)", registryName(g))
+					return nothing()
 				}
 				scratch, err := os.MkdirTemp("", "foundry-serve-")
 				if err != nil {

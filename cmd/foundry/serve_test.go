@@ -325,3 +325,24 @@ func startServe(t *testing.T, dir string) string {
 	}
 	return ""
 }
+
+// Serve refuses what it cannot do safely or usefully before it listens: a non-loopback
+// address without -allow-remote (it has no authentication), and a project with nothing
+// admitted.
+func TestServeRefusesBeforeListening(t *testing.T) {
+	project, tool := testdata(t)
+	dir := t.TempDir()
+	copyTree(t, project, dir)
+	if code, _, errs := runCLI(t, "serve", "-addr", "0.0.0.0:0", "-C", dir); code != exitUsage || !strings.Contains(errs, "not a loopback address") {
+		t.Errorf("non-loopback -addr: exit %d\n%s", code, errs)
+	}
+	if code, _, errs := runCLI(t, "serve", "-C", dir, "extra"); code != exitUsage || !strings.Contains(errs, "unexpected arguments") {
+		t.Errorf("an argument: exit %d\n%s", code, errs)
+	}
+	if code, _, errs := runCLI(t, "serve", "-addr", "127.0.0.1:0", "-var", "tool="+tool, "-C", dir); code != exitError || !strings.Contains(errs, "nothing to serve") {
+		t.Errorf("nothing admitted: exit %d\n%s", code, errs)
+	}
+	if _, err := os.Stat(filepath.Join(dir, ".foundry", "state.db")); err == nil {
+		t.Error("serve with nothing to serve made the project's state database")
+	}
+}
