@@ -91,7 +91,11 @@ type Project struct {
 	// 0), and what they may spend together, over every apply.
 	ReconstructDeadline time.Duration
 	ReconstructSpend    float64
-	DeclRange           hcl.Range
+	// ReconstructDepth bounds how deep reconstructions nest (a builder mounting a
+	// capability that is reconstructed too is one level more); DefaultReconstructDepth
+	// when 0.
+	ReconstructDepth int
+	DeclRange        hcl.Range
 }
 
 // Variable is a variable block and the value it resolved to.
@@ -179,6 +183,10 @@ var DefaultReconstructBudget = ReconstructBudget{Candidates: 3, Probes: 20, Wall
 // DefaultReconstructDeadline is the project's ceiling on the wall time of all its
 // reconstruction jobs in one apply, unless reconstruct_deadline says otherwise.
 const DefaultReconstructDeadline = time.Hour
+
+// DefaultReconstructDepth is how deep reconstructions may nest unless the project's
+// reconstruct_depth says otherwise.
+const DefaultReconstructDepth = 2
 
 // BuilderAddress is the address of capability name's builder: what its rounds are
 // recorded under, and the node its package's files name.

@@ -875,7 +875,8 @@ func (l *loader) decodeReconstruct(b *hcl.Block, capName string) *Reconstruct {
 
 // decodeBuilder decodes a reconstruct's builder as a step of its own scope, so that it
 // gets every rule a step has (image, run, env, limits, outputs, no network, sealed reads
-// refused), and then the builder's own: it mounts project directories only, and not at /job.
+// refused), and then the builder's own: it mounts project directories, inline files and
+// capabilities (tools it builds with) only, and not at /job.
 func (l *loader) decodeBuilder(b *hcl.Block, capName string) *Step {
 	scope := newStepScope("capability."+capName+".reconstruct", 1)
 	in := instance{name: "builder"}
@@ -895,8 +896,8 @@ func (l *loader) decodeBuilder(b *hcl.Block, capName string) *Step {
 		switch {
 		case target == JobDir || strings.HasPrefix(target, JobDir+"/"):
 			l.diags = append(l.diags, errorAt(rng, "Reserved mount path", "%q is reserved: apply mounts the job (contract, cases, counterexamples) at %s.", target, JobDir))
-		case a.Kind != ArtifactProjectDir && a.Kind != ArtifactInline:
-			l.diags = append(l.diags, errorAt(rng, "Invalid builder mount", "A builder mounts project directories (dir(...)) or inline files only; %s is not one.", a))
+		case a.Kind != ArtifactProjectDir && a.Kind != ArtifactInline && a.Kind != ArtifactCapability:
+			l.diags = append(l.diags, errorAt(rng, "Invalid builder mount", "A builder mounts project directories (dir(...)), inline files or capabilities only; %s is not one.", a))
 		}
 	}
 	return st

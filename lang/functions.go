@@ -543,6 +543,9 @@ func (in *inputs) hostFunc(dir bool) function.Function {
 			if dir != st.IsDir() || (!dir && !st.Mode().IsRegular()) {
 				return cty.NilVal, function.NewArgErrorf(0, wrong, p)
 			}
+			if err := in.refuseStateDir(p, dir); err != nil {
+				return cty.NilVal, function.NewArgError(0, err)
+			}
 			d, err := in.hash(kind, p, dir)
 			if err != nil {
 				return cty.NilVal, function.NewArgErrorf(0, "hashing %q: %v", p, err)
@@ -555,6 +558,30 @@ func (in *inputs) hostFunc(dir bool) function.Function {
 			return artifactVal(a), nil
 		},
 	})
+}
+
+// refuseStateDir refuses host path p when it is the project's state directory or inside it,
+// or, for a directory, holds it: the signing keys, registry and state database there are
+// Foundry's own, and an image packed from them would hand them to every step and candidate
+// that runs on it. dir() and file() refuse the same by project path (projectPath); symlinks
+// are resolved, and the state directory need not exist yet (the first apply makes it).
+func (in *inputs) refuseStateDir(p string, dir bool) error {
+	real, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		return err
+	}
+	state := filepath.Join(in.dir, ".foundry")
+	within := func(child, parent string) bool {
+		rel, err := filepath.Rel(parent, child)
+		return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
+	}
+	switch {
+	case within(real, state):
+		return fmt.Errorf("%q is inside the project's state directory %s, which holds its signing key, registry and state", p, state)
+	case dir && within(state, real):
+		return fmt.Errorf("%q contains the project's state directory %s, which holds its signing key, registry and state; name a directory beside it", p, state)
+	}
+	return nil
 }
 
 // noLoader refuses every external $ref: schemas are self-contained so that a schema's meaning

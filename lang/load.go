@@ -412,7 +412,7 @@ func (l *loader) decodeProject(blocks []*hcl.Block) {
 	p.Name, p.DeclRange = b.Labels[0], b.DefRange
 	content, diags := l.content(b.Body, &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
 		{Name: "brief"}, {Name: "registry"}, {Name: "platform"}, {Name: "keep_pins"}, {Name: "min_undisclosed_sealed"},
-		{Name: "reconstruct_deadline"}, {Name: "reconstruct_spend"},
+		{Name: "reconstruct_deadline"}, {Name: "reconstruct_spend"}, {Name: "reconstruct_depth"},
 	}})
 	l.diags = append(l.diags, diags...)
 	ctx := l.baseContext()
@@ -451,6 +451,16 @@ func (l *loader) decodeProject(blocks []*hcl.Block) {
 					l.diags = append(l.diags, errorf(a.Expr.Range().Ptr(), "Invalid duration", "reconstruct_deadline = %q must be a positive duration such as \"30m\": the wall time all reconstruction jobs may take in one apply.", s))
 				}
 				p.ReconstructDeadline = d
+			}
+		}
+	}
+	if a := content.Attributes["reconstruct_depth"]; a != nil {
+		if v, d := l.eval(a.Expr, ctx, nil); !d.HasErrors() {
+			if n, ok := l.number(v, a.Expr.Range(), "reconstruct_depth"); ok {
+				if n < 1 || n > 16 || n != math.Trunc(n) {
+					l.diags = append(l.diags, errorf(a.Expr.Range().Ptr(), "Invalid reconstruct_depth", "reconstruct_depth = %v must be a whole number from 1 to 16: how deep reconstructions may nest.", n))
+				}
+				p.ReconstructDepth = int(n)
 			}
 		}
 	}

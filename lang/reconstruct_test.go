@@ -66,7 +66,6 @@ func TestReconstructDiagnostics(t *testing.T) {
 		{"no outputs", "    builder {\n      image = seed.bb\n      run   = [\"true\"]\n    }\n" + pkg, "Builder without outputs", 9, "under /out"},
 		{"network", "    builder {\n      image = seed.bb\n      run   = [\"true\"]\n      outputs = [\"/out/x\"]\n      network = \"host\"\n    }\n" + pkg, "Network not granted", 13, "grant"},
 		{"job mount", "    builder {\n      image = seed.bb\n      run   = [\"true\"]\n      outputs = [\"/out/x\"]\n      mounts = { \"/job\" = \"text\" }\n    }\n" + pkg, "Reserved mount path", 13, "/job"},
-		{"capability mount", "    builder {\n      image = seed.bb\n      run   = [\"true\"]\n      outputs = [\"/out/x\"]\n      mounts = { \"/c\" = capability.c }\n    }\n" + pkg, "Invalid builder mount", 13, "project directories"},
 		{"sealed mount", "    builder {\n      image = seed.bb\n      run   = [\"true\"]\n      outputs = [\"/out/x\"]\n      mounts = { \"/s\" = dir(\"sealed\") }\n    }\n" + pkg, "Configuration reads sealed cases", 13, `dir("sealed") reaches sealed/1.json`},
 		{"bad candidates", goodBuilder + pkg + "    budget { candidates = 0 }\n", "Invalid candidates", 19, "from 1 to 100"},
 		{"bad probes", goodBuilder + pkg + "    budget { probes = 1.5 }\n", "Invalid probes", 19, "from 1 to 100000"},
@@ -93,5 +92,29 @@ func TestReconstructDiagnostics(t *testing.T) {
 			}
 			t.Fatalf("want %q, got: %v", c.summary, diags)
 		})
+	}
+}
+
+// A builder mounts a capability (a tool it builds with), but not a step's output: it sees
+// no step (a step is not what a reconstruction waits for).
+func TestBuilderMounts(t *testing.T) {
+	builder := func(mount string) string {
+		return "    builder {\n      image = seed.bb\n      run   = [\"true\"]\n      outputs = [\"/out/x\"]\n      mounts = { \"/m\" = " + mount + " }\n    }\n" +
+			"    package {\n      files = { \"/bin/x\" = \"/out/x\" }\n    }\n"
+	}
+	tool := "capability \"tool\" {\n  interface \"cli\" { entrypoint = [\"/bin/t\"] }\n}\n"
+	step := "step \"s\" {\n  image   = seed.bb\n  run     = [\"true\"]\n  outputs = [\"/out/y\"]\n}\n"
+	files := map[string]string{"sealed/1.json": "{}", "main.hcl": reconstructCap(builder("capability.tool")) + tool + step}
+	cfg, diags := Load(writeProject(t, files), Options{})
+	if diags.HasErrors() {
+		t.Fatal(diags.Error())
+	}
+	if m := cfg.Capabilities["c"].Reconstruct.Builder.Mounts["/m"]; m == nil || m.Kind != ArtifactCapability || m.Node != "capability.tool" {
+		t.Errorf("capability mount %+v", m)
+	}
+	files["main.hcl"] = reconstructCap(builder(`step.s.output["/out/y"]`)) + tool + step
+	_, diags = Load(writeProject(t, files), Options{})
+	if !diags.HasErrors() || !strings.Contains(diags.Error(), "Reference to undeclared step") {
+		t.Errorf("a builder mounting a step output: %v", diags)
 	}
 }

@@ -144,6 +144,8 @@ func (p *progress) plain(e event.Event) {
 		fmt.Fprintf(p.w, "  RND %s: %s\n", e.Node, e.Message)
 	case "reconstruct_exhausted":
 		fmt.Fprintf(p.w, "  EXH %s: %s\n", e.Node, e.Message)
+	case "reconstruct_unresolved":
+		fmt.Fprintf(p.w, "  UNR %s: %s\n", e.Node, e.Message)
 	case "run_finished":
 		fmt.Fprintf(p.w, "run %s finished in %s: %s\n", e.Run, e.Elapsed.Round(time.Millisecond), e.Message)
 	}

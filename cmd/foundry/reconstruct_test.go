@@ -10,6 +10,7 @@ import (
 
 	"github.com/foundry-build/foundry/engine/admit"
 	"github.com/foundry-build/foundry/engine/run"
+	"github.com/foundry-build/foundry/engine/workspace"
 )
 
 // newReconstructFixture copies testdata/reconstruct with the given candidates budget: a
@@ -307,5 +308,118 @@ func TestReconstructionOutcomes(t *testing.T) {
 			again := failedApply(t, dir)
 			saysAll(t, "the next apply", again.stderr, c.says[len(c.says)-1])
 		})
+	}
+}
+
+// A job's rows only schedule work: forged to say the job admitted a candidate (with a
+// round of its own), they pin nothing. The next apply reopens the job, and its candidate is
+// admitted only by the evaluator, and published for real; the forged round costs a
+// candidate, never an evaluation.
+func TestForgedJobRowsAdmitNothing(t *testing.T) {
+	dir := newReconstructFixture(t, "1")
+	failedApply(t, dir) // round 1 rejected: exhausted
+	ws, err := workspace.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := "oci-layout:/elsewhere@sha256:" + strings.Repeat("0", 64)
+	ws.SQLForTest(t, `UPDATE jobs SET status = 'admitted', admitted = ?, outcome = 'admitted in round 2'`, forged)
+	ws.SQLForTest(t, `INSERT INTO job_rounds (job_id, n, source, run_id, status, candidate, started) SELECT id, 2, 'forged', 'r0', 'admitted', ?, 1 FROM jobs`,
+		"sha256:"+strings.Repeat("1", 64))
+	ws.Close()
+	if c := planCapability(t, dir, "capability.sorter"); c["status"] != "reconstruct" {
+		t.Fatalf("the forged job made the plan pin something: %v", c)
+	}
+	// With a budget of 3 (round 1 genuine, round 2 forged) one round is left: round 3.
+	hcl, err := os.ReadFile(filepath.Join(dir, "main.hcl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(strings.Replace(string(hcl), "candidates = 1", "candidates = 3", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := apply(t, dir, nil, "-progress", "plain")
+	if r.code != 0 || !strings.Contains(r.stderr, "ADM capability.sorter: reconstruct round 3 admitted as oci-layout:") || strings.Contains(r.stderr, forged) {
+		t.Fatalf("apply after the forgery: exit %d\n%s", r.code, r.stderr)
+	}
+	if j := showJobJSON(t, dir, "sorter"); j.Status != "admitted" || j.Admitted == forged || !strings.HasPrefix(j.Admitted, "oci-layout:"+dir) {
+		t.Errorf("job: %+v", j)
+	}
+}
+
+// toolHCL is a second capability to reconstruct, which the sorter's builder mounts as a
+// tool: the sorter's job waits for the tool's.
+const toolHCL = `capability "tool" {
+  summary     = "Sort a JSON array of integers ascending, keeping duplicates: the builder's tool"
+  equivalence = "json"
+  interface "cli" {
+    entrypoint = ["/bin/tool"]
+    input      = jsonschema("schemas/ints.json")
+    output     = jsonschema("schemas/ints.json")
+  }
+  suite "dev" { cases = "cases/*.json" }
+  suite "sealed" { cases = "sealed/*.json" }
+  reconstruct {
+    builder {
+      image   = seed.bb
+      mounts  = { "/src" = dir("builder") }
+      run     = ["sh", "/src/propose.sh"]
+      outputs = ["/out/sorter"]
+    }
+    package {
+      base  = seed.bb
+      files = { "/bin/tool" = "/out/sorter" }
+    }
+  }
+}
+`
+
+// A builder may mount a capability that is itself reconstructed: the plan shows both, and
+// one apply runs the tool's job, then the sorter's, whose builder runs the admitted tool.
+// Nesting deeper than the project's reconstruct_depth is refused by the plan, and a builder
+// that needs its own capability is a cycle.
+func TestNestedReconstruction(t *testing.T) {
+	dir := newReconstructFixture(t, "3",
+		`mounts  = { "/src" = dir("builder") }
+      run     = ["sh", "/src/propose.sh"]`,
+		`mounts  = { "/src" = dir("builder"), "/t" = capability.tool }
+      run     = ["sh", "-c", "echo '[2,1]' | /t/bin/tool >&2 && sh /src/propose.sh"]`)
+	if err := os.WriteFile(filepath.Join(dir, "tool.hcl"), []byte(toolHCL), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range []string{"capability.tool", "capability.sorter"} {
+		if c := planCapability(t, dir, a); c["status"] != "reconstruct" {
+			t.Fatalf("%s planned %v", a, c)
+		}
+	}
+	r := apply(t, dir, nil, "-progress", "plain")
+	if r.code != 0 {
+		t.Fatalf("apply: exit %d\n%s", r.code, r.stderr)
+	}
+	saysAll(t, "apply", r.stderr, "ADM capability.tool: reconstruct round 2 admitted", "ADM capability.sorter: reconstruct round 2 admitted", "ok  step.use-sorter")
+	if i, j := strings.Index(r.stderr, "ADM capability.tool"), strings.Index(r.stderr, "RND capability.sorter: round 1"); i < 0 || j < i {
+		t.Errorf("the sorter's job started before the tool it mounts was admitted:\n%s", r.stderr)
+	}
+	if code, out, _ := foundry(t, dir, "logs", "capability.sorter.reconstruct.builder"); code != 0 || !strings.Contains(out, "[1,2]") {
+		t.Errorf("the sorter's builder did not run the tool (exit %d):\n%s", code, out)
+	}
+
+	deep := newReconstructFixture(t, "3", `project "reconstruct" {}`, "project \"reconstruct\" {\n  reconstruct_depth = 1\n}",
+		`mounts  = { "/src" = dir("builder") }
+      run     = ["sh", "/src/propose.sh"]`, `mounts  = { "/src" = dir("builder"), "/t" = capability.tool }
+      run     = ["sh", "/src/propose.sh"]`)
+	if err := os.WriteFile(filepath.Join(deep, "tool.hcl"), []byte(toolHCL), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if c := planCapability(t, deep, "capability.sorter"); c["status"] != "missing" ||
+		!strings.Contains(c["reason"].(string), "it would be reconstructed 2 deep (its builder needs a capability that is reconstructed too), and the project's reconstruct_depth is 1") {
+		t.Errorf("nested past the depth: %v", c)
+	}
+
+	cyc := newReconstructFixture(t, "3", `mounts  = { "/src" = dir("builder") }
+      run     = ["sh", "/src/propose.sh"]`, `mounts  = { "/src" = dir("builder"), "/t" = capability.sorter }
+      run     = ["sh", "/src/propose.sh"]`)
+	if code, _, errs := foundry(t, cyc, "plan"); code == 0 || !strings.Contains(errs, "Dependency cycle") || !strings.Contains(errs, "capability.sorter (main.hcl:14) is needed by capability.sorter") {
+		t.Errorf("a builder that needs its own capability (exit %d):\n%s", code, errs)
 	}
 }

@@ -25,6 +25,9 @@ type resolution struct {
 	cycle     []string // set when the capability was met again on its own stack
 	witness   []string // a cycle that made it (or a prerequisite) unresolvable
 	registry  string   // why the registry's version under the contract tag is not used
+	// depth is how many reconstructions deep it is when its status is reconstruct: 1, plus
+	// the deepest among the capabilities its builder mounts that are reconstructed too.
+	depth int
 }
 
 // resolver resolves capabilities in the order the design fixes: an admitted version in the
@@ -144,10 +147,16 @@ func (r *resolver) resolve(c string, stack []string) *resolution {
 			}
 			res.reason = "no recipe can be built: " + strings.Join(parts, "; ")
 		}
-		// Reachable by its reconstruct block, but not ready: no candidate exists yet.
+		// Reachable by its reconstruct block, but not ready: no candidate exists yet. The
+		// capabilities its builder mounts must resolve first, within the project's depth.
 		if rc := n.Capability.Reconstruct; rc != nil {
-			res.status, res.reachable, res.ready = StatusReconstruct, true, false
-			res.reason = fmt.Sprintf("%s; to be reconstructed by its builder (budget: %d candidates)", res.reason, rc.Budget.Candidates)
+			if why, depth, cyc := r.builderNeeds(rc, stack); why != "" {
+				res.reason = fmt.Sprintf("%s; its reconstruct block cannot run: %s", res.reason, why)
+				cyclic = cyclic || cyc
+			} else {
+				res.status, res.reachable, res.ready, res.depth = StatusReconstruct, true, false, depth
+				res.reason = fmt.Sprintf("%s; to be reconstructed by its builder (budget: %d candidates)", res.reason, rc.Budget.Candidates)
+			}
 		}
 	}
 	// A result that depended on the active stack is valid only under it: do not memoize.
@@ -155,6 +164,44 @@ func (r *resolver) resolve(c string, stack []string) *resolution {
 		r.memo[c] = res
 	}
 	return res
+}
+
+// builderNeeds resolves the capabilities the builder of rc mounts, on stack (which ends
+// with rc's capability). It says why the reconstruction cannot run ("" when it can), how
+// deep it is, and whether the answer depended on the stack (a cycle).
+func (r *resolver) builderNeeds(rc *lang.Reconstruct, stack []string) (why string, depth int, cyclic bool) {
+	depth = 1
+	if rc.Builder == nil {
+		return "", depth, false
+	}
+	for _, target := range slices.Sorted(maps.Keys(rc.Builder.Mounts)) {
+		a := rc.Builder.Mounts[target]
+		if a.Kind != lang.ArtifactCapability {
+			continue
+		}
+		pr := r.resolve(a.Node, stack)
+		cyclic = cyclic || pr.witness != nil
+		switch {
+		case pr.cycle != nil:
+			return fmt.Sprintf("its builder needs %s, which needs it (a cycle: %s)", a.Node, strings.Join(pr.cycle, " → ")), 0, true
+		case pr.status == StatusMissing:
+			return fmt.Sprintf("its builder needs %s, which cannot be resolved", a.Node), 0, cyclic
+		case pr.status == StatusReconstruct:
+			depth = max(depth, pr.depth+1)
+		}
+	}
+	if limit := reconstructDepth(r.g.Config.Project); depth > limit {
+		return fmt.Sprintf("it would be reconstructed %d deep (its builder needs a capability that is reconstructed too), and the project's reconstruct_depth is %d", depth, limit), 0, cyclic
+	}
+	return "", depth, cyclic
+}
+
+// reconstructDepth is how deep reconstructions may nest in project p.
+func reconstructDepth(p *lang.Project) int {
+	if p.ReconstructDepth > 0 {
+		return p.ReconstructDepth
+	}
+	return lang.DefaultReconstructDepth
 }
 
 // resolveCapabilities resolves every capability of the graph, in the graph's order, and

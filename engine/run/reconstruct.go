@@ -483,8 +483,14 @@ func (b *commandBuilder) Propose(ctx context.Context, br Brief) (*Proposal, erro
 		return nil, fmt.Errorf("image %s is not built", rc.Builder.Image.Node)
 	}
 	job := input{mount: executors.Mount{Source: br.Dir, Target: lang.JobDir},
-		dep: provenance.Dependency{Name: lang.JobDir, URI: "foundry:" + b.n.Address + "#job", Digest: string(br.Tree)}}
-	bn, key, keyDef, err := builderNode(b.n, img.image, job)
+		// The provenance names the job and the round by the URI of what /job held.
+		dep: provenance.Dependency{Name: lang.JobDir, URI: fmt.Sprintf("foundry:%s#%s/round-%d", b.n.Address, br.Job, br.Round), Digest: string(br.Tree)}}
+	bn, key, keyDef, err := builderNode(b.n, img.image, job, func(a string) digest.Digest {
+		if res := r.result(a); res != nil {
+			return res.tree
+		}
+		return ""
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -527,8 +533,8 @@ func (r *runner) written(res *cache.Result) (int64, error) {
 }
 
 // candidateOf packages round's proposal p into a candidate of n on the package's base. Its
-// provenance, an input of the admission, is the proposal's, under the job and round that
-// made it.
+// provenance, an input of the admission, is the proposal's and the earlier rounds', each
+// under the job and round that made it.
 func (r *runner) candidateOf(ctx context.Context, n *graph.Node, job string, round int, p *Proposal) (*admit.Candidate, error) {
 	rc := n.Capability.Reconstruct
 	bn := lang.BuilderAddress(n.Capability.Name)
@@ -546,21 +552,43 @@ func (r *runner) candidateOf(ctx context.Context, n *graph.Node, job string, rou
 		}
 		base = br.image
 	}
+	// Every earlier round's proposal is there too, under its round: the admission names the
+	// job and the rounds that led to the candidate.
 	steps := map[string]*cache.Result{fmt.Sprintf("%s (%s, round %d)", bn, job, round): p.Result}
+	rounds, err := r.ws.State.Rounds(ctx, job)
+	if err != nil {
+		return nil, err
+	}
+	for _, rd := range rounds {
+		if rd.N == round || rd.Builder == "" {
+			continue
+		}
+		if res, hit, err := r.ws.Cache.Lookup(ctx, rd.Builder); err != nil {
+			return nil, err
+		} else if hit {
+			steps[fmt.Sprintf("%s (%s, round %d)", bn, job, rd.N)] = res
+		}
+	}
 	return &admit.Candidate{Recipe: roundLabel(round), Tree: tree, Base: base, Steps: steps, Output: r.recordedOutput}, nil
 }
 
 // builderNode is the builder of capability n as a step node of its own (it is not in the
-// graph), keyed by its definition, its image, what it mounts and this round's job: the
-// same job for the same builder is the same action.
-func builderNode(n *graph.Node, img executors.Image, job input) (*graph.Node, digest.Digest, []byte, error) {
+// graph), keyed by its definition, its image, what it mounts (a capability by the tree
+// admitted or pinned for it, in trees) and this round's job: the same job for the same
+// builder is the same action.
+func builderNode(n *graph.Node, img executors.Image, job input, trees func(node string) digest.Digest) (*graph.Node, digest.Digest, []byte, error) {
 	st := n.Capability.Reconstruct.Builder
 	bn := &graph.Node{Address: lang.BuilderAddress(n.Capability.Name), Kind: graph.KindStep, Step: st, Range: st.DeclRange}
 	mounts := map[string]string{job.mount.Target: job.dep.Digest}
 	for target, a := range st.Mounts {
 		d := a.Digest
-		if a.Kind == lang.ArtifactInline {
+		switch a.Kind {
+		case lang.ArtifactInline:
 			d = digest.FromBytes(a.Inline)
+		case lang.ArtifactCapability:
+			if d = trees(a.Node); d == "" {
+				return nil, "", nil, fmt.Errorf("%s is not settled", a.Node)
+			}
 		}
 		mounts[target] = string(d)
 	}

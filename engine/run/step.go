@@ -309,6 +309,11 @@ func (r *runner) mounts(ctx context.Context, st *lang.Step) ([]input, error) {
 			}
 			dep.URI = "project:" + a.Path
 		case lang.ArtifactInline:
+			// Text (inline, or a file's by file()) is checked by content as a tree is: the
+			// compiler's check by path cannot see a copy of a sealed case read by file().
+			if err := r.refuseSealedText(target, a.Inline); err != nil {
+				return nil, err
+			}
 			var d digest.Digest
 			src, d, err = r.inlineFile(a.Inline)
 			dep.URI, dep.Digest = "inline:", string(d)
@@ -594,6 +599,19 @@ func (r *runner) refuseSealed(name string, man *digest.Manifest) error {
 		if _, ok := sealed[e.Digest]; ok && e.Type == digest.TypeFile {
 			return fmt.Errorf("refusing to mount %s: its file %s has the content of a sealed case", name, e.Path)
 		}
+	}
+	return nil
+}
+
+// refuseSealedText fails when text about to be mounted at target has the content of a
+// sealed case of any capability.
+func (r *runner) refuseSealedText(target string, text []byte) error {
+	sealed, err := r.sealedDigests()
+	if err != nil {
+		return err
+	}
+	if _, ok := sealed[digest.FromBytes(text)]; ok {
+		return fmt.Errorf("refusing to mount the text at %s: it has the content of a sealed case", target)
 	}
 	return nil
 }
