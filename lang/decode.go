@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
@@ -729,13 +728,7 @@ func (l *loader) decodeLimits(b *hcl.Block, ctx *hcl.EvalContext) Limits {
 		}
 	}
 	if v, rng, ok := get("time"); ok {
-		if s, ok := l.str(v, rng, "time"); ok {
-			d, err := time.ParseDuration(s)
-			if err != nil || d <= 0 {
-				l.diags = append(l.diags, errorAt(rng, "Invalid duration", "time = %q must be a positive duration such as \"90s\" or \"5m\".", s))
-			}
-			lim.Time = d
-		}
+		lim.Time, _ = l.duration(v, rng, "time", "90s", "")
 	}
 	return lim
 }
@@ -1004,13 +997,7 @@ func (l *loader) decodeBudget(b *hcl.Block) ReconstructBudget {
 	count("candidates", maxCandidates, &bud.Candidates)
 	count("probes", maxProbes, &bud.Probes)
 	if v, rng, ok := get("wall"); ok {
-		if s, ok := l.str(v, rng, "wall"); ok {
-			d, err := time.ParseDuration(s)
-			if err != nil || d <= 0 {
-				l.diags = append(l.diags, errorAt(rng, "Invalid duration", "wall = %q must be a positive duration such as \"90s\" or \"10m\".", s))
-			}
-			bud.Wall = d
-		}
+		bud.Wall, _ = l.duration(v, rng, "wall", "10m", ": the wall time of the job's rounds together")
 	}
 	if v, rng, ok := get("scratch"); ok {
 		if s, ok := l.str(v, rng, "scratch"); ok {
