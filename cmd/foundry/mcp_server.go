@@ -55,7 +55,7 @@ type mcpServer struct {
 func newMCPServer(cfg *mcpConfig) (*mcpServer, error) {
 	s := &mcpServer{cfg: cfg, log: slog.New(slog.NewTextHandler(cfg.env.stderr, nil))}
 	s.srv = mcp.NewServer(&mcp.Implementation{Name: "foundry", Title: "Foundry", Version: version}, &mcp.ServerOptions{
-		Instructions:              mcpInstructions,
+		Instructions: mcpInstructions,
 		// go-sdk logs each session's lifecycle at Info: only its warnings and errors here.
 		Logger:                    slog.New(slog.NewTextHandler(cfg.env.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		SupportedProtocolVersions: mcpProtocolVersions,

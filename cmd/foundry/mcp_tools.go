@@ -109,11 +109,11 @@ type planIn struct {
 }
 
 type planOut struct {
-	Project      string           `json:"project"`
-	PlanDigest   string           `json:"plan_digest"`
-	Summary      plan.Summary     `json:"summary"`
-	Targets      []string         `json:"targets,omitempty"`
-	Nodes        []planNodeOut    `json:"nodes"`
+	Project      string              `json:"project"`
+	PlanDigest   string              `json:"plan_digest"`
+	Summary      plan.Summary        `json:"summary"`
+	Targets      []string            `json:"targets,omitempty"`
+	Nodes        []planNodeOut       `json:"nodes"`
 	Capabilities []planCapabilityOut `json:"capabilities"`
 }
 
