@@ -211,23 +211,35 @@ func (ad *Admitter) Pull(ctx context.Context, n *graph.Node, pin *Admitted) (dig
 	if ad.Registry == nil {
 		return "", errors.New("no registry is configured")
 	}
-	dest := filepath.Join(ad.Scratch, "pull-"+workspace.NewID())
-	pulled, err := registry.Pull(ctx, ad.Registry, string(pin.Digest), dest, registry.PullOptions{
-		Keys: ad.TrustedKeys, Quarantine: ad.Workspace.State, Contract: n.Digest,
+	tree, _, err := PullPinned(ctx, ad.Workspace, ad.Registry, ad.TrustedKeys, ad.Scratch, n.Digest, pin)
+	return tree, err
+}
+
+// PullPinned fetches pin, an admitted version of the capability whose contract digest is
+// contract, from registry s by its digest, as a plan's pin is pulled: the contract must be
+// that one, nothing it names quarantined (ws's state), and a verification summary signed
+// by one of keys must bind contract, manifest and the tree recomputed from the layers,
+// before anything is kept. Its files are unpacked under scratch, stored in ws's content
+// store as a tree, and the tree digest returned, with what the pull found (the contract's
+// canonical JSON among it).
+func PullPinned(ctx context.Context, ws *workspace.Workspace, s registry.Store, keys []*provenance.Verifier, scratch string, contract digest.Digest, pin *Admitted) (digest.Digest, *registry.Pulled, error) {
+	dest := filepath.Join(scratch, "pull-"+workspace.NewID())
+	pulled, err := registry.Pull(ctx, s, string(pin.Digest), dest, registry.PullOptions{
+		Keys: keys, Quarantine: ws.State, Contract: contract,
 		Policy: provenance.Policy{PredicateTypes: []string{provenance.PredicateVSA}},
 	})
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	defer os.RemoveAll(dest)
-	tree, _, err := ad.Workspace.Store.PutDir(dest)
+	tree, _, err := ws.Store.PutDir(dest)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	if tree != pulled.Tree || (pin.Tree != "" && tree != pin.Tree) {
-		return "", fmt.Errorf("pulled files hash to %s; the evidence binds %s and the plan pinned %s", tree, pulled.Tree, pin.Tree)
+		return "", nil, fmt.Errorf("pulled files hash to %s; the evidence binds %s and the pin names %s", tree, pulled.Tree, pin.Tree)
 	}
-	return tree, nil
+	return tree, pulled, nil
 }
 
 // packageProvenance mints and signs the provenance of assembling and publishing a

@@ -1,7 +1,6 @@
 package evaluate
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,21 +16,12 @@ import (
 	"github.com/foundry-build/foundry/digest"
 	"github.com/foundry-build/foundry/engine/event"
 	"github.com/foundry-build/foundry/engine/graph"
-	"github.com/foundry-build/foundry/engine/seed"
 	"github.com/foundry-build/foundry/engine/state"
 	"github.com/foundry-build/foundry/engine/verdict"
 	"github.com/foundry-build/foundry/engine/workspace"
 	"github.com/foundry-build/foundry/executors"
-	"github.com/foundry-build/foundry/internal/capped"
 	"github.com/foundry-build/foundry/lang"
 	"github.com/foundry-build/foundry/provenance"
-)
-
-// Limits of one evaluation sandbox: each case runs in a fresh one.
-const (
-	evalMemoryBytes = 512 << 20
-	evalTimeout     = 60 * time.Second
-	evalOutputBytes = 8 << 20
 )
 
 // An Evaluator evaluates the candidates of one run, each on its capability's suites in
@@ -305,11 +295,11 @@ func (ev *Evaluator) Evaluate(ctx context.Context, n *graph.Node, recipe string,
 	if capb.Suites["sealed"] == nil {
 		return reject(&Rejection{Suite: "sealed", Reason: "the capability has no sealed suite: nothing can be admitted without one"})
 	}
-	key, _, err := digest.Of(map[string]any{"tree": tree, "base": base.Digest})
+	key, err := CandidateKey(tree, base)
 	if err != nil {
 		return nil, err
 	}
-	img, err := ev.candidateImage(ctx, capb, tree, base, key)
+	img, err := CandidateImage(ctx, ev.Workspace, capb.Name, capb.Target, tree, base)
 	if err != nil {
 		return nil, fmt.Errorf("candidate image: %w", err)
 	}
@@ -465,22 +455,6 @@ type rejection struct {
 	inputLen   int // the smallest counterexample is the failing case with the shortest input
 }
 
-// candidateImage is the base image with the package tree laid over it at /.
-func (ev *Evaluator) candidateImage(ctx context.Context, capb *lang.Capability, tree digest.Digest, base executors.Image, key digest.Digest) (executors.Image, error) {
-	dir, err := ev.Workspace.MaterializeTree(tree)
-	if err != nil {
-		return executors.Image{}, err
-	}
-	spec := &seed.Spec{Name: "candidate-" + capb.Name, Platform: capb.Target, Key: "candidate " + string(key)}
-	if base.Digest != "" {
-		b := base
-		spec.Layers = append(spec.Layers, seed.Layer{From: &b})
-		spec.Env = seed.EnvMap(base.Env)
-	}
-	spec.Layers = append(spec.Layers, seed.Layer{Dir: dir, At: "/"})
-	return ev.Workspace.Seeds.Build(ctx, spec)
-}
-
 // runSuite runs every case of a suite, each in a fresh sandbox, judges it, and mints the
 // suite's signed test result. It returns the smallest failing case as a rejection; with
 // disclose set, that case is about to be shown to the operator (and so to whoever builds the
@@ -553,43 +527,29 @@ func countPassed(rs []provenance.CaseResult) int {
 	return n
 }
 
-// runCandidate runs the candidate's entrypoint once in a fresh evaluation sandbox: its own
-// empty /out, no network, the evaluation limits. The caller's a supplies stdin, the output
-// writers and, for a service, Attach.
-func (ev *Evaluator) runCandidate(ctx context.Context, capb *lang.Capability, img executors.Image, a executors.Action) (*executors.Result, error) {
-	scratch := filepath.Join(ev.Scratch, "eval-"+workspace.NewID())
-	out := filepath.Join(scratch, "out")
-	if err := os.MkdirAll(out, 0o777); err != nil {
-		return nil, err
-	}
-	os.Chmod(out, 0o777)
-	defer os.RemoveAll(scratch)
+// sandbox is where the evaluator runs each case: a fresh evaluation sandbox per case.
+func (ev *Evaluator) sandbox() Sandbox {
 	// Evaluations are not nodes of the run: a crashed one's container is found by the
 	// run's container prefix, which the next apply cleans up.
-	a.ID = ev.ContainerPrefix + "eval-" + workspace.NewID()
-	a.Image, a.Argv, a.Env, a.Workdir, a.OutDir = img, capb.Interface.Entrypoint, img.Env, "/", out
-	a.Network = executors.NetworkNone
-	a.Limits = executors.Limits{MemoryBytes: evalMemoryBytes, CPUs: 1, Pids: 256, Timeout: evalTimeout}
-	exe, err := ev.Executor(ctx, "the evaluation of capability."+capb.Name)
-	if err != nil {
-		return nil, err
-	}
-	return exe.Run(ctx, &a)
+	return Sandbox{Executor: ev.Executor, Scratch: ev.Scratch, ContainerPrefix: ev.ContainerPrefix}
+}
+
+// runCandidate runs the candidate's entrypoint once in a fresh evaluation sandbox. The
+// caller's a supplies stdin, the output writers and, for a service, Attach.
+func (ev *Evaluator) runCandidate(ctx context.Context, capb *lang.Capability, img executors.Image, a executors.Action) (*executors.Result, error) {
+	return ev.sandbox().Run(ctx, "the evaluation of capability."+capb.Name, capb.Interface.Entrypoint, img, a)
 }
 
 // runCase runs one case in a fresh sandbox: the entrypoint with the case input on stdin.
 func (ev *Evaluator) runCase(ctx context.Context, capb *lang.Capability, img executors.Image, c *verdict.Case) (verdict.Verdict, error) {
-	stdout := capped.NewBuffer(evalOutputBytes)
-	stderr := capped.NewBuffer(64 << 10)
-	xr, err := ev.runCandidate(ctx, capb, img, executors.Action{Stdin: bytes.NewReader(c.Stdin()), Stdout: stdout, Stderr: stderr})
+	o, err := ev.sandbox().RunCLI(ctx, "the evaluation of capability."+capb.Name, capb.Interface.Entrypoint, img, c.Stdin())
 	if errors.Is(err, executors.ErrNotStarted) {
 		return notStarted(err, c.Expect.Output), nil
 	}
 	if err != nil {
 		return verdict.Verdict{}, fmt.Errorf("running case %s: %w", c.Name, err)
 	}
-	return verdict.Judge(capb, c, verdict.Observation{Stdout: stdout.B.Bytes(), Stderr: stderr.B.Bytes(), ExitCode: xr.ExitCode,
-		TimedOut: xr.TimedOut, OOMKilled: xr.OOMKilled, StdoutTruncated: stdout.Truncated}), nil
+	return verdict.Judge(capb, c, o), nil
 }
 
 // notStarted is the verdict on a candidate whose entrypoint could not be executed: the

@@ -60,6 +60,12 @@ func schemaFor(text string) (*jsonschema.Schema, error) {
 	return c.s, c.err
 }
 
+// Validate checks a value decoded by DecodeJSON against a contract's schema text (as
+// lang.CompileSchema keeps it) and returns the validator's causes, on one line, when it
+// does not conform: the check case files, candidates' outputs and calls of an admitted
+// capability (engine/invoke) all get.
+func Validate(schema string, v any) error { return validate(schema, v) }
+
 // validate checks a decoded value (numbers as json.Number) against a schema text and
 // returns a one-line reason when it does not conform.
 func validate(text string, v any) error {

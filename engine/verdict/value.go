@@ -28,6 +28,11 @@ func decodeStrict(b []byte) (any, error) {
 	return v, nil
 }
 
+// DecodeJSON parses one JSON value as strictly as every value judged against a contract
+// (decodeStrict): numbers are kept as their literals (json.Number), never rounded. It is
+// how engine/invoke reads a call's input and output.
+func DecodeJSON(b []byte) (any, error) { return decodeStrict(b) }
+
 // compact returns JSON text with insignificant whitespace removed and everything else (member
 // order, number and string spelling) exactly as written.
 func compact(b []byte) []byte {
