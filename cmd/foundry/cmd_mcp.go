@@ -36,6 +36,11 @@ Tools, each the same code as the command of the same name:
                 evidence status
   apply         only with -allow apply: plan and apply, auto-approved, under this
                 command's settings
+  cap_NAME      one per admitted capability of the project (a verified, unquarantined
+                version in its registry): call it once in a fresh sandbox with no
+                network; its schemas are the contract's, lowered to the portable subset
+                (a non-object input is the property "input", a non-object output
+                "output"); input and output are validated in full against the contract
 
 Every tool's input is a flat JSON object with no extra properties, validated in full by
 the server; a call that fails validation returns a tool error (isError) saying why, and a
@@ -95,6 +100,7 @@ Exit codes: 0 when the client closed the session, 1 when the server failed, 2 us
 					fmt.Fprintf(env.stderr, "foundry mcp: %v\n", err)
 					return exitError
 				}
+				defer srv.Close()
 				ctx, stop := notifyInterrupt(context.Background())
 				defer stop()
 				// The protocol's newline-delimited JSON-RPC on env's streams: os.Stdin and

@@ -65,6 +65,8 @@ func (s *mcpServer) addApplyTool() {
 		if err != nil {
 			return nil, applyOut{}, err
 		}
+		// An apply may have admitted a capability: its tool appears.
+		s.refreshCapabilityTools(ctx)
 		// A failed apply still has a structured result: the model needs what failed.
 		return &mcp.CallToolResult{IsError: out.ExitCode != exitOK}, out, nil
 	})

@@ -28,7 +28,7 @@ var mcpProjectFiles = map[string]string{
 seed "busybox" {
   layer {
     files    = { "/bin/busybox" = host_file("/bin/busybox") }
-    symlinks = { "/bin/sh" = "busybox", "/bin/cat" = "busybox", "/bin/echo" = "busybox", "/bin/chmod" = "busybox", "/bin/mkdir" = "busybox" }
+    symlinks = { "/bin/sh" = "busybox", "/bin/cat" = "busybox", "/bin/echo" = "busybox", "/bin/chmod" = "busybox", "/bin/mkdir" = "busybox", "/bin/cp" = "busybox" }
   }
   env = { PATH = "/bin" }
 }
@@ -56,15 +56,18 @@ recipe "echo-sh" {
   provides = capability.echo
   step "build" {
     image   = seed.busybox
-    run     = ["sh", "-c", "mkdir -p /out/bin && echo '#!/bin/sh' > /out/bin/echo-json && echo 'exec cat' >> /out/bin/echo-json && chmod 755 /out/bin/echo-json"]
-    outputs = ["/out/bin/echo-json"]
+    mounts  = { "/src" = dir("src") }
+    run     = ["sh", "-c", "mkdir -p /out/bin && cp /src/echo-json /out/bin/echo-json && chmod 755 /out/bin/echo-json && cp /bin/busybox /out/bin/sh"]
+    outputs = ["/out/bin/echo-json", "/out/bin/sh"]
   }
+  # No base: an admitted capability runs on its files alone, so it brings its shell.
   package {
-    base  = seed.busybox
-    files = { "/bin/echo-json" = step.build.output["/out/bin/echo-json"] }
+    files = { "/bin/echo-json" = step.build.output["/out/bin/echo-json"], "/bin/sh" = step.build.output["/out/bin/sh"] }
   }
 }
 `,
+	// The capability: its input line back, or its declared error for a text with "boom".
+	"src/echo-json":      "#!/bin/sh\nread -r line\ncase \"$line\" in *boom*) echo boom-declared >&2; exit 2;; esac\nprintf '%s\\n' \"$line\"\n",
 	"schemas/text.json":  `{"type": "object", "properties": {"text": {"type": "string", "maxLength": 64}}, "required": ["text"], "additionalProperties": false}`,
 	"cases/hi.json":      `{"input": {"text": "hi"}, "output": {"text": "hi"}}`,
 	"sealed/marker.json": `{"input": {"text": "` + mcpSealedMarker + `"}, "output": {"text": "` + mcpSealedMarker + `"}}`,
@@ -168,6 +171,7 @@ func connectMCP(t *testing.T, cfg *mcpConfig, version string) *mcp.ClientSession
 			t.Error("the server did not stop when the client closed the session")
 		}
 		cancel()
+		s.Close()
 	})
 	return cs
 }
