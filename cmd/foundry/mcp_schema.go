@@ -59,16 +59,54 @@ func stringsProp(desc string, item *jsonschema.Schema, maxItems int) *jsonschema
 	return &jsonschema.Schema{Type: "array", Description: desc, Items: item, MaxItems: jsonschema.Ptr(maxItems)}
 }
 
-// outputSchema is the output schema of T as go-sdk would infer it, except that raw JSON
-// values (json.RawMessage) may be any JSON value rather than arrays of bytes.
+// outputSchema is the output schema of T as go-sdk would infer it, made portable: raw JSON
+// values (json.RawMessage) are any JSON value (a schema object, not a bare true); an
+// array or map (which jsonschema-go types ["null","array"] or ["null","object"]) has its
+// one type, as the tools never return null for one; a pointer that may be null is
+// anyOf null or its type. MCP Inspector's --strict check finds no error in them (it warns
+// that a raw JSON value, such as a changed field's old and new value, constrains nothing).
 func outputSchema[T any]() *jsonschema.Schema {
+	anyValue := &jsonschema.Schema{Description: "any JSON value"}
 	s, err := jsonschema.For[T](&jsonschema.ForOptions{TypeSchemas: map[reflect.Type]*jsonschema.Schema{
-		reflect.TypeFor[json.RawMessage](): {},
+		reflect.TypeFor[json.RawMessage](): anyValue,
+		reflect.TypeFor[map[string]any]():  {Type: "object"},
 	}})
 	if err != nil {
 		panic(err) // a programming error in the tool's output type, caught by every test
 	}
+	portableTypes(s)
 	return s
+}
+
+// portableTypes rewrites, in s and every schema under it, a type list ["null", T]: to T for
+// arrays and for objects with no properties of their own (maps), to anyOf null or T for the
+// rest (pointers).
+func portableTypes(s *jsonschema.Schema) {
+	if s == nil {
+		return
+	}
+	if len(s.Types) == 2 && s.Types[0] == "null" {
+		t := s.Types[1]
+		s.Types = nil
+		if t == "array" || (t == "object" && s.Properties == nil) {
+			s.Type = t
+		} else {
+			inner := *s
+			inner.Type, inner.Description = t, ""
+			*s = jsonschema.Schema{Description: s.Description, AnyOf: []*jsonschema.Schema{{Type: "null"}, &inner}}
+			portableTypes(&inner)
+			s.AnyOf[1] = &inner
+			return
+		}
+	}
+	portableTypes(s.Items)
+	portableTypes(s.AdditionalProperties)
+	for _, p := range s.Properties {
+		portableTypes(p)
+	}
+	for _, b := range s.AnyOf {
+		portableTypes(b)
+	}
 }
 
 // Annotations say what a tool does to its environment (MCP 2025-11-25, ToolAnnotations).
