@@ -7,7 +7,8 @@ import (
 )
 
 // With -allow apply, the apply tool plans and applies under the server's settings: the first
-// call runs the step and admits the capability, the second finds everything cached; a target
+// call runs the step and admits the capability, whose tool then appears; the second finds
+// everything cached; a target
 // restricts it; a failing step is a tool error whose structured result names it.
 func TestMCPApplyTool(t *testing.T) {
 	needSandbox(t)
@@ -24,6 +25,10 @@ func TestMCPApplyTool(t *testing.T) {
 	structured(t, callTool(t, cs, "capabilities", map[string]any{}), &c)
 	if len(c.Capabilities) != 1 || c.Capabilities[0].Evidence != "verified" {
 		t.Errorf("after apply, capabilities: %+v", c)
+	}
+	// The version it admitted is a tool now, without restarting the server.
+	if res := callTool(t, cs, "cap_echo", map[string]any{"text": "admitted just now"}); res.IsError || resultText(res) != `{"text":"admitted just now"}` {
+		t.Errorf("cap_echo after apply: isError %v, %s", res.IsError, resultText(res))
 	}
 
 	a = applyOut{}
