@@ -24,7 +24,7 @@ input and output for the project in DIR, so that an LLM host or coding agent can
 Foundry through typed tool calls. Diagnostics go to standard error; standard output
 carries only the protocol.
 
-Tools, each the same code as the command of the same name:
+Tools (each project tool is the code of the command of its name):
   validate      is the configuration valid; its diagnostics
   plan          counts, and every step and capability with its status and reason
   status        the recent runs; the nodes and capability events of one
@@ -59,7 +59,7 @@ See spec/mcp.md.
 Examples:
   foundry mcp -C examples/int-sort
   foundry mcp -C . -allow apply -trust-key team.pub
-  npx @modelcontextprotocol/inspector --cli foundry mcp -C examples/hello --method tools/list
+  npx @modelcontextprotocol/inspector --cli --method tools/list -- foundry mcp -C examples/hello
 
 A host's configuration (for example Claude Desktop's mcpServers):
   {"command": "foundry", "args": ["mcp", "-C", "/path/to/project"]}
