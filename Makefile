@@ -46,6 +46,10 @@ bench: deps build test-tools
 	# The 41-step chain is also built in BuildKit v0.34.2 (scripts/buildkit.sh builds it once,
 	# ~2.5 min), interleaved with Foundry's, for issue 18's ratios; no BuildKit, no bench.
 	bk=$$(bash scripts/buildkit.sh) && $(GO) run ./bench/apply -foundry $(BIN) -fill-executor local -buildkit "$$bk"
+	# Issue 19: a reconstruction round's overhead, its wall time less its builder's and its
+	# cases' own, with each sandboxed executor (examples/reconstruct, fresh state per apply).
+	$(GO) run ./bench/reconstruct -foundry $(BIN) -executor containerd
+	$(GO) run ./bench/reconstruct -foundry $(BIN) -executor runc
 	bash scripts/bench.sh
 	$(GO) run ./bench/registry
 

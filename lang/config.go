@@ -157,13 +157,36 @@ type Capability struct {
 // the rounds.
 type Reconstruct struct {
 	// Builder is decoded as a step (image, run, env, mounts, outputs, limits; no network).
-	// It may mount project directories only, and never /job, where apply mounts the job.
+	// It may mount project directories, inline files and capabilities, and never /job,
+	// where apply mounts the job. Nil when Proposals is set.
 	Builder *Step
+	// Proposals, set instead of a builder, says the proposals come from outside (a model
+	// over MCP, or a person with foundry jobs propose): the files each holds.
+	Proposals *Proposals
 	// Package.Files name the builder's outputs: kind ArtifactStepOutput, Node the
 	// builder's address (BuilderAddress), Path a declared output.
 	Package *Package
 	Budget  ReconstructBudget
 	Range   hcl.Range
+}
+
+// Proposals is a reconstruct block's proposals block: each round waits for a proposal sent
+// from outside, a file tree holding Outputs.
+type Proposals struct {
+	Outputs []string // paths such as "/out/tool", which the package's files name
+	Range   hcl.Range
+}
+
+// ProposalOutputs are the paths a proposal of rc holds: its builder's declared outputs,
+// or its proposals block's.
+func (rc *Reconstruct) ProposalOutputs() []string {
+	switch {
+	case rc.Builder != nil:
+		return rc.Builder.Outputs
+	case rc.Proposals != nil:
+		return rc.Proposals.Outputs
+	}
+	return nil
 }
 
 // ReconstructBudget bounds a reconstruction job, over every round and every apply that

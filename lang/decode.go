@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
@@ -729,13 +728,7 @@ func (l *loader) decodeLimits(b *hcl.Block, ctx *hcl.EvalContext) Limits {
 		}
 	}
 	if v, rng, ok := get("time"); ok {
-		if s, ok := l.str(v, rng, "time"); ok {
-			d, err := time.ParseDuration(s)
-			if err != nil || d <= 0 {
-				l.diags = append(l.diags, errorAt(rng, "Invalid duration", "time = %q must be a positive duration such as \"90s\" or \"5m\".", s))
-			}
-			lim.Time = d
-		}
+		lim.Time, _ = l.duration(v, rng, "time", "90s", "")
 	}
 	return lim
 }
@@ -841,10 +834,10 @@ func (l *loader) decodePackage(b *hcl.Block, ctx *hcl.EvalContext, scope *stepSc
 	return p
 }
 
-var reconstructSchema = &hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{{Type: "builder"}, {Type: "package"}, {Type: "budget"}}}
+var reconstructSchema = &hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{{Type: "builder"}, {Type: "proposals"}, {Type: "package"}, {Type: "budget"}}}
 
-// decodeReconstruct decodes a capability's reconstruct block: exactly one builder and one
-// package, at most one budget.
+// decodeReconstruct decodes a capability's reconstruct block: exactly one builder or
+// proposals block, one package, at most one budget.
 func (l *loader) decodeReconstruct(b *hcl.Block, capName string) *Reconstruct {
 	rc := &Reconstruct{Range: b.DefRange, Budget: DefaultReconstructBudget}
 	content, diags := l.content(b.Body, reconstructSchema)
@@ -857,13 +850,18 @@ func (l *loader) decodeReconstruct(b *hcl.Block, capName string) *Reconstruct {
 		}
 		seen[blk.Type] = blk
 	}
-	if blk := seen["builder"]; blk != nil {
-		rc.Builder = l.decodeBuilder(blk, capName)
-	} else {
-		l.diags = append(l.diags, errorf(b.DefRange.Ptr(), "Missing builder", "reconstruct needs a builder { image = seed.S, run = [...], outputs = [...] } block: the program that proposes candidates."))
+	switch bb, pb := seen["builder"], seen["proposals"]; {
+	case bb != nil && pb != nil:
+		l.diags = append(l.diags, errorf(pb.DefRange.Ptr(), "Builder and proposals", "A reconstruct block takes its proposals from a builder (at %s) or from outside (a proposals block), not both.", bb.DefRange))
+	case bb != nil:
+		rc.Builder = l.decodeBuilder(bb, capName)
+	case pb != nil:
+		rc.Proposals = l.decodeProposals(pb)
+	default:
+		l.diags = append(l.diags, errorf(b.DefRange.Ptr(), "Missing builder", "reconstruct needs a builder { image = seed.S, run = [...], outputs = [...] } block, the program that proposes candidates, or a proposals { outputs = [...] } block, for proposals sent from outside (foundry jobs propose, or the MCP propose tool)."))
 	}
 	if blk := seen["package"]; blk != nil {
-		rc.Package = l.decodeProposalPackage(blk, rc.Builder, capName)
+		rc.Package = l.decodeProposalPackage(blk, rc, capName)
 	} else {
 		l.diags = append(l.diags, errorf(b.DefRange.Ptr(), "Missing package", "reconstruct needs a package { base = seed.B, files = { \"/bin/tool\" = \"/out/tool\" } } block saying which of the builder's outputs form a candidate."))
 	}
@@ -906,9 +904,34 @@ func (l *loader) decodeBuilder(b *hcl.Block, capName string) *Step {
 // JobDir is where a reconstruction's builder finds its job, read-only.
 const JobDir = "/job"
 
+// decodeProposals decodes a reconstruct's proposals block: the paths a proposal holds.
+func (l *loader) decodeProposals(b *hcl.Block) *Proposals {
+	p := &Proposals{Range: b.DefRange}
+	content, diags := l.content(b.Body, &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "outputs", Required: true}}})
+	l.diags = append(l.diags, diags...)
+	a := content.Attributes["outputs"]
+	if a == nil {
+		return p
+	}
+	v, d := l.eval(a.Expr, l.baseContext(), nil)
+	if d.HasErrors() {
+		return p
+	}
+	p.Outputs = l.stringList(v, a.Expr.Range(), "outputs")
+	for _, o := range p.Outputs {
+		if !cleanAbs(o) || !strings.HasPrefix(o, "/out/") {
+			l.diags = append(l.diags, errorAt(a.Expr.Range(), "Invalid output path", "%q must be a clean path under /out, such as \"/out/tool\": where the file is in a proposal's tree.", o))
+		}
+	}
+	if len(p.Outputs) == 0 {
+		l.diags = append(l.diags, errorAt(a.Expr.Range(), "Empty outputs", "A proposal holds at least one file: name it, for example outputs = [\"/out/tool\"]."))
+	}
+	return p
+}
+
 // decodeProposalPackage decodes a reconstruct's package: files maps an image path to one
-// of the builder's declared outputs, written as its path ("/out/tool").
-func (l *loader) decodeProposalPackage(b *hcl.Block, builder *Step, capName string) *Package {
+// of the files a proposal holds (rc.ProposalOutputs), written as its path ("/out/tool").
+func (l *loader) decodeProposalPackage(b *hcl.Block, rc *Reconstruct, capName string) *Package {
 	p := &Package{Range: b.DefRange, Files: map[string]*Artifact{}}
 	content, diags := l.content(b.Body, &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "base"}, {Name: "files", Required: true}}})
 	l.diags = append(l.diags, diags...)
@@ -934,8 +957,8 @@ func (l *loader) decodeProposalPackage(b *hcl.Block, builder *Step, capName stri
 			l.diags = append(l.diags, errorAt(rng, "Invalid artifact path", "%q must be an absolute, clean path such as \"/bin/tool\".", path))
 			continue
 		}
-		if builder != nil && !slices.Contains(builder.Outputs, out) {
-			l.diags = append(l.diags, errorAt(rng, "Unknown builder output", "%q = %q: the builder declares no output %q; it declares %s.", path, out, out, quoteList(builder.Outputs)))
+		if outs := rc.ProposalOutputs(); (rc.Builder != nil || rc.Proposals != nil) && !slices.Contains(outs, out) {
+			l.diags = append(l.diags, errorAt(rng, "Unknown builder output", "%q = %q: a proposal holds no %q; it holds %s.", path, out, out, quoteList(outs)))
 			continue
 		}
 		p.Files[path] = &Artifact{Kind: ArtifactStepOutput, Node: BuilderAddress(capName), Path: out, Range: rng}
@@ -974,13 +997,7 @@ func (l *loader) decodeBudget(b *hcl.Block) ReconstructBudget {
 	count("candidates", maxCandidates, &bud.Candidates)
 	count("probes", maxProbes, &bud.Probes)
 	if v, rng, ok := get("wall"); ok {
-		if s, ok := l.str(v, rng, "wall"); ok {
-			d, err := time.ParseDuration(s)
-			if err != nil || d <= 0 {
-				l.diags = append(l.diags, errorAt(rng, "Invalid duration", "wall = %q must be a positive duration such as \"90s\" or \"10m\".", s))
-			}
-			bud.Wall = d
-		}
+		bud.Wall, _ = l.duration(v, rng, "wall", "10m", ": the wall time of the job's rounds together")
 	}
 	if v, rng, ok := get("scratch"); ok {
 		if s, ok := l.str(v, rng, "scratch"); ok {

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/agext/levenshtein"
 	"github.com/hashicorp/hcl/v2"
@@ -617,6 +618,21 @@ func (l *loader) str(v cty.Value, rng hcl.Range, what string) (string, bool) {
 		return "", false
 	}
 	return s.AsString(), true
+}
+
+// duration is v as a positive Go duration ("90s", "10m"); a value that is not one gets an
+// «Invalid duration» diagnostic naming what, with example and why in its detail.
+func (l *loader) duration(v cty.Value, rng hcl.Range, what, example, why string) (time.Duration, bool) {
+	s, ok := l.str(v, rng, what)
+	if !ok {
+		return 0, false
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		l.diags = append(l.diags, errorAt(rng, "Invalid duration", "%s = %q must be a positive duration such as %q%s.", what, s, example, why))
+		return d, false
+	}
+	return d, true
 }
 
 func (l *loader) stringList(v cty.Value, rng hcl.Range, what string) []string {

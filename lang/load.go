@@ -12,7 +12,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/foundry-build/foundry/digest"
 	"github.com/foundry-build/foundry/internal/parallel"
@@ -445,13 +444,7 @@ func (l *loader) decodeProject(blocks []*hcl.Block) {
 	}
 	if a := content.Attributes["reconstruct_deadline"]; a != nil {
 		if v, d := l.eval(a.Expr, ctx, nil); !d.HasErrors() {
-			if s, ok := l.str(v, a.Expr.Range(), "reconstruct_deadline"); ok {
-				d, err := time.ParseDuration(s)
-				if err != nil || d <= 0 {
-					l.diags = append(l.diags, errorf(a.Expr.Range().Ptr(), "Invalid duration", "reconstruct_deadline = %q must be a positive duration such as \"30m\": the wall time all reconstruction jobs may take in one apply.", s))
-				}
-				p.ReconstructDeadline = d
-			}
+			p.ReconstructDeadline, _ = l.duration(v, a.Expr.Range(), "reconstruct_deadline", "30m", ": the wall time all reconstruction jobs may take in one apply")
 		}
 	}
 	if a := content.Attributes["reconstruct_depth"]; a != nil {

@@ -6,12 +6,16 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/foundry-build/foundry/digest"
 	"github.com/foundry-build/foundry/engine/evaluate"
+	"github.com/foundry-build/foundry/engine/run"
 	"github.com/foundry-build/foundry/engine/state"
 	"github.com/foundry-build/foundry/engine/workspace"
 	"github.com/foundry-build/foundry/lang"
@@ -21,7 +25,7 @@ func init() {
 	register(&command{
 		name:    "jobs",
 		summary: "List reconstruction jobs, or show one's rounds, counterexamples and spend",
-		usage:   "foundry jobs [list] [-C DIR] [-json] | show JOB|CAPABILITY [-C DIR] [-json]",
+		usage:   "foundry jobs [list] [-C DIR] [-json] | show JOB|CAPABILITY [-C DIR] [-json] | brief JOB [-o DIR] [-json] | propose JOB DIR [-spend N]",
 		help: `
 Jobs shows the reconstruction jobs of the project at -C (default: the current directory).
 A job acquires a capability that has no admitted version and no feasible recipe, through
@@ -37,6 +41,16 @@ resumes it.
                        how it failed (the counterexample: input, expected, got) and what
                        the round used (CPU, wall time, peak memory, bytes written, probes,
                        interventions, spend), then the job's outcome
+  brief JOB            the brief of the job's round that waits for a proposal from
+                       outside (a reconstruct block with a proposals block, while an
+                       apply runs it): the files a builder would find at /job — the
+                       contract, schemas, dev and repair cases and the counterexamples
+                       of earlier rounds, never a sealed case. -o DIR writes them there
+  propose JOB DIR      send the files under DIR as the proposal for that round (DIR
+                       holds what the proposals block names, e.g. DIR/out/tool). It is
+                       untrusted like any proposal: the apply packages it, evaluates it
+                       and admits it only on a sealed pass. A proposal made this way
+                       counts as a person's intervention; -spend says what it cost
 
 JOB is a job ID (job-<16 hex>) or a prefix only it has, or the capability (sorter or
 capability.sorter) when one job has it.
@@ -45,12 +59,15 @@ Examples:
   foundry jobs
   foundry jobs show capability.int-sort
   foundry jobs show job-3f2a -json
+  foundry jobs brief sorter -o /tmp/brief && foundry jobs propose sorter ./proposal
 
 Exit codes: 0 done, 1 no such job (or no state), or the state could not be read, 2 usage
 error.`,
 		setup: func(fs *flag.FlagSet) func(*cliEnv, []string) int {
 			project := fs.String("C", ".", "project `DIR`")
 			jsonOut := fs.Bool("json", false, "print JSON")
+			out := fs.String("o", "", "brief: write the brief's files under `DIR`")
+			spend := fs.Float64("spend", 0, "propose: what making the proposal cost, in the project's unit of spend")
 			return func(env *cliEnv, args []string) int {
 				usage := func(format string, a ...any) int { return usageError(env, "jobs", format, a...) }
 				args, err := interspersed(fs, args)
@@ -72,8 +89,21 @@ error.`,
 						return usage("show wants exactly one job ID or capability")
 					}
 					return showJob(env, *project, args[0], *jsonOut)
+				case "brief":
+					if len(args) != 1 {
+						return usage("brief wants exactly one job ID or capability")
+					}
+					return jobBrief(env, *project, args[0], *out, *jsonOut)
+				case "propose":
+					if len(args) != 2 {
+						return usage("propose wants a job ID or capability and the directory of the proposal")
+					}
+					if *spend < 0 {
+						return usage("-spend %v: what a proposal cost is at least 0", *spend)
+					}
+					return jobPropose(env, *project, args[0], args[1], *spend, *jsonOut)
 				}
-				return usage("unknown action %q: want list or show", action)
+				return usage("unknown action %q: want list, show, brief or propose", action)
 			}
 		},
 	})
@@ -213,33 +243,11 @@ func showJob(env *cliEnv, dir, which string, jsonOut bool) int {
 	}
 	defer db.Close()
 	ctx := context.Background()
-	jobs, err := db.Jobs(ctx)
+	j, err := findJob(ctx, db, dir, which)
 	if err != nil {
 		return failed("%v", err)
 	}
-	capName := strings.TrimPrefix(which, "capability.")
-	var matches []state.Job
-	for _, j := range jobs {
-		if j.ID == which {
-			matches = []state.Job{j}
-			break
-		}
-		if strings.HasPrefix(j.ID, which) || j.Capability == capName {
-			matches = append(matches, j)
-		}
-	}
-	switch len(matches) {
-	case 0:
-		return failed("no job %s in %s (see 'foundry jobs')", which, dir)
-	case 1:
-	default:
-		var ids []string
-		for _, j := range matches {
-			ids = append(ids, j.ID)
-		}
-		return failed("%s names %d jobs (%s): give a longer job ID", which, len(matches), strings.Join(ids, ", "))
-	}
-	v, err := jobView(ctx, db, matches[0], true)
+	v, err := jobView(ctx, db, j, true)
 	if err != nil {
 		return failed("%v", err)
 	}
@@ -249,6 +257,125 @@ func showJob(env *cliEnv, dir, which string, jsonOut bool) int {
 	}
 	writeJob(env.stdout, v)
 	return exitOK
+}
+
+// jobBrief prints (or writes under out) the brief of the round of job which that waits for
+// a proposal.
+func jobBrief(env *cliEnv, dir, which, out string, jsonOut bool) int {
+	failed := func(format string, a ...any) int {
+		fmt.Fprintf(env.stderr, "foundry jobs: "+format+"\n", a...)
+		return exitError
+	}
+	ws, j, err := openJobWorkspace(dir, which)
+	if err != nil {
+		return failed("%v", err)
+	}
+	defer ws.Close()
+	b, err := run.WaitingBrief(context.Background(), ws, j.ID)
+	if err != nil {
+		return failed("%v", err)
+	}
+	paths := slices.Sorted(maps.Keys(b.Files))
+	if out != "" {
+		for _, p := range paths {
+			dst := filepath.Join(out, filepath.FromSlash(p))
+			if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+				return failed("%v", err)
+			}
+			if err := os.WriteFile(dst, b.Files[p], 0o644); err != nil {
+				return failed("%v", err)
+			}
+		}
+	}
+	if jsonOut {
+		files := map[string]string{}
+		for p, data := range b.Files {
+			files[p] = string(data)
+		}
+		writeJSON(env.stdout, map[string]any{"job": b.Job, "round": b.Round, "brief": b.Tree, "files": files})
+		return exitOK
+	}
+	fmt.Fprintf(env.stdout, "%s round %d waits for a proposal; its brief %s holds:\n", b.Job, b.Round, b.Tree.Short())
+	for _, p := range paths {
+		fmt.Fprintf(env.stdout, "  %s (%d bytes)\n", p, len(b.Files[p]))
+	}
+	if out != "" {
+		fmt.Fprintf(env.stdout, "written under %s\n", out)
+	}
+	return exitOK
+}
+
+// jobPropose sends the files under src as the proposal for job which's waiting round.
+func jobPropose(env *cliEnv, dir, which, src string, spend float64, jsonOut bool) int {
+	failed := func(format string, a ...any) int {
+		fmt.Fprintf(env.stderr, "foundry jobs: "+format+"\n", a...)
+		return exitError
+	}
+	if fi, err := os.Stat(src); err != nil || !fi.IsDir() {
+		return failed("propose: %s is not a directory holding the proposal's files", src)
+	}
+	ws, j, err := openJobWorkspace(dir, which)
+	if err != nil {
+		return failed("%v", err)
+	}
+	defer ws.Close()
+	n, err := run.SubmitProposal(context.Background(), ws, j.ID, src, "cli", operator(), spend)
+	if err != nil {
+		return failed("%v", err)
+	}
+	if jsonOut {
+		writeJSON(env.stdout, map[string]any{"job": j.ID, "round": n})
+		return exitOK
+	}
+	fmt.Fprintf(env.stdout, "Sent to %s round %d: the apply running it evaluates it now (foundry jobs show %s).\n", j.ID, n, j.ID)
+	return exitOK
+}
+
+// openJobWorkspace opens the project's workspace and finds the job which names.
+func openJobWorkspace(dir, which string) (*workspace.Workspace, state.Job, error) {
+	if !fileExists(filepath.Join(dir, workspace.StateDir, "state.db")) {
+		return nil, state.Job{}, fmt.Errorf("no job %s: %s has no %s/state.db (nothing has been applied here)", which, dir, workspace.StateDir)
+	}
+	ws, err := workspace.Open(dir)
+	if err != nil {
+		return nil, state.Job{}, err
+	}
+	j, err := findJob(context.Background(), ws.State, dir, which)
+	if err != nil {
+		ws.Close()
+		return nil, state.Job{}, err
+	}
+	return ws, j, nil
+}
+
+// findJob is the job which names in db: its ID, a prefix only it has, or its capability
+// (sorter or capability.sorter) when one job has it.
+func findJob(ctx context.Context, db *state.DB, dir, which string) (state.Job, error) {
+	jobs, err := db.Jobs(ctx)
+	if err != nil {
+		return state.Job{}, err
+	}
+	capName := strings.TrimPrefix(which, "capability.")
+	var matches []state.Job
+	for _, j := range jobs {
+		if j.ID == which {
+			return j, nil
+		}
+		if strings.HasPrefix(j.ID, which) || j.Capability == capName {
+			matches = append(matches, j)
+		}
+	}
+	switch len(matches) {
+	case 0:
+		return state.Job{}, fmt.Errorf("no job %s in %s (see 'foundry jobs')", which, dir)
+	case 1:
+		return matches[0], nil
+	}
+	var ids []string
+	for _, j := range matches {
+		ids = append(ids, j.ID)
+	}
+	return state.Job{}, fmt.Errorf("%s names %d jobs (%s): give a longer job ID", which, len(matches), strings.Join(ids, ", "))
 }
 
 // usageLine says what a job used against its budget.

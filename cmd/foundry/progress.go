@@ -144,6 +144,8 @@ func (p *progress) plain(e event.Event) {
 		fmt.Fprintf(p.w, "  RND %s: %s\n", e.Node, e.Message)
 	case "reconstruct_exhausted":
 		fmt.Fprintf(p.w, "  EXH %s: %s\n", e.Node, e.Message)
+	case "reconstruct_waiting":
+		fmt.Fprintf(p.w, "  WAIT %s: %s\n", e.Node, e.Message)
 	case "reconstruct_unresolved":
 		fmt.Fprintf(p.w, "  UNR %s: %s\n", e.Node, e.Message)
 	case "run_finished":

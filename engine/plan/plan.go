@@ -214,6 +214,9 @@ type Capability struct {
 
 // Reconstruct is a capability's reconstruct block as the plan shows it.
 type Reconstruct struct {
+	// Source is where proposals come from: "builder" (the command builder), or "proposals"
+	// (sent from outside: foundry jobs propose, or the MCP propose tool).
+	Source     string   `json:"source"`
 	Builder    string   `json:"builder"` // the address its rounds are recorded under
 	Image      string   `json:"image"`   // the builder's seed
 	Argv       []string `json:"argv"`

@@ -118,7 +118,11 @@ func (p *Plan) WriteText(out io.Writer) {
 			switch {
 			case c.Status == StatusReconstruct:
 				rc := c.Reconstruct
-				fmt.Fprintf(w, "      reachable, not ready: %s runs %s on %s, at most %d candidates\n", rc.Builder, describeArgv(rc.Argv), rc.Image, rc.Candidates)
+				if rc.Source == "proposals" {
+					fmt.Fprintf(w, "      reachable, not ready: each round waits for a proposal sent from outside (foundry jobs propose, or the MCP propose tool), at most %d candidates\n", rc.Candidates)
+				} else {
+					fmt.Fprintf(w, "      reachable, not ready: %s runs %s on %s, at most %d candidates\n", rc.Builder, describeArgv(rc.Argv), rc.Image, rc.Candidates)
+				}
 				b := rc.Budget
 				if j := rc.Job; j == nil || j.Status == "new" {
 					id := "a job"

@@ -171,7 +171,7 @@ func (r *resolver) resolve(c string, stack []string) *resolution {
 // deep it is, and whether the answer depended on the stack (a cycle).
 func (r *resolver) builderNeeds(rc *lang.Reconstruct, stack []string) (why string, depth int, cyclic bool) {
 	depth = 1
-	if rc.Builder == nil {
+	if rc.Builder == nil { // proposals from outside mount nothing
 		return "", depth, false
 	}
 	for _, target := range slices.Sorted(maps.Keys(rc.Builder.Mounts)) {
@@ -261,7 +261,10 @@ func resolveCapabilities(g *graph.Graph, p *Plan, byNum []*Node, at []int32, adm
 
 // reconstructOf is the plan's view of capability c's reconstruct block.
 func reconstructOf(c string, rc *lang.Reconstruct) *Reconstruct {
-	v := &Reconstruct{Builder: c + ".reconstruct.builder", Argv: []string{}, Candidates: rc.Budget.Candidates, Budget: budgetOf(rc.Budget)}
+	v := &Reconstruct{Source: "builder", Builder: c + ".reconstruct.builder", Argv: []string{}, Candidates: rc.Budget.Candidates, Budget: budgetOf(rc.Budget)}
+	if rc.Proposals != nil {
+		v.Source = "proposals"
+	}
 	if b := rc.Builder; b != nil {
 		v.Argv = b.Run
 		if b.Image != nil {

@@ -33,7 +33,7 @@ func newCapabilityLog(db *state.DB, run string) *capabilityLog {
 var capabilityEventTypes = map[string]bool{
 	"suite_evaluated": true, "candidate_rejected": true, "capability_admitted": true,
 	"capability_pinned": true, "pin_refused": true, "effect_reconciled": true,
-	"reconstruct_round": true, "reconstruct_exhausted": true, "reconstruct_unresolved": true,
+	"reconstruct_round": true, "reconstruct_exhausted": true, "reconstruct_unresolved": true, "reconstruct_waiting": true,
 }
 
 // event records e if it is a capability event.

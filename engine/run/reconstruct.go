@@ -45,7 +45,11 @@ func (r *runner) reconstruct(ctx context.Context, n *graph.Node) (string, error)
 	if err != nil {
 		return "failed", fmt.Errorf("opening the reconstruction job: %w", err)
 	}
-	return r.runJob(ctx, n, jb, &commandBuilder{r: r, n: n})
+	var src ProposalSource = &commandBuilder{r: r, n: n}
+	if n.Capability.Reconstruct.Proposals != nil {
+		src = &externalSource{r: r, n: n}
+	}
+	return r.runJob(ctx, n, jb, src)
 }
 
 // Faults of a reconstruction round, in the order a round passes them (see FaultInjector).
@@ -183,9 +187,9 @@ func (e *jobEnd) Error() string { return e.why }
 // apply to resume).
 func (r *runner) runRound(ctx context.Context, n *graph.Node, jb state.Job, src ProposalSource, round int, rep *ReconstructionError) (string, error) {
 	db := r.ws.State
-	who := src.Name()
-	if _, ok := src.(*commandBuilder); ok {
-		who = "the builder"
+	who := "the builder"
+	if _, ok := src.(*externalSource); ok {
+		who = "a proposal sent from outside"
 	}
 	r.emit(event.Event{Type: "reconstruct_round", Node: n.Address, Recipe: roundLabel(round), Job: jb.ID,
 		Message: fmt.Sprintf("round %d of %d: %s proposes a candidate from %d counterexample(s)", round, jb.Budget.Candidates, who, len(rep.Rounds))})
@@ -207,6 +211,9 @@ func (r *runner) runRound(ctx context.Context, n *graph.Node, jb state.Job, src 
 	brief, err := r.writeJob(n, jb.ID, round, rep.Rounds)
 	if err != nil {
 		return "failed", fmt.Errorf("%s: writing the job: %w", roundLabel(round), err)
+	}
+	if err := db.SetBrief(ctx, jb.ID, round, brief.Tree); err != nil {
+		return "failed", err
 	}
 	pctx, cancel := context.WithTimeoutCause(ctx, r.wallLeft(jb, rep.Used), errWallSpent)
 	p, err := src.Propose(pctx, brief)
@@ -430,7 +437,7 @@ func (e *ReconstructionError) Smallest() *evaluate.Rejection {
 
 // A ProposalSource proposes the candidates of a job, a round at a time. The command builder
 // of a reconstruct block is one (commandBuilder); a source that waits for proposals sent
-// from outside (a model over MCP) is another. Whatever it proposes is untrusted: it becomes
+// from outside, by a person or a model over MCP, is another (externalSource). Whatever it proposes is untrusted: it becomes
 // a candidate only through the package block, and is admitted only by the evaluator.
 type ProposalSource interface {
 	// Name is what a round records as its source.

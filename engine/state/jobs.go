@@ -103,7 +103,9 @@ type Round struct {
 	Candidate digest.Digest
 	// Failure is the round's failure as the next round's builder reads it (JSON), empty
 	// unless failed or rejected.
-	Failure  []byte
+	Failure []byte
+	// Brief is the digest of the tree its proposer read (what /job held).
+	Brief    digest.Digest
 	Used     Usage
 	Attempts int // applies that dispatched it: more than 1 after a crash
 	Started  time.Time
@@ -297,7 +299,7 @@ WHERE job_id = ? AND n = ? AND status = 'running'`, string(status), string(build
 
 // Rounds returns job's rounds in order.
 func (d *DB) Rounds(ctx context.Context, job string) ([]Round, error) {
-	rows, err := d.db.QueryContext(ctx, `SELECT n, source, run_id, status, builder_action, candidate, failure, used, attempts, started, finished
+	rows, err := d.db.QueryContext(ctx, `SELECT n, source, run_id, status, builder_action, candidate, failure, brief, used, attempts, started, finished
 FROM job_rounds WHERE job_id = ? ORDER BY n`, job)
 	if err != nil {
 		return nil, fmt.Errorf("state: rounds of job %s: %w", job, err)
@@ -308,15 +310,16 @@ FROM job_rounds WHERE job_id = ? ORDER BY n`, job)
 		var (
 			r                           Round
 			status, builder, cand, used string
+			brief                       string
 			started, finished           sql.NullInt64
 		)
-		if err := rows.Scan(&r.N, &r.Source, &r.RunID, &status, &builder, &cand, &r.Failure, &used, &r.Attempts, &started, &finished); err != nil {
+		if err := rows.Scan(&r.N, &r.Source, &r.RunID, &status, &builder, &cand, &r.Failure, &brief, &used, &r.Attempts, &started, &finished); err != nil {
 			return nil, fmt.Errorf("state: rounds of job %s: %w", job, err)
 		}
 		if err := json.Unmarshal([]byte(used), &r.Used); err != nil {
 			return nil, fmt.Errorf("state: round %d of job %s: usage: %w", r.N, job, err)
 		}
-		r.Job, r.Status, r.Builder, r.Candidate = job, RoundStatus(status), digest.Digest(builder), digest.Digest(cand)
+		r.Job, r.Status, r.Builder, r.Candidate, r.Brief = job, RoundStatus(status), digest.Digest(builder), digest.Digest(cand), digest.Digest(brief)
 		r.Started, r.Finished = fromNanos(started), fromNanos(finished)
 		out = append(out, r)
 	}
@@ -332,4 +335,83 @@ func (d *DB) JobsSpend(ctx context.Context) (float64, error) {
 		return 0, fmt.Errorf("state: spend of all jobs: %w", err)
 	}
 	return s.Float64, nil
+}
+
+// SetBrief records the digest of the brief round n of job was dispatched with: the tree
+// the proposer reads (what /job holds).
+func (d *DB) SetBrief(ctx context.Context, job string, n int, brief digest.Digest) error {
+	return d.tx(ctx, fmt.Sprintf("record the brief of round %d of job %s", n, job), func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `UPDATE job_rounds SET brief = ? WHERE job_id = ? AND n = ?`, string(brief), job, n)
+		return err
+	})
+}
+
+// Waiting returns the round of job that waits for a proposal from outside, with its
+// brief: the running round whose source is source, with no proposal yet. ok is false when
+// none does (no apply is running that round).
+func (d *DB) Waiting(ctx context.Context, job, source string) (n int, brief digest.Digest, ok bool, err error) {
+	var b string
+	err = d.db.QueryRowContext(ctx, `SELECT r.n, r.brief FROM job_rounds r JOIN jobs j ON j.id = r.job_id
+WHERE r.job_id = ? AND r.status = 'running' AND r.source = ? AND j.status = 'open' AND r.brief != ''
+AND NOT EXISTS (SELECT 1 FROM proposals p WHERE p.job_id = r.job_id AND p.n = r.n)`, job, source).Scan(&n, &b)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, "", false, nil
+	}
+	if err != nil {
+		return 0, "", false, fmt.Errorf("state: the waiting round of job %s: %w", job, err)
+	}
+	return n, digest.Digest(b), true, nil
+}
+
+// Proposal is a proposal sent from outside for one round of a job.
+type Proposal struct {
+	Job       string
+	N         int
+	Tree      digest.Digest // its files, a tree manifest in the store
+	Source    string        // "cli" (a person, with foundry jobs propose) or "mcp"
+	By        string        // who: user@host, or the MCP client's name
+	Spend     float64       // what making it cost, as its sender reports it
+	Submitted time.Time
+}
+
+// SubmitProposal records p for the round of its job that waits for one: that round must be
+// running, with source waiting, and have no proposal yet (one per round). It returns the
+// round's number.
+func (d *DB) SubmitProposal(ctx context.Context, p Proposal, waiting string) (int, error) {
+	if p.Spend < 0 {
+		return 0, errors.New("state: a proposal's spend is at least 0")
+	}
+	var n int
+	err := d.tx(ctx, "submit a proposal to job "+p.Job, func(tx *sql.Tx) error {
+		err := tx.QueryRowContext(ctx, `SELECT r.n FROM job_rounds r JOIN jobs j ON j.id = r.job_id
+WHERE r.job_id = ? AND r.status = 'running' AND r.source = ? AND j.status = 'open'
+AND NOT EXISTS (SELECT 1 FROM proposals q WHERE q.job_id = r.job_id AND q.n = r.n)`, p.Job, waiting).Scan(&n)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("no round of job %s waits for a proposal: a round waits while an apply runs it (see foundry jobs show %s)", p.Job, p.Job)
+		}
+		if err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `INSERT INTO proposals (job_id, n, tree, source, by, spend, submitted) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			p.Job, n, string(p.Tree), p.Source, p.By, p.Spend, nanos(time.Now()))
+		return err
+	})
+	return n, err
+}
+
+// ProposalFor returns the proposal sent for round n of job, if one was.
+func (d *DB) ProposalFor(ctx context.Context, job string, n int) (Proposal, bool, error) {
+	p := Proposal{Job: job, N: n}
+	var tree string
+	var at sql.NullInt64
+	err := d.db.QueryRowContext(ctx, `SELECT tree, source, by, spend, submitted FROM proposals WHERE job_id = ? AND n = ?`, job, n).
+		Scan(&tree, &p.Source, &p.By, &p.Spend, &at)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Proposal{}, false, nil
+	}
+	if err != nil {
+		return Proposal{}, false, fmt.Errorf("state: the proposal for round %d of job %s: %w", n, job, err)
+	}
+	p.Tree, p.Submitted = digest.Digest(tree), fromNanos(at)
+	return p, true, nil
 }

@@ -195,6 +195,22 @@ CREATE TABLE job_rounds (
 	PRIMARY KEY (job_id, n)
 );
 `,
+	// 9: proposals sent from outside a job (foundry jobs propose, the MCP propose tool), one
+	// per round, and the brief each round's proposer reads (the /job tree's digest).
+	`
+ALTER TABLE job_rounds ADD COLUMN brief TEXT NOT NULL DEFAULT '';
+
+CREATE TABLE proposals (
+	job_id    TEXT NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
+	n         INTEGER NOT NULL CHECK (n >= 1),
+	tree      TEXT NOT NULL,
+	source    TEXT NOT NULL,
+	by        TEXT NOT NULL DEFAULT '',
+	spend     REAL NOT NULL DEFAULT 0 CHECK (spend >= 0),
+	submitted INTEGER NOT NULL,
+	PRIMARY KEY (job_id, n)
+);
+`,
 }
 
 // Version is the schema version this binary writes.

@@ -1,0 +1,117 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// builderBlock is the fixture's builder, which proposalsFixture replaces by a proposals
+// block: every proposal is then sent from outside.
+const builderBlock = `    builder {
+      image   = seed.bb
+      mounts  = { "/src" = dir("builder") }
+      run     = ["sh", "/src/propose.sh"]
+      outputs = ["/out/sorter"]
+      limits { time = "60s" }
+    }`
+
+// sorterScript is a sorter proposal; with unique set it drops duplicates, the fixture's
+// subtle mistake.
+func sorterScript(unique bool) string {
+	flags := "-n"
+	if unique {
+		flags = "-nu"
+	}
+	return "#!/bin/sh\ntr -d '[] \\n' | tr ',' '\\n' | sort " + flags + " | paste -sd, - | sed 's/^/[/; s/$/]/'\n"
+}
+
+// writeProposal writes a proposal holding /out/sorter under a new directory.
+func writeProposal(t *testing.T, script string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "out"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "out", "sorter"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// waitFor waits for the apply's first event of type typ (for node, when set).
+func (ra *runningApply) waitFor(t *testing.T, typ, node string) {
+	t.Helper()
+	deadline := time.After(60 * time.Second)
+	for {
+		select {
+		case e := <-ra.events:
+			if e.Type == typ && (node == "" || e.Node == node) {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("no %s event:\n%s", typ, ra.stderrText())
+		}
+	}
+}
+
+// A job whose proposals come from outside: each round waits; the proposer reads the brief
+// (foundry jobs brief), sends a proposal (foundry jobs propose); a wrong one is rejected and
+// its counterexample is in the next round's brief; the right one is admitted, and the step
+// that waits for it runs, all in one apply. Each proposal counts as a person's
+// intervention, and nothing is sent to a round that does not wait.
+func TestReconstructionFromProposals(t *testing.T) {
+	dir := newReconstructFixture(t, "3", builderBlock, `    proposals { outputs = ["/out/sorter"] }`)
+	if code, out, errs := foundry(t, dir, "plan"); code != 0 || !strings.Contains(out, "each round waits for a proposal sent from outside") {
+		t.Fatalf("plan (exit %d):\n%s%s", code, out, errs)
+	}
+	if code, _, errs := foundry(t, dir, "jobs", "propose", "sorter", writeProposal(t, sorterScript(false))); code != 1 || !strings.Contains(errs, "no job sorter") {
+		t.Errorf("a proposal with no job (exit %d): %s", code, errs)
+	}
+
+	ra := startApply(t, dir, "runc")
+	ra.waitFor(t, "reconstruct_waiting", "capability.sorter")
+	brief := t.TempDir()
+	code, out, errs := foundry(t, dir, "jobs", "brief", "sorter", "-o", brief)
+	if code != 0 || !strings.Contains(out, "round 1 waits for a proposal") {
+		t.Fatalf("brief (exit %d):\n%s%s", code, out, errs)
+	}
+	for _, f := range []string{"contract.json", "cases/dev/order.json", "round.json"} {
+		if _, err := os.Stat(filepath.Join(brief, f)); err != nil {
+			t.Errorf("the brief lacks %s: %v", f, err)
+		}
+	}
+	if code, _, errs := foundry(t, dir, "jobs", "propose", "sorter", writeProposal(t, sorterScript(true))); code != 0 {
+		t.Fatalf("propose round 1 (exit %d): %s", code, errs)
+	}
+	// One proposal per round: a second one for round 1 has no round to go to until round 2 waits.
+	ra.waitFor(t, "candidate_rejected", "capability.sorter")
+	ra.waitFor(t, "reconstruct_waiting", "capability.sorter")
+	code, out, _ = foundry(t, dir, "jobs", "brief", "sorter", "-json")
+	var b struct {
+		Round int
+		Files map[string]string
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &b) != nil || b.Round != 2 || !strings.Contains(b.Files["counterexamples/1.json"], `"input": "[2,1,2]"`) {
+		t.Fatalf("round 2's brief (exit %d):\n%s", code, out)
+	}
+	if code, _, errs := foundry(t, dir, "jobs", "propose", "sorter", writeProposal(t, sorterScript(false)), "-spend", "0"); code != 0 {
+		t.Fatalf("propose round 2 (exit %d): %s", code, errs)
+	}
+	if code := ra.wait(t); code != 0 {
+		t.Fatalf("apply: exit %d\n%s", code, ra.stderrText())
+	}
+	j := showJobJSON(t, dir, "sorter")
+	if j.Status != "admitted" || len(j.RoundList) != 2 || j.RoundList[0].Source != "proposals" || j.Used.Interventions != 2 {
+		t.Errorf("job: %+v", j)
+	}
+	if code, out, _ := foundry(t, dir, "output", "step.use-sorter", "/out/sorted.json"); code != 0 || strings.TrimSpace(out) != "[1,3,3]" {
+		t.Errorf("step.use-sorter made %q (exit %d)", out, code)
+	}
+	if code, _, errs := foundry(t, dir, "jobs", "propose", "sorter", writeProposal(t, sorterScript(false))); code != 1 || !strings.Contains(errs, "no round of job") {
+		t.Errorf("a proposal for an admitted job (exit %d): %s", code, errs)
+	}
+}
