@@ -231,6 +231,9 @@ func (s *mcpServer) capabilityHandler(ct *capTool) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
+		if s.invoker == nil {
+			return toolError(errors.New("the server is shutting down")), nil
+		}
 		input, err := ct.input(req.Params.Arguments)
 		if err != nil {
 			return toolError(err), nil

@@ -15,8 +15,8 @@ import (
 var readTools = []string{"capabilities", "explain", "logs", "plan", "status", "validate", "verify"}
 
 // The lifecycle: the client's initialize names a version; the server answers with it when it
-// serves it, else with its newest; its capabilities declare tools (and nothing else it does
-// not have), its instructions are its own fixed text; go-sdk's default client, which first
+// serves it, else with its newest; its capabilities declare tools, whose list changes when an
+// apply admits a capability (and nothing else it does not have), its instructions are its own fixed text; go-sdk's default client, which first
 // tries the stateless 2026-07-28 discovery, falls back to the initialize handshake.
 func TestMCPLifecycle(t *testing.T) {
 	dir := writeMCPProject(t)
@@ -34,7 +34,7 @@ func TestMCPLifecycle(t *testing.T) {
 			t.Errorf("serverInfo %+v", ir.ServerInfo)
 		}
 		caps := ir.Capabilities
-		if caps == nil || caps.Tools == nil || caps.Logging != nil || caps.Prompts != nil || caps.Resources != nil {
+		if caps == nil || caps.Tools == nil || !caps.Tools.ListChanged || caps.Logging != nil || caps.Prompts != nil || caps.Resources != nil {
 			t.Errorf("capabilities %+v: want tools only", caps)
 		}
 		if ir.Instructions != mcpInstructions {
