@@ -19,10 +19,12 @@ build:
 deps:
 	bash scripts/deps.sh
 
-# test-tools installs the pinned interop tools the tests drive (cosign, crane).
+# test-tools installs the pinned interop tools the tests drive (cosign, crane, and the MCP
+# Inspector from npm into .test-tools/).
 test-tools:
 	bash scripts/cosign.sh
 	bash scripts/crane.sh
+	bash scripts/mcp-inspector.sh
 
 vet:
 	$(GO) vet ./...

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/foundry-build/foundry/engine/event"
+	"github.com/foundry-build/foundry/engine/graph"
 	"github.com/foundry-build/foundry/engine/plan"
 	"github.com/foundry-build/foundry/engine/run"
 	"github.com/foundry-build/foundry/engine/workspace"
@@ -119,109 +121,153 @@ is stale or the apply was interrupted, 2 usage error.`,
 					}
 				}
 				saveStat()
-				ws, err := workspace.Open(dir)
-				if err != nil {
-					fmt.Fprintf(env.stderr, "foundry apply: %v\n", err)
-					return exitError
-				}
-				defer ws.Close()
-				// Held from planning through applying: the plan's cache lookups stay true
-				// (nothing can collect their blobs meanwhile), so apply reuses them.
-				unlock, err := ws.Lock()
-				if err != nil {
-					fmt.Fprintf(env.stderr, "foundry apply: %v\n", err)
-					return exitError
-				}
-				defer unlock()
 				ctx, stop := notifyInterrupt(context.Background())
 				defer stop()
-				reg, err := projectRegistry(g, true)
-				if err != nil {
-					fmt.Fprintf(env.stderr, "foundry apply: registry: %v\n", err)
-					return exitError
-				}
-				keys, err := trustedKeys(dir, trust)
-				if err != nil {
-					fmt.Fprintf(env.stderr, "foundry apply: %v\n", err)
-					return exitError
-				}
-				planned, err := plan.ForWorkspace(ctx, ws, g, reg, keys, sel.selection())
-				if i := interrupted(ctx); i != nil {
-					fmt.Fprintf(env.stderr, "foundry apply: %v while planning; nothing was run.\n", i)
-					return exitError
-				}
-				if err != nil {
-					fmt.Fprintf(env.stderr, "foundry apply: %v\n", err)
-					return exitError
-				}
-				// A saved plan is current (checked above, for the same graph) and is its own
-				// approval.
-				if saved == nil && !*auto {
-					planned.WriteText(env.stdout)
-					ok := approve(ctx, env)
-					if i := interrupted(ctx); i != nil {
-						fmt.Fprintf(env.stderr, "\nfoundry apply: %v before the plan was approved; nothing was run.\n", i)
-						return exitError
-					}
-					if !ok {
-						fmt.Fprintln(env.stderr, "Apply cancelled.")
-						return exitError
-					}
-				}
-				if planned.Summary.Missing > 0 {
-					fmt.Fprintf(env.stderr, "foundry apply: %d node(s) are missing and will not run; see 'foundry plan'.\n", planned.Summary.Missing)
-				}
-				signer, err := projectSigner(env, ws, *keyPath)
-				if err != nil {
-					fmt.Fprintf(env.stderr, "foundry apply: %v\n", err)
-					return exitError
-				}
-				pr, err := newProgress(*prog, env.stderr)
-				if err != nil {
-					fmt.Fprintf(env.stderr, "foundry apply: %v\n", err)
-					return exitUsage
-				}
-				exe, err := ex.open(env)
-				if err != nil {
-					pr.close()
-					fmt.Fprintf(env.stderr, "foundry apply: %v\n", err)
-					return exitError
-				}
-				res, err := run.Apply(ctx, ws, g, planned, run.Options{
-					Executor: exe, Parallelism: *par, Events: pr.event, Args: os.Args, Faults: faultsFromEnv(env),
-					Signer: signer, Version: version, Registry: reg, TrustedKeys: keys,
+				_, code := applyProject(ctx, env, applyRequest{
+					dir: dir, g: g, sel: sel.selection(), trust: trust, signingKey: *keyPath,
+					parallelism: *par, ex: &ex, ask: saved == nil && !*auto,
+					events: func() (func(event.Event), func(), error) {
+						pr, err := newProgress(*prog, env.stderr)
+						if err != nil {
+							return nil, nil, err
+						}
+						return pr.event, pr.close, nil
+					},
 				})
-				pr.close()
-				// Close waits until the executor has removed every container it made, the
-				// ones killed by an interruption included.
-				closeErr := exe.Close()
-				if i := interrupted(ctx); i != nil {
-					return reportInterrupted(env, i, res, closeErr)
-				}
-				if err != nil {
-					fmt.Fprintf(env.stderr, "foundry apply: %v\n", err)
-					return exitError
-				}
-				for _, rj := range res.Rejections {
-					fmt.Fprintf(env.stderr, "\nRejected candidate (a later candidate was admitted instead):\n%s\n", rj.String())
-				}
-				for _, f := range res.Failed {
-					failureReport(env.stderr, f)
-				}
-				fmt.Fprintf(env.stdout, "Apply %s: %d executed, %d cached, %d failed, %d skipped in %s.\n",
-					map[bool]string{true: "complete", false: "failed"}[len(res.Failed) == 0 && planned.Summary.Missing == 0],
-					res.Executed, res.Cached, len(res.Failed), len(res.Skipped), res.Elapsed.Round(1e6))
-				if len(res.Failed) > 0 {
-					return exitError
-				}
-				if planned.Summary.Missing > 0 {
-					fmt.Fprintf(env.stderr, "foundry apply: %d node(s) could not be produced (missing); see 'foundry plan'.\n", planned.Summary.Missing)
-					return exitError
-				}
-				return exitOK
+				return code
 			}
 		},
 	})
+}
+
+// applyRequest is one apply of a loaded project, under the operator's settings: the
+// trusted keys, the signing key, the executor and how many steps run at once.
+type applyRequest struct {
+	dir         string
+	g           *graph.Graph
+	sel         plan.Selection
+	trust       []string // -trust-key files, beside the project's own key
+	signingKey  string   // -signing-key, "" for the default
+	parallelism int
+	ex          *executorFlags
+	ask         bool // show the plan and ask for approval on a terminal first
+	// events starts the progress display once the plan is approved: it returns where the
+	// apply's events go and the function that ends the display.
+	events func() (emit func(event.Event), done func(), err error)
+}
+
+// applyOutcome is what an apply did: its plan, and the run's result (nil when nothing ran).
+type applyOutcome struct {
+	plan   *plan.Plan
+	result *run.Result
+}
+
+// applyProject plans the loaded project under the workspace's lock and carries the plan
+// out, reporting on env as 'foundry apply' does; it returns what it did and the exit code.
+// The caller saves the stat and graph caches first (a stale saved plan writes nothing). An
+// interruption is ctx's cancellation with an *interruption as its cause.
+func applyProject(ctx context.Context, env *cliEnv, req applyRequest) (out applyOutcome, code int) {
+	dir, g := req.dir, req.g
+	ws, err := workspace.Open(dir)
+	if err != nil {
+		fmt.Fprintf(env.stderr, "foundry apply: %v\n", err)
+		return out, exitError
+	}
+	defer ws.Close()
+	// Held from planning through applying: the plan's cache lookups stay true (nothing can
+	// collect their blobs meanwhile), so apply reuses them.
+	unlock, err := ws.Lock()
+	if err != nil {
+		fmt.Fprintf(env.stderr, "foundry apply: %v\n", err)
+		return out, exitError
+	}
+	defer unlock()
+	reg, err := projectRegistry(g, true)
+	if err != nil {
+		fmt.Fprintf(env.stderr, "foundry apply: registry: %v\n", err)
+		return out, exitError
+	}
+	keys, err := trustedKeys(dir, req.trust)
+	if err != nil {
+		fmt.Fprintf(env.stderr, "foundry apply: %v\n", err)
+		return out, exitError
+	}
+	planned, err := plan.ForWorkspace(ctx, ws, g, reg, keys, req.sel)
+	if i := interrupted(ctx); i != nil {
+		fmt.Fprintf(env.stderr, "foundry apply: %v while planning; nothing was run.\n", i)
+		return out, exitError
+	}
+	if err != nil {
+		fmt.Fprintf(env.stderr, "foundry apply: %v\n", err)
+		return out, exitError
+	}
+	out.plan = planned
+	// A saved plan is current (the caller checked it, for the same graph) and is its own
+	// approval.
+	if req.ask {
+		planned.WriteText(env.stdout)
+		ok := approve(ctx, env)
+		if i := interrupted(ctx); i != nil {
+			fmt.Fprintf(env.stderr, "\nfoundry apply: %v before the plan was approved; nothing was run.\n", i)
+			return out, exitError
+		}
+		if !ok {
+			fmt.Fprintln(env.stderr, "Apply cancelled.")
+			return out, exitError
+		}
+	}
+	if planned.Summary.Missing > 0 {
+		fmt.Fprintf(env.stderr, "foundry apply: %d node(s) are missing and will not run; see 'foundry plan'.\n", planned.Summary.Missing)
+	}
+	signer, err := projectSigner(env, ws, req.signingKey)
+	if err != nil {
+		fmt.Fprintf(env.stderr, "foundry apply: %v\n", err)
+		return out, exitError
+	}
+	emit, done, err := req.events()
+	if err != nil {
+		fmt.Fprintf(env.stderr, "foundry apply: %v\n", err)
+		return out, exitUsage
+	}
+	exe, err := req.ex.open(env)
+	if err != nil {
+		done()
+		fmt.Fprintf(env.stderr, "foundry apply: %v\n", err)
+		return out, exitError
+	}
+	res, err := run.Apply(ctx, ws, g, planned, run.Options{
+		Executor: exe, Parallelism: req.parallelism, Events: emit, Args: os.Args, Faults: faultsFromEnv(env),
+		Signer: signer, Version: version, Registry: reg, TrustedKeys: keys,
+	})
+	done()
+	out.result = res
+	// Close waits until the executor has removed every container it made, the ones killed
+	// by an interruption included.
+	closeErr := exe.Close()
+	if i := interrupted(ctx); i != nil {
+		return out, reportInterrupted(env, i, res, closeErr)
+	}
+	if err != nil {
+		fmt.Fprintf(env.stderr, "foundry apply: %v\n", err)
+		return out, exitError
+	}
+	for _, rj := range res.Rejections {
+		fmt.Fprintf(env.stderr, "\nRejected candidate (a later candidate was admitted instead):\n%s\n", rj.String())
+	}
+	for _, f := range res.Failed {
+		failureReport(env.stderr, f)
+	}
+	fmt.Fprintf(env.stdout, "Apply %s: %d executed, %d cached, %d failed, %d skipped in %s.\n",
+		map[bool]string{true: "complete", false: "failed"}[len(res.Failed) == 0 && planned.Summary.Missing == 0],
+		res.Executed, res.Cached, len(res.Failed), len(res.Skipped), res.Elapsed.Round(1e6))
+	if len(res.Failed) > 0 {
+		return out, exitError
+	}
+	if planned.Summary.Missing > 0 {
+		fmt.Fprintf(env.stderr, "foundry apply: %d node(s) could not be produced (missing); see 'foundry plan'.\n", planned.Summary.Missing)
+		return out, exitError
+	}
+	return out, exitOK
 }
 
 // approve asks on a terminal; anywhere else it refuses, so that a script never applies by

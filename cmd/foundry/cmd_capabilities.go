@@ -42,46 +42,10 @@ Exit codes: 0 success, 1 configuration or registry errors, 2 usage error.`,
 				if g == nil {
 					return exitError
 				}
-				reg, err := projectRegistry(g, false)
+				rows, err := capabilityRows(context.Background(), dir, g, trust)
 				if err != nil {
 					fmt.Fprintf(env.stderr, "foundry capabilities: %v\n", err)
 					return exitError
-				}
-				keys, err := trustedKeys(dir, trust)
-				if err != nil {
-					fmt.Fprintf(env.stderr, "foundry capabilities: %v\n", err)
-					return exitError
-				}
-				var ws *workspace.Workspace
-				if reg != nil {
-					if ws, err = workspace.Open(dir); err != nil {
-						fmt.Fprintf(env.stderr, "foundry capabilities: %v\n", err)
-						return exitError
-					}
-					defer ws.Close()
-				}
-				type row struct {
-					Address  string            `json:"address"`
-					Contract string            `json:"contract_digest"`
-					Registry *admit.Inspection `json:"registry,omitempty"`
-				}
-				var rows []row
-				for _, a := range g.Order {
-					n := g.Nodes[a]
-					if n.Kind != graph.KindCapability {
-						continue
-					}
-					r := row{Address: a, Contract: string(n.Digest)}
-					if reg != nil {
-						in, err := admit.Inspect(context.Background(), reg, keys, ws.State, n)
-						if err != nil {
-							fmt.Fprintf(env.stderr, "foundry capabilities: %s: %v\n", a, err)
-							return exitError
-						}
-						in.Report = nil
-						r.Registry = in
-					}
-					rows = append(rows, r)
 				}
 				if *jsonOut {
 					writeJSON(env.stdout, rows)
@@ -110,4 +74,50 @@ Exit codes: 0 success, 1 configuration or registry errors, 2 usage error.`,
 			}
 		},
 	})
+}
+
+// capabilityRow is one capability of a project as `foundry capabilities` shows it.
+type capabilityRow struct {
+	Address  string            `json:"address"`
+	Contract string            `json:"contract_digest"`
+	Registry *admit.Inspection `json:"registry,omitempty"`
+}
+
+// capabilityRows judges, for every capability contract of g in graph order, what the
+// project's registry holds for it with the trusted keys (the project's own and trust).
+// A project without a registry gets rows without Registry; nothing is created.
+func capabilityRows(ctx context.Context, dir string, g *graph.Graph, trust []string) ([]capabilityRow, error) {
+	reg, err := projectRegistry(g, false)
+	if err != nil {
+		return nil, err
+	}
+	keys, err := trustedKeys(dir, trust)
+	if err != nil {
+		return nil, err
+	}
+	var ws *workspace.Workspace
+	if reg != nil {
+		if ws, err = workspace.Open(dir); err != nil {
+			return nil, err
+		}
+		defer ws.Close()
+	}
+	rows := []capabilityRow{}
+	for _, a := range g.Order {
+		n := g.Nodes[a]
+		if n.Kind != graph.KindCapability {
+			continue
+		}
+		r := capabilityRow{Address: a, Contract: string(n.Digest)}
+		if reg != nil {
+			in, err := admit.Inspect(ctx, reg, keys, ws.State, n)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", a, err)
+			}
+			in.Report = nil
+			r.Registry = in
+		}
+		rows = append(rows, r)
+	}
+	return rows, nil
 }

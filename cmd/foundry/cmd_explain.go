@@ -52,31 +52,7 @@ Exit codes: 0 success, 1 configuration errors, unknown node or not a step, 2 usa
 				if g == nil {
 					return exitError
 				}
-				n, ok := g.Nodes[addr]
-				if !ok {
-					var names []string
-					for a := range g.Nodes {
-						names = append(names, a)
-					}
-					fmt.Fprintf(env.stderr, "foundry explain: no node %s in this project%s\n", addr, suggestFrom(addr, names))
-					return exitError
-				}
-				if n.Kind != graph.KindStep && n.Kind != graph.KindCheck {
-					fmt.Fprintf(env.stderr, "foundry explain: %s is a %s; explain says why a step or check runs or is cached\n", addr, n.Kind)
-					return exitError
-				}
-				p, err := planWithCache(*dirFlag, g, nil, sel.selection())
-				if err != nil {
-					fmt.Fprintf(env.stderr, "foundry explain: %v\n", err)
-					return exitError
-				}
-				ws, err := workspace.Open(*dirFlag)
-				if err != nil {
-					fmt.Fprintf(env.stderr, "foundry explain: %v\n", err)
-					return exitError
-				}
-				defer ws.Close()
-				e, err := plan.Explain(context.Background(), ws, g, p, addr)
+				e, err := explainNode(context.Background(), *dirFlag, g, addr, nil, sel.selection())
 				if err != nil {
 					fmt.Fprintf(env.stderr, "foundry explain: %v\n", err)
 					return exitError
@@ -90,6 +66,34 @@ Exit codes: 0 success, 1 configuration errors, unknown node or not a step, 2 usa
 			}
 		},
 	})
+}
+
+// explainNode explains step or check addr of g, planned in dir with the trusted keys (the
+// project's own and trust) and the selection: an address that names no node, or a node
+// that is not a step or check, is an error that says so. It opens the project's workspace
+// (creating its state directory if it has none, as plan.Explain reads what it recorded).
+func explainNode(ctx context.Context, dir string, g *graph.Graph, addr string, trust []string, sel plan.Selection) (*plan.Explanation, error) {
+	n, ok := g.Nodes[addr]
+	if !ok {
+		var names []string
+		for a := range g.Nodes {
+			names = append(names, a)
+		}
+		return nil, fmt.Errorf("no node %s in this project%s", addr, suggestFrom(addr, names))
+	}
+	if n.Kind != graph.KindStep && n.Kind != graph.KindCheck {
+		return nil, fmt.Errorf("%s is a %s; explain says why a step or check runs or is cached", addr, n.Kind)
+	}
+	p, err := planWithCache(dir, g, trust, sel)
+	if err != nil {
+		return nil, err
+	}
+	ws, err := workspace.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer ws.Close()
+	return plan.Explain(ctx, ws, g, p, addr)
 }
 
 // writeExplanation writes e for people.

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/foundry-build/foundry/digest"
+	"github.com/foundry-build/foundry/engine/state"
+	"github.com/foundry-build/foundry/engine/workspace"
 )
 
 func init() {
@@ -42,36 +44,19 @@ Exit codes: 0 success, 1 no such node or no log, 2 usage error.`,
 					return exitError
 				}
 				defer ws.Close()
-				ctx := context.Background()
 				addr := args[0]
-				n, found, err := ws.State.LastNodeResult(ctx, addr)
-				if err != nil || !found {
-					fmt.Fprintf(env.stderr, "foundry logs: %s has not run in this project%s\n", addr, errSuffix(err))
-					return exitError
-				}
-				var out, errl digest.Digest
-				// An executed or cached node's logs are in its action cache record; a failed
-				// node's are named by its last attempt.
-				if rec, _, err := ws.Cache.Lookup(ctx, n.Action); err == nil && rec != nil {
-					out, errl = rec.Stdout.Digest, rec.Stderr.Digest
-				}
-				if out == "" && errl == "" {
-					atts, err := ws.State.Attempts(ctx, n.RunID, addr)
-					if err == nil && len(atts) > 0 {
-						out, errl = parseLogDetail(atts[len(atts)-1].Detail)
-					}
-				}
-				if out == "" && errl == "" {
-					fmt.Fprintf(env.stderr, "foundry logs: no log was captured for %s (its last status: %s %s)\n", addr, n.Status, n.Error)
+				logs, err := nodeLogs(context.Background(), ws, addr)
+				if err != nil {
+					fmt.Fprintf(env.stderr, "foundry logs: %v\n", err)
 					return exitError
 				}
 				show := func(name string, d digest.Digest) {
 					if d == "" {
 						return
 					}
-					b, err := ws.Store.Get(d)
+					b, err := logBytes(ws, addr, name, d)
 					if err != nil {
-						fmt.Fprintf(env.stderr, "foundry logs: %s of %s: %v (was it garbage-collected?)\n", name, addr, err)
+						fmt.Fprintf(env.stderr, "foundry logs: %v\n", err)
 						return
 					}
 					if *stream == "both" {
@@ -83,15 +68,58 @@ Exit codes: 0 success, 1 no such node or no log, 2 usage error.`,
 					}
 				}
 				if *stream != "stderr" {
-					show("stdout", out)
+					show("stdout", logs.Stdout)
 				}
 				if *stream != "stdout" {
-					show("stderr", errl)
+					show("stderr", logs.Stderr)
 				}
 				return exitOK
 			}
 		},
 	})
+}
+
+// stepLogs names the captured output of a node's last execution by content digest: at
+// least one of the two is set.
+type stepLogs struct {
+	Node   state.Node
+	Stdout digest.Digest
+	Stderr digest.Digest
+}
+
+// nodeLogs finds the logs of node addr's last execution in workspace ws. Only what a node
+// recorded is found: addr is looked up as a node address in the state database, never as a
+// path, and the logs are named by the digests its result or last attempt recorded.
+func nodeLogs(ctx context.Context, ws *workspace.Workspace, addr string) (*stepLogs, error) {
+	n, found, err := ws.State.LastNodeResult(ctx, addr)
+	if err != nil || !found {
+		return nil, fmt.Errorf("%s has not run in this project%s", addr, errSuffix(err))
+	}
+	l := &stepLogs{Node: n}
+	// An executed or cached node's logs are in its action cache record; a failed node's
+	// are named by its last attempt.
+	if rec, _, err := ws.Cache.Lookup(ctx, n.Action); err == nil && rec != nil {
+		l.Stdout, l.Stderr = rec.Stdout.Digest, rec.Stderr.Digest
+	}
+	if l.Stdout == "" && l.Stderr == "" {
+		atts, err := ws.State.Attempts(ctx, n.RunID, addr)
+		if err == nil && len(atts) > 0 {
+			l.Stdout, l.Stderr = parseLogDetail(atts[len(atts)-1].Detail)
+		}
+	}
+	if l.Stdout == "" && l.Stderr == "" {
+		return nil, fmt.Errorf("no log was captured for %s (its last status: %s %s)", addr, n.Status, n.Error)
+	}
+	return l, nil
+}
+
+// logBytes reads stream name (stdout or stderr) of node addr's log d from ws's store.
+func logBytes(ws *workspace.Workspace, addr, name string, d digest.Digest) ([]byte, error) {
+	b, err := ws.Store.Get(d)
+	if err != nil {
+		return nil, fmt.Errorf("%s of %s: %v (was it garbage-collected?)", name, addr, err)
+	}
+	return b, nil
 }
 
 func errSuffix(err error) string {

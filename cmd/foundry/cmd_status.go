@@ -63,40 +63,14 @@ Exit codes: 0 success, 1 no state or unknown run, 2 usage error.`,
 					return exitError
 				}
 				defer ws.Close()
-				ctx := context.Background()
-				runs, err := ws.State.Runs(ctx, *limit)
+				rep, err := statusOf(context.Background(), ws, *runID, *limit)
 				if err != nil {
 					fmt.Fprintf(env.stderr, "foundry status: %v\n", err)
 					return exitError
 				}
-				id := *runID
-				if id == "" && len(runs) > 0 {
-					id = runs[0].ID
-				} else if id != "" {
-					if _, err := ws.State.GetRun(ctx, id); err != nil {
-						if errors.Is(err, state.ErrNotFound) {
-							err = fmt.Errorf("no run %s in this project (see 'foundry status' for the recent ones)", id)
-						}
-						fmt.Fprintf(env.stderr, "foundry status: %v\n", err)
-						return exitError
-					}
-				}
-				var nodes []state.Node
-				events := []state.CapabilityEvent{}
-				if id != "" {
-					if nodes, err = ws.State.Nodes(ctx, id); err == nil {
-						events, err = ws.State.CapabilityEvents(ctx, id)
-					}
-					if err != nil {
-						fmt.Fprintf(env.stderr, "foundry status: %v\n", err)
-						return exitError
-					}
-				}
+				runs, id, nodes, events := rep.Runs, rep.Run, rep.Nodes, rep.CapabilityEvents
 				if *jsonOut {
-					if events == nil {
-						events = []state.CapabilityEvent{}
-					}
-					writeJSON(env.stdout, map[string]any{"runs": runs, "run": id, "nodes": nodes, "capability_events": events})
+					writeJSON(env.stdout, rep)
 					return exitOK
 				}
 				if len(runs) == 0 {
@@ -134,6 +108,50 @@ Exit codes: 0 success, 1 no state or unknown run, 2 usage error.`,
 			}
 		},
 	})
+}
+
+// statusReport is what `foundry status -json` prints: the recent runs, newest first, and
+// the nodes and capability events of one of them.
+type statusReport struct {
+	Runs             []state.Run             `json:"runs"`
+	Run              string                  `json:"run"` // "" when there are no runs
+	Nodes            []state.Node            `json:"nodes"`
+	CapabilityEvents []state.CapabilityEvent `json:"capability_events"`
+}
+
+// statusOf reads the limit most recent runs of workspace ws and the nodes and capability
+// events of run runID, or of the latest run when runID is "". An unknown runID is an error
+// that says where to find the known ones.
+func statusOf(ctx context.Context, ws *workspace.Workspace, runID string, limit int) (*statusReport, error) {
+	runs, err := ws.State.Runs(ctx, limit)
+	if err != nil {
+		return nil, err
+	}
+	id := runID
+	if id == "" && len(runs) > 0 {
+		id = runs[0].ID
+	} else if id != "" {
+		if _, err := ws.State.GetRun(ctx, id); err != nil {
+			if errors.Is(err, state.ErrNotFound) {
+				err = fmt.Errorf("no run %s in this project (see 'foundry status' for the recent ones)", id)
+			}
+			return nil, err
+		}
+	}
+	rep := &statusReport{Runs: runs, Run: id, CapabilityEvents: []state.CapabilityEvent{}}
+	if id != "" {
+		if rep.Nodes, err = ws.State.Nodes(ctx, id); err != nil {
+			return nil, err
+		}
+		events, err := ws.State.CapabilityEvents(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if events != nil {
+			rep.CapabilityEvents = events
+		}
+	}
+	return rep, nil
 }
 
 // writeCapabilityEvents prints a run's capability events grouped by capability, in the order

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -170,40 +171,19 @@ check failed and why) or a key, policy or artifact could not be read, 2 usage er
 					opts.Source = src
 				}
 
+				var notes io.Writer
+				if !*jsonOut {
+					notes = env.stderr
+				}
 				subjects := make([]provenance.Subject, 0, len(args))
 				for _, a := range args {
-					if isOCIRef(a) {
-						// A capability in a registry: its attached attestations are candidates,
-						// and the subject is the tree its layers form (fetched and recomputed
-						// here, never the manifest's annotation), bound to the manifest and its
-						// contract: a verification summary counts only if it names all three.
-						subj, atts, skipped, err := ociAttestations(context.Background(), a)
-						if err != nil {
-							return failed("%v", err)
-						}
-						if !*jsonOut {
-							for _, sk := range skipped {
-								fmt.Fprintf(env.stderr, "note: skipped referrer %s of %s: %s\n", sk.Digest, a, sk.Reason)
-							}
-						}
-						opts.Attestations = append(opts.Attestations, atts...)
-						subjects = append(subjects, subj)
-						if len(types) == 0 && *policyPath == "" {
-							pol.PredicateTypes = appendNew(pol.PredicateTypes, provenance.PredicateVSA)
-							opts.Policy = pol
-						}
-						continue
-					}
-					d, err := artifactDigest(a)
+					subj, err := verifySubject(context.Background(), a, &opts, len(types) == 0 && *policyPath == "", notes)
 					if err != nil {
 						return failed("%v", err)
 					}
-					subjects = append(subjects, provenance.Subject{Name: a, Digest: d})
+					subjects = append(subjects, subj)
 				}
-				if opts.Source == nil && len(opts.Attestations) > 0 {
-					opts.Source = attestationList(opts.Attestations)
-				}
-				rep, err := provenance.Verify(context.Background(), opts, subjects...)
+				rep, err := verifySubjects(context.Background(), opts, subjects)
 				if err != nil {
 					return failed("%v", err)
 				}
@@ -222,6 +202,45 @@ check failed and why) or a key, policy or artifact could not be read, 2 usage er
 			}
 		},
 	})
+}
+
+// verifySubject names what argument a of `foundry verify` asks to verify. A registry
+// reference brings its attached attestations into opts, and its subject is the tree its
+// layers form (fetched and recomputed here, never the manifest's annotation), bound to the
+// manifest and its contract: a verification summary counts only if it names all three.
+// With vsaDefault (no -type, no policy), a reference also requires a verification summary.
+// Skipped referrers are noted on notes, when it is not nil.
+func verifySubject(ctx context.Context, a string, opts *provenance.Options, vsaDefault bool, notes io.Writer) (provenance.Subject, error) {
+	if !isOCIRef(a) {
+		d, err := artifactDigest(a)
+		if err != nil {
+			return provenance.Subject{}, err
+		}
+		return provenance.Subject{Name: a, Digest: d}, nil
+	}
+	subj, atts, skipped, err := ociAttestations(ctx, a)
+	if err != nil {
+		return provenance.Subject{}, err
+	}
+	if notes != nil {
+		for _, sk := range skipped {
+			fmt.Fprintf(notes, "note: skipped referrer %s of %s: %s\n", sk.Digest, a, sk.Reason)
+		}
+	}
+	opts.Attestations = append(opts.Attestations, atts...)
+	if vsaDefault {
+		opts.Policy.PredicateTypes = appendNew(opts.Policy.PredicateTypes, provenance.PredicateVSA)
+	}
+	return subj, nil
+}
+
+// verifySubjects verifies subjects under opts: when no directory of attestations was given,
+// the envelopes in opts are the ones searched.
+func verifySubjects(ctx context.Context, opts provenance.Options, subjects []provenance.Subject) (*provenance.Report, error) {
+	if opts.Source == nil && len(opts.Attestations) > 0 {
+		opts.Source = attestationList(opts.Attestations)
+	}
+	return provenance.Verify(ctx, opts, subjects...)
 }
 
 // artifactDigest names an artifact the way the engine names outputs: a file by the SHA-256

@@ -1,0 +1,150 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// An independent client from another ecosystem: the MCP Inspector's CLI (TypeScript SDK),
+// installed by scripts/mcp-inspector.sh (make test-tools). Each of its runs starts the real
+// `foundry mcp`, initializes, and makes one request.
+
+// inspectorBin is the installed MCP Inspector, or skips; with CI=true a missing one fails.
+func inspectorBin(t *testing.T) string {
+	t.Helper()
+	bin, _ := filepath.Abs(filepath.Join("..", "..", ".test-tools", "mcp-inspector", "node_modules", ".bin", "mcp-inspector"))
+	if _, err := os.Stat(bin); err == nil {
+		if _, err := exec.LookPath("node"); err == nil {
+			return bin
+		}
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("the MCP Inspector is not installed at %s: CI must install it (make test-tools runs scripts/mcp-inspector.sh)", bin)
+	}
+	t.Skipf("the MCP Inspector is not installed (run scripts/mcp-inspector.sh): %s", bin)
+	return ""
+}
+
+// inspect runs the Inspector's CLI against `foundry mcp -C dir` with args (--method …) and
+// returns its exit code and the JSON it printed on stdout (nil when it printed none).
+func inspect(t *testing.T, bin, dir string, args ...string) (int, map[string]any, string) {
+	t.Helper()
+	// Its options first, then "--" and the server's command line, which it would otherwise
+	// read options from (-executor as -e xecutor).
+	full := append(append([]string{"--cli"}, args...), "--", foundryBin, "mcp", "-C", dir, "-executor", "runc")
+	cmd := exec.Command(bin, full...)
+	// Its catalog and caches go to a home of the test's, never the user's.
+	cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	var v map[string]any
+	if s := strings.TrimSpace(out.String()); s != "" {
+		if err := json.Unmarshal([]byte(s), &v); err != nil {
+			t.Fatalf("inspector %v printed what is not JSON: %v\n%s\n%s", args, err, s, errb.String())
+		}
+	}
+	return code, v, errb.String()
+}
+
+// normalized is v through JSON, for comparing the two clients' views as the wire has them.
+func normalized(t *testing.T, v any) any {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out any
+	json.Unmarshal(b, &out)
+	return out
+}
+
+// The Inspector sees the tools the go-sdk client sees, finds no portability error in their
+// schemas (--strict), and gets the same results and the same refusals.
+func TestMCPInspector(t *testing.T) {
+	bin := inspectorBin(t)
+	dir := appliedMCPProject(t)
+	cs := connectMCP(t, testMCPConfig(t, dir), "")
+
+	code, listed, errs := inspect(t, bin, dir, "--method", "tools/list", "--strict")
+	if code != 0 || listed == nil {
+		t.Fatalf("inspector tools/list --strict: exit %d\n%s", code, errs)
+	}
+	if !strings.Contains(errs, "0 errors") {
+		t.Errorf("the Inspector's --strict check reports errors:\n%s", errs)
+	}
+	goTools := map[string]*mcp.Tool{}
+	for _, tool := range listTools(t, cs) {
+		goTools[tool.Name] = tool
+	}
+	jsTools, _ := listed["tools"].([]any)
+	if len(jsTools) != len(goTools) {
+		t.Errorf("the Inspector lists %d tools, go-sdk %d", len(jsTools), len(goTools))
+	}
+	for _, jt := range jsTools {
+		m := jt.(map[string]any)
+		name, _ := m["name"].(string)
+		gt := goTools[name]
+		if gt == nil {
+			t.Errorf("the Inspector lists %s, go-sdk does not", name)
+			continue
+		}
+		for _, f := range []string{"description", "inputSchema", "outputSchema", "annotations"} {
+			if g, j := normalized(t, gt).(map[string]any)[f], m[f]; !reflect.DeepEqual(g, j) {
+				t.Errorf("%s.%s: go-sdk %v, Inspector %v", name, f, g, j)
+			}
+		}
+	}
+
+	// The same calls, the same answers: a project tool, the capability tool, its declared
+	// error, invalid input, and arguments outside the schema.
+	for _, tc := range []struct {
+		tool   string
+		args   map[string]string // as the Inspector's --tool-arg key=value
+		goArgs map[string]any
+	}{
+		{"validate", nil, map[string]any{}},
+		{"capabilities", map[string]string{"name": "echo"}, map[string]any{"name": "echo"}},
+		{"cap_echo", map[string]string{"text": "hi"}, map[string]any{"text": "hi"}},
+		{"cap_echo", map[string]string{"text": "boom"}, map[string]any{"text": "boom"}},
+		{"cap_echo", map[string]string{"text": "hi", "extra": "1"}, map[string]any{"text": "hi", "extra": 1}},
+		{"plan", map[string]string{"executor": "local"}, map[string]any{"executor": "local"}},
+	} {
+		args := []string{"--method", "tools/call", "--tool-name", tc.tool}
+		for k, v := range tc.args {
+			args = append(args, "--tool-arg", k+"="+v)
+		}
+		code, jsRes, errs := inspect(t, bin, dir, args...)
+		goRes := normalized(t, callTool(t, cs, tc.tool, tc.goArgs)).(map[string]any)
+		if jsRes == nil {
+			t.Errorf("%s %v: the Inspector printed no result (exit %d)\n%s", tc.tool, tc.args, code, errs)
+			continue
+		}
+		if goRes["isError"] == true && code == 0 {
+			t.Errorf("%s %v: a tool error, and the Inspector exited 0", tc.tool, tc.args)
+		}
+		for _, f := range []string{"content", "structuredContent", "isError"} {
+			if !reflect.DeepEqual(goRes[f], jsRes[f]) {
+				t.Errorf("%s %v: %s: go-sdk %v, Inspector %v", tc.tool, tc.args, f, goRes[f], jsRes[f])
+			}
+		}
+	}
+
+	// Refused the same out-of-scope action: apply is not served without -allow apply.
+	if code, _, errs := inspect(t, bin, dir, "--method", "tools/call", "--tool-name", "apply"); code == 0 || !strings.Contains(errs, "not found") {
+		t.Errorf("the Inspector calling apply: exit %d\n%s", code, errs)
+	}
+}
