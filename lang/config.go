@@ -330,7 +330,11 @@ type Product struct {
 
 // Delivery is where a product's artifact goes once its checks pass.
 type Delivery struct {
-	To    string
+	To    string      // as written
+	Dest  Destination // To parsed, a relative path resolved against the project directory
 	Files map[string]*Artifact
+	// Start is the command that starts the delivered product, recorded in its release
+	// manifest with the restart instructions; nil when it declares none.
+	Start []string
 	Range hcl.Range
 }

@@ -1091,9 +1091,24 @@ func (l *loader) decodeProduct(b *hcl.Block) {
 			continue
 		}
 		d := &Delivery{Range: db.DefRange}
-		dc, diags := l.content(db.Body, &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "to", Required: true}, {Name: "files", Required: true}}})
+		dc, diags := l.content(db.Body, &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "to", Required: true}, {Name: "files", Required: true}, {Name: "start"}}})
 		l.diags = append(l.diags, diags...)
 		l.optString(dc, "to", sctx, &d.To)
+		if a := dc.Attributes["to"]; a != nil && d.To != "" {
+			dest, err := ParseDestination(d.To, l.cfg.Dir)
+			if err != nil {
+				l.diags = append(l.diags, errorAt(a.Expr.Range(), "Invalid destination", "%v. For example \"dir:/srv/releases/%s\"; the operator's grants file must allow it.", err, p.Name))
+			}
+			d.Dest = dest
+		}
+		if a := dc.Attributes["start"]; a != nil {
+			if v, dd := l.eval(a.Expr, sctx, nil); !dd.HasErrors() {
+				d.Start = l.stringList(v, a.Expr.Range(), "start")
+				if len(d.Start) == 0 && v.IsKnown() && !v.IsNull() {
+					l.diags = append(l.diags, errorAt(a.Expr.Range(), "Empty command", "start needs at least the program to run, or leave start out."))
+				}
+			}
+		}
 		if a := dc.Attributes["files"]; a != nil {
 			if v, dd := l.eval(a.Expr, sctx, scope); !dd.HasErrors() {
 				d.Files = l.artifactMap(v, a.Expr.Range(), "files", true, ArtifactStepOutput, ArtifactCapability, ArtifactProjectDir)

@@ -317,7 +317,11 @@ func (g *Graph) definition(n *Node) (any, error) {
 		}
 		def := map[string]any{"kind": "product", "v": DefinitionVersion, "requires": reqs, "steps": steps, "checks": checks}
 		if p.Deliver != nil {
-			def["deliver"] = map[string]any{"to": p.Deliver.To, "files": g.refMap(p.Deliver.Files)}
+			dv := map[string]any{"to": p.Deliver.To, "files": g.refMap(p.Deliver.Files)}
+			if p.Deliver.Start != nil {
+				dv["start"] = p.Deliver.Start // absent when not declared: earlier digests stay
+			}
+			def["deliver"] = dv
 		}
 		return def, nil
 	}
