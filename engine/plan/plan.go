@@ -105,8 +105,8 @@ type Node struct {
 
 // Delivery is a product's destination as the plan shows it.
 type Delivery struct {
-	To      string `json:"to"`                // the destination, its path absolute: "dir:/srv/releases"
-	Granted bool   `json:"granted"`           // a grant of the grants file allows it
+	To      string `json:"to"`               // the destination, its path absolute: "dir:/srv/releases"
+	Granted bool   `json:"granted"`          // a grant of the grants file allows it
 	Grants  string `json:"grants,omitempty"` // the grants file consulted; omitted when there was none
 }
 
