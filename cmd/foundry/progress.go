@@ -136,6 +136,8 @@ func (p *progress) plain(e event.Event) {
 		fmt.Fprintf(p.w, "  ADM %s: %s\n", e.Node, e.Message)
 	case "effect_reconciled":
 		fmt.Fprintf(p.w, "  REC %s: %s\n", e.Node, e.Message)
+	case "product_delivered":
+		fmt.Fprintf(p.w, "  DLV %s: %s\n", e.Node, e.Message)
 	case "capability_pinned":
 		fmt.Fprintf(p.w, "  @   %s pinned to %s\n", e.Node, e.Message)
 	case "pin_refused":
