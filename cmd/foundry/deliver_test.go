@@ -13,6 +13,8 @@ import (
 	"github.com/foundry-build/foundry/engine/plan"
 	"github.com/foundry-build/foundry/engine/state"
 	"github.com/foundry-build/foundry/engine/workspace"
+	"github.com/foundry-build/foundry/provenance"
+	"github.com/foundry-build/foundry/registry"
 )
 
 // deliverProject is a product with a step, a check and a deliver block to DEST (a
@@ -279,5 +281,61 @@ func TestDeliverCrashLeavesOneDelivery(t *testing.T) {
 				t.Errorf("verify of the release after the crash: exit %d\n%s\n%s", code, out, errs)
 			}
 		})
+	}
+}
+
+// An oci-layout: destination holds the release as an artifact: the release manifest as its
+// config, the files as its layer, the evidence and the receipt attached, tagged by the
+// release's digest. A kill after the dispatch and an apply again leave that one artifact.
+func TestDeliverToOCILayout(t *testing.T) {
+	needSandbox(t)
+	dest := filepath.Join(t.TempDir(), "oci")
+	dir := deliverFixture(t, "oci-layout:"+dest, true)
+	r := apply(t, dir, []string{"FOUNDRY_TEST_FAULT=" + outbox.FaultAfterDispatch + ":product.app"})
+	if r.code != -1 {
+		t.Fatalf("the faulted apply should die by SIGKILL: exit %d\n%s", r.code, r.stderr)
+	}
+	if r = apply(t, dir, nil); r.code != 0 || !strings.Contains(r.stdout, "Delivered product.app to oci-layout:"+dest+"@sha256:") {
+		t.Fatalf("apply: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if r = apply(t, dir, nil); r.code != 0 {
+		t.Fatalf("apply again: exit %d\n%s", r.code, r.stderr)
+	}
+	l, err := registry.OpenLayout(dest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	descs, err := l.Descriptors()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tags []string
+	for _, d := range descs {
+		if tag := d.Annotations["org.opencontainers.image.ref.name"]; strings.HasPrefix(tag, "release-") {
+			tags = append(tags, tag)
+		}
+	}
+	if len(tags) != 1 {
+		t.Fatalf("want one release tagged in the layout, have %v", tags)
+	}
+	m, err := l.Resolve(context.Background(), tags[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	atts, _, err := registry.Referrers(context.Background(), l, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	receipts := 0
+	for _, a := range atts {
+		if a.PredicateType == provenance.PredicateDeliveryReceipt {
+			receipts++
+		}
+	}
+	if receipts != 1 || len(atts) < 2 {
+		t.Errorf("want the evidence and one receipt attached, have %+v", atts)
+	}
+	if effs := deliverEffects(t, dir); len(effs) != 1 || effs[0].Status != state.EffectSucceeded {
+		t.Fatalf("want one succeeded deliver effect, have %+v", effs)
 	}
 }
