@@ -43,6 +43,11 @@ interrupted, and apply exits 1 saying so. A killed apply (SIGKILL, a crash) leav
 half-written results either. Run it again and it finishes the work, without re-running the
 steps that had completed, after removing whatever the killed run left.
 
+A product with a deliver block is delivered once its steps and checks pass, to a destination
+the operator's grants file allows (-grants FILE, else .foundry/grants.hcl): a plan with a
+product that needs a grant is refused before anything runs, naming the grant to add. The
+release gets a signed delivery receipt that 'foundry verify' checks (spec/grants.md).
+
 Without -auto-approve, apply shows the plan and asks for confirmation on a terminal; a
 saved plan is its own approval.
 

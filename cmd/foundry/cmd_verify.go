@@ -57,6 +57,15 @@ whole chain, each link reported as PASS or FAIL:
                      or else the artifact's own; its Foundry-produced inputs in turn
 A changed, missing or substituted envelope has another digest and breaks the chain.
 
+A release directory that a product's delivery wrote (DEST/<hex>, holding release.json,
+files/, evidence/ and receipt.intoto.json) is verified by its delivery receipt
+(https://foundry.dev/delivery-receipt/v1, the default type for it; no -attestations needed):
+  release     the receipt is for the files' tree, recomputed, and for the release whose
+              manifest is release.json, by the digest of its bytes
+  acceptance  every acceptance envelope it lists (the checks' provenance, in evidence/) is
+              found by its envelope digest and verifies
+A changed byte in a delivered file, in release.json or in the receipt refuses it.
+
 The artifact is verified when, for each required predicate type (-type, the policy, or by
 default https://slsa.dev/provenance/v1), at least one candidate passed every check. A
 refused candidate never counts, and never spoils a good one.
@@ -76,6 +85,7 @@ Examples:
       -attestations .foundry/attestations build/tool
   foundry verify -key foundry.pub -attestations .foundry/attestations \
       -type https://slsa.dev/verification_summary/v1 sha256:4f2a...
+  foundry verify -key .foundry/keys/signing.pub /srv/releases/app/3c1f...   # a release
 
 The same envelope verifies with cosign:
   cosign verify-blob-attestation --key foundry.pub --signature int-sort.intoto.json \
