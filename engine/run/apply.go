@@ -188,7 +188,12 @@ func ContainerPrefixOf(runID string) string {
 type nodeResult struct {
 	image executors.Image // seeds
 	step  *cache.Result   // steps and checks
-	tree  digest.Digest   // packages and capabilities: the artifact tree
+	tree  digest.Digest   // packages and capabilities: the artifact tree; an accepted product's service
+
+	// accepted is an accepted product's evidence: the envelope digest of its signed
+	// acceptance result, and the envelope (see acceptanceOf).
+	accepted   digest.Digest
+	acceptance []byte
 }
 
 // Apply runs every node of the plan that has work to do, in dependency order and in
@@ -583,7 +588,7 @@ func (r *runner) settle(ctx context.Context, n *graph.Node) (string, error) {
 		r.caps.settled(n, err)
 		return kind, err
 	case graph.KindProduct:
-		return "", nil
+		return r.settleProduct(ctx, n)
 	}
 	return "failed", fmt.Errorf("%s: unknown node kind %s", n.Address, n.Kind)
 }
