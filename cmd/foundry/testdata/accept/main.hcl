@@ -1,6 +1,7 @@
-# Two products that assemble the same scores service, one keeping uploads in its data
-# volume and one only in the sandbox's /tmp, which a restart loses. Their acceptance runs
-# the same cases through the HTTP interface, with a restart between requests.
+# Three products that assemble the same scores service: durable keeps uploads in its data
+# volume; forgetful only in the sandbox's /tmp, which a restart loses; careless in its
+# volume, but it writes a malformed upload before refusing it. Their acceptance runs the
+# same cases through the HTTP interface, with a restart between requests.
 seed "bb" {
   layer {
     files = { "/bin/busybox" = host_file("/bin/busybox") }
@@ -16,7 +17,7 @@ product "durable" {
   step "server" {
     image   = seed.bb
     mounts  = { "/src" = dir("src") }
-    run     = ["sh", "/src/build.sh", "/data/scores"]
+    run     = ["sh", "/src/build.sh", "/data/scores", "careful"]
     outputs = ["/out/srv"]
   }
   accept "service" {
@@ -37,7 +38,28 @@ product "forgetful" {
   step "server" {
     image   = seed.bb
     mounts  = { "/src" = dir("src") }
-    run     = ["sh", "/src/build.sh", "/tmp/scores"]
+    run     = ["sh", "/src/build.sh", "/tmp/scores", "careful"]
+    outputs = ["/out/srv"]
+  }
+  accept "service" {
+    image       = seed.bb
+    files       = { "/srv" = step.server.output["/out/srv"] }
+    entrypoint  = ["/srv/start"]
+    port        = 8080
+    ready       = "/healthz"
+    data        = "/data"
+    input       = jsonschema("schemas/scores.json")
+    errors      = { invalid_input = 400, not_found = 404 }
+    equivalence = "json"
+    cases       = "acceptance/*.json"
+  }
+}
+
+product "careless" {
+  step "server" {
+    image   = seed.bb
+    mounts  = { "/src" = dir("src") }
+    run     = ["sh", "/src/build.sh", "/data/scores", "careless"]
     outputs = ["/out/srv"]
   }
   accept "service" {
