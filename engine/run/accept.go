@@ -75,3 +75,17 @@ func (r *runner) acceptanceOf(product string) (d digest.Digest, envelope []byte,
 	}
 	return nr.accepted, nr.acceptance, true
 }
+
+// accepted is every product accepted in this apply, with its evidence (Result.Accepted).
+func (r *runner) accepted() map[string]digest.Digest {
+	out := map[string]digest.Digest{}
+	for a, n := range r.g.Nodes {
+		if n.Kind != graph.KindProduct {
+			continue
+		}
+		if d, _, ok := r.acceptanceOf(a); ok {
+			out[a] = d
+		}
+	}
+	return out
+}

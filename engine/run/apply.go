@@ -117,6 +117,9 @@ type Result struct {
 	Elapsed     time.Duration
 	// Rejections are candidates turned down before a capability was admitted.
 	Rejections []evaluate.Rejection
+	// Accepted maps each product whose acceptance passed in this apply to its acceptance
+	// evidence: the envelope digest of the signed acceptance result (see acceptanceOf).
+	Accepted map[string]digest.Digest
 }
 
 // runner carries one apply.
@@ -266,6 +269,7 @@ func Apply(ctx context.Context, ws *workspace.Workspace, g *graph.Graph, p *plan
 		res.Failed = append(res.Failed, nr.Failed...)
 	}
 	res.Rejections = r.rejections
+	res.Accepted = r.accepted()
 	res.RunID = run.ID
 	res.Elapsed = time.Since(start)
 	status := state.RunSucceeded
