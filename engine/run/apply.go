@@ -117,6 +117,9 @@ type Result struct {
 	Elapsed     time.Duration
 	// Rejections are candidates turned down before a capability was admitted.
 	Rejections []evaluate.Rejection
+	// Accepted maps each product whose acceptance passed in this apply to its acceptance
+	// evidence: the envelope digest of the signed acceptance result (see acceptanceOf).
+	Accepted map[string]digest.Digest
 }
 
 // runner carries one apply.
@@ -188,7 +191,12 @@ func ContainerPrefixOf(runID string) string {
 type nodeResult struct {
 	image executors.Image // seeds
 	step  *cache.Result   // steps and checks
-	tree  digest.Digest   // packages and capabilities: the artifact tree
+	tree  digest.Digest   // packages and capabilities: the artifact tree; an accepted product's service
+
+	// accepted is an accepted product's evidence: the envelope digest of its signed
+	// acceptance result, and the envelope (see acceptanceOf).
+	accepted   digest.Digest
+	acceptance []byte
 }
 
 // Apply runs every node of the plan that has work to do, in dependency order and in
@@ -261,6 +269,7 @@ func Apply(ctx context.Context, ws *workspace.Workspace, g *graph.Graph, p *plan
 		res.Failed = append(res.Failed, nr.Failed...)
 	}
 	res.Rejections = r.rejections
+	res.Accepted = r.accepted()
 	res.RunID = run.ID
 	res.Elapsed = time.Since(start)
 	status := state.RunSucceeded
@@ -583,7 +592,7 @@ func (r *runner) settle(ctx context.Context, n *graph.Node) (string, error) {
 		r.caps.settled(n, err)
 		return kind, err
 	case graph.KindProduct:
-		return "", nil
+		return r.settleProduct(ctx, n)
 	}
 	return "failed", fmt.Errorf("%s: unknown node kind %s", n.Address, n.Kind)
 }
