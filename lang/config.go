@@ -326,6 +326,10 @@ type Product struct {
 	Checks    map[string]*Step // acceptance checks: steps that must exit 0
 	Deliver   *Delivery
 	DeclRange hcl.Range
+
+	// Accept, when set, is the acceptance of the service the product assembles: cases
+	// sent through its HTTP interface, across restarts on a persistent data volume.
+	Accept *Acceptance
 }
 
 // Delivery is where a product's artifact goes once its checks pass.

@@ -112,7 +112,13 @@ func NewDeliveryReceipt(d *Delivery) (*Statement, error) {
 		if err != nil {
 			return nil, fmt.Errorf("delivery receipt: acceptance evidence of %s: %w", a.Source, err)
 		}
-		if t := st.GetPredicateType(); t != PredicateSLSAProvenance && t != PredicateTestResult {
+		switch t := st.GetPredicateType(); t {
+		case PredicateSLSAProvenance:
+		case PredicateTestResult:
+			if tr, err := ParseTestResult(st); err != nil || !tr.Passed() {
+				return nil, fmt.Errorf("delivery receipt: acceptance evidence of %s is not a passing test result", a.Source)
+			}
+		default:
 			return nil, fmt.Errorf("delivery receipt: acceptance evidence of %s is a %s, not provenance or a test result", a.Source, t)
 		}
 		rc.Acceptance = append(rc.Acceptance, Evidence{Name: a.Source, Digest: EnvelopeDigest(a.Envelope), PredicateType: st.GetPredicateType()})
@@ -259,7 +265,10 @@ func (v *verifier) acceptanceInput(att Attestation, e Evidence) *AttestationRepo
 	case PredicateSLSAProvenance:
 		v.provenanceOf(r, st, 0, false)
 	case PredicateTestResult:
-		v.testResult(r, st)
+		if tr := v.testResult(r, st); tr != nil && !tr.Passed() {
+			r.OK = false
+			r.fail("result", CodeResult, "the test result says %s: not evidence of acceptance", tr.Result)
+		}
 	default:
 		r.fail("input", CodeInputRefused, "predicateType %s is not acceptance evidence", r.PredicateType)
 	}

@@ -339,3 +339,61 @@ func TestDeliverToOCILayout(t *testing.T) {
 		t.Fatalf("want one succeeded deliver effect, have %+v", effs)
 	}
 }
+
+// A product with an accept block is delivered only once its acceptance passed, and its
+// release names the signed acceptance result, which verify checks; a product whose
+// acceptance fails is not delivered.
+func TestDeliverAfterAcceptance(t *testing.T) {
+	needSandbox(t)
+	dir := t.TempDir()
+	copyTree(t, filepath.Join("testdata", "accept"), dir)
+	dest := filepath.Join(t.TempDir(), "releases")
+	b, err := os.ReadFile(filepath.Join(dir, "main.hcl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := string(b)
+	for _, p := range []string{"forgetful", "careless"} {
+		prev := map[string]string{"forgetful": "durable", "careless": "forgetful"}[p]
+		src = strings.Replace(src, "  }\n}\n\nproduct \""+p+"\"", `  }
+  deliver {
+    to    = "dir:`+dest+"/"+prev+`"
+    files = { "/srv" = step.server.output["/out/srv"] }
+    start = ["/srv/start"]
+  }
+}
+
+product "`+p+`"`, 1)
+	}
+	if strings.Count(src, "deliver {") != 2 {
+		t.Fatalf("the fixture changed: %s", src)
+	}
+	os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(src), 0o644)
+	os.MkdirAll(filepath.Join(dir, ".foundry"), 0o755)
+	os.WriteFile(filepath.Join(dir, ".foundry", "grants.hcl"), []byte(`grant "deliver" { to = ["dir:`+dest+`"] }`), 0o644)
+
+	r := apply(t, dir, nil)
+	if r.code == 0 {
+		t.Fatalf("forgetful's acceptance should fail the apply:\n%s", r.stderr)
+	}
+	if rels := releases(t, filepath.Join(dest, "forgetful")); len(rels) != 0 {
+		t.Errorf("a product whose acceptance failed was delivered: %v", rels)
+	}
+	rels := releases(t, filepath.Join(dest, "durable"))
+	if len(rels) != 1 {
+		t.Fatalf("want one release of durable, have %v\n%s", rels, r.stderr)
+	}
+	rel := filepath.Join(dest, "durable", rels[0])
+	b, _ = os.ReadFile(filepath.Join(rel, deliver.ManifestFile))
+	var m deliver.Manifest
+	json.Unmarshal(b, &m)
+	if len(m.Acceptance) != 1 || m.Acceptance[0].Check != "product.durable.accept" || len(m.Acceptance[0].Attestations) != 1 ||
+		m.Acceptance[0].Attestations[0] != m.Acceptance[0].Result {
+		t.Errorf("the release does not name the acceptance evidence: %s", b)
+	}
+	key := filepath.Join(dir, ".foundry", "keys", "signing.pub")
+	code, out, errs := foundry(t, dir, "verify", "-key", key, rel)
+	if code != 0 || !strings.Contains(out, "predicateType https://in-toto.io/attestation/test-result/v0.1") {
+		t.Fatalf("verify of the accepted release: exit %d\n%s\n%s", code, out, errs)
+	}
+}

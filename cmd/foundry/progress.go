@@ -130,6 +130,10 @@ func (p *progress) plain(e event.Event) {
 		fmt.Fprintf(p.w, "  --  %s skipped: %s\n", e.Node, e.Message)
 	case "suite_evaluated":
 		fmt.Fprintf(p.w, "  eval %s: %s\n", e.Node, e.Message)
+	case "product_accepted":
+		fmt.Fprintf(p.w, "  ACC %s: %s\n", e.Node, e.Message)
+	case "acceptance_failed":
+		fmt.Fprintf(p.w, "  NOT ACCEPTED %s: %s\n", e.Node, e.Message)
 	case "candidate_rejected":
 		fmt.Fprintf(p.w, "  REJ %s:\n%s\n", e.Node, e.Message)
 	case "capability_admitted":

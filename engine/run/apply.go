@@ -120,6 +120,9 @@ type Result struct {
 	Rejections []evaluate.Rejection
 	// Delivered are the products delivered, in the order they were.
 	Delivered []Delivered
+	// Accepted maps each product whose acceptance passed in this apply to its acceptance
+	// evidence: the envelope digest of the signed acceptance result (see acceptanceOf).
+	Accepted map[string]digest.Digest
 }
 
 // runner carries one apply.
@@ -194,7 +197,12 @@ func ContainerPrefixOf(runID string) string {
 type nodeResult struct {
 	image executors.Image // seeds
 	step  *cache.Result   // steps and checks
-	tree  digest.Digest   // packages and capabilities: the artifact tree
+	tree  digest.Digest   // packages and capabilities: the artifact tree; an accepted product's service
+
+	// accepted is an accepted product's evidence: the envelope digest of its signed
+	// acceptance result, and the envelope (see acceptanceOf).
+	accepted   digest.Digest
+	acceptance []byte
 }
 
 // Apply runs every node of the plan that has work to do, in dependency order and in
@@ -274,6 +282,7 @@ func Apply(ctx context.Context, ws *workspace.Workspace, g *graph.Graph, p *plan
 	}
 	res.Rejections = r.rejections
 	res.Delivered = r.delivered
+	res.Accepted = r.accepted()
 	res.RunID = run.ID
 	res.Elapsed = time.Since(start)
 	status := state.RunSucceeded
@@ -598,7 +607,11 @@ func (r *runner) settle(ctx context.Context, n *graph.Node) (string, error) {
 		r.caps.settled(n, err)
 		return kind, err
 	case graph.KindProduct:
-		return r.settleProduct(ctx, n)
+		// Accepted first (accept.go), then delivered (deliver.go).
+		if kind, err := r.settleProduct(ctx, n); err != nil {
+			return kind, err
+		}
+		return r.deliverProduct(ctx, n)
 	}
 	return "failed", fmt.Errorf("%s: unknown node kind %s", n.Address, n.Kind)
 }

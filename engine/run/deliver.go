@@ -18,11 +18,13 @@ type Delivered struct {
 	Location string
 }
 
-// settleProduct delivers product n once its steps and checks are settled: the walk starts a
-// product only after all of them, and skips it when one failed, so a product is delivered
-// only after its checks passed. A product the plan did not find granted is refused here
-// too, whatever the caller did with the plan.
-func (r *runner) settleProduct(ctx context.Context, n *graph.Node) (string, error) {
+// deliverProduct delivers product n once its steps and checks are settled and its
+// acceptance passed (settleProduct): the walk starts a product only after its steps and
+// checks, and skips it when one failed; a failed acceptance fails it before this. So a
+// product is delivered only after its checks and acceptance passed, and the release names
+// their signed evidence. A product the plan did not find granted is refused here too,
+// whatever the caller did with the plan.
+func (r *runner) deliverProduct(ctx context.Context, n *graph.Node) (string, error) {
 	dv := n.Product.Deliver
 	if dv == nil {
 		return "", nil
@@ -55,6 +57,13 @@ func (r *runner) settleProduct(ctx context.Context, n *graph.Node) (string, erro
 			c.Envelopes = append(c.Envelopes, env)
 		}
 		req.Checks = append(req.Checks, c)
+	}
+	if n.Product.Accept != nil {
+		d, env, ok := r.acceptanceOf(n.Address)
+		if !ok {
+			return "failed", fmt.Errorf("%s: its acceptance has no passing result; nothing was delivered", n.Address)
+		}
+		req.Checks = append(req.Checks, deliver.Check{Address: n.Address + ".accept", Result: d, Envelopes: [][]byte{env}})
 	}
 	loc, err := r.dlv.Deliver(ctx, req)
 	if err != nil {
