@@ -1,0 +1,3 @@
+module int-sort
+
+go 1.26
