@@ -55,7 +55,7 @@ bench: deps build test-tools
 	bash scripts/bench.sh
 	$(GO) run ./bench/registry
 
-# example runs examples/hello, greeter, int-sort, matrix and reconstruct end to end.
+# example runs examples/hello, greeter, int-sort, matrix, reconstruct and scores end to end.
 example: deps build
 	cd examples/hello && ../../$(BIN) validate && ../../$(BIN) plan && \
 	  ../../$(BIN) apply -auto-approve -progress plain && \
@@ -74,6 +74,13 @@ example: deps build
 	  ../../../$(BIN) apply -auto-approve -progress plain -trust-key ../.foundry/keys/signing.pub && \
 	  ../../../$(BIN) output step.sort /out/sorted.json && \
 	  ../../../$(BIN) plan -detailed-exitcode -trust-key ../.foundry/keys/signing.pub
+	# scores: int-sort admitted, the service accepted across a restart, then delivered to
+	# the directory the operator's grants file (operator/grants.hcl) allows; the release
+	# apply names is verified (receipt, manifest, files, acceptance evidence).
+	cd examples/scores && \
+	  rel=$$(../../$(BIN) apply -auto-approve -progress plain -grants operator/grants.hcl | tee /dev/stderr | \
+	    sed -n 's/^Delivered product.scores to dir:\(.*\)\.$$/\1/p') && test -n "$$rel" && \
+	  ls -l $$rel $$rel/files/srv && ../../$(BIN) verify -key .foundry/keys/signing.pub $$rel
 
 clean:
 	rm -rf bin
