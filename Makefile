@@ -77,9 +77,10 @@ example: deps build
 	# scores: int-sort admitted, the service accepted across a restart, then delivered to
 	# the directory the operator's grants file (operator/grants.hcl) allows; the release
 	# apply names is verified (receipt, manifest, files, acceptance evidence).
-	cd examples/scores && \
-	  rel=$$(../../$(BIN) apply -auto-approve -progress plain -grants operator/grants.hcl | tee /dev/stderr | \
-	    sed -n 's/^Delivered product.scores to dir:\(.*\)\.$$/\1/p') && test -n "$$rel" && \
+	cd examples/scores && mkdir -p .foundry && \
+	  ../../$(BIN) apply -auto-approve -progress plain -grants operator/grants.hcl | \
+	    sed -n -e p -e 's/^Delivered product.scores to dir:\(.*\)\.$$/\1/w .foundry/release' && \
+	  rel=$$(cat .foundry/release) && test -n "$$rel" && \
 	  ls -l $$rel $$rel/files/srv && ../../$(BIN) verify -key .foundry/keys/signing.pub $$rel
 
 clean:
