@@ -26,8 +26,10 @@ test-tools:
 	bash scripts/crane.sh
 	bash scripts/mcp-inspector.sh
 
+# vet also fails on a tracked Go file gofmt would change.
 vet:
 	$(GO) vet ./...
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
 # test runs the whole suite: vet, unit and end-to-end tests, and each fuzz target briefly.
 test: deps test-tools vet build

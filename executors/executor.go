@@ -47,10 +47,15 @@ type Image struct {
 	Workdir string
 }
 
-// Mount makes a host file or directory visible read-only inside the sandbox.
+// Mount makes a host file or directory visible inside the sandbox, read-only unless
+// Writable is set.
 type Mount struct {
 	Source string // host path, already materialized by the engine
 	Target string // absolute path inside the sandbox
+	// Writable mounts Source read-write: only a product acceptance's data volume, a host
+	// directory of the run's scratch that outlives one sandbox (spec/language.md §10).
+	// Steps' inputs are never writable.
+	Writable bool
 }
 
 // Limits bound one action. Zero means "the executor's default", never "unlimited". The

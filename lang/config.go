@@ -326,11 +326,19 @@ type Product struct {
 	Checks    map[string]*Step // acceptance checks: steps that must exit 0
 	Deliver   *Delivery
 	DeclRange hcl.Range
+
+	// Accept, when set, is the acceptance of the service the product assembles: cases
+	// sent through its HTTP interface, across restarts on a persistent data volume.
+	Accept *Acceptance
 }
 
 // Delivery is where a product's artifact goes once its checks pass.
 type Delivery struct {
-	To    string
+	To    string      // as written
+	Dest  Destination // To parsed, a relative path resolved against the project directory
 	Files map[string]*Artifact
+	// Start is the command that starts the delivered product, recorded in its release
+	// manifest with the restart instructions; nil when it declares none.
+	Start []string
 	Range hcl.Range
 }

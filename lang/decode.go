@@ -189,11 +189,7 @@ func (l *loader) decodeCapability(b *hcl.Block) {
 			sort.Strings(c.Effects)
 		}
 	}
-	l.optString(content, "equivalence", ctx, &c.Equivalence)
-	if a := content.Attributes["equivalence"]; a != nil && !contains(equivalences, c.Equivalence) {
-		l.diags = append(l.diags, errorf(a.Expr.Range().Ptr(), "Invalid equivalence",
-			"%q is not an equivalence relation; use one of %s.%s", c.Equivalence, quoteList(equivalences), didYouMean(c.Equivalence, equivalences)))
-	}
+	l.decodeEquivalence(content, ctx, &c.Equivalence)
 	for _, blk := range content.Blocks {
 		switch blk.Type {
 		case "interface":
@@ -231,6 +227,15 @@ func (l *loader) decodeCapability(b *hcl.Block) {
 	l.cfg.Capabilities[c.Name] = c
 }
 
+// decodeEquivalence reads an equivalence attribute, one of equivalences, into dst.
+func (l *loader) decodeEquivalence(content *hcl.BodyContent, ctx *hcl.EvalContext, dst *string) {
+	l.optString(content, "equivalence", ctx, dst)
+	if a := content.Attributes["equivalence"]; a != nil && !contains(equivalences, *dst) {
+		l.diags = append(l.diags, errorf(a.Expr.Range().Ptr(), "Invalid equivalence",
+			"%q is not an equivalence relation; use one of %s.%s", *dst, quoteList(equivalences), didYouMean(*dst, equivalences)))
+	}
+}
+
 func contains(xs []string, x string) bool {
 	for _, y := range xs {
 		if x == y {
@@ -245,13 +250,25 @@ func (l *loader) decodeInterface(b *hcl.Block, ctx *hcl.EvalContext) *Interface 
 	if it.Kind != "cli" && it.Kind != "service" {
 		l.diags = append(l.diags, errorf(b.LabelRanges[0].Ptr(), "Invalid interface kind", "%q is not an interface kind; use \"cli\" or \"service\".%s", it.Kind, didYouMean(it.Kind, []string{"cli", "service"})))
 	}
-	attrs := []hcl.AttributeSchema{{Name: "entrypoint", Required: true}, {Name: "input"}, {Name: "output"}}
-	attrs = append(attrs, hcl.AttributeSchema{Name: "errors"})
-	if it.Kind == "service" {
+	content, diags := l.content(b.Body, &hcl.BodySchema{Attributes: interfaceAttributes(it.Kind)})
+	l.diags = append(l.diags, diags...)
+	l.decodeInterfaceAttributes(it, content, ctx)
+	return it
+}
+
+// interfaceAttributes are the attributes of an interface of kind: a capability's interface
+// block, and a product's accept "service" block, which runs its service the same way.
+func interfaceAttributes(kind string) []hcl.AttributeSchema {
+	attrs := []hcl.AttributeSchema{{Name: "entrypoint", Required: true}, {Name: "input"}, {Name: "output"}, {Name: "errors"}}
+	if kind == "service" {
 		attrs = append(attrs, hcl.AttributeSchema{Name: "port", Required: true}, hcl.AttributeSchema{Name: "ready"})
 	}
-	content, diags := l.content(b.Body, &hcl.BodySchema{Attributes: attrs})
-	l.diags = append(l.diags, diags...)
+	return attrs
+}
+
+// decodeInterfaceAttributes reads the attributes of interfaceAttributes(it.Kind) from
+// content into it.
+func (l *loader) decodeInterfaceAttributes(it *Interface, content *hcl.BodyContent, ctx *hcl.EvalContext) {
 	if a := content.Attributes["entrypoint"]; a != nil {
 		if v, d := l.eval(a.Expr, ctx, nil); !d.HasErrors() {
 			it.Entrypoint = l.stringList(v, a.Expr.Range(), "entrypoint")
@@ -327,7 +344,6 @@ func (l *loader) decodeInterface(b *hcl.Block, ctx *hcl.EvalContext) *Interface 
 			}
 		}
 	}
-	return it
 }
 
 func (l *loader) decodeTolerance(b *hcl.Block, ctx *hcl.EvalContext) *Tolerance {
@@ -366,43 +382,48 @@ func (l *loader) decodeSuite(b *hcl.Block, ctx *hcl.EvalContext, capName string)
 	s.Sealed = s.Name == "sealed"
 	content, diags := l.content(b.Body, &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "cases", Required: true}}})
 	l.diags = append(l.diags, diags...)
-	a := content.Attributes["cases"]
-	if a == nil {
-		return s
+	if a := content.Attributes["cases"]; a != nil {
+		recPath := "capability." + capName + ".suite." + s.Name
+		s.Pattern, s.Files, _ = l.decodeCases(a, ctx, recPath, func(f string) {
+			if s.Sealed {
+				real := filepath.Join(l.in.dir, filepath.FromSlash(f))
+				if rp, err := filepath.EvalSymlinks(real); err == nil {
+					real = rp
+				}
+				l.sealed = append(l.sealed, sealedFile{path: f, real: real, capability: capName})
+			}
+		})
 	}
+	return s
+}
+
+// decodeCases reads a cases attribute: a glob of case files under the project directory,
+// which must match at least one, each read (calling each with it) and recorded together as
+// one input of kind suite at recPath. It returns the pattern, the files matched and the
+// digest recorded.
+func (l *loader) decodeCases(a *hcl.Attribute, ctx *hcl.EvalContext, recPath string, each func(string)) (string, []string, digest.Digest) {
 	v, d := l.eval(a.Expr, ctx, nil)
 	if d.HasErrors() {
-		return s
+		return "", nil, ""
 	}
 	pat, ok := l.str(v, a.Expr.Range(), "cases")
 	if !ok {
-		return s
+		return "", nil, ""
 	}
-	s.Pattern = pat
-	recPath := "capability." + capName + ".suite." + s.Name
 	files, err := l.in.glob(".", pat, recPath)
 	if err != nil {
 		l.diags = append(l.diags, errorf(a.Expr.Range().Ptr(), "Invalid cases pattern", "%v", err))
-		return s
+		return pat, nil, ""
 	}
 	if len(files) == 0 {
 		l.diags = append(l.diags, errorf(a.Expr.Range().Ptr(), "No case files", "The pattern %q matches no files in the project directory.", pat))
 	}
-	s.Files = files
-	sum, errs := l.in.suiteDigest(files, func(f string) {
-		if s.Sealed {
-			real := filepath.Join(l.in.dir, filepath.FromSlash(f))
-			if rp, err := filepath.EvalSymlinks(real); err == nil {
-				real = rp
-			}
-			l.sealed = append(l.sealed, sealedFile{path: f, real: real, capability: capName})
-		}
-	})
+	sum, errs := l.in.suiteDigest(files, each)
 	for _, err := range errs {
 		l.diags = append(l.diags, errorf(a.Expr.Range().Ptr(), "Cannot read case file", "%v", err))
 	}
 	l.in.record(InputRecord{Kind: "suite", Path: recPath, Digest: sum})
-	return s
+	return pat, files, sum
 }
 
 // suiteDigest reads a suite's case files and returns the digest recorded for the suite,
@@ -1032,6 +1053,7 @@ var productSchema = &hcl.BodySchema{
 		{Type: "step", LabelNames: []string{"name"}},
 		{Type: "check", LabelNames: []string{"name"}},
 		{Type: "deliver"},
+		{Type: "accept", LabelNames: []string{"kind"}},
 	},
 }
 
@@ -1056,7 +1078,7 @@ func (l *loader) decodeProduct(b *hcl.Block) {
 		}
 	}
 	scope := newStepScope("product."+p.Name, 0)
-	var checks, delivers []*hcl.Block
+	var checks, delivers, accepts []*hcl.Block
 	for _, blk := range content.Blocks {
 		switch blk.Type {
 		case "step":
@@ -1067,9 +1089,18 @@ func (l *loader) decodeProduct(b *hcl.Block) {
 			}
 		case "deliver":
 			delivers = append(delivers, blk)
+		case "accept":
+			accepts = append(accepts, blk)
 		}
 	}
 	l.decodeSteps(scope, p.Steps)
+	for i, ab := range accepts {
+		if i > 0 {
+			l.diags = append(l.diags, errorf(ab.DefRange.Ptr(), "Duplicate accept block", "A product has one accept block; the first is at %s.", accepts[0].DefRange))
+			continue
+		}
+		p.Accept = l.decodeAccept(ab, p.Name, scope)
+	}
 	sctx := l.baseContext()
 	for _, cb := range checks {
 		if attrs, _ := cb.Body.JustAttributes(); attrs["outputs"] != nil {
@@ -1091,9 +1122,24 @@ func (l *loader) decodeProduct(b *hcl.Block) {
 			continue
 		}
 		d := &Delivery{Range: db.DefRange}
-		dc, diags := l.content(db.Body, &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "to", Required: true}, {Name: "files", Required: true}}})
+		dc, diags := l.content(db.Body, &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "to", Required: true}, {Name: "files", Required: true}, {Name: "start"}}})
 		l.diags = append(l.diags, diags...)
 		l.optString(dc, "to", sctx, &d.To)
+		if a := dc.Attributes["to"]; a != nil && d.To != "" {
+			dest, err := ParseDestination(d.To, l.cfg.Dir)
+			if err != nil {
+				l.diags = append(l.diags, errorAt(a.Expr.Range(), "Invalid destination", "%v. For example \"dir:/srv/releases/%s\"; the operator's grants file must allow it.", err, p.Name))
+			}
+			d.Dest = dest
+		}
+		if a := dc.Attributes["start"]; a != nil {
+			if v, dd := l.eval(a.Expr, sctx, nil); !dd.HasErrors() {
+				d.Start = l.stringList(v, a.Expr.Range(), "start")
+				if len(d.Start) == 0 && v.IsKnown() && !v.IsNull() {
+					l.diags = append(l.diags, errorAt(a.Expr.Range(), "Empty command", "start needs at least the program to run, or leave start out."))
+				}
+			}
+		}
 		if a := dc.Attributes["files"]; a != nil {
 			if v, dd := l.eval(a.Expr, sctx, scope); !dd.HasErrors() {
 				d.Files = l.artifactMap(v, a.Expr.Range(), "files", true, ArtifactStepOutput, ArtifactCapability, ArtifactProjectDir)

@@ -249,6 +249,12 @@ func (l *loader) decodeRest(byType map[string][]*hcl.Block) {
 			suites = append(suites, s)
 		}
 	}
+	// A product's acceptance cases are shown in its failure reports, like dev cases.
+	for _, p := range l.cfg.Products {
+		if p.Accept != nil && p.Accept.Cases != nil {
+			suites = append(suites, p.Accept.Cases)
+		}
+	}
 	l.checkSealed(suites)
 }
 

@@ -28,11 +28,14 @@ const (
 )
 
 // Suites of a capability (spec/capability.md §3): dev and repair are visible to builders,
-// sealed is the evaluator's only.
+// sealed is the evaluator's only. SuiteAcceptance is a product's acceptance cases, run
+// through the interface its user will use (spec/provenance.md): its contract descriptor
+// names the product and its node digest.
 const (
-	SuiteDev    = "dev"
-	SuiteRepair = "repair"
-	SuiteSealed = "sealed"
+	SuiteDev        = "dev"
+	SuiteRepair     = "repair"
+	SuiteSealed     = "sealed"
+	SuiteAcceptance = "acceptance"
 )
 
 // EvaluatorIDPrefix starts every Foundry evaluator id:
@@ -151,10 +154,8 @@ func NewTestResult(e *Evaluation) (*Statement, error) {
 	if err != nil {
 		return nil, fmt.Errorf("test result: candidate: %w", err)
 	}
-	switch e.Suite {
-	case SuiteDev, SuiteRepair, SuiteSealed:
-	default:
-		return nil, fmt.Errorf("test result: suite %q: want %s, %s or %s", e.Suite, SuiteDev, SuiteRepair, SuiteSealed)
+	if !knownSuite(e.Suite) {
+		return nil, fmt.Errorf("test result: suite %q: want %s, %s, %s or %s", e.Suite, SuiteDev, SuiteRepair, SuiteSealed, SuiteAcceptance)
 	}
 	if err := checkURI(e.Evaluator); err != nil {
 		return nil, fmt.Errorf("test result: evaluator: %w", err)
@@ -258,6 +259,14 @@ func NewTestResult(e *Evaluation) (*Statement, error) {
 		return nil, fmt.Errorf("test result: %w", err)
 	}
 	return &Statement{st: st}, nil
+}
+
+func knownSuite(s string) bool {
+	switch s {
+	case SuiteDev, SuiteRepair, SuiteSealed, SuiteAcceptance:
+		return true
+	}
+	return false
 }
 
 // roleRD is a configuration descriptor with annotation foundry_role = role.
@@ -392,10 +401,8 @@ func ParseTestResult(st *intoto.Statement) (*TestResult, error) {
 	if t.Capability == "" || t.ContractDigest == "" {
 		return nil, errors.New("contract descriptor needs a name and a sha256 digest")
 	}
-	switch t.Suite {
-	case SuiteDev, SuiteRepair, SuiteSealed:
-	default:
-		return nil, fmt.Errorf("suite %q: want %s, %s or %s", t.Suite, SuiteDev, SuiteRepair, SuiteSealed)
+	if !knownSuite(t.Suite) {
+		return nil, fmt.Errorf("suite %q: want %s, %s, %s or %s", t.Suite, SuiteDev, SuiteRepair, SuiteSealed, SuiteAcceptance)
 	}
 	if t.SuiteDigest == "" {
 		return nil, errors.New("suite descriptor has no sha256 digest")

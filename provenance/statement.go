@@ -34,6 +34,10 @@ const (
 	BuilderIDPrefix = "https://foundry.dev/builder/"
 )
 
+// CheckResultSubject names the subject of a passed check's provenance: its cache key, the
+// key its passing result is recorded under (a check has no outputs of its own).
+const CheckResultSubject = "result"
+
 // Isolation modes an executor reports.
 const (
 	IsolationContainer = "container" // OCI sandbox: own namespaces, read-only rootfs, limits

@@ -555,6 +555,8 @@ func (v *verifier) predicate(r *AttestationReport, st *intoto.Statement, want st
 		v.testResult(r, st)
 	case PredicateVSA:
 		v.summary(r, st, want, depth)
+	case PredicateDeliveryReceipt:
+		v.receipt(r, st, want, depth)
 	default:
 		// Evidence of another kind: accepted for what it is; only a required type can
 		// make it count (see artifact).
@@ -565,6 +567,11 @@ func (v *verifier) predicate(r *AttestationReport, st *intoto.Statement, want st
 // provenance checks a SLSA Provenance v1 statement: predicate, buildType, builder, signer,
 // and the Foundry-produced dependencies.
 func (v *verifier) provenance(r *AttestationReport, st *intoto.Statement, depth int) {
+	v.provenanceOf(r, st, depth, !v.opts.Policy.SkipDependencies)
+}
+
+// provenanceOf is provenance, following the dependencies only when deps is set.
+func (v *verifier) provenanceOf(r *AttestationReport, st *intoto.Statement, depth int, deps bool) {
 	prov, err := ParseProvenance(st)
 	if err != nil {
 		r.fail("predicate", CodePredicate, "%v", err)
@@ -585,10 +592,8 @@ func (v *verifier) provenance(r *AttestationReport, st *intoto.Statement, depth 
 	if !v.signerMay(r, r.BuilderID) {
 		return
 	}
-	if !v.opts.Policy.SkipDependencies {
-		if !v.dependencies(r, prov, depth) {
-			return
-		}
+	if deps && !v.dependencies(r, prov, depth) {
+		return
 	}
 	r.OK = true
 }

@@ -73,18 +73,6 @@ func Publish(ctx context.Context, dst Store, src *store.Store, c Capability) (di
 	if err != nil {
 		return "", fmt.Errorf("publish %s: contract: %w", c.Name, err)
 	}
-	tree, err := src.ReadManifest(c.Tree)
-	if err != nil {
-		return "", fmt.Errorf("publish %s: %w", c.Name, err)
-	}
-	layer, err := putLayer(ctx, dst, src, tree)
-	if err != nil {
-		return "", fmt.Errorf("publish %s: layer: %w", c.Name, err)
-	}
-	cfg := descriptorOf(MediaTypeContract, config)
-	if err := putBytes(ctx, dst, cfg.Digest, config); err != nil {
-		return "", fmt.Errorf("publish %s: contract: %w", c.Name, err)
-	}
 	ann := map[string]string{}
 	for k, v := range c.Annotations {
 		ann[k] = v
@@ -93,20 +81,65 @@ func Publish(ctx context.Context, dst Store, src *store.Store, c Capability) (di
 	ann[AnnotationVersion] = c.Version
 	ann[AnnotationTarget] = c.Target
 	ann[AnnotationTree] = string(c.Tree)
-	ann[AnnotationContract] = string(cfg.Digest)
-	m := Manifest{SchemaVersion: 2, MediaType: MediaTypeManifest, ArtifactType: ArtifactTypeCapability,
-		Config: cfg, Layers: []Descriptor{layer}, Annotations: ann}
-	raw, err := json.Marshal(m)
-	if err != nil {
-		return "", fmt.Errorf("publish %s: manifest: %w", c.Name, err)
-	}
-	md, err := dst.PutManifest(ctx, raw, MediaTypeManifest)
+	ann[AnnotationContract] = string(digest.FromBytes(config))
+	md, err := putArtifact(ctx, dst, src, ArtifactTypeCapability, MediaTypeContract, config, c.Tree, ann, c.Tag)
 	if err != nil {
 		return "", fmt.Errorf("publish %s: %w", c.Name, err)
 	}
-	if c.Tag != "" {
-		if err := dst.Tag(ctx, c.Tag, md); err != nil {
-			return "", fmt.Errorf("publish %s: %w", c.Name, err)
+	return md, nil
+}
+
+// The release artifact: a product's delivered release in an OCI destination
+// (spec/artifact.md).
+const (
+	// ArtifactTypeRelease is the artifactType of a release manifest.
+	ArtifactTypeRelease = "application/vnd.foundry.release.v1"
+	// MediaTypeRelease is its config's media type: the release manifest (release.json), as
+	// its exact bytes.
+	MediaTypeRelease = "application/vnd.foundry.release.v1+json"
+)
+
+// PublishRelease stores a release in dst: the release manifest's exact bytes as config,
+// the delivered files as one layer (the same deterministic tar as a capability's), the
+// tree digest and title as annotations, untagged. The same release gives the same manifest
+// digest, and storing it again stores nothing new.
+func PublishRelease(ctx context.Context, dst Store, src *store.Store, name string, release []byte, tree digest.Digest) (digest.Digest, error) {
+	ann := map[string]string{AnnotationTitle: name, AnnotationTree: string(tree)}
+	md, err := putArtifact(ctx, dst, src, ArtifactTypeRelease, MediaTypeRelease, release, tree, ann, "")
+	if err != nil {
+		return "", fmt.Errorf("publish release of %s: %w", name, err)
+	}
+	return md, nil
+}
+
+// putArtifact stores an artifact manifest of artifactType with config (of configType) and
+// the tree as its layer, then points tag at it when tag is set.
+func putArtifact(ctx context.Context, dst Store, src *store.Store, artifactType, configType string, config []byte, tree digest.Digest, ann map[string]string, tag string) (digest.Digest, error) {
+	files, err := src.ReadManifest(tree)
+	if err != nil {
+		return "", err
+	}
+	layer, err := putLayer(ctx, dst, src, files)
+	if err != nil {
+		return "", fmt.Errorf("layer: %w", err)
+	}
+	cfg := descriptorOf(configType, config)
+	if err := putBytes(ctx, dst, cfg.Digest, config); err != nil {
+		return "", fmt.Errorf("config: %w", err)
+	}
+	m := Manifest{SchemaVersion: 2, MediaType: MediaTypeManifest, ArtifactType: artifactType,
+		Config: cfg, Layers: []Descriptor{layer}, Annotations: ann}
+	raw, err := json.Marshal(m)
+	if err != nil {
+		return "", fmt.Errorf("manifest: %w", err)
+	}
+	md, err := dst.PutManifest(ctx, raw, MediaTypeManifest)
+	if err != nil {
+		return "", err
+	}
+	if tag != "" {
+		if err := dst.Tag(ctx, tag, md); err != nil {
+			return "", err
 		}
 	}
 	return md, nil

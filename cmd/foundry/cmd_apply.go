@@ -43,6 +43,11 @@ interrupted, and apply exits 1 saying so. A killed apply (SIGKILL, a crash) leav
 half-written results either. Run it again and it finishes the work, without re-running the
 steps that had completed, after removing whatever the killed run left.
 
+A product with a deliver block is delivered once its steps and checks pass, to a destination
+the operator's grants file allows (-grants FILE, else .foundry/grants.hcl): a plan with a
+product that needs a grant is refused before anything runs, naming the grant to add. The
+release gets a signed delivery receipt that 'foundry verify' checks (spec/grants.md).
+
 Without -auto-approve, apply shows the plan and asks for confirmation on a terminal; a
 saved plan is its own approval.
 
@@ -67,6 +72,7 @@ is stale or the apply was interrupted, 2 usage error.`,
 			var sel selectFlags
 			sel.register(fs, true)
 			keyPath := fs.String("signing-key", "", "private key `FILE` that signs provenance (default $FOUNDRY_SIGNING_KEY, else the project's .foundry/keys/signing.key, made on first use)")
+			grants := registerGrants(fs)
 			return func(env *cliEnv, args []string) int {
 				if len(args) > 1 {
 					fmt.Fprintln(env.stderr, "foundry apply: want at most one DIR or PLANFILE")
@@ -124,7 +130,7 @@ is stale or the apply was interrupted, 2 usage error.`,
 				ctx, stop := notifyInterrupt(context.Background())
 				defer stop()
 				_, code := applyProject(ctx, env, applyRequest{
-					dir: dir, g: g, sel: sel.selection(), trust: trust, signingKey: *keyPath,
+					dir: dir, g: g, sel: sel.selection(), trust: trust, signingKey: *keyPath, grants: *grants,
 					parallelism: *par, ex: &ex, ask: saved == nil && !*auto,
 					events: func() (func(event.Event), func(), error) {
 						pr, err := newProgress(*prog, env.stderr)
@@ -148,6 +154,7 @@ type applyRequest struct {
 	sel         plan.Selection
 	trust       []string // -trust-key files, beside the project's own key
 	signingKey  string   // -signing-key, "" for the default
+	grants      string   // -grants, "" for the project's default grants file
 	parallelism int
 	ex          *executorFlags
 	ask         bool // show the plan and ask for approval on a terminal first
@@ -168,6 +175,11 @@ type applyOutcome struct {
 // interruption is ctx's cancellation with an *interruption as its cause.
 func applyProject(ctx context.Context, env *cliEnv, req applyRequest) (out applyOutcome, code int) {
 	dir, g := req.dir, req.g
+	grants, ok := loadGrants(env, "apply", dir, req.grants)
+	if !ok {
+		return out, exitError
+	}
+	req.sel.Grants = grants
 	ws, err := workspace.Open(dir)
 	if err != nil {
 		fmt.Fprintf(env.stderr, "foundry apply: %v\n", err)
@@ -202,6 +214,10 @@ func applyProject(ctx context.Context, env *cliEnv, req applyRequest) (out apply
 		return out, exitError
 	}
 	out.plan = planned
+	// Before anything runs: a delivery no grant allows is refused with nothing written.
+	if !refuseUngranted(env, "apply", planned, grants, dir) {
+		return out, exitError
+	}
 	// A saved plan is current (the caller checked it, for the same graph) and is its own
 	// approval.
 	if req.ask {
@@ -256,6 +272,9 @@ func applyProject(ctx context.Context, env *cliEnv, req applyRequest) (out apply
 	}
 	for _, f := range res.Failed {
 		failureReport(env.stderr, f)
+	}
+	for _, d := range res.Delivered {
+		fmt.Fprintf(env.stdout, "Delivered %s to %s.\n", d.Product, d.Location)
 	}
 	fmt.Fprintf(env.stdout, "Apply %s: %d executed, %d cached, %d failed, %d skipped in %s.\n",
 		map[bool]string{true: "complete", false: "failed"}[len(res.Failed) == 0 && planned.Summary.Missing == 0],

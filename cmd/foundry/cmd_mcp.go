@@ -34,8 +34,15 @@ Tools (each project tool is the code of the command of its name):
                 against the project's attestations, with the trusted keys
   capabilities  the project's capabilities by name: contract digest, admitted version,
                 evidence status
+  jobs          the reconstruction jobs, their budgets and spend, and the round that
+                waits for a proposal
+  job_brief     the brief of a job's waiting round (JOB): what a builder finds at /job,
+                with earlier rounds' counterexamples; never a sealed case
   apply         only with -allow apply: plan and apply, auto-approved, under this
                 command's settings
+  propose       only with -allow propose: send files as the proposal for a job's waiting
+                round; the apply running it evaluates it, and admits it only on a sealed
+                pass
   cap_NAME      one per admitted capability of the project (a verified, unquarantined
                 version in its registry): call it once in a fresh sandbox with no
                 network; its schemas are the contract's, lowered to the portable subset

@@ -27,6 +27,8 @@ graph and says, for every node, what apply would do with it:
   @  registry  a capability pinned to an admitted version by digest
   !  missing   cannot be produced; the reason says why
   ?  alternative  a recipe kept as a fallback for its capability
+  #  needs-grant   a product whose deliver destination no grant allows: apply refuses
+               it; the operator's grants file (-grants, or .foundry/grants.hcl) can allow it
 
 Nothing is executed and nothing is written, except the plan file with -out.
 
@@ -51,10 +53,15 @@ means nothing to do), 4 internal error.`,
 			fs.Var(&trust, "trust-key", "also trust this public key `PEM` for admitted capabilities in the registry (repeatable; the project's own key is always trusted)")
 			var sel selectFlags
 			sel.register(fs, true)
+			grantsFile := registerGrants(fs)
 			return func(env *cliEnv, args []string) int {
 				dir, ok := projectDir(env, "plan", args)
 				if !ok {
 					return exitUsage
+				}
+				grants, ok := loadGrants(env, "plan", dir, *grantsFile)
+				if !ok {
+					return exitError
 				}
 				g, diags := loadGraph(env, dir, &v, *jsonOut)
 				if g == nil {
@@ -63,7 +70,9 @@ means nothing to do), 4 internal error.`,
 					}
 					return exitError
 				}
-				p, err := planWithCache(dir, g, trust, sel.selection())
+				selection := sel.selection()
+				selection.Grants = grants
+				p, err := planWithCache(dir, g, trust, selection)
 				if err != nil {
 					fmt.Fprintf(env.stderr, "foundry plan: %v\n", err)
 					return planError(err)

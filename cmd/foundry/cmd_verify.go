@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/foundry-build/foundry/digest"
+	"github.com/foundry-build/foundry/engine/deliver"
 	"github.com/foundry-build/foundry/provenance"
 	"github.com/foundry-build/foundry/registry"
 )
@@ -56,6 +57,15 @@ whole chain, each link reported as PASS or FAIL:
                      or else the artifact's own; its Foundry-produced inputs in turn
 A changed, missing or substituted envelope has another digest and breaks the chain.
 
+A release directory that a product's delivery wrote (DEST/<hex>, holding release.json,
+files/, evidence/ and receipt.intoto.json) is verified by its delivery receipt
+(https://foundry.dev/delivery-receipt/v1, the default type for it; no -attestations needed):
+  release     the receipt is for the files' tree, recomputed, and for the release whose
+              manifest is release.json, by the digest of its bytes
+  acceptance  every acceptance envelope it lists (the checks' provenance, in evidence/) is
+              found by its envelope digest and verifies
+A changed byte in a delivered file, in release.json or in the receipt refuses it.
+
 The artifact is verified when, for each required predicate type (-type, the policy, or by
 default https://slsa.dev/provenance/v1), at least one candidate passed every check. A
 refused candidate never counts, and never spoils a good one.
@@ -75,6 +85,7 @@ Examples:
       -attestations .foundry/attestations build/tool
   foundry verify -key foundry.pub -attestations .foundry/attestations \
       -type https://slsa.dev/verification_summary/v1 sha256:4f2a...
+  foundry verify -key .foundry/keys/signing.pub /srv/releases/app/3c1f...   # a release
 
 The same envelope verifies with cosign:
   cosign verify-blob-attestation --key foundry.pub --signature int-sort.intoto.json \
@@ -105,9 +116,9 @@ check failed and why) or a key, policy or artifact could not be read, 2 usage er
 				if len(args) == 0 {
 					return usage("no ARTIFACT to verify")
 				}
-				ociRefs := 0
+				ociRefs := 0 // and releases: they bring their own attestations
 				for _, a := range args {
-					if isOCIRef(a) {
+					if isOCIRef(a) || isRelease(a) {
 						ociRefs++
 					}
 				}
@@ -211,6 +222,9 @@ check failed and why) or a key, policy or artifact could not be read, 2 usage er
 // With vsaDefault (no -type, no policy), a reference also requires a verification summary.
 // Skipped referrers are noted on notes, when it is not nil.
 func verifySubject(ctx context.Context, a string, opts *provenance.Options, vsaDefault bool, notes io.Writer) (provenance.Subject, error) {
+	if isRelease(a) {
+		return releaseSubject(a, opts, vsaDefault)
+	}
 	if !isOCIRef(a) {
 		d, err := artifactDigest(a)
 		if err != nil {
@@ -232,6 +246,54 @@ func verifySubject(ctx context.Context, a string, opts *provenance.Options, vsaD
 		opts.Policy.PredicateTypes = appendNew(opts.Policy.PredicateTypes, provenance.PredicateVSA)
 	}
 	return subj, nil
+}
+
+// isRelease reports whether a is the directory of a delivered release (spec/grants.md):
+// it holds a release manifest and its files.
+func isRelease(a string) bool {
+	fi, err := os.Stat(filepath.Join(a, deliver.ManifestFile))
+	if err != nil || !fi.Mode().IsRegular() {
+		return false
+	}
+	fi, err = os.Stat(filepath.Join(a, deliver.FilesDir))
+	return err == nil && fi.IsDir()
+}
+
+// releaseSubject is what verifying the release in directory a means: its files, by the tree
+// digest recomputed here, delivered as the release its manifest's bytes hash to; the
+// receipt beside them and the acceptance envelopes it brings are added to opts, and with
+// vsaDefault a delivery receipt is required. A changed byte in the files, the manifest or
+// the receipt then breaks the signed binding.
+func releaseSubject(a string, opts *provenance.Options, vsaDefault bool) (provenance.Subject, error) {
+	b, err := os.ReadFile(filepath.Join(a, deliver.ManifestFile))
+	if err != nil {
+		return provenance.Subject{}, fmt.Errorf("release %s: %w", a, err)
+	}
+	_, tree, err := digest.Dir(filepath.Join(a, deliver.FilesDir))
+	if err != nil {
+		return provenance.Subject{}, fmt.Errorf("release %s: %w", a, err)
+	}
+	add := func(p string) error {
+		env, err := os.ReadFile(p)
+		if err != nil {
+			return fmt.Errorf("release %s: %w", a, err)
+		}
+		opts.Attestations = append(opts.Attestations, provenance.Attestation{Source: p, Envelope: env})
+		return nil
+	}
+	if err := add(filepath.Join(a, deliver.ReceiptFile)); err != nil {
+		return provenance.Subject{}, err
+	}
+	evidence, _ := filepath.Glob(filepath.Join(a, deliver.EvidenceDir, "*.intoto.json"))
+	for _, p := range evidence {
+		if err := add(p); err != nil {
+			return provenance.Subject{}, err
+		}
+	}
+	if vsaDefault {
+		opts.Policy.PredicateTypes = appendNew(opts.Policy.PredicateTypes, provenance.PredicateDeliveryReceipt)
+	}
+	return provenance.Subject{Name: a, Digest: string(tree), Manifest: string(digest.FromBytes(b))}, nil
 }
 
 // verifySubjects verifies subjects under opts: when no directory of attestations was given,

@@ -73,8 +73,9 @@ func newMCPServer(cfg *mcpConfig) (*mcpServer, error) {
 	if cfg.allow["apply"] {
 		s.addApplyTool()
 	}
+	s.addJobTools()
 	if cfg.allow["propose"] {
-		s.log.Info("-allow propose: this build serves no reconstruction tools yet (jobs, job_brief, propose)")
+		s.addProposeTool()
 	}
 	s.refreshCapabilityTools(context.Background())
 	s.log.Info("serving", "project", cfg.dir, "tools", strings.Join(append(slices.Clone(s.tools), s.capTools...), ","), "allow", strings.Join(allowList(cfg.allow), ","))

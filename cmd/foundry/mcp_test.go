@@ -11,8 +11,13 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// readTools are the tools every server has; apply needs -allow apply.
-var readTools = []string{"capabilities", "explain", "logs", "plan", "status", "validate", "verify"}
+// readTools are the tools every server has; apply needs -allow apply, propose -allow propose.
+var readTools = []string{"capabilities", "explain", "job_brief", "jobs", "logs", "plan", "status", "validate", "verify"}
+
+// withTools is readTools and more, sorted as tools/list is.
+func withTools(more ...string) []string {
+	return slices.Sorted(slices.Values(append(slices.Clone(readTools), more...)))
+}
 
 // The lifecycle: the client's initialize names a version; the server answers with it when it
 // serves it, else with its newest; its capabilities declare tools, whose list changes when an
@@ -159,14 +164,16 @@ func TestMCPAllowGating(t *testing.T) {
 	if slices.Contains(without, "apply") {
 		t.Errorf("apply offered without -allow apply: %v", without)
 	}
-	// propose is accepted for the reconstruction tools to come, and adds none yet.
-	if got := toolNames(listTools(t, connectMCP(t, testMCPConfig(t, dir, "propose"), ""))); !slices.Equal(got, readTools) {
+	if slices.Contains(without, "propose") {
+		t.Errorf("propose offered without -allow propose: %v", without)
+	}
+	if got := toolNames(listTools(t, connectMCP(t, testMCPConfig(t, dir, "propose"), ""))); !slices.Equal(got, withTools("propose")) {
 		t.Errorf("-allow propose: tools %v", got)
 	}
 	cs := connectMCP(t, testMCPConfig(t, dir, "apply,propose"), "")
 	tools := listTools(t, cs)
-	if got := toolNames(tools); !slices.Equal(got, append([]string{"apply"}, readTools...)) {
-		t.Errorf("-allow apply: tools %v", got)
+	if got := toolNames(tools); !slices.Equal(got, withTools("apply", "propose")) {
+		t.Errorf("-allow apply,propose: tools %v", got)
 	}
 	for _, tool := range tools {
 		if tool.Name != "apply" {

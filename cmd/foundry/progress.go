@@ -130,12 +130,18 @@ func (p *progress) plain(e event.Event) {
 		fmt.Fprintf(p.w, "  --  %s skipped: %s\n", e.Node, e.Message)
 	case "suite_evaluated":
 		fmt.Fprintf(p.w, "  eval %s: %s\n", e.Node, e.Message)
+	case "product_accepted":
+		fmt.Fprintf(p.w, "  ACC %s: %s\n", e.Node, e.Message)
+	case "acceptance_failed":
+		fmt.Fprintf(p.w, "  NOT ACCEPTED %s: %s\n", e.Node, e.Message)
 	case "candidate_rejected":
 		fmt.Fprintf(p.w, "  REJ %s:\n%s\n", e.Node, e.Message)
 	case "capability_admitted":
 		fmt.Fprintf(p.w, "  ADM %s: %s\n", e.Node, e.Message)
 	case "effect_reconciled":
 		fmt.Fprintf(p.w, "  REC %s: %s\n", e.Node, e.Message)
+	case "product_delivered":
+		fmt.Fprintf(p.w, "  DLV %s: %s\n", e.Node, e.Message)
 	case "capability_pinned":
 		fmt.Fprintf(p.w, "  @   %s pinned to %s\n", e.Node, e.Message)
 	case "pin_refused":

@@ -15,7 +15,7 @@ import (
 	"github.com/foundry-build/foundry/engine/cache"
 	"github.com/foundry-build/foundry/engine/event"
 	"github.com/foundry-build/foundry/engine/graph"
-	"github.com/foundry-build/foundry/engine/state"
+	"github.com/foundry-build/foundry/engine/outbox"
 	"github.com/foundry-build/foundry/engine/workspace"
 	"github.com/foundry-build/foundry/executors"
 	"github.com/foundry-build/foundry/lang"
@@ -29,7 +29,7 @@ const PolicyURI = "https://foundry.dev/policy/admission/v1"
 
 // FaultAfterDispatch is the fault point (engine/run's FaultInjector) between a publish's
 // dispatch, recorded in the outbox, and the publish itself.
-const FaultAfterDispatch = "after-dispatch"
+const FaultAfterDispatch = outbox.FaultAfterDispatch
 
 // An Admitter admits, in one run, the candidates that passed evaluation, and pulls the
 // admitted versions the plan pinned. It takes from the run only what it is given here.
@@ -90,46 +90,32 @@ func (ad *Admitter) Admit(ctx context.Context, n *graph.Node, c *Candidate) (str
 		inputs = append(inputs, provenance.Attestation{Source: "evaluation", Envelope: env})
 	}
 	dest := ad.Registry.String()
-	id, err := state.EffectID(ad.Graph.Config.Project.Name, string(tree), n.Address, "publish", dest)
+	var m digest.Digest
+	ob := &outbox.Outbox{State: ad.Workspace.State, RunID: ad.RunID, Fault: ad.Fault}
+	ref, err := ob.Do(ctx, &outbox.Effect{
+		Project: ad.Graph.Config.Project.Name, Revision: string(tree), Address: n.Address, Kind: "publish", Destination: dest,
+		Perform: func(ctx context.Context) (string, error) {
+			var err error
+			if m, err = ad.publish(ctx, n, c, provEnvs, inputs); err != nil {
+				return "", err
+			}
+			return dest + "@" + string(m), nil
+		},
+		// Admit is called when the plan found no admitted version: a publish recorded as
+		// succeeded (the registry lost it, or its evidence no longer binds it) or whose
+		// outcome was lost is not there. Publishing is idempotent (content-addressed;
+		// attaching adds what is missing), so it is published again.
+		Find: func(context.Context) (string, bool, error) {
+			return "publishing is idempotent, so it is published again", false, nil
+		},
+		Reconciled: func(msg string) {
+			ad.Emit(event.Event{Type: "effect_reconciled", Node: n.Address, Recipe: recipe, Message: msg})
+		},
+	})
 	if err != nil {
 		return "", "", err
 	}
-	eff, _, err := ad.Workspace.State.EffectIntent(ctx, state.Effect{ID: id, RunID: ad.RunID, Address: n.Address, Kind: "publish", Destination: dest})
-	if err != nil {
-		return "", "", err
-	}
-	switch eff.Status {
-	case state.EffectSucceeded:
-		// An earlier apply recorded this publish, yet the plan found no admitted version:
-		// the registry lost it, or its evidence no longer binds it. Publishing is idempotent
-		// (content-addressed; attaching adds what is missing), so it is published again.
-		m, err := ad.publish(ctx, n, c, provEnvs, inputs)
-		if err != nil {
-			return "", "", err
-		}
-		return dest + "@" + string(m), m, nil
-	case state.EffectUnknown:
-		// An apply that died after dispatching this publish left its outcome unknown. The
-		// reconciliation of a publish is to publish again, for the same reason.
-		why := fmt.Sprintf("reconciled by run %s: run %s died after dispatching it; publishing is idempotent, so it is published again", ad.RunID, eff.RunID)
-		if err := ad.Workspace.State.ResolveEffect(ctx, id, state.EffectFailed, why); err != nil {
-			return "", "", err
-		}
-		ad.Emit(event.Event{Type: "effect_reconciled", Node: n.Address, Recipe: recipe, Message: fmt.Sprintf("the publish to %s that run %s dispatched has an unknown outcome; publishing is idempotent, so it is published again", dest, eff.RunID)})
-	}
-	if err := ad.Workspace.State.EffectDispatching(ctx, id, ad.RunID); err != nil {
-		return "", "", err
-	}
-	ad.Fault(FaultAfterDispatch, n.Address)
-	m, err := ad.publish(ctx, n, c, provEnvs, inputs)
-	if err != nil {
-		ad.Workspace.State.EffectFinished(context.WithoutCancel(ctx), id, state.EffectFailed, err.Error())
-		return "", "", err
-	}
-	ref := dest + "@" + string(m)
-	if err := ad.Workspace.State.EffectFinished(ctx, id, state.EffectSucceeded, ref); err != nil {
-		return "", "", err
-	}
+	// The reference returned is the one this publish wrote, never a row's result.
 	return ref, m, nil
 }
 

@@ -4,6 +4,10 @@
 // its loopback) and judged by engine/verdict, and a signed test result per suite. It also
 // lists the project's sealed verdicts and withdraws one (Verdicts, WithdrawVerdict).
 //
+// It accepts products too (Accept): a product's service run as a service candidate is, with
+// a persistent data volume kept across the restarts its cases ask for, judged by the accept
+// block's contract, and signed as a test result of suite acceptance.
+//
 // It holds invariants 1, 3 and 9 of ARCHITECTURE.md for its part: the only test results
 // it signs are of what its own sandboxes observed (no network but the loopback, the
 // evaluation limits); the sealed suite runs once per candidate, contract and suite digest,

@@ -43,10 +43,10 @@ type Evaluator struct {
 	Scratch, ContainerPrefix string
 	Emit                     func(event.Event) // suite_evaluated
 
-	// The signed sealed test results of the attestation directory, read once; resultsRead
-	// is cleared when the Evaluator signs another.
+	// The signed test results of the attestation directory, read once; resultsRead is
+	// cleared when the Evaluator signs one that a later lookup must find.
 	resultsMu   sync.Mutex
-	sealedSeen  []provenance.SignedTestResult
+	resultsSeen []provenance.SignedTestResult
 	resultsRead bool
 }
 
@@ -212,13 +212,14 @@ func suiteDigest(cases []suiteCase) digest.Digest {
 	return digest.FromBytes([]byte(strings.Join(ds, "\n")))
 }
 
-// sealedResults are the signed sealed test results in the attestation directory that verify
-// with the trusted keys: the evidence of what the evaluator observed, read once per run.
-func (ev *Evaluator) sealedResults() ([]provenance.SignedTestResult, error) {
+// signedResults are the signed test results in the attestation directory that verify with
+// the trusted keys: the evidence of what the evaluator observed, read once per run and
+// again after the Evaluator signs another.
+func (ev *Evaluator) signedResults() ([]provenance.SignedTestResult, error) {
 	ev.resultsMu.Lock()
 	defer ev.resultsMu.Unlock()
 	if ev.resultsRead {
-		return ev.sealedSeen, nil
+		return ev.resultsSeen, nil
 	}
 	pub, err := provenance.NewVerifier("signing key "+ev.Attester.Signer.KeyID(), ev.Attester.Signer.PublicKey())
 	if err != nil {
@@ -228,18 +229,28 @@ func (ev *Evaluator) sealedResults() ([]provenance.SignedTestResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	ev.sealedSeen = nil
-	for _, t := range all {
-		if t.Suite == provenance.SuiteSealed {
-			ev.sealedSeen = append(ev.sealedSeen, t)
-		}
-	}
-	ev.resultsRead = true
-	return ev.sealedSeen, nil
+	ev.resultsSeen, ev.resultsRead = all, true
+	return all, nil
 }
 
-// sealedSigned marks the cached sealed results stale: the Evaluator has just signed another.
-func (ev *Evaluator) sealedSigned() {
+// sealedResults are the signed sealed test results (signedResults).
+func (ev *Evaluator) sealedResults() ([]provenance.SignedTestResult, error) {
+	all, err := ev.signedResults()
+	if err != nil {
+		return nil, err
+	}
+	var sealed []provenance.SignedTestResult
+	for _, t := range all {
+		if t.Suite == provenance.SuiteSealed {
+			sealed = append(sealed, t)
+		}
+	}
+	return sealed, nil
+}
+
+// resultsSigned marks the cached results stale: the Evaluator has just signed another
+// that a later lookup must see.
+func (ev *Evaluator) resultsSigned() {
 	ev.resultsMu.Lock()
 	ev.resultsRead = false
 	ev.resultsMu.Unlock()
@@ -356,7 +367,7 @@ func (ev *Evaluator) Evaluate(ctx context.Context, n *graph.Node, recipe string,
 	if err := ev.Workspace.State.RecordVerdict(ctx, v); err != nil {
 		return nil, err
 	}
-	ev.sealedSigned()
+	ev.resultsSigned()
 	if rej != nil {
 		// The state's index of disclosed cases, for the operator (the evidence is the
 		// signed result's disclosure).
@@ -470,7 +481,7 @@ func (ev *Evaluator) runSuite(ctx context.Context, n *graph.Node, recipe string,
 		var shown string
 		var err error
 		if capb.Interface.Kind == "service" {
-			v, shown, err = ev.runServiceCase(ctx, capb, img, sc.c)
+			v, shown, err = ev.runServiceCase(ctx, capb, img, sc.c, nil)
 		} else {
 			v, err = ev.runCase(ctx, capb, img, sc.c)
 			shown = string(sc.c.Input)

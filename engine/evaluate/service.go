@@ -27,20 +27,51 @@ type serviceRun struct {
 	judged  bool            // verdict is set
 }
 
-// runServiceCase runs one service case in a fresh sandbox: the entrypoint is started with
-// no network but its own loopback, the evaluator waits until it is ready (its ready path
-// answers 2xx, or its port accepts a connection), then sends the case's requests in order
-// from inside the sandbox's network namespace and judges each response. The first failing
-// request decides; the candidate is then stopped. It returns the verdict and, for a
+// volume is a data volume: a host directory mounted read-write in every instance of one
+// case, so that what one instance writes the next one reads.
+type volume struct {
+	source, target string
+}
+
+// runServiceCase runs one service case: the requests up to the first restart in a fresh
+// sandbox, and after each restart the next ones in another, on the same data volume when
+// vol is set (a capability's cases have neither). The first failing request, or an instance
+// that ends before its requests are answered, decides. It returns the verdict and, for a
 // counterexample, the request that failed.
-func (ev *Evaluator) runServiceCase(ctx context.Context, capb *lang.Capability, img executors.Image, c *verdict.Case) (verdict.Verdict, string, error) {
+func (ev *Evaluator) runServiceCase(ctx context.Context, capb *lang.Capability, img executors.Image, c *verdict.Case, vol *volume) (verdict.Verdict, string, error) {
+	for from := 0; ; {
+		to := from
+		for to < len(c.Requests) && !c.Requests[to].Restart {
+			to++
+		}
+		v, failing, err := ev.runInstance(ctx, capb, img, c, from, to, vol)
+		if err != nil || !v.Pass || to == len(c.Requests) {
+			return v, failing, err
+		}
+		from = to + 1
+	}
+}
+
+// runInstance runs one instance of a service case's service in a fresh sandbox: the
+// entrypoint is started with no network but its own loopback (and vol mounted, when set),
+// the evaluator waits until it is ready (its ready path answers 2xx, or its port accepts a
+// connection), then sends requests [from, to) of the case in order from inside the
+// sandbox's network namespace and judges each response. The first failing request
+// decides; the instance is then stopped.
+func (ev *Evaluator) runInstance(ctx context.Context, capb *lang.Capability, img executors.Image, c *verdict.Case, from, to int, vol *volume) (verdict.Verdict, string, error) {
 	// The service's own output only explains a failure.
 	stdout := capped.NewBuffer(64 << 10)
 	stderr := capped.NewBuffer(64 << 10)
 	addr := fmt.Sprintf("127.0.0.1:%d", capb.Interface.Port)
-	run := &serviceRun{}
-	xr, err := ev.runCandidate(ctx, capb, img, executors.Action{Stdout: stdout, Stderr: stderr,
-		Attach: func(ctx context.Context, dial executors.Dialer) { drive(ctx, capb, c, addr, dial, run) }})
+	run := &serviceRun{next: from}
+	a := executors.Action{Stdout: stdout, Stderr: stderr,
+		Attach: func(ctx context.Context, dial executors.Dialer) {
+			drive(ctx, capb, c.Requests[:to], from, addr, dial, run)
+		}}
+	if vol != nil {
+		a.Mounts = []executors.Mount{{Source: vol.source, Target: vol.target, Writable: true}}
+	}
+	xr, err := ev.runCandidate(ctx, capb, img, a)
 	if errors.Is(err, executors.ErrNotStarted) {
 		return notStarted(err, nil), "(startup)", nil
 	}
@@ -48,7 +79,7 @@ func (ev *Evaluator) runServiceCase(ctx context.Context, capb *lang.Capability, 
 		return verdict.Verdict{}, "", fmt.Errorf("running case %s: %w", c.Name, err)
 	}
 	failing := ""
-	if run.next < len(c.Requests) {
+	if run.next < to {
 		failing = fmt.Sprintf("request %d of %d: %s", run.next+1, len(c.Requests), c.Requests[run.next].Describe())
 	}
 	if run.judged {
@@ -56,6 +87,9 @@ func (ev *Evaluator) runServiceCase(ctx context.Context, capb *lang.Capability, 
 	}
 	// No response decided the case: the candidate ended (or never became ready) first.
 	stage, want := "before it was ready", "ready on "+addr
+	if from > 0 {
+		stage += fmt.Sprintf(" again after the restart at request %d of %d", from, len(c.Requests))
+	}
 	if run.ready {
 		stage, want = "while answering "+failing, "an answer to "+failing
 	}
@@ -81,10 +115,10 @@ func (ev *Evaluator) runServiceCase(ctx context.Context, capb *lang.Capability, 
 	return v, failing, nil
 }
 
-// drive waits for the service to be ready and sends the case's requests, recording what it
-// saw in run. It returns when a response fails, every request has passed, or ctx ends (the
-// candidate exited or hit its deadline).
-func drive(ctx context.Context, capb *lang.Capability, c *verdict.Case, addr string, dial executors.Dialer, run *serviceRun) {
+// drive waits for the service to be ready and sends requests[from:] (none of them a
+// restart), recording what it saw in run. It returns when a response fails, every request
+// has passed, or ctx ends (the candidate exited or hit its deadline).
+func drive(ctx context.Context, capb *lang.Capability, requests []verdict.Request, from int, addr string, dial executors.Dialer, run *serviceRun) {
 	client := &http.Client{
 		Transport: &http.Transport{
 			DialContext:            dial,
@@ -106,9 +140,9 @@ func drive(ctx context.Context, capb *lang.Capability, c *verdict.Case, addr str
 		}
 	}
 	run.ready = true
-	for i := range c.Requests {
+	for i := from; i < len(requests); i++ {
 		run.next = i
-		req := &c.Requests[i]
+		req := &requests[i]
 		resp, err := send(ctx, client, addr, req)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -124,7 +158,7 @@ func drive(ctx context.Context, capb *lang.Capability, c *verdict.Case, addr str
 			return
 		}
 	}
-	run.next = len(c.Requests)
+	run.next = len(requests)
 	run.verdict, run.judged = verdict.Verdict{Pass: true}, true
 }
 

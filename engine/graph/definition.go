@@ -317,11 +317,33 @@ func (g *Graph) definition(n *Node) (any, error) {
 		}
 		def := map[string]any{"kind": "product", "v": DefinitionVersion, "requires": reqs, "steps": steps, "checks": checks}
 		if p.Deliver != nil {
-			def["deliver"] = map[string]any{"to": p.Deliver.To, "files": g.refMap(p.Deliver.Files)}
+			dv := map[string]any{"to": p.Deliver.To, "files": g.refMap(p.Deliver.Files)}
+			if p.Deliver.Start != nil {
+				dv["start"] = p.Deliver.Start // absent when not declared: earlier digests stay
+			}
+			def["deliver"] = dv
+		}
+		if p.Accept != nil {
+			def["accept"] = g.acceptDefinition(p.Accept)
 		}
 		return def, nil
 	}
 	return nil, fmt.Errorf("unknown node kind %q", n.Kind)
+}
+
+// acceptDefinition is a product's acceptance as its digest covers it: the service (image,
+// files, data path), its interface and judgment as a contract's, and its cases by the
+// digest of their contents (the load's suite input). Only the acceptance's range is left out.
+func (g *Graph) acceptDefinition(ac *lang.Acceptance) any {
+	def := map[string]any{"kind": ac.Kind, "files": g.refMap(ac.Files), "data": ac.Data,
+		"interface": interfaceDefinition(ac.Interface), "equivalence": ac.Equivalence, "cases": ac.CasesDigest}
+	if ac.Image != nil {
+		def["image"] = g.ref(ac.Image)
+	}
+	if t := ac.Tolerance; t != nil {
+		def["tolerance"] = map[string]any{"absolute": t.Absolute, "relative": t.Relative, "nan_equal": t.NaNEqual}
+	}
+	return def
 }
 
 func (g *Graph) seedDefinition(s *lang.Seed) any {
@@ -532,24 +554,29 @@ func contractDefinition(c *lang.Capability) (any, error) {
 	if c.Tolerance != nil {
 		def["tolerance"] = map[string]any{"absolute": c.Tolerance.Absolute, "relative": c.Tolerance.Relative, "nan_equal": c.Tolerance.NaNEqual}
 	}
-	if it := c.Interface; it != nil {
-		idef := map[string]any{"kind": it.Kind, "entrypoint": it.Entrypoint}
-		// Schemas are hashed as text: as JSON values, canonicalization would round their
-		// numbers, and two schemas that differ only in a 64-bit bound would collide.
-		if it.InputSchema != "" {
-			idef["input"] = it.InputSchema
-		}
-		if it.OutputSchema != "" {
-			idef["output"] = it.OutputSchema
-		}
-		idef["errors"] = it.Errors
-		if it.Kind == "service" {
-			idef["port"] = it.Port
-			if it.Ready != "" {
-				idef["ready"] = it.Ready
-			}
-		}
-		def["interface"] = idef
+	if c.Interface != nil {
+		def["interface"] = interfaceDefinition(c.Interface)
 	}
 	return def, nil
+}
+
+// interfaceDefinition is an interface as a contract's digest covers it.
+func interfaceDefinition(it *lang.Interface) map[string]any {
+	idef := map[string]any{"kind": it.Kind, "entrypoint": it.Entrypoint}
+	// Schemas are hashed as text: as JSON values, canonicalization would round their
+	// numbers, and two schemas that differ only in a 64-bit bound would collide.
+	if it.InputSchema != "" {
+		idef["input"] = it.InputSchema
+	}
+	if it.OutputSchema != "" {
+		idef["output"] = it.OutputSchema
+	}
+	idef["errors"] = it.Errors
+	if it.Kind == "service" {
+		idef["port"] = it.Port
+		if it.Ready != "" {
+			idef["ready"] = it.Ready
+		}
+	}
+	return idef
 }

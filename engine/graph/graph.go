@@ -200,6 +200,12 @@ func (n *Node) Artifacts(ordered bool) []*lang.Artifact {
 		if n.Product.Deliver != nil {
 			addMap(n.Product.Deliver.Files)
 		}
+		if ac := n.Product.Accept; ac != nil {
+			if ac.Image != nil {
+				out = append(out, ac.Image)
+			}
+			addMap(ac.Files)
+		}
 	case KindCapability:
 		// What a reconstruction reads: the builder's image and mounts, and the package's
 		// base. Its package's files name the builder's rounds, which are not nodes.

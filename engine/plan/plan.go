@@ -34,6 +34,9 @@ const (
 	// StatusReconstruct is a capability with no admitted version and no feasible recipe
 	// that its reconstruct block will acquire at apply time: reachable, not ready.
 	StatusReconstruct = "reconstruct"
+	// StatusNeedsGrant is a product whose deliver destination no grant of the operator's
+	// grants file allows: apply refuses to run it, and writes nothing.
+	StatusNeedsGrant = "needs-grant"
 )
 
 // Plan says, before anything runs, what each node of the graph will do and why.
@@ -95,6 +98,16 @@ type Node struct {
 	Key    string `json:"key,omitempty"`
 	Index  *int   `json:"index,omitempty"`
 	Module string `json:"module,omitempty"`
+	// Deliver is, for a product with a deliver block, where it goes and whether a grant
+	// allows it.
+	Deliver *Delivery `json:"deliver,omitempty"`
+}
+
+// Delivery is a product's destination as the plan shows it.
+type Delivery struct {
+	To      string `json:"to"`               // the destination, its path absolute: "dir:/srv/releases"
+	Granted bool   `json:"granted"`          // a grant of the grants file allows it
+	Grants  string `json:"grants,omitempty"` // the grants file consulted; omitted when there was none
 }
 
 // placeOf fills a plan node's Block, Key, Index and Module from its graph node.
@@ -257,6 +270,8 @@ type Summary struct {
 	Missing  int `json:"missing"`
 	// Reconstruct counts the capabilities to reconstruct.
 	Reconstruct int `json:"reconstruct,omitempty"`
+	// NeedsGrant counts the products whose destination no grant allows.
+	NeedsGrant int `json:"needs_grant,omitempty"`
 }
 
 // Options are what a plan consults beyond the configuration.
@@ -282,6 +297,10 @@ type Options struct {
 // steps to run again even when cached.
 type Selection struct {
 	Targets, Replace []string
+	// Grants are the operator's grants (lang.LoadGrants), which the plan checks each
+	// product's destination against; nil grants nothing. They are the operator's choice,
+	// like the rest of the selection, and not part of the plan digest.
+	Grants *lang.Grants
 }
 
 // Make decides each node's status.
@@ -396,6 +415,7 @@ func Make(g *graph.Graph, opt Options) (*Plan, error) {
 			c.Status, c.Reason, c.Ready, c.Pinned = StatusMissing, byNum[k].Reason, false, nil
 		}
 	}
+	markGrants(g, byNum, opt.Grants)
 	// A node that needs a missing node is missing too; say which one, and call a node built
 	// from a quarantined one affected.
 	origin := map[int32]string{} // node number -> the quarantined node it is built from
@@ -449,6 +469,8 @@ func Make(g *graph.Graph, opt Options) (*Plan, error) {
 			p.Summary.Registry++
 		case StatusReconstruct:
 			p.Summary.Reconstruct++
+		case StatusNeedsGrant:
+			p.Summary.NeedsGrant++
 		case StatusMissing:
 			if pn.Kind == graph.KindCapability || pn.Kind == graph.KindStep || pn.Kind == graph.KindProduct {
 				p.Summary.Missing++
@@ -474,6 +496,38 @@ func Make(g *graph.Graph, opt Options) (*Plan, error) {
 	}
 	p.Digest = digest.FromBytes(b)
 	return p, nil
+}
+
+// markGrants shows each product's destination, and marks needs-grant a product whose
+// destination no grant allows: the one place a delivery is checked against the grants.
+func markGrants(g *graph.Graph, byNum []*Node, grants *lang.Grants) {
+	for _, p := range g.Config.Products {
+		n := g.Nodes["product."+p.Name]
+		if n == nil || p.Deliver == nil || byNum[n.Num()] == nil {
+			continue
+		}
+		pn := byNum[n.Num()]
+		d := &Delivery{To: p.Deliver.Dest.String(), Granted: grants.AllowsDelivery(p.Deliver.Dest)}
+		if grants != nil {
+			d.Grants = grants.File
+		}
+		pn.Deliver = d
+		if !d.Granted && pn.Status == StatusBuild {
+			pn.Status = StatusNeedsGrant
+			pn.Reason = fmt.Sprintf("no grant allows delivering to %s: add it to a grant %q in the operator's grants file", d.To, lang.DeliverGrantKind)
+		}
+	}
+}
+
+// NeedsGrant returns the products of the plan whose destination no grant allows.
+func (p *Plan) NeedsGrant() []*Node {
+	var out []*Node
+	for _, n := range p.Nodes {
+		if n.Status == StatusNeedsGrant {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // markCached looks up the steps whose cache keys are known before anything runs, marks

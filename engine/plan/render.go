@@ -13,7 +13,7 @@ import (
 
 var statusMark = map[string]string{
 	StatusRun: "+", StatusCached: "=", StatusBuild: "+", StatusRegistry: "@", StatusMissing: "!", StatusAlternative: "?",
-	StatusReconstruct: "~",
+	StatusReconstruct: "~", StatusNeedsGrant: "#",
 }
 
 // WriteText renders the plan for people, grouped by capability, recipe and step. It
@@ -173,7 +173,14 @@ func (p *Plan) WriteText(out io.Writer) {
 	if len(products) > 0 {
 		fmt.Fprintln(w, "\nProducts")
 		for _, n := range products {
-			line("  ", n, "")
+			extra := ""
+			if d := n.Deliver; d != nil {
+				extra = "  deliver to " + d.To
+				if d.Granted {
+					extra += " (granted)"
+				}
+			}
+			line("  ", n, extra)
 			for _, a := range n.Deps {
 				if strings.HasPrefix(a, n.Address+".") {
 					stepLine("    ", byAddr[a])
@@ -210,11 +217,14 @@ func (p *Plan) WriteText(out io.Writer) {
 	if s := p.Partial(); s != "" {
 		fmt.Fprintf(w, "\n%s", s)
 	}
-	recon := ""
+	more := "" // the counts shown only when not zero
 	if s.Reconstruct > 0 {
-		recon = fmt.Sprintf(", %d to reconstruct", s.Reconstruct)
+		more = fmt.Sprintf(", %d to reconstruct", s.Reconstruct)
 	}
-	fmt.Fprintf(w, "\nPlan: %d to run, %d cached, %d to build, %d from registry%s, %d missing.\n", s.Run, s.Cached, s.Build, s.Registry, recon, s.Missing)
+	if s.NeedsGrant > 0 {
+		more += fmt.Sprintf(", %d needs grant", s.NeedsGrant)
+	}
+	fmt.Fprintf(w, "\nPlan: %d to run, %d cached, %d to build, %d from registry%s, %d missing.\n", s.Run, s.Cached, s.Build, s.Registry, more, s.Missing)
 }
 
 // describeArgv abbreviates a command line for one line of output.

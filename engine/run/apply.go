@@ -18,6 +18,7 @@ import (
 	"github.com/foundry-build/foundry/digest"
 	"github.com/foundry-build/foundry/engine/admit"
 	"github.com/foundry-build/foundry/engine/cache"
+	"github.com/foundry-build/foundry/engine/deliver"
 	"github.com/foundry-build/foundry/engine/evaluate"
 	"github.com/foundry-build/foundry/engine/event"
 	"github.com/foundry-build/foundry/engine/graph"
@@ -117,6 +118,11 @@ type Result struct {
 	Elapsed     time.Duration
 	// Rejections are candidates turned down before a capability was admitted.
 	Rejections []evaluate.Rejection
+	// Delivered are the products delivered, in the order they were.
+	Delivered []Delivered
+	// Accepted maps each product whose acceptance passed in this apply to its acceptance
+	// evidence: the envelope digest of the signed acceptance result (see acceptanceOf).
+	Accepted map[string]digest.Digest
 }
 
 // runner carries one apply.
@@ -156,6 +162,9 @@ type runner struct {
 	// those that pass and pulls the pinned ones.
 	eval *evaluate.Evaluator
 	adm  *admit.Admitter
+	// dlv delivers the products whose checks passed; delivered are those it delivered.
+	dlv       *deliver.Deliverer
+	delivered []Delivered
 
 	// The executor, opened and cleaned up after dead runs on first use (recover.go); fatal
 	// is set when that fails, and stops the walk. sweptAgain is closed when the second
@@ -188,7 +197,12 @@ func ContainerPrefixOf(runID string) string {
 type nodeResult struct {
 	image executors.Image // seeds
 	step  *cache.Result   // steps and checks
-	tree  digest.Digest   // packages and capabilities: the artifact tree
+	tree  digest.Digest   // packages and capabilities: the artifact tree; an accepted product's service
+
+	// accepted is an accepted product's evidence: the envelope digest of its signed
+	// acceptance result, and the envelope (see acceptanceOf).
+	accepted   digest.Digest
+	acceptance []byte
 }
 
 // Apply runs every node of the plan that has work to do, in dependency order and in
@@ -225,6 +239,12 @@ func Apply(ctx context.Context, ws *workspace.Workspace, g *graph.Graph, p *plan
 		Executor: r.executor, Scratch: r.scratch, ContainerPrefix: r.containerPrefix(), Emit: r.emit}
 	r.adm = &admit.Admitter{Workspace: ws, Attester: r.att, Graph: g, Registry: opt.Registry, TrustedKeys: opt.TrustedKeys,
 		Version: opt.Version, RunID: run.ID, Scratch: r.scratch, Emit: r.emit, Fault: r.fault}
+	own, err := opt.Signer.Verifier("signing key " + opt.Signer.KeyID())
+	if err != nil {
+		return nil, err
+	}
+	r.dlv = &deliver.Deliverer{Workspace: ws, Attester: r.att, Keys: append([]*provenance.Verifier{own}, opt.TrustedKeys...),
+		Project: g.Config.Project.Name, RunID: run.ID, Emit: r.emit, Fault: r.fault}
 	// The scratch directory marks the run's leftovers for the next apply (recover.go) when
 	// they could not all be removed.
 	keepScratch := false
@@ -261,6 +281,8 @@ func Apply(ctx context.Context, ws *workspace.Workspace, g *graph.Graph, p *plan
 		res.Failed = append(res.Failed, nr.Failed...)
 	}
 	res.Rejections = r.rejections
+	res.Delivered = r.delivered
+	res.Accepted = r.accepted()
 	res.RunID = run.ID
 	res.Elapsed = time.Since(start)
 	status := state.RunSucceeded
@@ -501,6 +523,8 @@ func (r *runner) walk(ctx context.Context, active []string, deps map[string][]st
 				if n := r.g.Nodes[a]; n.Kind == graph.KindStep || n.Kind == graph.KindCheck {
 					r.ws.State.NodeFinished(ctx, r.runID, a, state.NodeResult{Status: state.NodeSkipped, Error: "needs " + cause + ", which failed"})
 					r.emit(event.Event{Type: "node_skipped", Node: a, Message: "needs " + cause + ", which failed"})
+				} else if n.Kind == graph.KindProduct && n.Product.Deliver != nil {
+					r.emit(event.Event{Type: "node_skipped", Node: a, Message: "not delivered: needs " + cause + ", which failed"})
 				}
 				remaining--
 				for _, u := range users[a] {
@@ -583,7 +607,11 @@ func (r *runner) settle(ctx context.Context, n *graph.Node) (string, error) {
 		r.caps.settled(n, err)
 		return kind, err
 	case graph.KindProduct:
-		return "", nil
+		// Accepted first (accept.go), then delivered (deliver.go).
+		if kind, err := r.settleProduct(ctx, n); err != nil {
+			return kind, err
+		}
+		return r.deliverProduct(ctx, n)
 	}
 	return "failed", fmt.Errorf("%s: unknown node kind %s", n.Address, n.Kind)
 }

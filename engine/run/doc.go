@@ -3,19 +3,21 @@
 // executor's sandbox or takes them from the action cache, assembles packages, and settles
 // each capability: it pulls the pinned admitted version, or builds its recipes one
 // candidate at a time, has engine/evaluate evaluate each and engine/admit admit the first
-// that passes. It records everything in the workspace, emits progress events
+// that passes; and delivers each product with a deliver block once its steps and checks
+// passed, with engine/deliver. It records everything in the workspace, emits progress events
 // (engine/event), recovers from a killed apply, and stops at named fault points for tests.
 //
-// It holds invariants 2, 3, 4, 5, 6 and 7 of ARCHITECTURE.md for its part: a step mounts
+// It holds invariants 2, 3, 4, 5, 6, 7 and 10 of ARCHITECTURE.md for its part: a step mounts
 // no file with a sealed case's content; a step's provenance is minted from what the
 // executor observed, and stored before the cache entry that names it; a step whose action
 // digest has a usable cache entry does not run again; a quarantined pin or candidate is
 // refused and the next recipe tried; a killed apply leaves its nodes, attempts and
 // dispatched effects for the next apply to recover, and what a dead run left in the
-// runtime is removed before anything new runs; a step's sandbox has no network.
+// runtime is removed before anything new runs; a step's sandbox has no network; a product
+// the plan did not find granted is not delivered.
 //
 // Run is the top of the engine: it imports engine/plan, engine/evaluate, engine/admit,
-// engine/workspace, engine/graph and engine/event, and nothing imports it but the CLI.
+// engine/deliver, engine/workspace, engine/graph and engine/event, and nothing imports it but the CLI.
 // The runner of an apply holds the walk and the nodes' results; evaluation and admission
-// are the Evaluator and the Admitter it builds, each given the few things it needs.
+// and delivery are the Evaluator, the Admitter and the Deliverer it builds, each given the few things it needs.
 package run

@@ -228,9 +228,10 @@ func (r *runner) execute(ctx context.Context, n *graph.Node, exe executors.Execu
 	res.Definition = def
 	// Provenance is minted here, from what the executor reported and what was collected,
 	// and stored before the cache record that names it: a result is never cached without
-	// its evidence. It is about what a step made: a check (or a step) that makes nothing
-	// has no subject for it, and passes by its exit status, which the record keeps.
-	if len(res.Outputs) > 0 {
+	// its evidence. It is about what a step made; a check makes its passing result, named
+	// by the cache key it is recorded under: the acceptance evidence a delivery names. A
+	// step that makes nothing has no subject for it.
+	if len(res.Outputs) > 0 || n.Kind == graph.KindCheck {
 		env, err := r.attest(n, attempt, base.image, inputs, res, lim)
 		if err != nil {
 			return nil, fmt.Errorf("%s: provenance: %w", n.Address, err)
@@ -373,6 +374,11 @@ func (r *runner) attest(n *graph.Node, attempt int, img executors.Image, inputs 
 	for _, o := range res.Outputs {
 		e.Outputs = append(e.Outputs, provenance.Artifact{Name: o.Path, Digest: string(o.Digest)})
 	}
+	if n.Kind == graph.KindCheck {
+		// Provenance is minted only for an execution that succeeded: for a check, that it
+		// passed, on the inputs its dependencies name.
+		e.Outputs = append(e.Outputs, provenance.Artifact{Name: provenance.CheckResultSubject, Digest: string(res.Action)})
+	}
 	for name, l := range map[string]cache.Log{"stdout": res.Stdout, "stderr": res.Stderr} {
 		if l.Digest != "" {
 			e.Logs = append(e.Logs, provenance.Artifact{Name: name, Digest: string(l.Digest)})
@@ -484,6 +490,16 @@ func (r *runner) assemble(ctx context.Context, files map[string]*lang.Artifact) 
 			src = r.hostPath(a)
 		case lang.ArtifactInline:
 			src, _, err = r.inlineFile(a.Inline)
+		case lang.ArtifactCapability:
+			// A capability's files, as a product delivers them: its tree, as settled.
+			prod := r.result(a.Node)
+			if prod == nil || prod.tree == "" {
+				return "", fmt.Errorf("%s is not settled", a.Node)
+			}
+			if err := r.ws.Store.Materialize(prod.tree, dst); err != nil {
+				return "", err
+			}
+			continue
 		default:
 			return "", fmt.Errorf("cannot package %s", a)
 		}

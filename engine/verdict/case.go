@@ -64,25 +64,12 @@ func ParseCase(name string, data []byte, c *lang.Capability) (*Case, error) {
 	if c == nil || c.Interface == nil || (c.Interface.Kind != "cli" && c.Interface.Kind != "service") {
 		return fail("case files describe cli and service capabilities only")
 	}
-	eq := equivalence(c)
-	if !knownEquivalence[eq] {
-		return fail("capability %q has unknown equivalence %q", c.Name, eq)
-	}
-	if len(data) > MaxCaseBytes {
-		return fail("%d bytes; case files are limited to %d", len(data), MaxCaseBytes)
-	}
-	if _, err := decodeStrict(data); err != nil {
-		return fail("not valid JSON: %v", err)
-	}
-	if t := bytes.TrimLeft(data, " \t\r\n"); len(t) == 0 || t[0] != '{' {
-		return fail("a case file is a JSON object")
-	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(data, &m); err != nil {
-		return fail("%v", err)
+	m, err := caseObject(name, data, c)
+	if err != nil {
+		return nil, err
 	}
 	if c.Interface.Kind == "service" {
-		return parseServiceCase(name, m, c)
+		return parseServiceCase(name, m, c, false)
 	}
 	if u := unknownMembers(m, caseFields); u != "" {
 		return fail("unknown member %s; a case has input, one of output, stdout or error, and an optional description", u)
@@ -108,6 +95,33 @@ func ParseCase(name string, data []byte, c *lang.Capability) (*Case, error) {
 		return fail("%v", err)
 	}
 	return k, nil
+}
+
+// caseObject checks what every case file must be (§1.1–1.3 of spec/capability-cases.md:
+// at most MaxCaseBytes, one strict JSON object, under a known equivalence) and returns its
+// members.
+func caseObject(name string, data []byte, c *lang.Capability) (map[string]json.RawMessage, error) {
+	fail := func(format string, args ...any) (map[string]json.RawMessage, error) {
+		return nil, fmt.Errorf("case %s: %s", name, fmt.Sprintf(format, args...))
+	}
+	eq := equivalence(c)
+	if !knownEquivalence[eq] {
+		return fail("capability %q has unknown equivalence %q", c.Name, eq)
+	}
+	if len(data) > MaxCaseBytes {
+		return fail("%d bytes; case files are limited to %d", len(data), MaxCaseBytes)
+	}
+	if _, err := decodeStrict(data); err != nil {
+		return fail("not valid JSON: %v", err)
+	}
+	if t := bytes.TrimLeft(data, " \t\r\n"); len(t) == 0 || t[0] != '{' {
+		return fail("a case file is a JSON object")
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(data, &m); err != nil {
+		return fail("%v", err)
+	}
+	return m, nil
 }
 
 // parseExpectation reads exactly one of output, the exact-text member (text: "stdout" for a

@@ -20,10 +20,16 @@ type Request struct {
 	// Content-Type application/json; nil sends no body.
 	Input  json.RawMessage
 	Expect Expectation // Stdout holds the case's "body" (exact response text)
+	// Restart, in an acceptance case only, is no exchange: the service is stopped and a
+	// fresh instance started against the same data volume before the next request.
+	Restart bool
 }
 
 // Describe renders the request for a counterexample: method, path and body.
 func (r *Request) Describe() string {
+	if r.Restart {
+		return "(restart)"
+	}
 	if r.Input == nil {
 		return r.Method + " " + r.Path
 	}
@@ -36,9 +42,24 @@ var (
 	requestMethods    = map[string]bool{"GET": true, "POST": true, "PUT": true, "PATCH": true, "DELETE": true}
 )
 
+// ParseAcceptanceCase parses a case file of a product's acceptance, judged by contract c
+// (lang.Acceptance.Contract): a service case whose requests may include restarts,
+// {"restart": true}, each between two requests (spec/capability-cases.md §9).
+func ParseAcceptanceCase(name string, data []byte, c *lang.Capability) (*Case, error) {
+	if c == nil || c.Interface == nil || c.Interface.Kind != "service" {
+		return nil, fmt.Errorf("case %s: acceptance cases describe a service", name)
+	}
+	m, err := caseObject(name, data, c)
+	if err != nil {
+		return nil, err
+	}
+	return parseServiceCase(name, m, c, true)
+}
+
 // parseServiceCase parses the members of a service case file (already checked to be one
-// strict JSON object): a description and a non-empty list of requests.
-func parseServiceCase(name string, m map[string]json.RawMessage, c *lang.Capability) (*Case, error) {
+// strict JSON object): a description and a non-empty list of requests, with restarts
+// among them when restarts is set.
+func parseServiceCase(name string, m map[string]json.RawMessage, c *lang.Capability, restarts bool) (*Case, error) {
 	fail := func(format string, args ...any) (*Case, error) {
 		return nil, fmt.Errorf("case %s: %s", name, fmt.Sprintf(format, args...))
 	}
@@ -63,6 +84,18 @@ func parseServiceCase(name string, m map[string]json.RawMessage, c *lang.Capabil
 		return fail("%d requests; a case has at most %d", len(reqs), MaxRequests)
 	}
 	for i, r := range reqs {
+		if isRestart(r) {
+			switch {
+			case !restarts:
+				return fail("requests[%d]: a restart is for a product's acceptance cases: a capability's service has no data volume to keep", i)
+			case string(compact(r)) != `{"restart":true}`:
+				return fail("requests[%d]: a restart is {\"restart\": true}, with no other member", i)
+			case i == 0 || i == len(reqs)-1 || k.Requests[i-1].Restart:
+				return fail("requests[%d]: a restart comes between two requests", i)
+			}
+			k.Requests = append(k.Requests, Request{Restart: true})
+			continue
+		}
 		req, err := parseRequest(r, c)
 		if err != nil {
 			return fail("requests[%d]: %v", i, err)
@@ -70,6 +103,17 @@ func parseServiceCase(name string, m map[string]json.RawMessage, c *lang.Capabil
 		k.Requests = append(k.Requests, *req)
 	}
 	return k, nil
+}
+
+// isRestart reports whether a request is a restart step: an object with a restart member.
+// Its value must be true, and it has no other member.
+func isRestart(raw json.RawMessage) bool {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(raw, &m) != nil {
+		return false
+	}
+	_, ok := m["restart"]
+	return ok
 }
 
 func parseRequest(raw json.RawMessage, c *lang.Capability) (*Request, error) {

@@ -176,3 +176,31 @@ func TestJudgeResponse(t *testing.T) {
 		t.Errorf("bytes: %+v", v)
 	}
 }
+
+// An acceptance case may restart the service between two requests; a capability's case may
+// not, and a restart is exactly {"restart": true}, never first, last or twice in a row.
+func TestParseAcceptanceCaseRestarts(t *testing.T) {
+	c := service("json", intList, "")
+	get := `{"path":"/s?id=1","output":[1]}`
+	k, err := ParseAcceptanceCase("ok.json", []byte(`{"requests":[`+get+`,{"restart":true},`+get+`]}`), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(k.Requests) != 3 || k.Requests[0].Restart || !k.Requests[1].Restart || k.Requests[2].Restart || k.Requests[1].Describe() != "(restart)" {
+		t.Fatalf("requests %+v", k.Requests)
+	}
+	for _, tc := range []struct{ name, requests, want string }{
+		{"first", `{"restart":true},` + get, "requests[0]: a restart comes between two requests"},
+		{"last", get + `,{"restart":true}`, "requests[1]: a restart comes between two requests"},
+		{"twice", get + `,{"restart":true},{"restart":true},` + get, "requests[2]: a restart comes between two requests"},
+		{"false", get + `,{"restart":false},` + get, `requests[1]: a restart is {"restart": true}, with no other member`},
+		{"with a path", get + `,{"restart":true,"path":"/"},` + get, `requests[1]: a restart is {"restart": true}, with no other member`},
+	} {
+		if _, err := ParseAcceptanceCase("c.json", []byte(`{"requests":[`+tc.requests+`]}`), c); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+		}
+	}
+	if _, err := ParseCase("cap.json", []byte(`{"requests":[`+get+`,{"restart":true},`+get+`]}`), c); err == nil || !strings.Contains(err.Error(), "a restart is for a product's acceptance cases") {
+		t.Errorf("a capability's case with a restart: %v", err)
+	}
+}

@@ -51,6 +51,7 @@ func Run(t *testing.T, c Config) {
 	if c.Sandboxed {
 		t.Run("Identity", s.identity)
 		t.Run("ReadOnlyMounts", s.readOnlyMounts)
+		t.Run("WritableMount", s.writableMount)
 		t.Run("WriteConfinement", s.writeConfinement)
 		t.Run("NoNetwork", s.noNetwork)
 		t.Run("HostNetwork", s.hostNetwork)
@@ -311,6 +312,26 @@ func (s *suite) readOnlyMounts(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(src, "new")); err == nil {
 		t.Errorf("the step created a file in a read-only input")
+	}
+}
+
+// writableMount: a Writable mount (a product acceptance's data volume) is written through
+// to the host directory, and what one action writes the next one reads.
+func (s *suite) writableMount(t *testing.T) {
+	vol := t.TempDir()
+	if err := os.Chmod(vol, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	for i, script := range []string{"echo kept > /data/f", "cat /data/f"} {
+		st := s.newStep(t, sh(script)...)
+		st.a.Mounts = []executors.Mount{{Source: vol, Target: "/data", Writable: true}}
+		r := s.run(t, st)
+		if r.ExitCode != 0 || (i == 1 && st.stdout.String() != "kept\n") {
+			t.Errorf("%s: exit %d stdout %q stderr %q", script, r.ExitCode, st.stdout.String(), st.stderr.String())
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(vol, "f")); err != nil || string(b) != "kept\n" {
+		t.Errorf("the volume on the host: %q, %v", b, err)
 	}
 }
 

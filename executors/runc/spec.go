@@ -168,7 +168,7 @@ func Spec(a *executors.Action, o SpecOptions) (*specs.Spec, error) {
 	return s, nil
 }
 
-// mounts lists the kernel filesystems, /out, /tmp and the inputs. Parents come before
+// mounts lists the kernel filesystems, /out, /tmp and the inputs (read-only unless Writable). Parents come before
 // children: the runtime mounts in order, and a mount at /src/a must land on top of /src.
 func mounts(a *executors.Action) []specs.Mount {
 	ms := []specs.Mount{
@@ -196,11 +196,15 @@ func mounts(a *executors.Action) []specs.Mount {
 		return in[i].Target < in[j].Target
 	})
 	for _, m := range in {
+		mode := "ro"
+		if m.Writable {
+			mode = "rw"
+		}
 		ms = append(ms, specs.Mount{
 			Destination: path.Clean(m.Target),
 			Type:        "bind",
 			Source:      m.Source,
-			Options:     []string{"rbind", "ro", "nosuid", "nodev"},
+			Options:     []string{"rbind", mode, "nosuid", "nodev"},
 		})
 	}
 	return ms

@@ -1,0 +1,399 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/foundry-build/foundry/engine/deliver"
+	"github.com/foundry-build/foundry/engine/outbox"
+	"github.com/foundry-build/foundry/engine/plan"
+	"github.com/foundry-build/foundry/engine/state"
+	"github.com/foundry-build/foundry/engine/workspace"
+	"github.com/foundry-build/foundry/provenance"
+	"github.com/foundry-build/foundry/registry"
+)
+
+// deliverProject is a product with a step, a check and a deliver block to DEST (a
+// placeholder the tests fill in).
+const deliverProject = `
+project "shop" {}
+
+seed "bb" {
+  layer {
+    files    = { "/bin/busybox" = host_file("/bin/busybox") }
+    symlinks = { "/bin/sh" = "busybox", "/bin/test" = "busybox", "/bin/grep" = "busybox" }
+  }
+  env = { PATH = "/bin" }
+}
+
+product "app" {
+  step "make" {
+    image   = seed.bb
+    run     = ["sh", "-c", "echo 'echo serving' > /out/app && chmod +x /out/app"]
+    outputs = ["/out/app"]
+  }
+  check "serves" {
+    image  = seed.bb
+    mounts = { "/app" = step.make.output["/out/app"] }
+    run    = ["grep", "-q", "serving", "/app"]
+  }
+  deliver {
+    to    = "DEST"
+    files = { "/bin/app" = step.make.output["/out/app"] }
+    start = ["/bin/app", "-data", "/var/lib/app"]
+  }
+}
+`
+
+// deliverFixture writes the project delivering to dest and, when granted, a grants file
+// that allows it; it returns the project directory.
+func deliverFixture(t *testing.T, dest string, granted bool) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(strings.Replace(deliverProject, "DEST", dest, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if granted {
+		grant := `grant "deliver" { to = ["` + dest + `"] }` + "\n"
+		if err := os.MkdirAll(filepath.Join(dir, ".foundry"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, ".foundry", "grants.hcl"), []byte(grant), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// releases lists the releases under a dir: destination (temporary directories excluded).
+func releases(t *testing.T, dest string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(dest)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range ents {
+		if e.IsDir() && !strings.HasPrefix(e.Name(), ".") {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+// deliverEffects are the project's deliver effects.
+func deliverEffects(t *testing.T, dir string) []state.Effect {
+	t.Helper()
+	ws, err := workspace.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	all, err := ws.State.Effects(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []state.Effect
+	for _, e := range all {
+		if e.Kind == "deliver" {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// A destination no grant allows is shown as needs-grant by the plan and refused by apply
+// before anything runs: nothing is written there, and the message names the grant to add.
+func TestDeliverUngrantedIsRefused(t *testing.T) {
+	needSandbox(t)
+	dest := filepath.Join(t.TempDir(), "releases")
+	dir := deliverFixture(t, "dir:"+dest, false)
+
+	code, out, errs := foundry(t, dir, "plan", "-json")
+	p := decodePlan(t, out)
+	var prod *plan.Node
+	for _, n := range p.Nodes {
+		if n.Address == "product.app" {
+			prod = n
+		}
+	}
+	if code != 0 || prod == nil || prod.Status != plan.StatusNeedsGrant || prod.Deliver == nil || prod.Deliver.Granted || p.Summary.NeedsGrant != 1 {
+		t.Fatalf("plan: exit %d, product %+v, summary %+v\n%s", code, prod, p.Summary, errs)
+	}
+	_, out, _ = foundry(t, dir, "plan")
+	if !strings.Contains(out, "# product.app") || !strings.Contains(out, "needs-grant") || !strings.Contains(out, "1 needs grant") {
+		t.Errorf("the text plan does not show the product as needing a grant:\n%s", out)
+	}
+
+	r := apply(t, dir, nil)
+	if r.code != 1 || len(r.executed) != 0 {
+		t.Fatalf("apply of an ungranted delivery: exit %d, executed %v\n%s", r.code, r.executed, r.stderr)
+	}
+	for _, want := range []string{"product.app delivers to dir:" + dest + ", which no grant allows", "Nothing was run or written", `grant "deliver" {`, `to = ["dir:` + dest + `"]`} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("the refusal does not say %q:\n%s", want, r.stderr)
+		}
+	}
+	if _, err := os.Stat(dest); !os.IsNotExist(err) {
+		t.Errorf("something was written at the ungranted destination: %v", err)
+	}
+	if effs := deliverEffects(t, dir); len(effs) != 0 {
+		t.Errorf("an ungranted delivery left effects: %+v", effs)
+	}
+
+	// A grant of a directory above it, in a file named by -grants, allows it.
+	gf := filepath.Join(t.TempDir(), "grants.hcl")
+	os.WriteFile(gf, []byte(`grant "deliver" { to = ["dir:`+filepath.Dir(dest)+`"] }`), 0o644)
+	if r = apply(t, dir, nil, "-grants", gf); r.code != 0 || len(releases(t, dest)) != 1 {
+		t.Fatalf("apply with -grants: exit %d, releases %v\n%s", r.code, releases(t, dest), r.stderr)
+	}
+	// A grants file that is not well formed is an error, never no grant.
+	os.WriteFile(gf, []byte(`grant "delivr" { to = ["dir:/x"] }`), 0o644)
+	if code, _, errs := foundry(t, dir, "plan", "-grants", gf); code != 1 || !strings.Contains(errs, "Unknown grant") {
+		t.Errorf("a misspelt grant: exit %d\n%s", code, errs)
+	}
+}
+
+// A granted delivery writes the release (manifest, files, evidence, receipt) once its check
+// passed; verify accepts it, and refuses it once a byte of a delivered file, of the
+// manifest or of the receipt changes. A second apply delivers nothing new.
+func TestDeliverReleaseAndReceiptVerify(t *testing.T) {
+	needSandbox(t)
+	dest := filepath.Join(t.TempDir(), "releases")
+	dir := deliverFixture(t, "dir:"+dest, true)
+	r := apply(t, dir, nil)
+	if r.code != 0 || !sameSet(r.executed, "product.app.step.make", "product.app.check.serves") || !strings.Contains(r.stdout, "Delivered product.app to dir:"+dest+"/") {
+		t.Fatalf("apply: exit %d, executed %v\n%s\n%s", r.code, r.executed, r.stdout, r.stderr)
+	}
+	rels := releases(t, dest)
+	if len(rels) != 1 {
+		t.Fatalf("want one release under %s, have %v", dest, rels)
+	}
+	rel := filepath.Join(dest, rels[0])
+	b, err := os.ReadFile(filepath.Join(rel, deliver.ManifestFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m deliver.Manifest
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	if m.Product != "product.app" || len(m.Start) != 3 || m.Target == "" || !strings.HasPrefix(m.Source, "sha256:") ||
+		len(m.Acceptance) != 1 || m.Acceptance[0].Check != "product.app.check.serves" || len(m.Acceptance[0].Attestations) == 0 ||
+		!strings.Contains(m.Restart, "./bin/app -data /var/lib/app") {
+		t.Errorf("release manifest: %s", b)
+	}
+	if got, _ := os.ReadFile(filepath.Join(rel, "files", "bin", "app")); string(got) != "echo serving\n" {
+		t.Errorf("delivered file: %q", got)
+	}
+	key := filepath.Join(dir, ".foundry", "keys", "signing.pub")
+	code, out, errs := foundry(t, dir, "verify", "-key", key, rel)
+	if code != 0 || !strings.Contains(out, "acceptance") {
+		t.Fatalf("verify of the release: exit %d\n%s\n%s", code, out, errs)
+	}
+	// The receipt is in the project's attestations too.
+	if code, out, errs := foundry(t, dir, "verify", "-key", key, "-attestations", ".foundry/attestations",
+		"-type", "https://foundry.dev/delivery-receipt/v1", filepath.Join(rel, "files")); code != 0 {
+		t.Errorf("verify of the files against .foundry/attestations: exit %d\n%s\n%s", code, out, errs)
+	}
+
+	if r = apply(t, dir, nil); r.code != 0 || len(r.executed) != 0 || len(releases(t, dest)) != 1 {
+		t.Fatalf("a second apply: exit %d, executed %v, releases %v\n%s", r.code, r.executed, releases(t, dest), r.stderr)
+	}
+	if effs := deliverEffects(t, dir); len(effs) != 1 || effs[0].Status != state.EffectSucceeded {
+		t.Fatalf("want one succeeded deliver effect, have %+v", effs)
+	}
+
+	tamper := func(name, path string, edit func([]byte) []byte) {
+		t.Helper()
+		cp := filepath.Join(t.TempDir(), "rel")
+		copyTree(t, rel, cp)
+		p := filepath.Join(cp, path)
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(p, 0o644)
+		if err := os.WriteFile(p, edit(b), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if code, out, errs := foundry(t, dir, "verify", "-key", key, cp); code != 1 || !strings.Contains(out, "FAIL") {
+			t.Errorf("verify of a release with a tampered %s: exit %d\n%s\n%s", name, code, out, errs)
+		}
+	}
+	tamper("file", "files/bin/app", func(b []byte) []byte { return append(b, '#') })
+	tamper("manifest", deliver.ManifestFile, func(b []byte) []byte {
+		return []byte(strings.Replace(string(b), `"target":"`, `"target":"x`, 1))
+	})
+	tamper("receipt", deliver.ReceiptFile, func(b []byte) []byte {
+		var env map[string]any
+		json.Unmarshal(b, &env)
+		p := env["payload"].(string)
+		env["payload"] = p[:len(p)-8] + "AAAAAAA=" // a changed byte of the signed statement
+		out, _ := json.Marshal(env)
+		return out
+	})
+}
+
+// A kill at each point of a delivery — before its dispatch, after the dispatch, after the
+// release is committed at the destination, before the outcome is recorded — and an apply
+// again leave exactly one release and one succeeded deliver effect.
+func TestDeliverCrashLeavesOneDelivery(t *testing.T) {
+	needSandbox(t)
+	for _, point := range []string{outbox.FaultBeforeDispatch, outbox.FaultAfterDispatch, deliver.FaultAfterCommit, deliver.FaultBeforeRecord} {
+		t.Run(point, func(t *testing.T) {
+			dest := filepath.Join(t.TempDir(), "releases")
+			dir := deliverFixture(t, "dir:"+dest, true)
+			r := apply(t, dir, []string{"FOUNDRY_TEST_FAULT=" + point + ":product.app"})
+			if r.code != -1 {
+				t.Fatalf("the faulted apply should die by SIGKILL: exit %d\n%s", r.code, r.stderr)
+			}
+			r = apply(t, dir, nil, "-progress", "plain")
+			if r.code != 0 {
+				t.Fatalf("the resumed apply: exit %d\n%s", r.code, r.stderr)
+			}
+			if rels := releases(t, dest); len(rels) != 1 {
+				t.Fatalf("want one release, have %v", rels)
+			}
+			effs := deliverEffects(t, dir)
+			if len(effs) != 1 || effs[0].Status != state.EffectSucceeded {
+				t.Fatalf("want one succeeded deliver effect, have %+v", effs)
+			}
+			unknownAfter := point != outbox.FaultBeforeDispatch
+			if got := strings.Contains(r.stderr, "REC product.app"); got != unknownAfter {
+				t.Errorf("reconciled = %v, want %v\n%s", got, unknownAfter, r.stderr)
+			}
+			if point == deliver.FaultBeforeRecord && !strings.Contains(r.stderr, "so it is not performed again") {
+				t.Errorf("a committed delivery must be found at its destination, not performed again:\n%s", r.stderr)
+			}
+			ents, _ := os.ReadDir(dest)
+			for _, e := range ents {
+				if strings.HasPrefix(e.Name(), ".tmp-") {
+					t.Errorf("a temporary directory is left at the destination: %s", e.Name())
+				}
+			}
+			key := filepath.Join(dir, ".foundry", "keys", "signing.pub")
+			if code, out, errs := foundry(t, dir, "verify", "-key", key, filepath.Join(dest, releases(t, dest)[0])); code != 0 {
+				t.Errorf("verify of the release after the crash: exit %d\n%s\n%s", code, out, errs)
+			}
+		})
+	}
+}
+
+// An oci-layout: destination holds the release as an artifact: the release manifest as its
+// config, the files as its layer, the evidence and the receipt attached, tagged by the
+// release's digest. A kill after the dispatch and an apply again leave that one artifact.
+func TestDeliverToOCILayout(t *testing.T) {
+	needSandbox(t)
+	dest := filepath.Join(t.TempDir(), "oci")
+	dir := deliverFixture(t, "oci-layout:"+dest, true)
+	r := apply(t, dir, []string{"FOUNDRY_TEST_FAULT=" + outbox.FaultAfterDispatch + ":product.app"})
+	if r.code != -1 {
+		t.Fatalf("the faulted apply should die by SIGKILL: exit %d\n%s", r.code, r.stderr)
+	}
+	if r = apply(t, dir, nil); r.code != 0 || !strings.Contains(r.stdout, "Delivered product.app to oci-layout:"+dest+"@sha256:") {
+		t.Fatalf("apply: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if r = apply(t, dir, nil); r.code != 0 {
+		t.Fatalf("apply again: exit %d\n%s", r.code, r.stderr)
+	}
+	l, err := registry.OpenLayout(dest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	descs, err := l.Descriptors()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tags []string
+	for _, d := range descs {
+		if tag := d.Annotations["org.opencontainers.image.ref.name"]; strings.HasPrefix(tag, "release-") {
+			tags = append(tags, tag)
+		}
+	}
+	if len(tags) != 1 {
+		t.Fatalf("want one release tagged in the layout, have %v", tags)
+	}
+	m, err := l.Resolve(context.Background(), tags[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	atts, _, err := registry.Referrers(context.Background(), l, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	receipts := 0
+	for _, a := range atts {
+		if a.PredicateType == provenance.PredicateDeliveryReceipt {
+			receipts++
+		}
+	}
+	if receipts != 1 || len(atts) < 2 {
+		t.Errorf("want the evidence and one receipt attached, have %+v", atts)
+	}
+	if effs := deliverEffects(t, dir); len(effs) != 1 || effs[0].Status != state.EffectSucceeded {
+		t.Fatalf("want one succeeded deliver effect, have %+v", effs)
+	}
+}
+
+// A product with an accept block is delivered only once its acceptance passed, and its
+// release names the signed acceptance result, which verify checks; a product whose
+// acceptance fails is not delivered.
+func TestDeliverAfterAcceptance(t *testing.T) {
+	needSandbox(t)
+	dir := t.TempDir()
+	copyTree(t, filepath.Join("testdata", "accept"), dir)
+	dest := filepath.Join(t.TempDir(), "releases")
+	b, err := os.ReadFile(filepath.Join(dir, "main.hcl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := string(b)
+	for _, p := range []string{"forgetful", "careless"} {
+		prev := map[string]string{"forgetful": "durable", "careless": "forgetful"}[p]
+		src = strings.Replace(src, "  }\n}\n\nproduct \""+p+"\"", `  }
+  deliver {
+    to    = "dir:`+dest+"/"+prev+`"
+    files = { "/srv" = step.server.output["/out/srv"] }
+    start = ["/srv/start"]
+  }
+}
+
+product "`+p+`"`, 1)
+	}
+	if strings.Count(src, "deliver {") != 2 {
+		t.Fatalf("the fixture changed: %s", src)
+	}
+	os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(src), 0o644)
+	os.MkdirAll(filepath.Join(dir, ".foundry"), 0o755)
+	os.WriteFile(filepath.Join(dir, ".foundry", "grants.hcl"), []byte(`grant "deliver" { to = ["dir:`+dest+`"] }`), 0o644)
+
+	r := apply(t, dir, nil)
+	if r.code == 0 {
+		t.Fatalf("forgetful's acceptance should fail the apply:\n%s", r.stderr)
+	}
+	if rels := releases(t, filepath.Join(dest, "forgetful")); len(rels) != 0 {
+		t.Errorf("a product whose acceptance failed was delivered: %v", rels)
+	}
+	rels := releases(t, filepath.Join(dest, "durable"))
+	if len(rels) != 1 {
+		t.Fatalf("want one release of durable, have %v\n%s", rels, r.stderr)
+	}
+	rel := filepath.Join(dest, "durable", rels[0])
+	b, _ = os.ReadFile(filepath.Join(rel, deliver.ManifestFile))
+	var m deliver.Manifest
+	json.Unmarshal(b, &m)
+	if len(m.Acceptance) != 1 || m.Acceptance[0].Check != "product.durable.accept" || len(m.Acceptance[0].Attestations) != 1 ||
+		m.Acceptance[0].Attestations[0] != m.Acceptance[0].Result {
+		t.Errorf("the release does not name the acceptance evidence: %s", b)
+	}
+	key := filepath.Join(dir, ".foundry", "keys", "signing.pub")
+	code, out, errs := foundry(t, dir, "verify", "-key", key, rel)
+	if code != 0 || !strings.Contains(out, "predicateType https://in-toto.io/attestation/test-result/v0.1") {
+		t.Fatalf("verify of the accepted release: exit %d\n%s\n%s", code, out, errs)
+	}
+}

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/foundry-build/foundry/engine/plan"
+	"github.com/foundry-build/foundry/engine/workspace"
+	"github.com/foundry-build/foundry/lang"
+)
+
+// defaultGrants is the grants file of a project when no -grants flag names one.
+var defaultGrants = filepath.Join(workspace.StateDir, "grants.hcl")
+
+// registerGrants adds -grants to plan and apply.
+func registerGrants(fs *flag.FlagSet) *string {
+	return fs.String("grants", "", "the operator's grants `FILE` (spec/grants.md): the destinations products may be delivered to (default DIR/"+defaultGrants+", if it exists)")
+}
+
+// loadGrants reads the operator's grants for the project in dir: file, or the project's
+// default grants file when file is "" (no grants when it does not exist). Diagnostics are
+// written to env.stderr, prefixed by cmd; ok is false when there were errors.
+func loadGrants(env *cliEnv, cmd, dir, file string) (*lang.Grants, bool) {
+	optional := file == ""
+	if optional {
+		file = filepath.Join(dir, defaultGrants)
+	}
+	g, files, diags := lang.LoadGrants(file, optional)
+	if diags.HasErrors() {
+		fmt.Fprintf(env.stderr, "foundry %s: the grants file %s:\n", cmd, file)
+		writeDiagnostics(env.stderr, files, diags)
+		return nil, false
+	}
+	return g, true
+}
+
+// refuseUngranted says which products' destinations no grant allows, and the grant that
+// would: it returns false when there are some.
+func refuseUngranted(env *cliEnv, cmd string, p *plan.Plan, grants *lang.Grants, dir string) bool {
+	ng := p.NeedsGrant()
+	if len(ng) == 0 {
+		return true
+	}
+	file := grants.File
+	if file == "" {
+		file = filepath.Join(dir, defaultGrants)
+	}
+	var to []string
+	for _, n := range ng {
+		fmt.Fprintf(env.stderr, "foundry %s: %s delivers to %s, which no grant allows.\n", cmd, n.Address, n.Deliver.To)
+		to = append(to, strconv.Quote(n.Deliver.To))
+	}
+	fmt.Fprintf(env.stderr, "Nothing was run or written. To allow it, the operator adds to the grants file %s (or the file -grants names):\n\n  grant %q {\n    to = [%s]\n  }\n",
+		file, lang.DeliverGrantKind, strings.Join(to, ", "))
+	return false
+}

@@ -1,0 +1,142 @@
+package lang
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/zclconf/go-cty/cty"
+)
+
+// Destination schemes a product's deliver block may name (spec/language.md §10).
+const (
+	SchemeDir       = "dir"        // a directory: each release is a subdirectory named by its digest
+	SchemeOCILayout = "oci-layout" // an OCI image layout: each release is an artifact in it
+)
+
+// Destination is where a product is delivered: a scheme and an absolute, cleaned path.
+type Destination struct {
+	Scheme string
+	Path   string
+}
+
+// String is the destination as grants and the plan name it: "SCHEME:PATH".
+func (d Destination) String() string { return d.Scheme + ":" + d.Path }
+
+// ParseDestination reads "dir:PATH" or "oci-layout:PATH". A relative PATH is resolved
+// against base (the project directory for a deliver block); base "" refuses it.
+func ParseDestination(s, base string) (Destination, error) {
+	scheme, p, ok := strings.Cut(s, ":")
+	if !ok || (scheme != SchemeDir && scheme != SchemeOCILayout) {
+		return Destination{}, fmt.Errorf("%q is not a destination: want %s:PATH or %s:PATH", s, SchemeDir, SchemeOCILayout)
+	}
+	if p == "" {
+		return Destination{}, fmt.Errorf("%q names no path", s)
+	}
+	if strings.ContainsRune(p, 0) {
+		return Destination{}, fmt.Errorf("%q: a path cannot hold a NUL byte", s)
+	}
+	if !filepath.IsAbs(p) {
+		if base == "" {
+			return Destination{}, fmt.Errorf("%q: the path must be absolute", s)
+		}
+		p = filepath.Join(base, p)
+	}
+	return Destination{Scheme: scheme, Path: filepath.Clean(p)}, nil
+}
+
+// Grants are an operator's grants (spec/grants.md): the authority for effects, kept in a
+// file outside the recipes. Recipes request effects; only a grant allows one. The zero
+// value (and nil) grants nothing.
+type Grants struct {
+	File    string        // where they were read from; "" when there was no file
+	Deliver []Destination // destinations products may be delivered to, and under them
+}
+
+// DeliverGrantKind is the label of the grant block that allows deliveries.
+const DeliverGrantKind = "deliver"
+
+// AllowsDelivery reports whether a grant allows delivering to d: a deliver grant of the
+// same scheme names d's path or a directory above it.
+func (g *Grants) AllowsDelivery(d Destination) bool {
+	if g == nil {
+		return false
+	}
+	for _, gd := range g.Deliver {
+		if gd.Scheme == d.Scheme && (d.Path == gd.Path || strings.HasPrefix(d.Path, strings.TrimSuffix(gd.Path, "/")+"/")) {
+			return true
+		}
+	}
+	return false
+}
+
+// LoadGrants reads a grants file. A missing file is no grants, and no error, when optional
+// is set (the default .foundry/grants.hcl); otherwise it is an error.
+func LoadGrants(path string, optional bool) (*Grants, map[string]*hcl.File, hcl.Diagnostics) {
+	src, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) && optional {
+		return &Grants{}, nil, nil
+	}
+	if err != nil {
+		return nil, nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Cannot read grants", Detail: err.Error()}}
+	}
+	g, f, diags := ParseGrants(path, src)
+	files := map[string]*hcl.File{path: f}
+	return g, files, diags
+}
+
+// ParseGrants decodes the grants file src, read from path. Its only block is
+// grant "deliver" { to = [DESTINATION, …] }, with absolute paths; anything else is an
+// error, so that a misspelt grant is not silently no grant.
+func ParseGrants(path string, src []byte) (*Grants, *hcl.File, hcl.Diagnostics) {
+	f, diags := hclsyntax.ParseConfig(src, path, hcl.InitialPos)
+	if diags.HasErrors() {
+		return nil, f, diags
+	}
+	g := &Grants{File: path}
+	content, d := f.Body.Content(&hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{{Type: "grant", LabelNames: []string{"kind"}}}})
+	diags = append(diags, d...)
+	for _, b := range content.Blocks {
+		if b.Labels[0] != DeliverGrantKind {
+			diags = append(diags, errorAt(b.LabelRanges[0], "Unknown grant", "A grant is for %q (destinations products may be delivered to); %q is not a kind of grant.", DeliverGrantKind, b.Labels[0]))
+			continue
+		}
+		bc, d := b.Body.Content(&hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "to", Required: true}}})
+		diags = append(diags, d...)
+		a := bc.Attributes["to"]
+		if a == nil {
+			continue
+		}
+		v, d := a.Expr.Value(nil)
+		diags = append(diags, d...)
+		if d.HasErrors() {
+			continue
+		}
+		rng := a.Expr.Range()
+		if v.IsNull() || !(v.Type().IsListType() || v.Type().IsTupleType()) {
+			diags = append(diags, errorAt(rng, "Invalid grant", "to must be a list of destinations, such as [\"dir:/srv/releases\"]."))
+			continue
+		}
+		for it := v.ElementIterator(); it.Next(); {
+			_, e := it.Element()
+			if e.IsNull() || e.Type() != cty.String {
+				diags = append(diags, errorAt(rng, "Invalid grant", "Each destination is a string, such as \"dir:/srv/releases\"."))
+				continue
+			}
+			dest, err := ParseDestination(e.AsString(), "")
+			if err != nil {
+				diags = append(diags, errorAt(rng, "Invalid grant", "%v.", err))
+				continue
+			}
+			if !slices.Contains(g.Deliver, dest) {
+				g.Deliver = append(g.Deliver, dest)
+			}
+		}
+	}
+	return g, f, diags
+}

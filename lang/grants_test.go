@@ -1,0 +1,100 @@
+package lang
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestParseDestination(t *testing.T) {
+	for _, c := range []struct{ in, base, want, err string }{
+		{"dir:/srv/releases/", "", "dir:/srv/releases", ""},
+		{"oci-layout:out", "/p", "oci-layout:/p/out", ""},
+		{"dir:rel", "", "", "must be absolute"},
+		{"oci:host/repo", "/p", "", "not a destination"},
+		{"dir:", "/p", "", "names no path"},
+		{"/srv", "/p", "", "not a destination"},
+	} {
+		d, err := ParseDestination(c.in, c.base)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("ParseDestination(%q) = %v, %v; want an error with %q", c.in, d, err, c.err)
+			}
+			continue
+		}
+		if err != nil || d.String() != c.want {
+			t.Errorf("ParseDestination(%q) = %v, %v; want %s", c.in, d, err, c.want)
+		}
+	}
+}
+
+// A grant allows its path and what is under it, of its own scheme only; a grants file that
+// is not exactly the grammar is an error, never fewer grants.
+func TestGrants(t *testing.T) {
+	g, _, diags := ParseGrants("g.hcl", []byte(`
+grant "deliver" { to = ["dir:/srv/releases", "oci-layout:/srv/oci"] }
+grant "deliver" { to = ["dir:/srv/releases"] }
+`))
+	if diags.HasErrors() || len(g.Deliver) != 2 {
+		t.Fatalf("grants: %v %v", g, diags)
+	}
+	for dest, want := range map[string]bool{
+		"dir:/srv/releases": true, "dir:/srv/releases/app": true, "dir:/srv/releases-old": false,
+		"oci-layout:/srv/releases": false, "oci-layout:/srv/oci/x": true, "dir:/srv": false,
+	} {
+		d, _ := ParseDestination(dest, "")
+		if got := g.AllowsDelivery(d); got != want {
+			t.Errorf("AllowsDelivery(%s) = %v, want %v", dest, got, want)
+		}
+	}
+	if (*Grants)(nil).AllowsDelivery(Destination{Scheme: SchemeDir, Path: "/"}) {
+		t.Error("no grants allow a delivery")
+	}
+	for src, want := range map[string]string{
+		`grant "deliverr" { to = ["dir:/x"] }`:                "Unknown grant",
+		`grant "deliver" { to = ["dir:x"] }`:                  "must be absolute",
+		`grant "deliver" { to = "dir:/x" }`:                   "list of destinations",
+		"grant \"deliver\" {\n to = [\"dir:/x\"]\n by = 1\n}": "Unsupported argument",
+		`grants "deliver" { to = ["dir:/x"] }`:                "Unsupported block type",
+		`grant "deliver" { to = ["oci:host/r:tag"] }`:         "not a destination",
+	} {
+		_, _, diags := ParseGrants("g.hcl", []byte(src))
+		if !diags.HasErrors() || !strings.Contains(diags.Error(), want) {
+			t.Errorf("%s: %v, want %q", src, diags, want)
+		}
+	}
+	if g, _, diags := LoadGrants(filepath.Join(t.TempDir(), "none.hcl"), true); diags.HasErrors() || len(g.Deliver) != 0 {
+		t.Errorf("a missing optional grants file: %v %v", g, diags)
+	}
+	if _, _, diags := LoadGrants(filepath.Join(t.TempDir(), "none.hcl"), false); !diags.HasErrors() {
+		t.Error("a missing grants file named by -grants is an error")
+	}
+}
+
+func TestDeliverDestinationValidated(t *testing.T) {
+	dir := writeProject(t, map[string]string{"main.hcl": `
+product "p" {
+  deliver {
+    to    = "s3://bucket"
+    files = { "/a" = "x" }
+  }
+}
+product "q" {
+  deliver {
+    to    = "dir:out"
+    files = { "/a" = "x" }
+    start = ["/a", "serve"]
+  }
+}
+`})
+	cfg, diags := Load(dir, Options{})
+	if !diags.HasErrors() || !strings.Contains(diags.Error(), "Invalid destination") || !strings.Contains(diags.Error(), "s3://bucket") {
+		t.Fatalf("an invalid destination: %v", diags)
+	}
+	if len(diags) != 1 {
+		t.Errorf("want one diagnostic, have %v", diags)
+	}
+	if q := cfg.Products["q"].Deliver; q.Dest.String() != "dir:"+filepath.Join(dir, "out") || len(q.Start) != 2 {
+		t.Errorf("deliver of q: %+v", q)
+	}
+}
