@@ -168,3 +168,23 @@ func TestReleaseRollbackRestoresEarlierReleaseAndData(t *testing.T) {
 		t.Errorf("release list:\n%s", out)
 	}
 }
+
+// Without deliveries the list is empty; usage errors are exit 2; a rollback without state
+// is refused.
+func TestReleaseCommandUsage(t *testing.T) {
+	dir := t.TempDir()
+	if code, out, _ := foundry(t, dir, "release"); code != exitOK || !strings.Contains(out, "No release is recorded") {
+		t.Errorf("release on a fresh project: exit %d\n%s", code, out)
+	}
+	if code, out, _ := foundry(t, dir, "release", "-json"); code != exitOK || strings.Join(strings.Fields(out), "") != `{"channels":[]}` {
+		t.Errorf("release -json on a fresh project: exit %d\n%s", code, out)
+	}
+	for _, args := range [][]string{{"release", "bogus"}, {"release", "rollback"}, {"release", "list", "-to", "x"}, {"release", "rollback", "a", "b"}} {
+		if code, _, errs := foundry(t, dir, args...); code != exitUsage {
+			t.Errorf("%v: exit %d, want 2\n%s", args, code, errs)
+		}
+	}
+	if code, _, errs := foundry(t, dir, "release", "rollback", "app"); code != exitError || !strings.Contains(errs, "no project state") {
+		t.Errorf("rollback without state: exit %d\n%s", code, errs)
+	}
+}
