@@ -52,6 +52,11 @@ bench: deps build test-tools
 	# cases' own, with each sandboxed executor (examples/reconstruct, fresh state per apply).
 	$(GO) run ./bench/reconstruct -foundry $(BIN) -executor containerd
 	$(GO) run ./bench/reconstruct -foundry $(BIN) -executor runc
+	# Issue 20: a call of int-sort as an MCP tools/call and as an HTTP POST, each against a
+	# direct sandboxed run of its entrypoint by the same executor, interleaved in one run
+	# (examples/int-sort applied once in a fresh copy; goal: each <= 1.2x the direct run).
+	$(GO) run ./bench/invoke -foundry $(BIN) -executor runc
+	$(GO) run ./bench/invoke -foundry $(BIN) -executor containerd
 	bash scripts/bench.sh
 	$(GO) run ./bench/registry
 

@@ -59,6 +59,12 @@ func Canonicalize(raw []byte) ([]byte, error) {
 	return out, nil
 }
 
+// Check reports whether raw is JSON that Canonicalize accepts, returning the *SyntaxError
+// it would, without building the canonical form: for a caller that needs a value exactly
+// as strict as content addressing and not its canonical bytes. FuzzCanonicalize checks
+// that the two agree.
+func Check(raw []byte) error { return check(raw) }
+
 // Canonical marshals v with encoding/json and returns the canonical (RFC 8785)
 // form of the result.
 //

@@ -10,10 +10,11 @@ import (
 	"unicode/utf8"
 )
 
-// FuzzCanonicalize checks that Canonicalize never panics, that every
-// rejection is a *SyntaxError with an offset inside the input (anything else
-// means the strict check and jcs disagree), and that on success the output is
-// valid UTF-8 and JSON, means the same as the input, and is a fixed point.
+// FuzzCanonicalize checks that Canonicalize never panics, that Check rejects
+// exactly what it rejects, that every rejection is a *SyntaxError with an
+// offset inside the input (anything else means the strict check and jcs
+// disagree), and that on success the output is valid UTF-8 and JSON, means
+// the same as the input, and is a fixed point.
 func FuzzCanonicalize(f *testing.F) {
 	seeds := []string{
 		rfcExampleInput, rfcSortInput,
@@ -27,6 +28,9 @@ func FuzzCanonicalize(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		out, err := Canonicalize(data)
+		if cerr := Check(data); (cerr == nil) != (err == nil) {
+			t.Fatalf("Check(%q) = %v, but Canonicalize's error is %v", data, cerr, err)
+		}
 		if err != nil {
 			var se *SyntaxError
 			if !errors.As(err, &se) {

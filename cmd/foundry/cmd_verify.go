@@ -296,6 +296,19 @@ func releaseSubject(a string, opts *provenance.Options, vsaDefault bool) (proven
 	return provenance.Subject{Name: a, Digest: string(tree), Manifest: string(digest.FromBytes(b))}, nil
 }
 
+// verifyReleaseDir verifies the release in directory dir with keys exactly as `foundry verify
+// -key PUB... DIR` does (releaseSubject, then verifySubjects): its receipt binds the files'
+// recomputed tree and release.json, and every acceptance envelope it names verifies.
+// foundry release rollback uses it before it re-points a channel.
+func verifyReleaseDir(ctx context.Context, dir string, keys []*provenance.Verifier) (*provenance.Report, error) {
+	opts := provenance.Options{Keys: keys}
+	subj, err := releaseSubject(dir, &opts, true)
+	if err != nil {
+		return nil, err
+	}
+	return verifySubjects(ctx, opts, []provenance.Subject{subj})
+}
+
 // verifySubjects verifies subjects under opts: when no directory of attestations was given,
 // the envelopes in opts are the ones searched.
 func verifySubjects(ctx context.Context, opts provenance.Options, subjects []provenance.Subject) (*provenance.Report, error) {

@@ -168,9 +168,13 @@ func capabilityTool(c invoke.Capability) (*mcp.Tool, *capTool, error) {
 // objectRootSchema is a lowered input schema as go-sdk's AddTool takes it: a JSON object
 // whose type is "object" (a one-element type list is that too). Tool arguments are always
 // an object, so a root that only implies it (a combinator of object branches) says so.
+// Numbers stay json.Number, so the schema is served with its bounds as the contract writes
+// them: a float64 would serve 9223372036854775807 as 9223372036854776000.
 func objectRootSchema(lowered json.RawMessage) (map[string]any, error) {
 	var m map[string]any
-	if err := json.Unmarshal(lowered, &m); err != nil {
+	d := json.NewDecoder(bytes.NewReader(lowered))
+	d.UseNumber()
+	if err := d.Decode(&m); err != nil {
 		return nil, err
 	}
 	switch t := m["type"].(type) {

@@ -82,12 +82,16 @@ func TestMCPCapabilityRefusedLowering(t *testing.T) {
 	if _, _, err := capabilityTool(c); err == nil || !strings.Contains(err.Error(), "not an MCP tool name") {
 		t.Errorf("a 134-character tool name is offered: %v", err)
 	}
-	c = invoke.Capability{Name: "list", Kind: "cli", InputSchema: json.RawMessage(`{"type":"array","items":{"type":"integer"}}`)}
+	c = invoke.Capability{Name: "list", Kind: "cli", InputSchema: json.RawMessage(`{"type":"array","items":{"type":"integer","maximum":9223372036854775807}}`)}
 	tool, ct, err := capabilityTool(c)
 	if err != nil || ct.inWrapped != "input" || ct.outWrapped != "output" {
 		t.Fatalf("an array root: %v %+v", err, ct)
 	}
 	checkPortableSchema(t, tool.Name, tool.InputSchema)
+	// The schema served keeps the contract's numbers as written, never as a double.
+	if b, _ := json.Marshal(tool.InputSchema); string(b) != `{"additionalProperties":false,"properties":{"input":{"items":{"maximum":9223372036854775807,"type":"integer"},"type":"array"}},"required":["input"],"type":"object"}` {
+		t.Errorf("the input schema is served as %s", b)
+	}
 	if in, err := ct.input(json.RawMessage(`{"input":[9223372036854775807, 3.0]}`)); err != nil || string(in) != `[9223372036854775807, 3.0]` {
 		t.Errorf("unwrapped input %s, %v: want the bytes as written", in, err)
 	}

@@ -19,11 +19,23 @@ import (
 // it over its stdin and stdout, as a host does.
 func connectStdio(t *testing.T, dir string, args ...string) *mcp.ClientSession {
 	t.Helper()
+	return connectStdioVia(t, dir, nil, args...)
+}
+
+// connectStdioVia is connectStdio with the client's transport wrapped in rec, which keeps
+// what the server wrote (nil: not wrapped).
+func connectStdioVia(t *testing.T, dir string, rec *recordingTransport, args ...string) *mcp.ClientSession {
+	t.Helper()
 	cmd := exec.Command(foundryBin, append([]string{"mcp", "-C", dir, "-executor", "runc"}, args...)...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	c := mcp.NewClient(&mcp.Implementation{Name: "foundry-test-stdio", Version: "1"}, nil)
-	cs, err := c.Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
+	var transport mcp.Transport = &mcp.CommandTransport{Command: cmd}
+	if rec != nil {
+		rec.Transport = transport
+		transport = rec
+	}
+	cs, err := c.Connect(context.Background(), transport, nil)
 	if err != nil {
 		t.Fatalf("connecting to foundry mcp: %v\n%s", err, stderr.String())
 	}

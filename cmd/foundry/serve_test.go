@@ -128,9 +128,10 @@ func compactJSON(t *testing.T, b []byte) string {
 
 // The blueprint's measured interface case over loopback HTTP: examples/int-sort admitted
 // by apply, then called through foundry serve, a separate process, by a plain HTTP client.
-// Six valid inputs give the literal expected values, nine invalid ones are refused with
-// the validator's message before anything runs, the schemas of /openapi.json are the
-// contract's stored schemas byte for byte, and a quarantine is honoured at the next call.
+// The six valid inputs of intSortInterfaceCases (shared with TestMCPIntSort) give the
+// literal expected values, its nine invalid ones are refused with the validator's message
+// before anything runs, the schemas of /openapi.json are the contract's stored schemas byte
+// for byte, and a quarantine is honoured at the next call.
 func TestServeIntSort(t *testing.T) {
 	needSandbox(t)
 	if _, err := os.Stat("/usr/local/go/bin/go"); err != nil {
@@ -155,39 +156,14 @@ func TestServeIntSort(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, resp.Header.Get("Content-Type"), string(b)
 	}
-	list := func(n int, f func(i int) int) string {
-		parts := make([]string, n)
-		for i := range parts {
-			parts[i] = fmt.Sprint(f(i))
-		}
-		return "[" + strings.Join(parts, ",") + "]"
-	}
-	for _, c := range []struct{ name, in, want string }{
-		{"duplicates", `[5, 3, 5, 1, 3, 3]`, `[1,3,3,3,5,5]`},
-		{"integral decimals", `[3.0, -1, 2e0, 2, 10.000]`, `[-1,2,2,3,10]`},
-		{"64-bit endpoints", `[9223372036854775807, 0, -9223372036854775808, 9223372036854775806]`, `[-9223372036854775808,0,9223372036854775806,9223372036854775807]`},
-		{"empty", `[]`, `[]`},
-		{"single", `[-7]`, `[-7]`},
-		// maxItems is 10000: a permutation of -5000..4999.
-		{"maximal batch", list(10000, func(i int) int { return i*7919%10000 - 5000 }), list(10000, func(i int) int { return i - 5000 })},
-	} {
-		status, ct, body := post(c.in)
+	for _, c := range intSortInterfaceCases.valid {
+		status, ct, body := post(c.input)
 		if status != 200 || ct != "application/json" || body != c.want+"\n" {
 			t.Errorf("%s: %d %s %.200s, want 200 %.200s", c.name, status, ct, body, c.want)
 		}
 	}
-	for _, c := range []struct{ name, in, want string }{
-		{"an object", `{"numbers": [1, 2]}`, "at '': got object, want array"},
-		{"a string", `"3,1,2"`, "at '': got string, want array"},
-		{"null", `null`, "at '': got null, want array"},
-		{"2^63", `[1, 9223372036854775808]`, "at '/1': maximum: got 9223372036854775808, want 9223372036854775807"},
-		{"-2^63-1", `[-9223372036854775809]`, "at '/0': minimum: got -9223372036854775809, want -9223372036854775808"},
-		{"a string item", `[1, "2"]`, "at '/1': got string, want integer"},
-		{"a fraction", `[1.5]`, "at '/0': got number, want integer"},
-		{"a null item", `[1, null, 2]`, "at '/1': got null, want integer"},
-		{"10001 items", list(10001, func(i int) int { return i }), "at '': maxItems: got 10001, want 10000"},
-	} {
-		status, ct, body := post(c.in)
+	for _, c := range intSortInterfaceCases.invalid {
+		status, ct, body := post(c.input)
 		var p struct{ Type, Detail string }
 		json.Unmarshal([]byte(body), &p)
 		if status != 400 || ct != "application/problem+json" || p.Type != problemBase+"input-invalid" ||

@@ -13,8 +13,11 @@
 // digest, never written twice. It never decides whether a destination is granted: the
 // plan does (needs-grant), and engine/run refuses a product the plan did not grant.
 //
-// It imports engine/outbox, engine/workspace, engine/event, lang, provenance and registry;
-// never the plan or the run.
+// Each successful delivery is recorded in the state's releases table and moves the
+// product's release channel at the destination to it (channel.go).
+//
+// It imports engine/outbox, engine/state, engine/workspace, engine/event, lang, provenance
+// and registry; never the plan or the run.
 package deliver
 
 import (
@@ -139,7 +142,7 @@ func (d *Deliverer) Deliver(ctx context.Context, req *Request) (string, error) {
 		return "", fmt.Errorf("%s: cannot deliver to %s", req.Product, req.Dest)
 	}
 	ob := &outbox.Outbox{State: d.Workspace.State, RunID: d.RunID, Fault: d.Fault}
-	return ob.Do(ctx, &outbox.Effect{
+	loc, err := ob.Do(ctx, &outbox.Effect{
 		Project: d.Project, Revision: string(rel.digest), Address: req.Product, Kind: "deliver", Destination: req.Dest.String(),
 		Perform: dest.write,
 		Find:    dest.find,
@@ -147,6 +150,15 @@ func (d *Deliverer) Deliver(ctx context.Context, req *Request) (string, error) {
 			d.Emit(event.Event{Type: "effect_reconciled", Node: req.Product, Message: msg})
 		},
 	})
+	if err != nil {
+		return "", err
+	}
+	// The delivery succeeded: its release is recorded, and the product's channel moves to
+	// it (channel.go).
+	if err := d.advance(ctx, rel, loc); err != nil {
+		return "", fmt.Errorf("%s: delivered to %s, but its release channel did not move: %w", req.Product, loc, err)
+	}
+	return loc, nil
 }
 
 // destination is one kind of destination: write is idempotent, and find looks for the

@@ -211,6 +211,28 @@ CREATE TABLE proposals (
 	PRIMARY KEY (job_id, n)
 );
 `,
+	// 10: releases of products to their destinations, in the order they were delivered,
+	// and each (product, destination)'s channel: the release it points at now.
+	`
+CREATE TABLE releases (
+	seq         INTEGER PRIMARY KEY AUTOINCREMENT,
+	product     TEXT NOT NULL,
+	destination TEXT NOT NULL,
+	release     TEXT NOT NULL,
+	location    TEXT NOT NULL,
+	receipt     TEXT NOT NULL DEFAULT '',
+	delivered   INTEGER NOT NULL,
+	UNIQUE (product, destination, release)
+);
+CREATE TABLE release_channels (
+	product     TEXT NOT NULL,
+	destination TEXT NOT NULL,
+	release     TEXT NOT NULL,
+	moved       INTEGER NOT NULL,
+	reason      TEXT NOT NULL DEFAULT '',
+	PRIMARY KEY (product, destination)
+);
+`,
 }
 
 // Version is the schema version this binary writes.

@@ -12,11 +12,13 @@ import (
 )
 
 // decodeStrict parses one JSON value under the same strict rules as content addressing
-// (digest.Canonicalize: valid UTF-8, no duplicate member names, finite numbers, bounded
-// depth, nothing after the value) and returns it with numbers kept as their literals
-// (json.Number), never rounded. Surrounding JSON whitespace is allowed.
+// (digest.Check, which accepts what digest.Canonicalize does: valid UTF-8, no duplicate
+// member names, finite numbers, bounded depth, nothing after the value) and returns it with
+// numbers kept as their literals (json.Number), never rounded. Surrounding JSON whitespace
+// is allowed. The canonical form is not built: every call of a capability decodes its
+// input and its output here.
 func decodeStrict(b []byte) (any, error) {
-	if _, err := digest.Canonicalize(b); err != nil {
+	if err := digest.Check(b); err != nil {
 		return nil, err
 	}
 	d := json.NewDecoder(bytes.NewReader(b))
