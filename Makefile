@@ -86,7 +86,7 @@ example: deps build
 	  ../../$(BIN) apply -auto-approve -progress plain -grants operator/grants.hcl | \
 	    sed -n -e p -e 's/^Delivered product.scores to dir:\(.*\)\.$$/\1/w .foundry/release' && \
 	  rel=$$(cat .foundry/release) && test -n "$$rel" && \
-	  ls -l $$rel $$rel/files/srv && ../../$(BIN) verify -key .foundry/keys/signing.pub $$rel
+	  ls -l $$(dirname $$rel) $$rel/files/srv && ../../$(BIN) verify -key .foundry/keys/signing.pub $$rel
 
 clean:
 	rm -rf bin

@@ -63,8 +63,8 @@ func TestExampleScores(t *testing.T) {
 	for _, a := range m.Acceptance {
 		accepted = accepted || a.Check == "product.scores.accept"
 	}
-	if m.Product != "product.scores" || !accepted || strings.Join(m.Start, " ") != "/srv/start /var/lib/scores" ||
-		!strings.Contains(m.Restart, "./srv/start /var/lib/scores") {
+	if m.Product != "product.scores" || !accepted || strings.Join(m.Start, " ") != "/srv/start ../data" ||
+		!strings.Contains(m.Restart, "./srv/start ../data") {
 		t.Errorf("release manifest: %s", b)
 	}
 	key := filepath.Join(dir, ".foundry", "keys", "signing.pub")
@@ -72,10 +72,10 @@ func TestExampleScores(t *testing.T) {
 		t.Fatalf("verify %s: exit %d\n%s\n%s", rel, code, out, errs)
 	}
 
-	// A fresh user: start it from files/, upload, restart, retrieve.
-	files := filepath.Join(rel, "files")
-	data := t.TempDir()
-	base, stop := startRelease(t, files, data)
+	// A fresh user: start it from the channel's files, as the restart instructions say,
+	// upload, restart, retrieve. The data is the release's data/.
+	files := filepath.Join(dest, "current", "files")
+	base, stop := startRelease(t, files, "../data")
 	if got := httpDo(t, "POST", base+"/cgi-bin/scores", "[5, 3, 5, -1]"); got != "201 {\"id\":1}" {
 		t.Errorf("upload: %s", got)
 	}
@@ -83,7 +83,10 @@ func TestExampleScores(t *testing.T) {
 		t.Errorf("malformed upload: %s", got)
 	}
 	stop()
-	base, stop = startRelease(t, files, data)
+	if _, err := os.Stat(filepath.Join(rel, "data", "scores", "1")); err != nil {
+		t.Errorf("the upload is not in the release's data: %v", err)
+	}
+	base, stop = startRelease(t, files, "../data")
 	defer stop()
 	if got := httpDo(t, "GET", base+"/cgi-bin/scores?id=1", ""); got != "200 [-1,3,5,5]" {
 		t.Errorf("after the restart, list 1: %s", got)
@@ -115,8 +118,8 @@ func TestExampleScores(t *testing.T) {
 	}
 }
 
-// startRelease runs a release's start command from its files directory, on a free port,
-// and waits until it answers; stop ends it.
+// startRelease runs a release's start command from its files directory with the data
+// directory data, on a free port, and waits until it answers; stop ends it.
 func startRelease(t *testing.T, files, data string) (base string, stop func()) {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")

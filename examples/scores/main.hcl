@@ -108,6 +108,8 @@ product "scores" {
   deliver {
     to    = "dir:${var.release_dir}"
     files = { "/srv" = step.server.output["/out/srv"] }
-    start = ["/srv/start", "/var/lib/scores"]
+    # Run from DEST/current/files: the data is the release's data/, which the release
+    # channel carries to the next release and back on a rollback.
+    start = ["/srv/start", "../data"]
   }
 }
