@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"fmt"
+	"github.com/foundry-build/foundry/bench/benchutil"
 	"io"
 	"os"
 	"os/exec"
@@ -65,7 +66,7 @@ func startBuildkit(dir string) *buildkit {
 		}
 		if time.Since(start) > 30*time.Second {
 			logText, _ := os.ReadFile(log.Name())
-			fmt.Fprintf(os.Stderr, "buildkitd did not answer on %s within 30s:\n%s", b.addr, tail(string(logText)))
+			fmt.Fprintf(os.Stderr, "buildkitd did not answer on %s within 30s:\n%s", b.addr, benchutil.Tail(string(logText)))
 			exit(1)
 		}
 	}
@@ -86,7 +87,7 @@ func (b *buildkit) build(dockerfile string) time.Duration {
 	out, err := cmd.CombinedOutput()
 	d := time.Since(start)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "buildctl build failed: %v\n%s", err, tail(string(out)))
+		fmt.Fprintf(os.Stderr, "buildctl build failed: %v\n%s", err, benchutil.Tail(string(out)))
 		exit(1)
 	}
 	return d

@@ -16,6 +16,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"github.com/foundry-build/foundry/bench/benchutil"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -266,18 +267,10 @@ func apply(dir, executor, par string) (time.Duration, int64) {
 	out, err := cmd.CombinedOutput()
 	d := time.Since(start)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "apply in %s failed: %v\n%s", dir, err, tail(string(out)))
+		fmt.Fprintf(os.Stderr, "apply in %s failed: %v\n%s", dir, err, benchutil.Tail(string(out)))
 		exit(1)
 	}
 	return d, cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss
-}
-
-func tail(s string) string {
-	lines := strings.Split(s, "\n")
-	if len(lines) > 20 {
-		lines = lines[len(lines)-20:]
-	}
-	return strings.Join(lines, "\n")
 }
 
 func median(ds []time.Duration) time.Duration {

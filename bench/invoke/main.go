@@ -40,8 +40,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/foundry-build/foundry/bench/benchutil"
 	"io"
-	"io/fs"
 	"math"
 	"math/rand/v2"
 	"net/http"
@@ -109,13 +109,13 @@ func run() error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	if err := copyProject(*example, dir); err != nil {
+	if err := benchutil.CopyProject(*example, dir); err != nil {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "applying a fresh copy of %s (-executor %s)\n", *example, *executor)
 	t0 := time.Now()
 	if out, err := foundry(dir, "apply", "-auto-approve", "-progress", "plain", "-executor", *executor); err != nil {
-		return fmt.Errorf("apply: %v\n%s", err, tail(string(out)))
+		return fmt.Errorf("apply: %v\n%s", err, benchutil.Tail(string(out)))
 	}
 	fmt.Fprintf(os.Stderr, "applied in %s\n", time.Since(t0).Round(time.Second))
 
@@ -504,36 +504,6 @@ func met(ok bool) string {
 	return "not met"
 }
 
-// copyProject copies the project at src into dst without its state directory: the copy
-// starts with no state database, cache or registry.
-func copyProject(src, dst string) error {
-	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(src, p)
-		if err != nil {
-			return err
-		}
-		to := filepath.Join(dst, rel)
-		switch {
-		case d.IsDir() && d.Name() == workspace.StateDir:
-			return filepath.SkipDir
-		case d.IsDir():
-			return os.MkdirAll(to, 0o755)
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(to, b, info.Mode().Perm())
-	})
-}
-
 // foundry runs the binary in dir and returns its standard output, or its combined output
 // on failure.
 func foundry(dir string, args ...string) ([]byte, error) {
@@ -546,14 +516,6 @@ func foundry(dir string, args ...string) ([]byte, error) {
 		return append(out, errBuf.Bytes()...), err
 	}
 	return out, nil
-}
-
-func tail(s string) string {
-	lines := strings.Split(s, "\n")
-	if len(lines) > 20 {
-		lines = lines[len(lines)-20:]
-	}
-	return strings.Join(lines, "\n")
 }
 
 func randHex(n int) string {

@@ -24,7 +24,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io/fs"
+	"github.com/foundry-build/foundry/bench/benchutil"
 	"maps"
 	"os"
 	"os/exec"
@@ -35,7 +35,6 @@ import (
 
 	"github.com/foundry-build/foundry/engine/event"
 	"github.com/foundry-build/foundry/engine/state"
-	"github.com/foundry-build/foundry/engine/workspace"
 )
 
 var (
@@ -98,7 +97,7 @@ func measure() ([]round, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	if err := copyProject(*example, dir); err != nil {
+	if err := benchutil.CopyProject(*example, dir); err != nil {
 		return nil, err
 	}
 	_, progress, err := foundry(dir, "apply", "-auto-approve", "-progress", "json", "-executor", *executor)
@@ -253,36 +252,6 @@ func stats[T cmp.Ordered](rs []round, of func(round) T) (lo, med, hi T) {
 	return xs[0], xs[len(xs)/2], xs[len(xs)-1]
 }
 
-// copyProject copies the project at src into dst, without any state directory: each copy
-// starts with no state database, cache or registry.
-func copyProject(src, dst string) error {
-	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(src, p)
-		if err != nil {
-			return err
-		}
-		to := filepath.Join(dst, rel)
-		switch {
-		case d.IsDir() && d.Name() == workspace.StateDir:
-			return filepath.SkipDir
-		case d.IsDir():
-			return os.MkdirAll(to, 0o755)
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(to, b, info.Mode().Perm())
-	})
-}
-
 // foundry runs the binary in dir and returns its standard output and standard error (where
 // progress goes).
 func foundry(dir string, args ...string) (stdout, stderr []byte, err error) {
@@ -292,17 +261,9 @@ func foundry(dir string, args ...string) (stdout, stderr []byte, err error) {
 	cmd.Stderr = &errBuf
 	out, err := cmd.Output()
 	if err != nil {
-		return nil, nil, fmt.Errorf("foundry %s in %s: %v\n%s%s", strings.Join(args, " "), dir, err, tail(string(out)), tail(errBuf.String()))
+		return nil, nil, fmt.Errorf("foundry %s in %s: %v\n%s%s", strings.Join(args, " "), dir, err, benchutil.Tail(string(out)), benchutil.Tail(errBuf.String()))
 	}
 	return out, errBuf.Bytes(), nil
-}
-
-func tail(s string) string {
-	lines := strings.Split(s, "\n")
-	if len(lines) > 20 {
-		lines = lines[len(lines)-20:]
-	}
-	return strings.Join(lines, "\n")
 }
 
 func must(err error) {
