@@ -70,17 +70,17 @@ done </proc/self/mountinfo
 # The network: the interfaces, a control on the sandbox's own loopback (which must work,
 # or the refusals below would prove nothing), the host listener and the internet.
 say "network interfaces: $(ls /sys/class/net | tr '\n' ' ')"
-nc -l -p 7001 >/tmp/loopback &
+# The listener exits once its one peer hangs up; timeout bounds it if none ever comes. Under
+# load either nc may start late, so the client retries for 10s and the listener is waited for.
+timeout 20 nc -l -p 7001 >/tmp/loopback &
 listener=$!
-for _ in 1 2 3 4 5 6 7 8 9 10; do
-	echo loopback-ok | nc -w 2 127.0.0.1 7001 2>/dev/null && break
+tries=0
+until echo loopback-ok | nc -w 2 127.0.0.1 7001 2>/dev/null; do
+	tries=$((tries + 1))
+	[ $tries -ge 50 ] && break
 	sleep 0.2
 done
-for _ in 1 2 3 4 5 6 7 8 9 10; do
-	[ -s /tmp/loopback ] && break
-	sleep 0.2
-done
-kill $listener 2>/dev/null
+wait $listener
 reply=$(cat /tmp/loopback)
 say "network loopback: ${reply:-nothing}"
 for t in $PROBE_TARGETS 1.1.1.1:80; do
