@@ -78,13 +78,19 @@ const (
 type Action struct {
 	// ID names this attempt; it is unique per attempt and safe as a container name
 	// ([a-z0-9-], at most 64 bytes). Leftovers of a crashed run are found by its prefix.
-	ID      string
-	Image   Image
-	Argv    []string
-	Env     []string // KEY=VALUE, replaces the image env when non-nil
-	Workdir string
-	User    string // "uid:gid"; empty means the executor's non-root default
-	Mounts  []Mount
+	ID string
+	// Name is the logical action, stable across attempts: the step's address and cache key.
+	// An executor that runs actions elsewhere (the Temporal engine) names its work by it.
+	Name string
+	// Platform is the "os/arch" the step was written for; an executor that routes actions to
+	// other machines routes by it.
+	Platform string
+	Image    Image
+	Argv     []string
+	Env      []string // KEY=VALUE, replaces the image env when non-nil
+	Workdir  string
+	User     string // "uid:gid"; empty means the executor's non-root default
+	Mounts   []Mount
 	// OutDir is a host directory, created empty by the engine, mounted read-write at /out.
 	// Sandboxed executors chown it to the step's user so that a non-root step can write it.
 	OutDir  string
@@ -121,6 +127,16 @@ type Result struct {
 	// ended. A field is zero when the executor could not measure it; each executor's package
 	// doc says what it counts and when it cannot.
 	Usage Usage
+	// Remote is set by an executor that had the action run on another machine (the Temporal
+	// engine): who ran it there, with which executor. Provenance names that executor.
+	Remote *Remote
+}
+
+// Remote says where an action ran when it did not run on this machine.
+type Remote struct {
+	Executor  string // the executor that ran it ("containerd", "runc")
+	Isolation string // that executor's isolation
+	Worker    string // the worker's identity (its host and process, as it reported them)
 }
 
 // Usage is the resources an action consumed. The sandboxed executors measure the step's

@@ -51,11 +51,18 @@ release gets a signed delivery receipt that 'foundry verify' checks (spec/grants
 Without -auto-approve, apply shows the plan and asks for confirmation on a terminal; a
 saved plan is its own approval.
 
+With -engine temporal, steps run on 'foundry worker' processes instead, through a
+Temporal cluster (-temporal-address): one workflow per apply, one activity per step, content
+carried by a registry every worker reaches (the project's, or -temporal-registry). Caching,
+evaluations, signing, publishing and delivery stay here, so the action digests, outputs and
+provenance subjects are the embedded engine's; provenance names the worker (spec/temporal.md).
+
 Examples:
   foundry apply -auto-approve
   foundry plan -out hello.plan && foundry apply hello.plan
   foundry apply -auto-approve -progress plain -parallelism 8 examples/hello
   foundry apply -auto-approve -executor runc
+  foundry apply -auto-approve -engine temporal -temporal-address 127.0.0.1:7233
 
 Exit codes: 0 success, 1 a step failed or the configuration is invalid or the saved plan
 is stale or the apply was interrupted, 2 usage error.`,
@@ -64,6 +71,8 @@ is stale or the apply was interrupted, 2 usage error.`,
 			v.register(fs)
 			var ex executorFlags
 			ex.register(fs)
+			var eng engineFlags
+			eng.register(fs)
 			auto := fs.Bool("auto-approve", false, "apply without asking for confirmation")
 			par := fs.Int("parallelism", 4, "run at most `N` steps at once")
 			prog := fs.String("progress", "auto", "progress `MODE`: auto, tty (live view), plain (a line per event) or json (one event per line)")
@@ -81,6 +90,13 @@ is stale or the apply was interrupted, 2 usage error.`,
 				if *par < 1 {
 					fmt.Fprintln(env.stderr, "foundry apply: -parallelism must be at least 1")
 					return exitUsage
+				}
+				if err := eng.check(); err != nil {
+					return usageError(env, "apply", "%v", err)
+				}
+				if eng.name == "temporal" && !flagGiven(fs, "parallelism") {
+					// Workers bound what runs at once; the apply only keeps them fed.
+					*par = defaultTemporalParallelism
 				}
 				target := "."
 				if len(args) == 1 {
@@ -131,7 +147,7 @@ is stale or the apply was interrupted, 2 usage error.`,
 				defer stop()
 				_, code := applyProject(ctx, env, applyRequest{
 					dir: dir, g: g, sel: sel.selection(), trust: trust, signingKey: *keyPath, grants: *grants,
-					parallelism: *par, ex: &ex, ask: saved == nil && !*auto,
+					parallelism: *par, ex: &ex, engine: &eng, ask: saved == nil && !*auto,
 					events: func() (func(event.Event), func(), error) {
 						pr, err := newProgress(*prog, env.stderr)
 						if err != nil {
@@ -157,7 +173,8 @@ type applyRequest struct {
 	grants      string   // -grants, "" for the project's default grants file
 	parallelism int
 	ex          *executorFlags
-	ask         bool // show the plan and ask for approval on a terminal first
+	engine      *engineFlags // nil: the embedded engine
+	ask         bool         // show the plan and ask for approval on a terminal first
 	// events starts the progress display once the plan is approved: it returns where the
 	// apply's events go and the function that ends the display.
 	events func() (emit func(event.Event), done func(), err error)
@@ -251,10 +268,24 @@ func applyProject(ctx context.Context, env *cliEnv, req applyRequest) (out apply
 		fmt.Fprintf(env.stderr, "foundry apply: %v\n", err)
 		return out, exitError
 	}
-	res, err := run.Apply(ctx, ws, g, planned, run.Options{
+	opt := run.Options{
 		Executor: exe, Parallelism: req.parallelism, Events: emit, Args: os.Args, Faults: faultsFromEnv(env),
 		Signer: signer, Version: version, Registry: reg, TrustedKeys: keys,
-	})
+	}
+	if req.engine != nil {
+		steps, err := req.engine.steps(env, ws, reg, dir)
+		if err != nil {
+			done()
+			exe.Close()
+			fmt.Fprintf(env.stderr, "foundry apply: %v\n", err)
+			return out, exitError
+		}
+		if steps != nil {
+			opt.Steps = steps
+			defer steps.Close()
+		}
+	}
+	res, err := run.Apply(ctx, ws, g, planned, opt)
 	done()
 	out.result = res
 	// Close waits until the executor has removed every container it made, the ones killed

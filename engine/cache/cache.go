@@ -104,6 +104,9 @@ type Result struct {
 
 	Executor  string `json:"executor"`  // "containerd", "runc", "local"
 	Isolation string `json:"isolation"` // "container" or "none"
+	// Worker is the identity of the Temporal worker that ran the step, "" when this
+	// machine ran it (spec/temporal.md).
+	Worker string `json:"worker,omitempty"`
 
 	// Attestations are blobs (DSSE envelopes) minted about this execution by provenance,
 	// added after the fact with AddAttestation.

@@ -36,7 +36,11 @@ import (
 type Options struct {
 	// Executor runs steps and evaluations. An executors.Opener (executors.Lazy) is opened
 	// when the first of them is about to run, and never by an apply with nothing to run.
-	Executor    executors.Executor
+	Executor executors.Executor
+	// Steps, when set, runs steps and reconstruction builders in place of Executor: the
+	// Temporal engine, whose workers run them (spec/temporal.md). Evaluations and acceptance
+	// stay on Executor, this machine's sandbox, so sealed cases never leave it.
+	Steps       executors.Executor
 	Parallelism int               // steps run at once; default 4
 	Events      func(event.Event) // progress, called from many goroutines one at a time; may be nil
 	Args        []string          // the command line, recorded with the run

@@ -77,9 +77,12 @@ func (r *runner) runAction(ctx context.Context, n *graph.Node, key digest.Digest
 	if r.opt.Executor == nil {
 		return nil, fmt.Errorf("%s must run, but no executor is configured", n.Address)
 	}
-	exe, err := r.executor(ctx, n.Address)
-	if err != nil {
-		return nil, err
+	exe := r.opt.Steps
+	if exe == nil {
+		var err error
+		if exe, err = r.executor(ctx, n.Address); err != nil {
+			return nil, err
+		}
 	}
 	start := time.Now()
 	r.emit(event.Event{Type: "node_started", Node: n.Address, Action: n.Digest, Message: note})
@@ -173,7 +176,7 @@ func (r *runner) execute(ctx context.Context, n *graph.Node, exe executors.Execu
 	}
 	r.fault(FaultBeforeExec, n.Address)
 	action := &executors.Action{
-		ID: id, Image: base.image, Argv: st.Run, Env: envList(base.image.Env, st.Env), Workdir: st.Workdir,
+		ID: id, Name: n.Address + "@" + string(key), Platform: st.Platform, Image: base.image, Argv: st.Run, Env: envList(base.image.Env, st.Env), Workdir: st.Workdir,
 		User: st.User, Mounts: mounts, OutDir: outDir, Network: executors.NetworkNone,
 		Limits: executors.Limits{MemoryBytes: lim.MemoryBytes, CPUs: lim.CPUs, Pids: lim.Pids, Timeout: lim.Time},
 		Stdout: stdout, Stderr: stderr,
@@ -204,6 +207,10 @@ func (r *runner) execute(ctx context.Context, n *graph.Node, exe executors.Execu
 		Action: key, ExitCode: xr.ExitCode, TimedOut: xr.TimedOut, OOMKilled: xr.OOMKilled, Signal: xr.Signal,
 		Stdout: outLog, Stderr: errLog, Started: xr.Started, Finished: xr.Finished, Duration: xr.Finished.Sub(xr.Started),
 		CPU: xr.Usage.CPU, PeakMemory: xr.Usage.PeakMemoryBytes, Executor: exe.Name(), Isolation: exe.Isolation(),
+	}
+	if xr.Remote != nil {
+		// It ran on a worker: its executor there is the builder, and the worker says where.
+		res.Executor, res.Isolation, res.Worker = xr.Remote.Executor, xr.Remote.Isolation, xr.Remote.Worker
 	}
 	if err := res.Success(); err != nil {
 		se := &StepError{ExitCode: xr.ExitCode, TimedOut: xr.TimedOut, OOMKilled: xr.OOMKilled, Stdout: outLog.Digest, Stderr: errLog.Digest}
@@ -358,7 +365,7 @@ func (r *runner) attest(n *graph.Node, attempt int, img executors.Image, inputs 
 	e := &provenance.Execution{
 		InvocationID: fmt.Sprintf("%s/%s/%d", r.runID, n.Address, attempt),
 		Executor:     res.Executor, Isolation: res.Isolation,
-		Versions:     map[string]string{"foundry": r.opt.Version},
+		Versions:     r.builderVersions(res),
 		Step:         view,
 		ActionDigest: string(n.Digest), CacheKey: string(res.Action), Platform: n.Step.Platform, User: user,
 		Network: provenance.Network{Mode: executors.NetworkNone},
@@ -390,6 +397,16 @@ func (r *runner) attest(n *graph.Node, attempt int, img executors.Image, inputs 
 		return "", err
 	}
 	return digest.FromBytes(env), nil
+}
+
+// builderVersions are the builder.version entries of a step's provenance: this Foundry's
+// version and, for a step a Temporal worker ran, the worker's identity.
+func (r *runner) builderVersions(res *cache.Result) map[string]string {
+	v := map[string]string{"foundry": r.opt.Version}
+	if res.Worker != "" {
+		v["worker"] = res.Worker
+	}
+	return v
 }
 
 // recordedOutput finds the recorded output that a refers to (step.X.output["/out/Y"]) and

@@ -1,0 +1,141 @@
+package registry
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/foundry-build/foundry/digest"
+	"github.com/foundry-build/foundry/store"
+)
+
+// The functions below use a registry as a shared content-addressed store (the Temporal
+// engine, spec/temporal.md): content-store blobs and trees, and OCI images, move between
+// machines by digest. Nothing fetched is taken on the registry's word: every blob is checked
+// against the digest and size it was asked for before a local store takes it, and a tree's
+// files against the entries of its verified manifest.
+
+// PushBlob copies blob d of src into s, unless s already holds it, and returns its size.
+func PushBlob(ctx context.Context, s Store, src *store.Store, d digest.Digest) (int64, error) {
+	size, err := src.Stat(d)
+	if err != nil {
+		return 0, err
+	}
+	err = s.PutBlob(ctx, d, size, func() (io.ReadCloser, error) { return src.Open(d) })
+	if err != nil {
+		return 0, fmt.Errorf("%s: push %s: %w", s, d.Short(), err)
+	}
+	return size, nil
+}
+
+// PushTree copies tree d of src into s: every file blob, then the manifest blob, so that a
+// reader that finds the manifest finds its files. It returns the manifest's size.
+func PushTree(ctx context.Context, s Store, src *store.Store, d digest.Digest) (int64, error) {
+	man, err := src.ReadManifest(d)
+	if err != nil {
+		return 0, err
+	}
+	seen := map[digest.Digest]bool{}
+	for _, e := range man.Entries {
+		if e.Digest == "" || seen[e.Digest] {
+			continue
+		}
+		seen[e.Digest] = true
+		if _, err := PushBlob(ctx, s, src, e.Digest); err != nil {
+			return 0, err
+		}
+	}
+	return PushBlob(ctx, s, src, d)
+}
+
+// FetchBlob copies blob d of size bytes from s into dst, refusing bytes that do not match.
+func FetchBlob(ctx context.Context, s Store, dst *store.Store, d digest.Digest, size int64) error {
+	if ok, _ := dst.Has(d); ok {
+		return nil
+	}
+	rc, err := openVerified(ctx, s, Descriptor{Digest: d, Size: size})
+	if err != nil {
+		return fmt.Errorf("%s: fetch %s: %w", s, d.Short(), err)
+	}
+	defer rc.Close()
+	if _, err := dst.PutExpected(rc, d); err != nil {
+		return fmt.Errorf("%s: fetch %s: %w", s, d.Short(), err)
+	}
+	return nil
+}
+
+// FetchTree copies tree d, whose manifest has size bytes, from s into dst: the manifest,
+// checked to be a canonical tree manifest, then each file it names.
+func FetchTree(ctx context.Context, s Store, dst *store.Store, d digest.Digest, size int64) error {
+	if size > MaxManifestSize*16 {
+		return fmt.Errorf("%s: tree %s: manifest of %d bytes: %w", s, d.Short(), size, ErrTooLarge)
+	}
+	if err := FetchBlob(ctx, s, dst, d, size); err != nil {
+		return err
+	}
+	man, err := dst.ReadManifest(d)
+	if err != nil {
+		return fmt.Errorf("%s: tree %s: %w", s, d.Short(), err)
+	}
+	for _, e := range man.Entries {
+		if e.Digest == "" {
+			continue
+		}
+		if err := FetchBlob(ctx, s, dst, e.Digest, e.Size); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// CopyImage copies the OCI image manifest d with its config and layers from src to dst,
+// each blob checked against its descriptor on the way. It copies a single-platform image
+// manifest (what seed images are), not an index.
+func CopyImage(ctx context.Context, dst, src Store, d digest.Digest) error {
+	raw, mt, err := fetchManifest(ctx, src, d)
+	if err != nil {
+		return err
+	}
+	var m struct {
+		Config Descriptor   `json:"config"`
+		Layers []Descriptor `json:"layers"`
+	}
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return fmt.Errorf("%s: image %s: %w", src, d.Short(), err)
+	}
+	for _, b := range append([]Descriptor{m.Config}, m.Layers...) {
+		if err := b.check("image blob"); err != nil {
+			return fmt.Errorf("%s: image %s: %w", src, d.Short(), err)
+		}
+		if err := copyBlob(ctx, dst, src, b); err != nil {
+			return err
+		}
+	}
+	if _, err := dst.PutManifest(ctx, raw, mt); err != nil {
+		return fmt.Errorf("%s: image %s: %w", dst, d.Short(), err)
+	}
+	return nil
+}
+
+// copyBlob copies blob b from src to dst through a temporary file, verified as it is read,
+// so that dst is offered only bytes that match b.
+func copyBlob(ctx context.Context, dst, src Store, b Descriptor) error {
+	f, err := os.CreateTemp("", "foundry-blob-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	rc, err := openVerified(ctx, src, b)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(f, rc)
+	rc.Close()
+	if err != nil {
+		return err
+	}
+	return dst.PutBlob(ctx, b.Digest, b.Size, func() (io.ReadCloser, error) { return os.Open(f.Name()) })
+}
