@@ -63,6 +63,9 @@ bench: deps build test-tools
 	$(GO) run ./bench/invoke -foundry $(BIN) -executor containerd
 	bash scripts/bench.sh
 	$(GO) run ./bench/registry
+	# Issue 22: 200 sleep-bound steps on 1, 2 and 4 Temporal workers against the embedded
+	# engine, and the Temporal path's per-step overhead (a Temporal server in process).
+	cd devtemporal && $(GO) run ./cmd/bench-temporal -foundry ../$(BIN)
 
 # example runs examples/hello, greeter, int-sort, matrix, reconstruct and scores end to end.
 example: deps build

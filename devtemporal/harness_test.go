@@ -2,7 +2,6 @@ package devtemporal
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -12,12 +11,10 @@ import (
 	"regexp"
 	"sort"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
-	"go.temporal.io/server/temporaltest"
+	"github.com/foundry-build/foundry/devtemporal/cluster"
 )
 
 // These tests drive the real thing: a Temporal server in this process (temporaltest: every
@@ -33,11 +30,8 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	foundryBin = filepath.Join(dir, "foundry")
-	build := exec.Command("go", "build", "-o", foundryBin, "./cmd/foundry")
-	build.Dir = ".." // the main module
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building foundry:", err)
+	if err := cluster.Build("..", foundryBin); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	code := m.Run()
@@ -58,138 +52,65 @@ func needSandbox(t *testing.T) {
 	t.Skip("needs root and runc")
 }
 
-// cluster is a Temporal server and a registry for one test.
-type cluster struct {
-	ts        *temporaltest.TestServer
-	addr, ns  string
-	registry  string // HOST:PORT/REPO
-	workerDir string
-}
-
-func newCluster(t *testing.T) *cluster {
+// newCluster starts a Temporal server and a registry for the test; on failure the test's log
+// gets every process's output.
+func newCluster(t *testing.T) *cluster.Cluster {
 	t.Helper()
 	needSandbox(t)
-	ts := temporaltest.NewServer(temporaltest.WithT(t))
-	c := &cluster{ts: ts, addr: ts.GetFrontendHostPort(), ns: ts.GetDefaultNamespace(), workerDir: t.TempDir()}
-	reg := start(t, "registry", "registry", "serve", "-addr", "127.0.0.1:0", "-root", filepath.Join(t.TempDir(), "registry"))
-	line := reg.waitFor(t, regexp.MustCompile(`as (127\.0\.0\.1:\d+/\S+),`), 10*time.Second)
-	c.registry = line[1]
+	c, err := cluster.Start(foundryBin, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c.Stop()
+		if t.Failed() {
+			for _, p := range c.Procs() {
+				t.Logf("--- %s:\n%s", p.Name, p.Out)
+			}
+		}
+	})
 	return c
 }
 
-// proc is a foundry process the test started, with its output kept.
-type proc struct {
-	name string
-	cmd  *exec.Cmd
-	out  *syncBuffer
-	done chan struct{}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// start runs foundry args... in the background until the test ends (SIGTERM, then SIGKILL).
-func start(t *testing.T, name string, args ...string) *proc {
+func worker(t *testing.T, c *cluster.Cluster, name string, parallelism int) *cluster.Proc {
 	t.Helper()
-	p := &proc{name: name, cmd: exec.Command(foundryBin, args...), out: &syncBuffer{}, done: make(chan struct{})}
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	p.cmd.Env = append(os.Environ(), "FOUNDRY_CONTAINERD_ADDRESS=/run/foundry-containerd/containerd.sock")
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("starting %s: %v", name, err)
+	w, err := c.Worker(name, parallelism)
+	if err != nil {
+		t.Fatal(err)
 	}
-	go func() { p.cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() {
-		p.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-p.done:
-		case <-time.After(20 * time.Second):
-			p.cmd.Process.Kill()
-			<-p.done
-		}
-		if t.Failed() {
-			t.Logf("--- %s:\n%s", name, p.out.String())
-		}
-	})
-	return p
-}
-
-// waitFor waits until the process's output matches re and returns the submatches.
-func (p *proc) waitFor(t *testing.T, re *regexp.Regexp, timeout time.Duration) []string {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		if m := re.FindStringSubmatch(p.out.String()); m != nil {
-			return m
-		}
-		select {
-		case <-p.done:
-			t.Fatalf("%s ended before printing %s:\n%s", p.name, re, p.out.String())
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-	t.Fatalf("%s did not print %s in %s:\n%s", p.name, re, timeout, p.out.String())
-	return nil
-}
-
-// worker starts a foundry worker named name (its identity) with its own directory.
-func (c *cluster) worker(t *testing.T, name string, parallelism int) *proc {
-	t.Helper()
-	w := start(t, name, "worker", "-temporal-address", c.addr, "-namespace", c.ns, "-executor", "runc",
-		"-parallelism", fmt.Sprint(parallelism), "-identity", name, "-dir", filepath.Join(c.workerDir, name))
-	w.waitFor(t, regexp.MustCompile(`serving foundry`), 30*time.Second)
 	return w
 }
 
-// run is a finished foundry command.
-type run struct {
-	code           int
-	stdout, stderr string
+func waitFor(t *testing.T, p *cluster.Proc, re *regexp.Regexp, timeout time.Duration) []string {
+	t.Helper()
+	m, err := p.WaitFor(re, timeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }
 
 // foundry runs foundry args... in dir and waits for it.
-func foundry(t *testing.T, dir string, env []string, args ...string) run {
+func foundry(t *testing.T, dir string, env []string, args ...string) cluster.Result {
 	t.Helper()
-	cmd := exec.Command(foundryBin, args...)
-	cmd.Dir = dir
-	cmd.Env = append(append(os.Environ(), "FOUNDRY_CONTAINERD_ADDRESS=/run/foundry-containerd/containerd.sock"), env...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatalf("foundry %s: %v", strings.Join(args, " "), err)
+	r, err := cluster.Run(foundryBin, dir, env, args...)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return run{code: code, stdout: out.String(), stderr: errb.String()}
+	return r
 }
 
-// applyTemporal applies the project in dir on the cluster.
-func (c *cluster) apply(t *testing.T, dir string, env []string, args ...string) run {
+// apply applies the project in dir on the cluster.
+func apply(t *testing.T, c *cluster.Cluster, dir string, env []string, args ...string) cluster.Result {
 	t.Helper()
-	return foundry(t, dir, env, append([]string{"apply", "-auto-approve", "-progress", "plain", "-engine", "temporal",
-		"-temporal-address", c.addr, "-namespace", c.ns, "-temporal-registry", c.registry}, args...)...)
+	return foundry(t, dir, env, c.ApplyArgs(args...)...)
 }
 
 // project copies testdata/fanout into a fresh directory.
 func project(t *testing.T) string {
 	t.Helper()
-	dst := filepath.Join(t.TempDir(), "fanout")
-	if err := os.CopyFS(dst, os.DirFS("testdata/fanout")); err != nil {
+	dst, err := cluster.CopyProject("testdata/fanout", t.TempDir())
+	if err != nil {
 		t.Fatal(err)
 	}
 	return dst
@@ -253,11 +174,11 @@ func provenance(t *testing.T, dir string) []statement {
 }
 
 // workflowOf is the workflow ID an apply printed.
-func workflowOf(t *testing.T, r run) string {
+func workflowOf(t *testing.T, r cluster.Result) string {
 	t.Helper()
-	m := regexp.MustCompile(`workflow (foundry-apply-[0-9a-f]+)`).FindStringSubmatch(r.stderr)
+	m := regexp.MustCompile(`workflow (foundry-apply-[0-9a-f]+)`).FindStringSubmatch(r.Stderr)
 	if m == nil {
-		t.Fatalf("the apply did not name its workflow:\n%s", r.stderr)
+		t.Fatalf("the apply did not name its workflow:\n%s", r.Stderr)
 	}
 	return m[1]
 }

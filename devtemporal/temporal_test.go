@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/foundry-build/foundry/devtemporal/cluster"
 )
 
 const wantJoined = "0 29 leaf\n1 29 leaf\n"
@@ -17,25 +19,25 @@ const wantJoined = "0 29 leaf\n1 29 leaf\n"
 // Six sleeping steps at once on two workers of four slots each: both workers run some.
 func TestTemporalSameAsEmbedded(t *testing.T) {
 	c := newCluster(t)
-	c.worker(t, "w1", 4)
-	c.worker(t, "w2", 4)
+	worker(t, c, "w1", 4)
+	worker(t, c, "w2", 4)
 
 	onTemporal := project(t)
-	r := c.apply(t, onTemporal, nil, "-var", "n=6", "-var", "sleep=1")
-	if r.code != 0 {
-		t.Fatalf("apply -engine temporal: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	r := apply(t, c, onTemporal, nil, "-var", "n=6", "-var", "sleep=1")
+	if r.Code != 0 {
+		t.Fatalf("apply -engine temporal: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
-	if !strings.Contains(r.stdout, "Apply complete: 8 executed, 0 cached") {
-		t.Errorf("apply -engine temporal:\n%s", r.stdout)
+	if !strings.Contains(r.Stdout, "Apply complete: 8 executed, 0 cached") {
+		t.Errorf("apply -engine temporal:\n%s", r.Stdout)
 	}
 	embedded := project(t)
-	if r := foundry(t, embedded, nil, "apply", "-auto-approve", "-progress", "plain", "-executor", "runc", "-var", "n=6", "-var", "sleep=1"); r.code != 0 {
-		t.Fatalf("embedded apply: exit %d\n%s", r.code, r.stderr)
+	if r := foundry(t, embedded, nil, "apply", "-auto-approve", "-progress", "plain", "-executor", "runc", "-var", "n=6", "-var", "sleep=1"); r.Code != 0 {
+		t.Fatalf("embedded apply: exit %d\n%s", r.Code, r.Stderr)
 	}
 	for _, dir := range []string{onTemporal, embedded} {
 		out := foundry(t, dir, nil, "output", "step.join", "/out/joined.txt")
-		if out.code != 0 || out.stdout != wantJoined {
-			t.Errorf("%s: step.join's output: exit %d %q %s", dir, out.code, out.stdout, out.stderr)
+		if out.Code != 0 || out.Stdout != wantJoined {
+			t.Errorf("%s: step.join's output: exit %d %q %s", dir, out.Code, out.Stdout, out.Stderr)
 		}
 	}
 
@@ -58,8 +60,8 @@ func TestTemporalSameAsEmbedded(t *testing.T) {
 	}
 
 	// Everything is cached now: a plan has nothing to run, and an apply runs nothing.
-	if p := foundry(t, onTemporal, nil, "plan", "-detailed-exitcode", "-var", "n=6", "-var", "sleep=1"); p.code != 0 {
-		t.Errorf("plan after the Temporal apply: exit %d\n%s", p.code, p.stdout)
+	if p := foundry(t, onTemporal, nil, "plan", "-detailed-exitcode", "-var", "n=6", "-var", "sleep=1"); p.Code != 0 {
+		t.Errorf("plan after the Temporal apply: exit %d\n%s", p.Code, p.Stdout)
 	}
 }
 
@@ -67,22 +69,22 @@ func TestTemporalSameAsEmbedded(t *testing.T) {
 // the embedded engine does.
 func TestTemporalNonZeroExitIsAResult(t *testing.T) {
 	c := newCluster(t)
-	w := c.worker(t, "w1", 4)
+	w := worker(t, c, "w1", 4)
 	dir := project(t)
-	r := c.apply(t, dir, nil, "-var", "fail=true")
-	if r.code != 1 {
-		t.Fatalf("apply of a failing step: exit %d, want 1\n%s", r.code, r.stderr)
+	r := apply(t, c, dir, nil, "-var", "fail=true")
+	if r.Code != 1 {
+		t.Fatalf("apply of a failing step: exit %d, want 1\n%s", r.Code, r.Stderr)
 	}
 	for _, want := range []string{"step.join: exited with code 3", "failing on purpose"} {
-		if !strings.Contains(r.stderr, want) {
-			t.Errorf("apply's report lacks %q:\n%s", want, r.stderr)
+		if !strings.Contains(r.Stderr, want) {
+			t.Errorf("apply's report lacks %q:\n%s", want, r.Stderr)
 		}
 	}
-	if n := lines(w.out.String(), "start step.join@"); len(n) != 1 {
-		t.Errorf("the failing step was started %d times, want once:\n%s", len(n), w.out.String())
+	if n := lines(w.Out.String(), "start step.join@"); len(n) != 1 {
+		t.Errorf("the failing step was started %d times, want once:\n%s", len(n), w.Out.String())
 	}
-	if n := lines(w.out.String(), "done step.join@", "exit 3"); len(n) != 1 {
-		t.Errorf("the worker did not report exit 3 once:\n%s", w.out.String())
+	if n := lines(w.Out.String(), "done step.join@", "exit 3"); len(n) != 1 {
+		t.Errorf("the worker did not report exit 3 once:\n%s", w.Out.String())
 	}
 }
 
@@ -92,33 +94,33 @@ func TestTemporalNonZeroExitIsAResult(t *testing.T) {
 // one's directory removes what it left.
 func TestTemporalWorkerKilledMidStep(t *testing.T) {
 	c := newCluster(t)
-	w1 := c.worker(t, "w1", 1)
-	w2 := c.worker(t, "w2", 1)
+	w1 := worker(t, c, "w1", 1)
+	w2 := worker(t, c, "w2", 1)
 	dir := project(t)
 
-	done := make(chan run, 1)
-	go func() { done <- c.apply(t, dir, nil, "-var", "n=2", "-var", "sleep=6", "-heartbeat-timeout", "3s") }()
+	done := make(chan cluster.Result, 1)
+	go func() { done <- apply(t, c, dir, nil, "-var", "n=2", "-var", "sleep=6", "-heartbeat-timeout", "3s") }()
 	// Each worker takes one of the two sleeping steps.
 	startRE := regexp.MustCompile(`start (step\.work\[\d\]@\S+) attempt 1`)
-	victim := w1.waitFor(t, startRE, 60*time.Second)[1]
-	w2.waitFor(t, startRE, 60*time.Second)
-	if err := w1.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	victim := waitFor(t, w1, startRE, 60*time.Second)[1]
+	waitFor(t, w2, startRE, 60*time.Second)
+	if err := w1.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	var r run
+	var r cluster.Result
 	select {
 	case r = <-done:
 	case <-time.After(3 * time.Minute):
 		t.Fatal("the apply did not finish after its worker was killed")
 	}
-	if r.code != 0 {
-		t.Fatalf("apply: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	if r.Code != 0 {
+		t.Fatalf("apply: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
-	if got := lines(w2.out.String(), "start "+victim+" attempt 2"); len(got) != 1 {
-		t.Errorf("w2 did not take over %s as attempt 2:\n%s", victim, w2.out.String())
+	if got := lines(w2.Out.String(), "start "+victim+" attempt 2"); len(got) != 1 {
+		t.Errorf("w2 did not take over %s as attempt 2:\n%s", victim, w2.Out.String())
 	}
-	if out := foundry(t, dir, nil, "output", "step.join", "/out/joined.txt"); out.stdout != wantJoined {
-		t.Errorf("step.join's output: %q", out.stdout)
+	if out := foundry(t, dir, nil, "output", "step.join", "/out/joined.txt"); out.Stdout != wantJoined {
+		t.Errorf("step.join's output: %q", out.Stdout)
 	}
 	// Each step has one provenance statement: the killed attempt left no result behind.
 	st := provenance(t, dir)
@@ -130,7 +132,7 @@ func TestTemporalWorkerKilledMidStep(t *testing.T) {
 			t.Errorf("a statement names worker %q", s.Worker)
 		}
 	}
-	if got := lines(w1.out.String(), "done "+victim); len(got) > 0 {
+	if got := lines(w1.Out.String(), "done "+victim); len(got) > 0 {
 		t.Errorf("the killed worker reported %s done: %v", victim, got)
 	}
 }
@@ -140,16 +142,16 @@ func TestTemporalWorkerKilledMidStep(t *testing.T) {
 // ten steps (the default, 10,000 events, takes about a thousand).
 func TestTemporalContinuesAsNew(t *testing.T) {
 	c := newCluster(t)
-	c.worker(t, "w1", 2)
+	worker(t, c, "w1", 2)
 	dir := project(t)
-	r := c.apply(t, dir, []string{"FOUNDRY_TEMPORAL_MAX_HISTORY=40"}, "-var", "n=8")
-	if r.code != 0 || !strings.Contains(r.stdout, "10 executed") {
-		t.Fatalf("apply: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	r := apply(t, c, dir, []string{"FOUNDRY_TEMPORAL_MAX_HISTORY=40"}, "-var", "n=8")
+	if r.Code != 0 || !strings.Contains(r.Stdout, "10 executed") {
+		t.Fatalf("apply: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 	id := workflowOf(t, r)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	desc, err := c.ts.GetDefaultClient().DescribeWorkflowExecution(ctx, id, "")
+	desc, err := c.Server.GetDefaultClient().DescribeWorkflowExecution(ctx, id, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +162,7 @@ func TestTemporalContinuesAsNew(t *testing.T) {
 	if info.GetStatus().String() != "Completed" {
 		t.Errorf("workflow %s is %s after the apply, want Completed", id, info.GetStatus())
 	}
-	if out := foundry(t, dir, nil, "output", "step.join", "/out/joined.txt"); out.stdout != wantJoined {
-		t.Errorf("step.join's output: %q", out.stdout)
+	if out := foundry(t, dir, nil, "output", "step.join", "/out/joined.txt"); out.Stdout != wantJoined {
+		t.Errorf("step.join's output: %q", out.Stdout)
 	}
 }
