@@ -2,7 +2,10 @@ module github.com/foundry-build/foundry/devtemporal
 
 go 1.26.8
 
-require go.temporal.io/server v1.32.1
+require (
+	go.temporal.io/api v1.63.5
+	go.temporal.io/server v1.32.1
+)
 
 require (
 	cel.dev/expr v0.25.2 // indirect
@@ -163,7 +166,6 @@ require (
 	go.opentelemetry.io/otel/sdk/metric v1.44.0 // indirect
 	go.opentelemetry.io/otel/trace v1.44.0 // indirect
 	go.opentelemetry.io/proto/otlp v1.10.0 // indirect
-	go.temporal.io/api v1.63.5 // indirect
 	go.temporal.io/auto-scaled-workers v0.2.0-1.32.0.158.0 // indirect
 	go.temporal.io/sdk v1.50.0 // indirect
 	go.uber.org/atomic v1.11.0 // indirect

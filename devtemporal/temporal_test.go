@@ -2,12 +2,19 @@ package devtemporal
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/foundry-build/foundry/devtemporal/cluster"
 )
@@ -164,5 +171,78 @@ func TestTemporalContinuesAsNew(t *testing.T) {
 	}
 	if out := foundry(t, dir, nil, "output", "step.join", "/out/joined.txt"); out.Stdout != wantJoined {
 		t.Errorf("step.join's output: %q", out.Stdout)
+	}
+}
+
+// The registry is not trusted: an input whose blob the registry's operator replaced is
+// refused by the worker that fetches it (each attempt, on any worker), the step never runs,
+// and the apply fails naming the mismatch.
+func TestTemporalForgedInputRefused(t *testing.T) {
+	c := newCluster(t)
+	w := worker(t, c, "w1", 2)
+	dir := project(t)
+	real, err := os.ReadFile(filepath.Join(dir, "words", "a.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(real)
+	blobs := filepath.Join(c.RegistryRoot, "blobs", "sha256")
+	if err := os.MkdirAll(blobs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	forged := strings.Repeat("X", len(real)) // same size, other bytes
+	if err := os.WriteFile(filepath.Join(blobs, hex.EncodeToString(sum[:])), []byte(forged), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := apply(t, c, dir, nil)
+	if r.Code != 1 {
+		t.Fatalf("apply with a forged input: exit %d, want 1\n%s%s", r.Code, r.Stdout, r.Stderr)
+	}
+	if !strings.Contains(r.Stderr, "step.seed") || !strings.Contains(r.Stderr, "digest mismatch") {
+		t.Errorf("apply's report does not name the mismatch:\n%s", r.Stderr)
+	}
+	if got := lines(w.Out.String(), "done step.seed@"); len(got) > 0 {
+		t.Errorf("the worker ran the step on forged input: %v", got)
+	}
+	if got := lines(w.Out.String(), "error step.seed@", "digest mismatch"); len(got) == 0 {
+		t.Errorf("the worker did not refuse the forged blob:\n%s", w.Out.String())
+	}
+}
+
+// An apply whose workflow is ended under it (an operator terminates it) fails its step within
+// seconds, saying so, instead of waiting for a reply that cannot come.
+func TestTemporalWorkflowEndedUnderTheApply(t *testing.T) {
+	c := newCluster(t)
+	w := worker(t, c, "w1", 1)
+	dir := project(t)
+	done := make(chan cluster.Result, 1)
+	go func() { done <- apply(t, c, dir, nil, "-var", "n=2", "-var", "sleep=60") }()
+	waitFor(t, w, regexp.MustCompile(`start step\.work\[\d\]`), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cl := c.Server.GetDefaultClient()
+	list, err := cl.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: c.Namespace})
+	if err != nil {
+		t.Fatal(err)
+	}
+	terminated := 0
+	for _, ex := range list.GetExecutions() {
+		if ex.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+			if err := cl.TerminateWorkflow(ctx, ex.GetExecution().GetWorkflowId(), "", "the test ends it"); err != nil {
+				t.Fatal(err)
+			}
+			terminated++
+		}
+	}
+	if terminated != 1 {
+		t.Fatalf("terminated %d running workflows, want the apply's one", terminated)
+	}
+	select {
+	case r := <-done:
+		if r.Code != 1 || !strings.Contains(r.Stderr, "ended (Terminated)") {
+			t.Errorf("apply: exit %d, want 1 naming the terminated workflow\n%s", r.Code, r.Stderr)
+		}
+	case <-time.After(50 * time.Second):
+		t.Fatal("the apply still waits 50s after its workflow was terminated")
 	}
 }

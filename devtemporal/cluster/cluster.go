@@ -25,8 +25,11 @@ type Cluster struct {
 	Addr      string // the Temporal frontend, HOST:PORT
 	Namespace string
 	Registry  string // the registry's HOST:PORT/REPO
-	Foundry   string // the foundry binary
-	dir       string
+	// RegistryRoot is the OCI layout the registry serves: a test that plays the registry's
+	// operator forges blobs there.
+	RegistryRoot string
+	Foundry      string // the foundry binary
+	dir          string
 
 	mu    sync.Mutex
 	procs []*Proc
@@ -46,8 +49,9 @@ func Build(mainModule, out string) error {
 // Start starts a server and a registry, keeping their files and the workers' under dir.
 func Start(foundry, dir string) (*Cluster, error) {
 	ts := temporaltest.NewServer()
-	c := &Cluster{Server: ts, Addr: ts.GetFrontendHostPort(), Namespace: ts.GetDefaultNamespace(), Foundry: foundry, dir: dir}
-	reg, err := c.Launch("registry", "registry", "serve", "-addr", "127.0.0.1:0", "-root", filepath.Join(dir, "registry"))
+	c := &Cluster{Server: ts, Addr: ts.GetFrontendHostPort(), Namespace: ts.GetDefaultNamespace(), Foundry: foundry, dir: dir,
+		RegistryRoot: filepath.Join(dir, "registry")}
+	reg, err := c.Launch("registry", "registry", "serve", "-addr", "127.0.0.1:0", "-root", c.RegistryRoot)
 	if err != nil {
 		c.Stop()
 		return nil, err

@@ -183,9 +183,35 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 	var r Reply
 	idle := time.AfterFunc(10*time.Second, func() { e.noteIdleQueue(ctx, ActivityQueue(e.opt.TaskQueue, req.Platform)) })
 	defer idle.Stop()
-	select {
-	case r = <-ch:
-	case <-ctx.Done():
+	check := time.NewTicker(checkEvery)
+	defer check.Stop()
+	var unreachable time.Time // since when Temporal has not answered
+wait:
+	for {
+		select {
+		case r = <-ch:
+			break wait
+		case <-check.C:
+			// A reply can only come from a running workflow on a reachable cluster: say so
+			// rather than wait for ever.
+			err := e.workflowRunning(ctx)
+			switch {
+			case err == nil:
+				unreachable = time.Time{}
+				continue
+			case errors.Is(err, errUnreachable) && unreachable.IsZero():
+				unreachable = time.Now()
+				continue
+			case errors.Is(err, errUnreachable) && time.Since(unreachable) < giveUpAfter:
+				continue
+			}
+			e.forget(req.ID)
+			return nil, err
+		case <-ctx.Done():
+			break wait
+		}
+	}
+	if ctx.Err() != nil && r.ID == "" {
 		// Stop it on its worker, and give the worker a moment to say it did.
 		e.client.SignalWorkflow(context.WithoutCancel(ctx), e.workflowID, "", SignalCancel, req.ID)
 		select {
@@ -202,6 +228,33 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 		return nil, fmt.Errorf("on Temporal: %s", r.Error)
 	}
 	return e.collect(ctx, a, r.Result)
+}
+
+// How often a waiting step checks that its workflow runs, and how long Temporal may be
+// unreachable before the step fails.
+const (
+	checkEvery  = 15 * time.Second
+	giveUpAfter = 2 * time.Minute
+)
+
+var errUnreachable = errors.New("temporal is unreachable")
+
+// workflowRunning reports why the apply's workflow cannot answer: it has ended, or Temporal
+// does not answer (wrapping errUnreachable); nil while it runs.
+func (e *Executor) workflowRunning(ctx context.Context) error {
+	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	desc, err := e.client.DescribeWorkflowExecution(dctx, e.workflowID, "")
+	if err != nil {
+		if isNotFound(err) {
+			return fmt.Errorf("on Temporal: workflow %s is gone", e.workflowID)
+		}
+		return fmt.Errorf("%w at %s: %v", errUnreachable, e.opt.Address, err)
+	}
+	if st := desc.GetWorkflowExecutionInfo().GetStatus(); st != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		return fmt.Errorf("on Temporal: workflow %s ended (%s) before the step was answered", e.workflowID, st)
+	}
+	return nil
 }
 
 func (e *Executor) forget(id string) {

@@ -62,7 +62,8 @@ func main() {
 		}
 		// One apply first, so that the image is in the registry and every worker has
 		// imported it: the measured apply then measures steps.
-		apply(bin, scratch, workers*slots, c.ApplyArgs(append([]string{"-parallelism", "64"}, vars(workers*slots, "0.3")...)...))
+		warm := max(2, workers*slots) // the join needs two work steps
+		apply(bin, scratch, warm, c.ApplyArgs(append([]string{"-parallelism", "64"}, vars(warm, "0.3")...)...))
 		return apply(bin, scratch, n, c.ApplyArgs(append([]string{"-parallelism", fmt.Sprint(applyPar)}, vars(n, sleep)...)...))
 	}
 
