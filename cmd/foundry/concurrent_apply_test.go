@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -193,8 +195,8 @@ func TestConcurrentAppliesQueueAndLeaveConsistentState(t *testing.T) {
 }
 
 // -lock-timeout gives up, with nothing run, while another process holds the lock, and names
-// the pid that process wrote into the lock file.
-func TestApplyLockTimeout(t *testing.T) {
+// the pid that process wrote into the lock file; SIGINT ends the wait the same way.
+func TestApplyLockTimeoutAndInterrupt(t *testing.T) {
 	needSandbox(t)
 	dir := queueDir(t)
 	if err := os.MkdirAll(filepath.Join(dir, ".foundry"), 0o755); err != nil {
@@ -234,6 +236,36 @@ func TestApplyLockTimeout(t *testing.T) {
 	defer ws.Close()
 	if runs, err := ws.State.Runs(context.Background(), 10); err != nil || len(runs) != 0 {
 		t.Errorf("runs after a timed-out apply: %v, %v; want none", runs, err)
+	}
+
+	// SIGINT while waiting (without a timeout) stops the wait, with nothing run.
+	cmd := exec.Command(foundryBin, "apply", "-auto-approve", "-progress", "plain", "-executor", "runc")
+	cmd.Dir = dir
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var said strings.Builder
+	sc := bufio.NewScanner(stderr)
+	for sc.Scan() {
+		said.WriteString(sc.Text() + "\n")
+		if strings.Contains(sc.Text(), waitingMsg) {
+			cmd.Process.Signal(syscall.SIGINT)
+			break
+		}
+	}
+	rest, _ := io.ReadAll(stderr)
+	said.Write(rest)
+	err = cmd.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 ||
+		!strings.Contains(said.String(), "foundry apply: interrupted by SIGINT while waiting for another apply of this project to finish; nothing was run.") {
+		t.Errorf("SIGINT while waiting: %v, want exit 1 saying nothing was run\n%s", err, said.String())
+	}
+	if runs, err := ws.State.Runs(context.Background(), 10); err != nil || len(runs) != 0 {
+		t.Errorf("runs after an interrupted wait: %v, %v; want none", runs, err)
 	}
 
 	// Released, the same apply goes ahead.
