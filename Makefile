@@ -29,12 +29,16 @@ test-tools:
 # vet also fails on a tracked Go file gofmt would change.
 vet:
 	$(GO) vet ./...
+	cd devtemporal && $(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
 # test runs the whole suite: vet, unit and end-to-end tests, and each fuzz target briefly.
 test: deps test-tools vet build
 	# -p 1: packages share one containerd and one runc root; one at a time keeps them apart.
 	$(GO) test -p 1 -count=1 -timeout 45m ./...
+	# The Temporal engine against a real Temporal server, in its own module (devtemporal/:
+	# the server stays out of the foundry binary); its first build takes several minutes.
+	cd devtemporal && $(GO) test -count=1 -timeout 20m ./...
 	bash scripts/fuzz.sh 10s
 
 fuzz:
@@ -59,6 +63,9 @@ bench: deps build test-tools
 	$(GO) run ./bench/invoke -foundry $(BIN) -executor containerd
 	bash scripts/bench.sh
 	$(GO) run ./bench/registry
+	# Issue 22: 200 sleep-bound steps on 1, 2 and 4 Temporal workers against the embedded
+	# engine, and the Temporal path's per-step overhead (a Temporal server in process).
+	cd devtemporal && $(GO) run ./cmd/bench-temporal -foundry ../$(BIN)
 
 # example runs examples/hello, greeter, int-sort, matrix, reconstruct and scores end to end.
 example: deps build

@@ -91,6 +91,7 @@ func (e *engineFlags) steps(env *cliEnv, ws *workspace.Workspace, projectReg reg
 		Address: addr, Namespace: e.temporal.namespace, TaskQueue: e.temporal.queue,
 		Registry: reg, Store: ws.Store, Project: dir, HeartbeatTimeout: e.heartbeat,
 		MaxHistory: maxHistoryFromEnv(env),
+		Log:        func(format string, args ...any) { fmt.Fprintf(env.stderr, "foundry apply: "+format+"\n", args...) },
 	})
 }
 

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
@@ -50,6 +51,7 @@ type Executor struct {
 
 	openOnce sync.Once
 	openErr  error
+	idleOnce sync.Once
 	client   client.Client
 	replies  worker.Worker
 
@@ -110,8 +112,28 @@ func (e *Executor) open(ctx context.Context) error {
 			return
 		}
 		e.client, e.replies = c, w
+		e.logf("steps run on Temporal at %s: workflow %s, namespace %s, queue %s", e.opt.Address, e.workflowID, e.opt.Namespace, e.opt.TaskQueue)
 	})
 	return e.openErr
+}
+
+func (e *Executor) logf(format string, args ...any) {
+	if e.opt.Log != nil {
+		e.opt.Log(format, args...)
+	}
+}
+
+// noteIdleQueue tells the operator, once, when a step has waited a while and no worker polls
+// its queue: the apply is not stuck, it waits for a worker.
+func (e *Executor) noteIdleQueue(ctx context.Context, queue string) {
+	resp, err := e.client.DescribeTaskQueue(ctx, queue, enumspb.TASK_QUEUE_TYPE_ACTIVITY)
+	if err != nil || len(resp.GetPollers()) > 0 {
+		return
+	}
+	e.idleOnce.Do(func() {
+		e.logf("no worker polls task queue %s yet; steps wait until one does (foundry worker -temporal-address %s -namespace %s -task-queue %s)",
+			queue, e.opt.Address, e.opt.Namespace, e.opt.TaskQueue)
+	})
 }
 
 // reply is the ReplyName activity: the workflow hands one action's outcome back. An
@@ -159,6 +181,8 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 		return nil, fmt.Errorf("temporal: starting %s: %w", req.ID, err)
 	}
 	var r Reply
+	idle := time.AfterFunc(10*time.Second, func() { e.noteIdleQueue(ctx, ActivityQueue(e.opt.TaskQueue, req.Platform)) })
+	defer idle.Stop()
 	select {
 	case r = <-ch:
 	case <-ctx.Done():

@@ -1,0 +1,168 @@
+package devtemporal
+
+import (
+	"context"
+	"regexp"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/foundry-build/foundry/devtemporal/cluster"
+)
+
+const wantJoined = "0 29 leaf\n1 29 leaf\n"
+
+// The Temporal engine and the embedded one run the same graph to the same outputs and
+// provenance subjects under the same builder id; only the builder's version names the worker.
+// Six sleeping steps at once on two workers of four slots each: both workers run some.
+func TestTemporalSameAsEmbedded(t *testing.T) {
+	c := newCluster(t)
+	worker(t, c, "w1", 4)
+	worker(t, c, "w2", 4)
+
+	onTemporal := project(t)
+	r := apply(t, c, onTemporal, nil, "-var", "n=6", "-var", "sleep=1")
+	if r.Code != 0 {
+		t.Fatalf("apply -engine temporal: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
+	}
+	if !strings.Contains(r.Stdout, "Apply complete: 8 executed, 0 cached") {
+		t.Errorf("apply -engine temporal:\n%s", r.Stdout)
+	}
+	embedded := project(t)
+	if r := foundry(t, embedded, nil, "apply", "-auto-approve", "-progress", "plain", "-executor", "runc", "-var", "n=6", "-var", "sleep=1"); r.Code != 0 {
+		t.Fatalf("embedded apply: exit %d\n%s", r.Code, r.Stderr)
+	}
+	for _, dir := range []string{onTemporal, embedded} {
+		out := foundry(t, dir, nil, "output", "step.join", "/out/joined.txt")
+		if out.Code != 0 || out.Stdout != wantJoined {
+			t.Errorf("%s: step.join's output: exit %d %q %s", dir, out.Code, out.Stdout, out.Stderr)
+		}
+	}
+
+	tp, ep := provenance(t, onTemporal), provenance(t, embedded)
+	if len(tp) != 8 || len(ep) != 8 {
+		t.Fatalf("provenance statements: %d on Temporal, %d embedded; want 8 each", len(tp), len(ep))
+	}
+	workers := map[string]int{}
+	for i := range tp {
+		if !slices.Equal(tp[i].Subjects, ep[i].Subjects) || tp[i].Builder != ep[i].Builder {
+			t.Errorf("statement %d differs:\n temporal %v %s\n embedded %v %s", i, tp[i].Subjects, tp[i].Builder, ep[i].Subjects, ep[i].Builder)
+		}
+		if ep[i].Worker != "" {
+			t.Errorf("an embedded step names worker %q", ep[i].Worker)
+		}
+		workers[tp[i].Worker]++
+	}
+	if workers["w1"] == 0 || workers["w2"] == 0 || workers["w1"]+workers["w2"] != 8 {
+		t.Errorf("steps per worker, as provenance names them: %v; want both w1 and w2, and nothing else", workers)
+	}
+
+	// Everything is cached now: a plan has nothing to run, and an apply runs nothing.
+	if p := foundry(t, onTemporal, nil, "plan", "-detailed-exitcode", "-var", "n=6", "-var", "sleep=1"); p.Code != 0 {
+		t.Errorf("plan after the Temporal apply: exit %d\n%s", p.Code, p.Stdout)
+	}
+}
+
+// A step's non-zero exit is a result: Temporal does not retry it, and the apply reports it as
+// the embedded engine does.
+func TestTemporalNonZeroExitIsAResult(t *testing.T) {
+	c := newCluster(t)
+	w := worker(t, c, "w1", 4)
+	dir := project(t)
+	r := apply(t, c, dir, nil, "-var", "fail=true")
+	if r.Code != 1 {
+		t.Fatalf("apply of a failing step: exit %d, want 1\n%s", r.Code, r.Stderr)
+	}
+	for _, want := range []string{"step.join: exited with code 3", "failing on purpose"} {
+		if !strings.Contains(r.Stderr, want) {
+			t.Errorf("apply's report lacks %q:\n%s", want, r.Stderr)
+		}
+	}
+	if n := lines(w.Out.String(), "start step.join@"); len(n) != 1 {
+		t.Errorf("the failing step was started %d times, want once:\n%s", len(n), w.Out.String())
+	}
+	if n := lines(w.Out.String(), "done step.join@", "exit 3"); len(n) != 1 {
+		t.Errorf("the worker did not report exit 3 once:\n%s", w.Out.String())
+	}
+}
+
+// A worker killed with SIGKILL mid-step: after the heartbeat timeout Temporal gives the step
+// to the other worker, the apply completes with the right outputs, the step ran to a result
+// once (one provenance statement, naming the survivor), and a worker restarted on the dead
+// one's directory removes what it left.
+func TestTemporalWorkerKilledMidStep(t *testing.T) {
+	c := newCluster(t)
+	w1 := worker(t, c, "w1", 1)
+	w2 := worker(t, c, "w2", 1)
+	dir := project(t)
+
+	done := make(chan cluster.Result, 1)
+	go func() { done <- apply(t, c, dir, nil, "-var", "n=2", "-var", "sleep=6", "-heartbeat-timeout", "3s") }()
+	// Each worker takes one of the two sleeping steps.
+	startRE := regexp.MustCompile(`start (step\.work\[\d\]@\S+) attempt 1`)
+	victim := waitFor(t, w1, startRE, 60*time.Second)[1]
+	waitFor(t, w2, startRE, 60*time.Second)
+	if err := w1.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	var r cluster.Result
+	select {
+	case r = <-done:
+	case <-time.After(3 * time.Minute):
+		t.Fatal("the apply did not finish after its worker was killed")
+	}
+	if r.Code != 0 {
+		t.Fatalf("apply: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
+	}
+	if got := lines(w2.Out.String(), "start "+victim+" attempt 2"); len(got) != 1 {
+		t.Errorf("w2 did not take over %s as attempt 2:\n%s", victim, w2.Out.String())
+	}
+	if out := foundry(t, dir, nil, "output", "step.join", "/out/joined.txt"); out.Stdout != wantJoined {
+		t.Errorf("step.join's output: %q", out.Stdout)
+	}
+	// Each step has one provenance statement: the killed attempt left no result behind.
+	st := provenance(t, dir)
+	if len(st) != 4 {
+		t.Errorf("provenance statements: %d, want 4 (seed, two work steps, join)", len(st))
+	}
+	for _, s := range st {
+		if s.Worker != "w2" && s.Worker != "w1" {
+			t.Errorf("a statement names worker %q", s.Worker)
+		}
+	}
+	if got := lines(w1.Out.String(), "done "+victim); len(got) > 0 {
+		t.Errorf("the killed worker reported %s done: %v", victim, got)
+	}
+}
+
+// A workflow past its history bound continues as new, carrying the actions not yet started;
+// the apply does not notice. FOUNDRY_TEMPORAL_MAX_HISTORY makes the bound small enough for
+// ten steps (the default, 10,000 events, takes about a thousand).
+func TestTemporalContinuesAsNew(t *testing.T) {
+	c := newCluster(t)
+	worker(t, c, "w1", 2)
+	dir := project(t)
+	r := apply(t, c, dir, []string{"FOUNDRY_TEMPORAL_MAX_HISTORY=40"}, "-var", "n=8")
+	if r.Code != 0 || !strings.Contains(r.Stdout, "10 executed") {
+		t.Fatalf("apply: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
+	}
+	id := workflowOf(t, r)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	desc, err := c.Server.GetDefaultClient().DescribeWorkflowExecution(ctx, id, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := desc.GetWorkflowExecutionInfo()
+	if info.GetFirstRunId() == info.GetExecution().GetRunId() {
+		t.Errorf("workflow %s never continued as new (history %d events)", id, info.GetHistoryLength())
+	}
+	if info.GetStatus().String() != "Completed" {
+		t.Errorf("workflow %s is %s after the apply, want Completed", id, info.GetStatus())
+	}
+	if out := foundry(t, dir, nil, "output", "step.join", "/out/joined.txt"); out.Stdout != wantJoined {
+		t.Errorf("step.join's output: %q", out.Stdout)
+	}
+}
