@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/foundry-build/foundry/engine/event"
 	"github.com/foundry-build/foundry/engine/graph"
@@ -48,6 +50,12 @@ the operator's grants file allows (-grants FILE, else .foundry/grants.hcl): a pl
 product that needs a grant is refused before anything runs, naming the grant to add. The
 release gets a signed delivery receipt that 'foundry verify' checks (spec/grants.md).
 
+One project is applied by one process at a time: an apply started while another holds the
+project's lock (.foundry/apply.lock, released by the kernel if its holder dies) says once
+that it is waiting, naming the holder's pid and since when, and starts once it is free, so
+that applies queue up. -lock-timeout bounds the wait: past it, apply exits 1 saying so, with
+nothing run. SIGINT while waiting exits 1 too, with nothing run.
+
 Without -auto-approve, apply shows the plan and asks for confirmation on a terminal; a
 saved plan is its own approval.
 
@@ -62,10 +70,11 @@ Examples:
   foundry plan -out hello.plan && foundry apply hello.plan
   foundry apply -auto-approve -progress plain -parallelism 8 examples/hello
   foundry apply -auto-approve -executor runc
+  foundry apply -auto-approve -lock-timeout 10m
   foundry apply -auto-approve -engine temporal -temporal-address 127.0.0.1:7233
 
 Exit codes: 0 success, 1 a step failed or the configuration is invalid or the saved plan
-is stale or the apply was interrupted, 2 usage error.`,
+is stale or the apply was interrupted or -lock-timeout passed, 2 usage error.`,
 		setup: func(fs *flag.FlagSet) func(*cliEnv, []string) int {
 			var v varFlags
 			v.register(fs)
@@ -82,6 +91,7 @@ is stale or the apply was interrupted, 2 usage error.`,
 			sel.register(fs, true)
 			keyPath := fs.String("signing-key", "", "private key `FILE` that signs provenance (default $FOUNDRY_SIGNING_KEY, else the project's .foundry/keys/signing.key, made on first use)")
 			grants := registerGrants(fs)
+			lockTimeout := fs.Duration("lock-timeout", 0, "wait at most `DURATION` for another apply of this project to finish; 0 waits as long as it takes")
 			return func(env *cliEnv, args []string) int {
 				if len(args) > 1 {
 					fmt.Fprintln(env.stderr, "foundry apply: want at most one DIR or PLANFILE")
@@ -89,6 +99,10 @@ is stale or the apply was interrupted, 2 usage error.`,
 				}
 				if *par < 1 {
 					fmt.Fprintln(env.stderr, "foundry apply: -parallelism must be at least 1")
+					return exitUsage
+				}
+				if *lockTimeout < 0 {
+					fmt.Fprintln(env.stderr, "foundry apply: -lock-timeout must be 0 (wait as long as it takes) or more")
 					return exitUsage
 				}
 				if err := eng.check(); err != nil {
@@ -147,7 +161,7 @@ is stale or the apply was interrupted, 2 usage error.`,
 				defer stop()
 				_, code := applyProject(ctx, env, applyRequest{
 					dir: dir, g: g, sel: sel.selection(), trust: trust, signingKey: *keyPath, grants: *grants,
-					parallelism: *par, ex: &ex, engine: &eng, ask: saved == nil && !*auto,
+					parallelism: *par, ex: &ex, engine: &eng, ask: saved == nil && !*auto, lockTimeout: *lockTimeout,
 					events: func() (func(event.Event), func(), error) {
 						pr, err := newProgress(*prog, env.stderr)
 						if err != nil {
@@ -173,8 +187,9 @@ type applyRequest struct {
 	grants      string   // -grants, "" for the project's default grants file
 	parallelism int
 	ex          *executorFlags
-	engine      *engineFlags // nil: the embedded engine
-	ask         bool         // show the plan and ask for approval on a terminal first
+	engine      *engineFlags  // nil: the embedded engine
+	ask         bool          // show the plan and ask for approval on a terminal first
+	lockTimeout time.Duration // how long to wait for another apply's lock; 0 waits as long as it takes
 	// events starts the progress display once the plan is approved: it returns where the
 	// apply's events go and the function that ends the display.
 	events func() (emit func(event.Event), done func(), err error)
@@ -204,10 +219,30 @@ func applyProject(ctx context.Context, env *cliEnv, req applyRequest) (out apply
 	}
 	defer ws.Close()
 	// Held from planning through applying: the plan's cache lookups stay true (nothing can
-	// collect their blobs meanwhile), so apply reuses them.
-	unlock, err := ws.Lock()
+	// collect their blobs meanwhile), so apply reuses them. Another apply of the project
+	// holding it is waited for, as long as -lock-timeout allows.
+	lockCtx := ctx
+	if req.lockTimeout > 0 {
+		var cancel context.CancelFunc
+		lockCtx, cancel = context.WithTimeoutCause(ctx, req.lockTimeout, errLockTimeout)
+		defer cancel()
+	}
+	unlock, err := ws.LockContext(lockCtx, lockWaiting(env, "apply"))
 	if err != nil {
-		fmt.Fprintf(env.stderr, "foundry apply: %v\n", err)
+		var busy *workspace.BusyError
+		switch i := interrupted(ctx); {
+		case i != nil:
+			fmt.Fprintf(env.stderr, "foundry apply: %v while waiting for another apply of this project to finish; nothing was run.\n", i)
+		case errors.As(err, &busy) && errors.Is(err, errLockTimeout):
+			held := req.lockTimeout
+			if !busy.Holder.Since.IsZero() {
+				held = time.Since(busy.Holder.Since)
+			}
+			fmt.Fprintf(env.stderr, "foundry apply: another apply of this project has held the lock for %s (%s); nothing was run.\n",
+				held.Round(10*time.Millisecond), holderPID(busy.Holder))
+		default:
+			fmt.Fprintf(env.stderr, "foundry apply: %v\n", err)
+		}
 		return out, exitError
 	}
 	defer unlock()
@@ -318,6 +353,29 @@ func applyProject(ctx context.Context, env *cliEnv, req applyRequest) (out apply
 		return out, exitError
 	}
 	return out, exitOK
+}
+
+// errLockTimeout ends a wait for the apply lock that ran out of -lock-timeout.
+var errLockTimeout = errors.New("the lock timeout passed")
+
+// lockWaiting is what a command tells its user, once, when it has to wait for the project's
+// apply lock.
+func lockWaiting(env *cliEnv, cmd string) func(workspace.Holder) {
+	return func(h workspace.Holder) {
+		since := ""
+		if !h.Since.IsZero() {
+			since = ", since " + h.Since.Local().Format("15:04:05")
+		}
+		fmt.Fprintf(env.stderr, "foundry %s: waiting for another apply of this project to finish (%s%s)…\n", cmd, holderPID(h), since)
+	}
+}
+
+// holderPID names the lock's holder by the pid it recorded.
+func holderPID(h workspace.Holder) string {
+	if h.PID == 0 {
+		return "pid unknown"
+	}
+	return "pid " + strconv.Itoa(h.PID)
 }
 
 // approve asks on a terminal; anywhere else it refuses, so that a script never applies by

@@ -24,7 +24,8 @@ func init() {
 Gc deletes every blob in the project's content store that no action cache record refers
 to (outputs, logs, definitions, attestations), and the materialized copies of inputs under
 .foundry/inputs. Cached results stay usable: a blob a record needs is never deleted. Blobs
-younger than -min-age are spared, so a concurrent apply's fresh blobs survive.
+younger than -min-age are spared, so a concurrent apply's fresh blobs survive. Gc holds the
+project's apply lock while it works: while an apply holds it, gc says so and waits.
 
 It also deletes the records of all but the newest -keep-runs runs (their nodes and
 attempts, as 'foundry status' shows them). Runs still running and runs that carried out
@@ -63,7 +64,9 @@ Exit codes: 0 success, 1 failure, 2 usage error.`,
 					return exitError
 				}
 				defer ws.Close()
-				unlock, err := ws.Lock()
+				// An apply (or gc) holding the lock is waited for: gc must not delete what it
+				// is caching, and it has no reason to give up.
+				unlock, err := ws.LockContext(context.Background(), lockWaiting(env, "gc"))
 				if err != nil {
 					fmt.Fprintf(env.stderr, "foundry gc: %v\n", err)
 					return exitError

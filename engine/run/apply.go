@@ -211,7 +211,8 @@ type nodeResult struct {
 
 // Apply runs every node of the plan that has work to do, in dependency order and in
 // parallel, and records everything in the workspace. A node whose dependency failed is
-// skipped, and reported once as skipped rather than as another failure.
+// skipped, and reported once as skipped rather than as another failure. It holds the
+// workspace's apply lock throughout, waiting (until ctx ends) while another process has it.
 func Apply(ctx context.Context, ws *workspace.Workspace, g *graph.Graph, p *plan.Plan, opt Options) (*Result, error) {
 	if opt.Parallelism <= 0 {
 		opt.Parallelism = 4
@@ -220,7 +221,7 @@ func Apply(ctx context.Context, ws *workspace.Workspace, g *graph.Graph, p *plan
 		return nil, errors.New("apply needs a signing key: every executed step gets signed provenance")
 	}
 	start := time.Now()
-	unlock, err := ws.Lock()
+	unlock, err := ws.LockContext(ctx, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -1,14 +1,19 @@
 package workspace
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/foundry-build/foundry/digest"
 	"github.com/foundry-build/foundry/engine/cache"
@@ -90,39 +95,161 @@ func Open(dir string) (*Workspace, error) {
 	}, nil
 }
 
+// Holder is what the process holding the apply lock wrote into the lock file when it took
+// it: only a hint, for telling a waiting user whom they wait for. Zero when unknown.
+type Holder struct {
+	PID   int
+	Since time.Time
+}
+
+// BusyError says another process holds the apply lock: Lock's error, and LockContext's when
+// ctx ended while it waited (Err is then ctx's cause).
+type BusyError struct {
+	Path   string // the lock file
+	Holder Holder // as last read from the lock file
+	Err    error  // LockContext only: why it stopped waiting
+}
+
+func (e *BusyError) Error() string {
+	who := "it holds " + e.Path
+	if e.Holder.PID != 0 {
+		who = fmt.Sprintf("pid %d holds %s", e.Holder.PID, e.Path)
+	}
+	msg := "another foundry apply is running in this project (" + who + ")"
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
+}
+
+func (e *BusyError) Unwrap() error { return e.Err }
+
+// lockPoll is how often LockContext tries the lock again: flock has no timeout, and a
+// blocking flock could not be interrupted by ctx.
+const lockPoll = 150 * time.Millisecond
+
 // Lock takes the project's apply lock, so that two applies never write one workspace at
-// once; it fails at once, naming the lock file, when another process holds it. The kernel
+// once; it fails at once with a *BusyError when another process holds it. The kernel
 // releases the lock if the process dies. Within one process it nests: `foundry apply` holds
 // it from planning through applying, and Apply's own Lock then only counts.
 func (w *Workspace) Lock() (unlock func(), err error) {
-	l := &w.lock
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.depth == 0 {
-		path := filepath.Join(w.Dir, "apply.lock")
-		f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	return w.lock.take(w.Dir, nil, nil)
+}
+
+// LockContext is Lock, except that while another process holds the lock it waits for it,
+// until ctx ends (then a *BusyError whose Err is ctx's cause). waiting, if not nil, is
+// called once, with the holder's hint, when it has to wait.
+func (w *Workspace) LockContext(ctx context.Context, waiting func(Holder)) (unlock func(), err error) {
+	return w.lock.take(w.Dir, ctx, waiting)
+}
+
+// take takes the lock, waiting until ctx ends if ctx is not nil.
+func (l *lockState) take(dir string, ctx context.Context, waiting func(Holder)) (unlock func(), err error) {
+	path := filepath.Join(dir, "apply.lock")
+	var f *os.File // our own open file description (flock excludes it from any other); try takes it once it holds the lock
+	defer func() {
+		if f != nil {
+			f.Close()
+		}
+	}()
+	var tick *time.Ticker
+	for {
+		took, err := l.try(path, &f)
 		if err != nil {
 			return nil, err
 		}
-		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-			f.Close()
-			return nil, fmt.Errorf("another foundry apply is running in this project (it holds %s)", path)
+		if took {
+			break
 		}
-		l.holds++
-		l.file, l.hold = f, l.holds
+		// Not under l.mu: Held and in-process Lock calls go on while this one waits.
+		busy := &BusyError{Path: path, Holder: readHolder(path)}
+		if ctx == nil {
+			return nil, busy
+		}
+		if tick == nil {
+			if waiting != nil {
+				waiting(busy.Holder)
+			}
+			tick = time.NewTicker(lockPoll)
+			defer tick.Stop()
+		}
+		select {
+		case <-ctx.Done():
+			busy.Err = context.Cause(ctx)
+			return nil, busy
+		case <-tick.C:
+		}
 	}
-	l.depth++
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			l.mu.Lock()
 			defer l.mu.Unlock()
 			if l.depth--; l.depth == 0 {
+				// Still held: no waiter reads this holder's hint after it let go.
+				l.file.Truncate(0)
 				l.file.Close()
 				l.file, l.hold = nil, 0
 			}
 		})
 	}, nil
+}
+
+// try takes the lock once without waiting: it counts a hold this process already has, or
+// flocks *f (opening it first, and keeping it, setting *f to nil, once it holds the lock),
+// and reports whether this call now holds the lock.
+func (l *lockState) try(path string, f **os.File) (bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.depth > 0 {
+		l.depth++
+		return true, nil
+	}
+	if *f == nil {
+		var err error
+		if *f, err = os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644); err != nil {
+			return false, fmt.Errorf("opening the apply lock: %w", err)
+		}
+	}
+	if err := syscall.Flock(int((*f).Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return false, nil
+		}
+		return false, fmt.Errorf("locking %s: %w", path, err)
+	}
+	writeHolder(*f)
+	l.holds++
+	l.file, l.hold, l.depth = *f, l.holds, 1
+	*f = nil
+	return true, nil
+}
+
+// writeHolder records this process as the holder in the held lock file. A failure only
+// loses the hint, so it is ignored.
+func writeHolder(f *os.File) {
+	if f.Truncate(0) == nil {
+		f.WriteAt([]byte(fmt.Sprintf("pid %d\nsince %s\n", os.Getpid(), time.Now().Format(time.RFC3339Nano))), 0)
+	}
+}
+
+// readHolder reads the hint writeHolder left; zero fields for whatever it cannot read (the
+// file may be caught between a truncate and a write).
+func readHolder(path string) Holder {
+	var h Holder
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return h
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, _ := strings.Cut(line, " ")
+		switch k {
+		case "pid":
+			h.PID, _ = strconv.Atoi(v)
+		case "since":
+			h.Since, _ = time.Parse(time.RFC3339Nano, v)
+		}
+	}
+	return h
 }
 
 // AttestationDir holds every attestation this project minted, as
