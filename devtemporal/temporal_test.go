@@ -246,3 +246,35 @@ func TestTemporalWorkflowEndedUnderTheApply(t *testing.T) {
 		t.Fatal("the apply still waits 50s after its workflow was terminated")
 	}
 }
+
+// Applies of one project on Temporal at once take turns with its .foundry, as embedded ones
+// do: every one succeeds, one runs the steps and the others find them cached.
+func TestTemporalConcurrentApplies(t *testing.T) {
+	c := newCluster(t)
+	worker(t, c, "w1", 4)
+	worker(t, c, "w2", 4)
+	dir := project(t)
+	const n = 5
+	results := make(chan cluster.Result, n)
+	for range n {
+		go func() { results <- apply(t, c, dir, nil, "-var", "sleep=0.5") }()
+	}
+	ran := 0
+	for range n {
+		r := <-results
+		switch {
+		case r.Code != 0:
+			t.Errorf("an apply failed: exit %d\n%s", r.Code, r.Stderr)
+		case strings.Contains(r.Stdout, "6 executed, 0 cached"):
+			ran++
+		case !strings.Contains(r.Stdout, "0 executed, 6 cached"):
+			t.Errorf("an apply neither ran nor found cached all six steps:\n%s", r.Stdout)
+		}
+	}
+	if ran != 1 {
+		t.Errorf("%d applies ran the steps, want 1", ran)
+	}
+	if p := foundry(t, dir, nil, "plan", "-detailed-exitcode", "-var", "sleep=0.5"); p.Code != 0 {
+		t.Errorf("plan after the applies: exit %d\n%s", p.Code, p.Stdout)
+	}
+}
