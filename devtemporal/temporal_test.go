@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -17,6 +18,9 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/foundry-build/foundry/devtemporal/cluster"
+	"github.com/foundry-build/foundry/digest"
+	"github.com/foundry-build/foundry/registry"
+	"github.com/foundry-build/foundry/store"
 )
 
 const wantJoined = "0 29 leaf\n1 29 leaf\n"
@@ -276,5 +280,94 @@ func TestTemporalConcurrentApplies(t *testing.T) {
 	}
 	if p := foundry(t, dir, nil, "plan", "-detailed-exitcode", "-var", "sleep=0.5"); p.Code != 0 {
 		t.Errorf("plan after the applies: exit %d\n%s", p.Code, p.Stdout)
+	}
+}
+
+// Action-cache records travel through the registry: an apply in another workspace that
+// trusts the first one's key takes them (it runs nothing, and has the outputs and their
+// provenance), one that does not trust it runs everything, and a record forged in the
+// registry — the join's output swapped, its genuine provenance kept — is refused.
+func TestTemporalSharedRecords(t *testing.T) {
+	c := newCluster(t)
+	w := worker(t, c, "w1", 4)
+	first := project(t)
+	if r := apply(t, c, first, nil); r.Code != 0 || !strings.Contains(r.Stdout, "6 executed, 0 cached") {
+		t.Fatalf("first apply: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
+	}
+	trust := []string{"-trust-key", filepath.Join(first, ".foundry", "keys", "signing.pub")}
+
+	untrusting := project(t)
+	r := apply(t, c, untrusting, nil)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "6 executed, 0 cached") {
+		t.Errorf("an apply that does not trust the first one's key: exit %d, want all six run\n%s", r.Code, r.Stdout)
+	}
+	if !strings.Contains(r.Stderr, "the shared record was refused") {
+		t.Errorf("the untrusted records were not reported refused:\n%s", r.Stderr)
+	}
+
+	trusting := project(t)
+	r = apply(t, c, trusting, nil, trust...)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "0 executed, 6 cached") {
+		t.Fatalf("an apply that trusts the first one's key: exit %d, want all six from the shared cache\n%s%s", r.Code, r.Stdout, r.Stderr)
+	}
+	if n := len(lines(r.Stderr, "(cached: from the shared cache)")); n != 6 {
+		t.Errorf("%d steps said they came from the shared cache, want 6:\n%s", n, r.Stderr)
+	}
+	if out := foundry(t, trusting, nil, "output", "step.join", "/out/joined.txt"); out.Stdout != wantJoined {
+		t.Errorf("step.join's output from the shared cache: %q %s", out.Stdout, out.Stderr)
+	}
+	if got, want := provenance(t, trusting), provenance(t, first); len(got) != len(want) {
+		t.Errorf("the trusting apply holds %d provenance statements, the first %d", len(got), len(want))
+	}
+
+	// The registry's operator swaps the join's output for other bytes in its record.
+	m := regexp.MustCompile(`start step\.join@(sha256:[0-9a-f]{64})`).FindStringSubmatch(w.Out.String())
+	if m == nil {
+		t.Fatalf("no join in the worker's log:\n%s", w.Out)
+	}
+	key := digest.Digest(m[1])
+	ctx := context.Background()
+	reg, err := registry.Open(c.Registry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared, found, err := registry.GetRecord(ctx, reg, key)
+	if err != nil || !found {
+		t.Fatalf("the join's record: found %v, %v", found, err)
+	}
+	var rec map[string]any
+	if err := json.Unmarshal(shared.Record, &rec); err != nil {
+		t.Fatal(err)
+	}
+	forged := []byte("forged\n")
+	scratch, err := store.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd, err := scratch.PutBytes(forged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := registry.PushBlob(ctx, reg, scratch, fd); err != nil {
+		t.Fatal(err)
+	}
+	out := rec["outputs"].([]any)[0].(map[string]any)
+	out["digest"], out["size"] = string(fd), len(forged)
+	if shared.Record, err = json.Marshal(rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := registry.PutRecord(ctx, reg, key, shared); err != nil {
+		t.Fatal(err)
+	}
+	victim := project(t)
+	r = apply(t, c, victim, nil, trust...)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "1 executed, 5 cached") {
+		t.Errorf("an apply facing the forged record: exit %d, want the join run and the rest shared\n%s%s", r.Code, r.Stdout, r.Stderr)
+	}
+	if !strings.Contains(r.Stderr, "step.join: the shared record was refused (its provenance names other outputs than the record)") {
+		t.Errorf("the forged record was not refused for what it is:\n%s", r.Stderr)
+	}
+	if got := foundry(t, victim, nil, "output", "step.join", "/out/joined.txt"); got.Stdout != wantJoined {
+		t.Errorf("step.join's output after the forged record: %q", got.Stdout)
 	}
 }

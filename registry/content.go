@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"errors"
 	"os"
 
 	"github.com/foundry-build/foundry/digest"
@@ -138,4 +139,109 @@ func copyBlob(ctx context.Context, dst, src Store, b Descriptor) error {
 		return err
 	}
 	return dst.PutBlob(ctx, b.Digest, b.Size, func() (io.ReadCloser, error) { return os.Open(f.Name()) })
+}
+
+// Media types of an action-cache record shared through a registry.
+const (
+	ArtifactTypeActionRecord = "application/vnd.foundry.action-record.v1"
+	MediaTypeActionRecord    = "application/vnd.foundry.action-record.v1+json"
+	MediaTypeActionDef       = "application/vnd.foundry.action-definition.v1+json"
+	MediaTypeEnvelope        = "application/vnd.dsse.envelope.v1+json"
+	// maxRecordBlob bounds a record, its definition and each of its envelopes as fetched.
+	maxRecordBlob = 4 << 20
+)
+
+// RecordTag is the tag a shared record of the action with cache key key is found by.
+func RecordTag(key digest.Digest) string { return "action-" + key.Hex() }
+
+// SharedRecord is an action-cache record as it travels: the record, the action definition
+// it names, and the envelopes that vouch for it.
+type SharedRecord struct {
+	Record     []byte
+	Definition []byte // may be empty
+	Envelopes  [][]byte
+}
+
+// PutRecord stores r as an artifact whose config is the record and whose layers are the
+// definition and the envelopes, tagged RecordTag(key). A later record for the same key
+// moves the tag: records are interchangeable, since each is checked on its own before use.
+func PutRecord(ctx context.Context, s Store, key digest.Digest, r SharedRecord) error {
+	put := func(mediaType string, b []byte) (Descriptor, error) {
+		d := descriptorOf(mediaType, b)
+		if err := putBytes(ctx, s, d.Digest, b); err != nil {
+			return d, fmt.Errorf("%s: record of %s: %w", s, key.Short(), err)
+		}
+		return d, nil
+	}
+	cfg, err := put(MediaTypeActionRecord, r.Record)
+	if err != nil {
+		return err
+	}
+	m := Manifest{SchemaVersion: 2, MediaType: MediaTypeManifest, ArtifactType: ArtifactTypeActionRecord, Config: cfg}
+	type layer struct {
+		mediaType string
+		b         []byte
+	}
+	var layers []layer
+	if len(r.Definition) > 0 {
+		layers = append(layers, layer{MediaTypeActionDef, r.Definition})
+	}
+	for _, env := range r.Envelopes {
+		layers = append(layers, layer{MediaTypeEnvelope, env})
+	}
+	for _, l := range layers {
+		d, err := put(l.mediaType, l.b)
+		if err != nil {
+			return err
+		}
+		m.Layers = append(m.Layers, d)
+	}
+	raw, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	if _, err := putTagged(ctx, s, raw, MediaTypeManifest, RecordTag(key)); err != nil {
+		return fmt.Errorf("%s: record of %s: %w", s, key.Short(), err)
+	}
+	return nil
+}
+
+// GetRecord returns the record tagged RecordTag(key), each blob checked against the manifest
+// the tag resolved to, or found=false when there is none. The bytes are only what the
+// registry holds: the caller verifies what they say.
+func GetRecord(ctx context.Context, s Store, key digest.Digest) (r SharedRecord, found bool, err error) {
+	md, err := s.Resolve(ctx, RecordTag(key))
+	if err != nil {
+		if errors.Is(err, ErrNotFound) {
+			return r, false, nil
+		}
+		return r, false, err
+	}
+	raw, _, err := fetchManifest(ctx, s, md)
+	if err != nil {
+		return r, false, err
+	}
+	m, err := ParseManifest(raw)
+	if err != nil {
+		return r, false, fmt.Errorf("%s: record of %s: %w", s, key.Short(), err)
+	}
+	if m.ArtifactType != ArtifactTypeActionRecord || m.Config.MediaType != MediaTypeActionRecord {
+		return r, false, fmt.Errorf("%s: record of %s: artifact type %q, want %q", s, key.Short(), m.ArtifactType, ArtifactTypeActionRecord)
+	}
+	if r.Record, err = fetchBlobBytes(ctx, s, m.Config, maxRecordBlob); err != nil {
+		return r, false, err
+	}
+	for _, l := range m.Layers {
+		b, err := fetchBlobBytes(ctx, s, l, maxRecordBlob)
+		if err != nil {
+			return r, false, err
+		}
+		switch l.MediaType {
+		case MediaTypeActionDef:
+			r.Definition = b
+		case MediaTypeEnvelope:
+			r.Envelopes = append(r.Envelopes, b)
+		}
+	}
+	return r, true, nil
 }

@@ -308,7 +308,12 @@ func applyProject(ctx context.Context, env *cliEnv, req applyRequest) (out apply
 		Signer: signer, Version: version, Registry: reg, TrustedKeys: keys,
 	}
 	if req.engine != nil {
-		steps, err := req.engine.steps(env, ws, reg, dir)
+		// Shared records are taken when signed by a trusted key, this apply's own included.
+		trusted := keys
+		if own, err := signer.Verifier("this apply's signing key"); err == nil {
+			trusted = append(append([]*provenance.Verifier(nil), keys...), own)
+		}
+		steps, shared, err := req.engine.steps(env, ws, reg, trusted, dir)
 		if err != nil {
 			done()
 			exe.Close()
@@ -316,7 +321,7 @@ func applyProject(ctx context.Context, env *cliEnv, req applyRequest) (out apply
 			return out, exitError
 		}
 		if steps != nil {
-			opt.Steps = steps
+			opt.Steps, opt.Shared = steps, shared
 			defer steps.Close()
 		}
 	}

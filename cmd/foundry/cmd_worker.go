@@ -12,6 +12,7 @@ import (
 	"github.com/foundry-build/foundry/engine/temporal"
 	"github.com/foundry-build/foundry/engine/workspace"
 	"github.com/foundry-build/foundry/executors"
+	"github.com/foundry-build/foundry/provenance"
 	"github.com/foundry-build/foundry/registry"
 )
 
@@ -62,22 +63,23 @@ func (e *engineFlags) check() error {
 	return fmt.Errorf("unknown engine %q: use embedded or temporal", e.name)
 }
 
-// steps returns the executor of steps for -engine temporal, or nil for the embedded engine.
+// steps returns the executor of steps for -engine temporal and the action-cache records it
+// shares through the registry (checked with keys), or nils for the embedded engine.
 // projectReg is the project's registry, used to carry content unless -temporal-registry
 // names another.
-func (e *engineFlags) steps(env *cliEnv, ws *workspace.Workspace, projectReg registry.Store, dir string) (*temporal.Executor, error) {
+func (e *engineFlags) steps(env *cliEnv, ws *workspace.Workspace, projectReg registry.Store, keys []*provenance.Verifier, dir string) (*temporal.Executor, *temporal.Records, error) {
 	if e.name != "temporal" {
-		return nil, nil
+		return nil, nil, nil
 	}
 	addr := e.temporal.addressOr(env)
 	if addr == "" {
-		return nil, fmt.Errorf("-engine temporal needs -temporal-address HOST:PORT (or $FOUNDRY_TEMPORAL_ADDRESS)")
+		return nil, nil, fmt.Errorf("-engine temporal needs -temporal-address HOST:PORT (or $FOUNDRY_TEMPORAL_ADDRESS)")
 	}
 	reg := projectReg
 	if e.registry != "" {
 		var err error
 		if reg, err = registry.Open(e.registry); err != nil {
-			return nil, fmt.Errorf("-temporal-registry: %w", err)
+			return nil, nil, fmt.Errorf("-temporal-registry: %w", err)
 		}
 	}
 	if reg == nil || strings.HasPrefix(reg.String(), registry.LayoutScheme) {
@@ -85,14 +87,18 @@ func (e *engineFlags) steps(env *cliEnv, ws *workspace.Workspace, projectReg reg
 		if reg != nil {
 			where = fmt.Sprintf("the project's registry %s is a local directory", reg)
 		}
-		return nil, fmt.Errorf("-engine temporal carries content through a registry every worker can reach, and %s: set project.registry to HOST[:PORT]/REPO or give -temporal-registry", where)
+		return nil, nil, fmt.Errorf("-engine temporal carries content through a registry every worker can reach, and %s: set project.registry to HOST[:PORT]/REPO or give -temporal-registry", where)
 	}
-	return temporal.New(temporal.Options{
+	steps, err := temporal.New(temporal.Options{
 		Address: addr, Namespace: e.temporal.namespace, TaskQueue: e.temporal.queue,
 		Registry: reg, Store: ws.Store, Project: dir, HeartbeatTimeout: e.heartbeat,
 		MaxHistory: maxHistoryFromEnv(env),
 		Log:        func(format string, args ...any) { fmt.Fprintf(env.stderr, "foundry apply: "+format+"\n", args...) },
 	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return steps, &temporal.Records{Registry: reg, WS: ws, Keys: keys}, nil
 }
 
 // maxHistoryFromEnv lets tests split a small graph's workflow (FOUNDRY_TEMPORAL_MAX_HISTORY):

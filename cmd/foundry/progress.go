@@ -123,7 +123,13 @@ func (p *progress) plain(e event.Event) {
 	case "node_done":
 		fmt.Fprintf(p.w, "  ok  %s%s\n", e.Node, el)
 	case "node_cached":
-		fmt.Fprintf(p.w, "  =   %s (cached)\n", e.Node)
+		if e.Message != "" {
+			fmt.Fprintf(p.w, "  =   %s (cached: %s)\n", e.Node, e.Message)
+		} else {
+			fmt.Fprintf(p.w, "  =   %s (cached)\n", e.Node)
+		}
+	case "record_not_shared":
+		fmt.Fprintf(p.w, "  !   %s: not shared: %s\n", e.Node, e.Message)
 	case "node_failed":
 		fmt.Fprintf(p.w, "  ERR %s%s: %s\n", e.Node, el, e.Message)
 	case "node_skipped":

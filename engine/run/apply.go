@@ -40,7 +40,10 @@ type Options struct {
 	// Steps, when set, runs steps and reconstruction builders in place of Executor: the
 	// Temporal engine, whose workers run them (spec/temporal.md). Evaluations and acceptance
 	// stay on Executor, this machine's sandbox, so sealed cases never leave it.
-	Steps       executors.Executor
+	Steps executors.Executor
+	// Shared, when set, is a cache shared with other machines (the Temporal engine's records
+	// in the registry): looked up when this workspace's cache misses, given every success.
+	Shared      SharedCache
 	Parallelism int               // steps run at once; default 4
 	Events      func(event.Event) // progress, called from many goroutines one at a time; may be nil
 	Args        []string          // the command line, recorded with the run
@@ -54,6 +57,15 @@ type Options struct {
 	Registry registry.Store
 	// TrustedKeys verify what is pulled from the registry.
 	TrustedKeys []*provenance.Verifier
+}
+
+// SharedCache is an action cache beyond this workspace. Lookup verifies what it finds and
+// stores it in the workspace's cache before returning it; a record it will not take is
+// refused (with why), never an error. Record shares a success; failing to is not the step's
+// failure.
+type SharedCache interface {
+	Lookup(ctx context.Context, key digest.Digest) (res *cache.Result, refused string, err error)
+	Record(ctx context.Context, res *cache.Result) error
 }
 
 // FaultInjector is called at named points of an apply (see faultPoints); a test build of the

@@ -43,6 +43,10 @@ func (r *runner) runStep(ctx context.Context, n *graph.Node) (string, error) {
 	if err != nil {
 		return "failed", err
 	}
+	shared := ""
+	if !hit && r.opt.Shared != nil && !r.plan.Replaced(n.Address) {
+		res, shared, hit = r.lookupShared(ctx, n, key)
+	}
 	rerun := ""
 	switch {
 	case r.plan.Replaced(n.Address):
@@ -58,8 +62,11 @@ func (r *runner) runStep(ctx context.Context, n *graph.Node) (string, error) {
 		if err := r.ws.State.RecordDefinition(ctx, n.Address, n.Digest, n.Definition); err != nil {
 			return "failed", err
 		}
-		r.emit(event.Event{Type: "node_cached", Node: n.Address, Action: n.Digest})
+		r.emit(event.Event{Type: "node_cached", Node: n.Address, Action: n.Digest, Message: shared})
 		return "cached", nil
+	}
+	if rerun == "" && shared != "" {
+		rerun = shared
 	}
 	res, err = r.runAction(ctx, n, key, keyDef, rerun)
 	if err != nil {
@@ -67,6 +74,21 @@ func (r *runner) runStep(ctx context.Context, n *graph.Node) (string, error) {
 	}
 	r.setResult(n.Address, &nodeResult{step: res})
 	return "executed", nil
+}
+
+// lookupShared looks key up in the shared cache. It says where a hit came from, or why the
+// record found was refused (the step then runs); an unreachable shared cache is a miss.
+func (r *runner) lookupShared(ctx context.Context, n *graph.Node, key digest.Digest) (*cache.Result, string, bool) {
+	res, refused, err := r.opt.Shared.Lookup(ctx, key)
+	switch {
+	case err != nil:
+		return nil, "the shared cache could not be read (" + err.Error() + "): running it", false
+	case refused != "":
+		return nil, "the shared record was refused (" + refused + "): running it", false
+	case res == nil:
+		return nil, "", false
+	}
+	return res, "from the shared cache", true
 }
 
 // runAction executes n, a step or a reconstruction's builder, in the sandbox under its
@@ -248,6 +270,12 @@ func (r *runner) execute(ctx context.Context, n *graph.Node, exe executors.Execu
 	r.fault(FaultAfterOutputs, n.Address)
 	if err := r.ws.Cache.Put(bg, res); err != nil {
 		return nil, err
+	}
+	if r.opt.Shared != nil {
+		// Other machines can do without it: a record not shared only means they run the step.
+		if err := r.opt.Shared.Record(bg, res); err != nil {
+			r.emit(event.Event{Type: "record_not_shared", Node: n.Address, Action: n.Digest, Message: err.Error()})
+		}
 	}
 	r.fault(FaultAfterCachePut, n.Address)
 	if err := r.ws.State.AttemptFinished(bg, r.runID, n.Address, attempt, state.OutcomeSucceeded, logDetail(outLog, errLog)); err != nil {
