@@ -2,6 +2,7 @@ package temporal
 
 import (
 	"errors"
+	"slices"
 	"time"
 
 	sdktemporal "go.temporal.io/sdk/temporal"
@@ -43,11 +44,24 @@ func Workflow(ctx workflow.Context, in Input) error {
 	cancelled := map[string]bool{}
 	done := false
 	runCh := workflow.GetSignalChannel(ctx, SignalRun)
+	// A request already queued or running (a signal the client sent again) is dropped:
+	// Temporal refuses two pending activities with one ID.
+	known := func(id string) bool {
+		if _, ok := running[id]; ok {
+			return true
+		}
+		return slices.ContainsFunc(queue, func(q Request) bool { return q.ID == id })
+	}
+	enqueue := func(req Request) {
+		if !known(req.ID) {
+			queue = append(queue, req)
+		}
+	}
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		for {
 			var req Request
 			runCh.Receive(ctx, &req)
-			queue = append(queue, req)
+			enqueue(req)
 		}
 	})
 	workflow.Go(ctx, func(ctx workflow.Context) {
@@ -65,6 +79,7 @@ func Workflow(ctx workflow.Context, in Input) error {
 			for i, q := range queue {
 				if q.ID == id { // not started: answered as cancelled
 					queue = append(queue[:i], queue[i+1:]...)
+					running[id] = nil // until it is answered
 					workflow.Go(ctx, func(ctx workflow.Context) {
 						reply(ctx, in, running, Reply{ID: id, Error: "cancelled before it started"})
 					})
@@ -99,7 +114,7 @@ func Workflow(ctx workflow.Context, in Input) error {
 				if !runCh.ReceiveAsync(&req) {
 					break
 				}
-				queue = append(queue, req)
+				enqueue(req)
 			}
 			if done {
 				return nil
