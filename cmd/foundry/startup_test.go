@@ -12,7 +12,10 @@ import (
 // cost is measured here in bytes allocated, which, unlike time, does not depend on the
 // machine, so that a new dependency with a costly initializer is noticed. The largest is
 // jsonschema's, which compiles its draft metaschemas in init (about 1.7 MB); Foundry uses
-// upstream jsonschema as it is rather than keep a fork to make that lazy.
+// upstream jsonschema as it is rather than keep a fork to make that lazy. The Temporal SDK's
+// API packages register their protobuf types in init (about 0.7 MB, enums and
+// workflowservice the largest): the price of `apply -engine temporal` and `worker` in the
+// one binary.
 func TestStartupInitializersStayCheap(t *testing.T) {
 	cmd := exec.Command(foundryBin, "version")
 	cmd.Env = append(os.Environ(), "GODEBUG=inittrace=1")
@@ -38,7 +41,7 @@ func TestStartupInitializersStayCheap(t *testing.T) {
 	if len(perPackage) == 0 {
 		t.Fatalf("no inittrace output:\n%s", out)
 	}
-	const budget = 4_500_000
+	const budget = 5_500_000
 	if total > budget {
 		t.Errorf("package initializers allocate %d bytes, over the %d budget; the largest:", total, budget)
 		for p, n := range perPackage {
