@@ -123,8 +123,8 @@ type statement struct {
 	Worker   string
 }
 
-// provenance reads every SLSA provenance the project in dir minted.
-func provenance(t *testing.T, dir string) []statement {
+// statements reads every SLSA provenance the project in dir minted.
+func statements(t *testing.T, dir string) []statement {
 	t.Helper()
 	files, _ := filepath.Glob(filepath.Join(dir, ".foundry", "attestations", "*.json"))
 	var out []statement

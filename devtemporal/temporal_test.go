@@ -19,6 +19,7 @@ import (
 
 	"github.com/foundry-build/foundry/devtemporal/cluster"
 	"github.com/foundry-build/foundry/digest"
+	"github.com/foundry-build/foundry/provenance"
 	"github.com/foundry-build/foundry/registry"
 	"github.com/foundry-build/foundry/store"
 )
@@ -52,7 +53,7 @@ func TestTemporalSameAsEmbedded(t *testing.T) {
 		}
 	}
 
-	tp, ep := provenance(t, onTemporal), provenance(t, embedded)
+	tp, ep := statements(t, onTemporal), statements(t, embedded)
 	if len(tp) != 8 || len(ep) != 8 {
 		t.Fatalf("provenance statements: %d on Temporal, %d embedded; want 8 each", len(tp), len(ep))
 	}
@@ -134,7 +135,7 @@ func TestTemporalWorkerKilledMidStep(t *testing.T) {
 		t.Errorf("step.join's output: %q", out.Stdout)
 	}
 	// Each step has one provenance statement: the killed attempt left no result behind.
-	st := provenance(t, dir)
+	st := statements(t, dir)
 	if len(st) != 4 {
 		t.Errorf("provenance statements: %d, want 4 (seed, two work steps, join)", len(st))
 	}
@@ -285,8 +286,10 @@ func TestTemporalConcurrentApplies(t *testing.T) {
 
 // Action-cache records travel through the registry: an apply in another workspace that
 // trusts the first one's key takes them (it runs nothing, and has the outputs and their
-// provenance), one that does not trust it runs everything, and a record forged in the
-// registry — the join's output swapped, its genuine provenance kept — is refused.
+// provenance), one that does not trust it runs everything (and pushes its own records, under
+// its own key, which do not displace the first one's), and a record forged in the registry
+// under the first one's tag — the join's output swapped, its genuine provenance kept — is
+// refused.
 func TestTemporalSharedRecords(t *testing.T) {
 	c := newCluster(t)
 	w := worker(t, c, "w1", 4)
@@ -301,14 +304,14 @@ func TestTemporalSharedRecords(t *testing.T) {
 	if r.Code != 0 || !strings.Contains(r.Stdout, "6 executed, 0 cached") {
 		t.Errorf("an apply that does not trust the first one's key: exit %d, want all six run\n%s", r.Code, r.Stdout)
 	}
-	if !strings.Contains(r.Stderr, "the shared record was refused") {
-		t.Errorf("the untrusted records were not reported refused:\n%s", r.Stderr)
+	if strings.Contains(r.Stderr, "from the shared cache") {
+		t.Errorf("an apply took records signed by a key it does not trust:\n%s", r.Stderr)
 	}
 
 	trusting := project(t)
 	r = apply(t, c, trusting, nil, trust...)
 	if r.Code != 0 || !strings.Contains(r.Stdout, "0 executed, 6 cached") {
-		t.Fatalf("an apply that trusts the first one's key: exit %d, want all six from the shared cache\n%s%s", r.Code, r.Stdout, r.Stderr)
+		t.Fatalf("an apply that trusts the first one's key: exit %d, want all six from the shared cache\nSTDOUT:\n%s\nSTDERR:\n%s", r.Code, r.Stdout, r.Stderr)
 	}
 	if n := len(lines(r.Stderr, "(cached: from the shared cache)")); n != 6 {
 		t.Errorf("%d steps said they came from the shared cache, want 6:\n%s", n, r.Stderr)
@@ -316,7 +319,7 @@ func TestTemporalSharedRecords(t *testing.T) {
 	if out := foundry(t, trusting, nil, "output", "step.join", "/out/joined.txt"); out.Stdout != wantJoined {
 		t.Errorf("step.join's output from the shared cache: %q %s", out.Stdout, out.Stderr)
 	}
-	if got, want := provenance(t, trusting), provenance(t, first); len(got) != len(want) {
+	if got, want := statements(t, trusting), statements(t, first); len(got) != len(want) {
 		t.Errorf("the trusting apply holds %d provenance statements, the first %d", len(got), len(want))
 	}
 
@@ -331,7 +334,12 @@ func TestTemporalSharedRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	shared, found, err := registry.GetRecord(ctx, reg, key)
+	firstKey, err := provenance.LoadVerifiers(filepath.Join(first, ".foundry", "keys", "signing.pub"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer := firstKey[0].KeyID
+	shared, found, err := registry.GetRecord(ctx, reg, key, signer)
 	if err != nil || !found {
 		t.Fatalf("the join's record: found %v, %v", found, err)
 	}
@@ -356,7 +364,7 @@ func TestTemporalSharedRecords(t *testing.T) {
 	if shared.Record, err = json.Marshal(rec); err != nil {
 		t.Fatal(err)
 	}
-	if err := registry.PutRecord(ctx, reg, key, shared); err != nil {
+	if err := registry.PutRecord(ctx, reg, key, signer, shared); err != nil {
 		t.Fatal(err)
 	}
 	victim := project(t)

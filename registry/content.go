@@ -7,6 +7,7 @@ import (
 	"io"
 	"errors"
 	"os"
+	"strings"
 
 	"github.com/foundry-build/foundry/digest"
 	"github.com/foundry-build/foundry/store"
@@ -151,8 +152,17 @@ const (
 	maxRecordBlob = 4 << 20
 )
 
-// RecordTag is the tag a shared record of the action with cache key key is found by.
-func RecordTag(key digest.Digest) string { return "action-" + key.Hex() }
+// RecordTag is the tag a shared record of the action with cache key key, signed by the key
+// whose ID is signer ("sha256:<hex>"), is found by: "action-<key hex>-<16 hex of signer>".
+// Each signer's records have tags of their own, so that an apply that trusts some signers
+// finds theirs, whatever others push.
+func RecordTag(key digest.Digest, signer string) string {
+	id := strings.TrimPrefix(signer, "sha256:")
+	if len(id) > 16 {
+		id = id[:16]
+	}
+	return "action-" + key.Hex() + "-" + id
+}
 
 // SharedRecord is an action-cache record as it travels: the record, the action definition
 // it names, and the envelopes that vouch for it.
@@ -163,9 +173,9 @@ type SharedRecord struct {
 }
 
 // PutRecord stores r as an artifact whose config is the record and whose layers are the
-// definition and the envelopes, tagged RecordTag(key). A later record for the same key
-// moves the tag: records are interchangeable, since each is checked on its own before use.
-func PutRecord(ctx context.Context, s Store, key digest.Digest, r SharedRecord) error {
+// definition and the envelopes, tagged RecordTag(key, signer). A later record for the same
+// key and signer moves the tag.
+func PutRecord(ctx context.Context, s Store, key digest.Digest, signer string, r SharedRecord) error {
 	put := func(mediaType string, b []byte) (Descriptor, error) {
 		d := descriptorOf(mediaType, b)
 		if err := putBytes(ctx, s, d.Digest, b); err != nil {
@@ -200,17 +210,17 @@ func PutRecord(ctx context.Context, s Store, key digest.Digest, r SharedRecord) 
 	if err != nil {
 		return err
 	}
-	if _, err := putTagged(ctx, s, raw, MediaTypeManifest, RecordTag(key)); err != nil {
+	if _, err := putTagged(ctx, s, raw, MediaTypeManifest, RecordTag(key, signer)); err != nil {
 		return fmt.Errorf("%s: record of %s: %w", s, key.Short(), err)
 	}
 	return nil
 }
 
-// GetRecord returns the record tagged RecordTag(key), each blob checked against the manifest
-// the tag resolved to, or found=false when there is none. The bytes are only what the
-// registry holds: the caller verifies what they say.
-func GetRecord(ctx context.Context, s Store, key digest.Digest) (r SharedRecord, found bool, err error) {
-	md, err := s.Resolve(ctx, RecordTag(key))
+// GetRecord returns the record tagged RecordTag(key, signer), each blob checked against the
+// manifest the tag resolved to, or found=false when there is none. The bytes are only what
+// the registry holds (anyone who can push can move a tag): the caller verifies what they say.
+func GetRecord(ctx context.Context, s Store, key digest.Digest, signer string) (r SharedRecord, found bool, err error) {
+	md, err := s.Resolve(ctx, RecordTag(key, signer))
 	if err != nil {
 		if errors.Is(err, ErrNotFound) {
 			return r, false, nil

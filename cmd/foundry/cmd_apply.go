@@ -313,7 +313,7 @@ func applyProject(ctx context.Context, env *cliEnv, req applyRequest) (out apply
 		if own, err := signer.Verifier("this apply's signing key"); err == nil {
 			trusted = append(append([]*provenance.Verifier(nil), keys...), own)
 		}
-		steps, shared, err := req.engine.steps(env, ws, reg, trusted, dir)
+		steps, shared, err := req.engine.steps(env, ws, reg, trusted, signer.KeyID(), dir)
 		if err != nil {
 			done()
 			exe.Close()

@@ -67,7 +67,7 @@ func (e *engineFlags) check() error {
 // shares through the registry (checked with keys), or nils for the embedded engine.
 // projectReg is the project's registry, used to carry content unless -temporal-registry
 // names another.
-func (e *engineFlags) steps(env *cliEnv, ws *workspace.Workspace, projectReg registry.Store, keys []*provenance.Verifier, dir string) (*temporal.Executor, *temporal.Records, error) {
+func (e *engineFlags) steps(env *cliEnv, ws *workspace.Workspace, projectReg registry.Store, keys []*provenance.Verifier, signer string, dir string) (*temporal.Executor, *temporal.Records, error) {
 	if e.name != "temporal" {
 		return nil, nil, nil
 	}
@@ -98,7 +98,7 @@ func (e *engineFlags) steps(env *cliEnv, ws *workspace.Workspace, projectReg reg
 	if err != nil {
 		return nil, nil, err
 	}
-	return steps, &temporal.Records{Registry: reg, WS: ws, Keys: keys}, nil
+	return steps, &temporal.Records{Registry: reg, WS: ws, Keys: keys, Signer: signer}, nil
 }
 
 // maxHistoryFromEnv lets tests split a small graph's workflow (FOUNDRY_TEMPORAL_MAX_HISTORY):

@@ -23,7 +23,10 @@ import (
 type Records struct {
 	Registry registry.Store
 	WS       *workspace.Workspace
-	Keys     []*provenance.Verifier
+	// Keys are the signers whose records are looked for and taken.
+	Keys []*provenance.Verifier
+	// Signer is the ID of the key this apply signs with: its records are pushed under it.
+	Signer string
 }
 
 // Record shares res. A record no provenance vouches for (a step that made nothing) is not
@@ -68,20 +71,28 @@ func (s *Records) Record(ctx context.Context, res *cache.Result) error {
 		}
 		shared.Envelopes = append(shared.Envelopes, env)
 	}
-	return registry.PutRecord(ctx, s.Registry, res.Action, shared)
+	return registry.PutRecord(ctx, s.Registry, res.Action, s.Signer, shared)
 }
 
-// Lookup returns the shared record of key once verified and fetched, and found=false when
-// the registry has none. A record that does not verify is refused: refused says why, and the
-// step runs as if there were none.
+// Lookup returns the shared record of key once verified and fetched, or nil when the
+// registry has none under any trusted key. A record found that does not verify is refused:
+// refused says why, and the step runs as if there were none.
 func (s *Records) Lookup(ctx context.Context, key digest.Digest) (res *cache.Result, refused string, err error) {
-	shared, found, err := registry.GetRecord(ctx, s.Registry, key)
-	if err != nil || !found {
-		return nil, "", err
+	var shared registry.SharedRecord
+	for _, k := range s.Keys {
+		found := false
+		if shared, found, err = registry.GetRecord(ctx, s.Registry, key, k.KeyID); err != nil {
+			return nil, "", err
+		}
+		if !found {
+			continue
+		}
+		if res, refused = s.verify(key, shared); res != nil {
+			break
+		}
 	}
-	res, why := s.verify(key, shared)
-	if why != "" {
-		return nil, why, nil
+	if res == nil {
+		return nil, refused, nil
 	}
 	if err := s.fetch(ctx, res, shared); err != nil {
 		return nil, "", err
