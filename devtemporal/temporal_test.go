@@ -379,3 +379,62 @@ func TestTemporalSharedRecords(t *testing.T) {
 		t.Errorf("step.join's output after the forged record: %q", got.Stdout)
 	}
 }
+
+// A worker whose lease lapsed cannot commit over the retry: w1 is stopped (SIGSTOP) mid-step
+// past the heartbeat timeout, Temporal gives the step to w2, and when w1 resumes and finishes
+// its attempt the server refuses its completion. The apply takes w2's result: the step's
+// provenance names w2, and its output is right.
+func TestTemporalStaleWorkerCannotCommit(t *testing.T) {
+	c := newCluster(t)
+	w1 := worker(t, c, "w1", 1)
+	w2 := worker(t, c, "w2", 1)
+	dir := project(t)
+	done := make(chan cluster.Result, 1)
+	go func() { done <- apply(t, c, dir, nil, "-var", "n=2", "-var", "sleep=4", "-heartbeat-timeout", "2s") }()
+	startRE := regexp.MustCompile(`start (step\.work\[\d\]@\S+) attempt 1`)
+	victim := waitFor(t, w1, startRE, 60*time.Second)[1]
+	if err := w1.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, w2, regexp.MustCompile(regexp.QuoteMeta("start "+victim+" attempt 2")), 60*time.Second)
+	if err := w1.Cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	var r cluster.Result
+	select {
+	case r = <-done:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the apply did not finish")
+	}
+	if r.Code != 0 {
+		t.Fatalf("apply: exit %d\n%s", r.Code, r.Stderr)
+	}
+	// Resumed, w1 ends its attempt (done, or cancelled by its next heartbeat); nothing of it
+	// is taken.
+	waitFor(t, w1, regexp.MustCompile(`(done|error) `+regexp.QuoteMeta(victim)+` attempt 1`), 30*time.Second)
+	node := victim[:strings.Index(victim, "@")]
+	out := foundry(t, dir, nil, "output", node, "/out/n.txt")
+	if out.Code != 0 {
+		t.Fatalf("output %s: %s", node, out.Stderr)
+	}
+	found := false
+	for _, s := range statements(t, dir) {
+		if slices.Contains(s.Subjects, "/out/n.txt sha256:"+sha256hex(out.Stdout)) {
+			found = true
+			if s.Worker != "w2" {
+				t.Errorf("%s's provenance names worker %q, want w2 (w1's lease had lapsed)", node, s.Worker)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no provenance for %s's output", node)
+	}
+	if out := foundry(t, dir, nil, "output", "step.join", "/out/joined.txt"); out.Stdout != wantJoined {
+		t.Errorf("step.join's output: %q", out.Stdout)
+	}
+}
+
+func sha256hex(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
