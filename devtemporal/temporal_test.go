@@ -438,3 +438,78 @@ func sha256hex(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:])
 }
+
+// A capability built on Temporal workers is admitted as the embedded engine admits it — the
+// same manifest digest — and published once, even when the worker building a candidate is
+// killed mid-build: the build is retried on the other worker, and the publish (an effect of
+// the apply, through its outbox) happens once. examples/int-sort: two Go recipes, one of which
+// fails the sealed suite; evaluations run on the apply's machine.
+func TestTemporalCapabilityAdmittedOnce(t *testing.T) {
+	c := newCluster(t)
+	w1 := worker(t, c, "w1", 1)
+	w2 := worker(t, c, "w2", 1)
+	copyIntSort := func() string {
+		dir, err := cluster.CopyProject("../examples/int-sort", t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.RemoveAll(filepath.Join(dir, ".foundry")) // a local run's state, if any
+		return dir
+	}
+	dir := copyIntSort()
+	done := make(chan cluster.Result, 1)
+	go func() { done <- apply(t, c, dir, nil, "-heartbeat-timeout", "3s") }()
+	// Kill whichever worker starts the first build.
+	buildRE := regexp.MustCompile(`start (recipe\.\S+\.step\.build)@\S+ attempt 1`)
+	var victim *cluster.Proc
+	for deadline := time.Now().Add(3 * time.Minute); victim == nil && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		for _, w := range []*cluster.Proc{w1, w2} {
+			if buildRE.MatchString(w.Out.String()) {
+				victim = w
+				break
+			}
+		}
+	}
+	if victim == nil {
+		t.Fatal("no worker started a build")
+	}
+	if err := victim.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	var r cluster.Result
+	select {
+	case r = <-done:
+	case <-time.After(5 * time.Minute):
+		t.Fatal("the apply did not finish")
+	}
+	adm := regexp.MustCompile(`ADM capability\.int-sort: recipe\.int-sort-go admitted as \S+@(sha256:[0-9a-f]{64})`)
+	m := adm.FindStringSubmatch(r.Stderr)
+	if r.Code != 0 || m == nil {
+		t.Fatalf("apply on Temporal: exit %d\n%s", r.Code, r.Stderr)
+	}
+	survivor := w1
+	if victim == w1 {
+		survivor = w2
+	}
+	if !strings.Contains(survivor.Out.String(), "attempt 2") {
+		t.Errorf("the survivor retried nothing:\n%s", survivor.Out)
+	}
+	effects := foundry(t, dir, nil, "effects", "-json")
+	var list []struct{ Kind, Status string }
+	if err := json.Unmarshal([]byte(effects.Stdout), &list); err != nil {
+		t.Fatalf("effects -json: %v\n%s", err, effects.Stdout)
+	}
+	if len(list) != 1 || list[0].Kind != "publish" || list[0].Status != "succeeded" {
+		t.Errorf("effects: %+v, want one succeeded publish", list)
+	}
+
+	embedded := copyIntSort()
+	e := foundry(t, embedded, nil, "apply", "-auto-approve", "-progress", "plain", "-executor", "runc")
+	em := adm.FindStringSubmatch(e.Stderr)
+	if e.Code != 0 || em == nil {
+		t.Fatalf("embedded apply: exit %d\n%s", e.Code, e.Stderr)
+	}
+	if em[1] != m[1] {
+		t.Errorf("admitted on Temporal as %s, embedded as %s: want the same manifest", m[1], em[1])
+	}
+}
