@@ -106,6 +106,29 @@ func apply(t *testing.T, c *cluster.Cluster, dir string, env []string, args ...s
 	return foundry(t, dir, env, c.ApplyArgs(args...)...)
 }
 
+// background is an apply running in the background (applyInBackground).
+type background chan cluster.Result
+
+// applyInBackground starts apply(t, c, dir, nil, args...) on its own goroutine, so that the
+// test can act on workers meanwhile.
+func applyInBackground(t *testing.T, c *cluster.Cluster, dir string, args ...string) background {
+	done := make(background, 1)
+	go func() { done <- apply(t, c, dir, nil, args...) }()
+	return done
+}
+
+// wait returns the apply's result, failing the test with msg if it takes longer than timeout.
+func (b background) wait(t *testing.T, timeout time.Duration, msg string) cluster.Result {
+	t.Helper()
+	select {
+	case r := <-b:
+		return r
+	case <-time.After(timeout):
+		t.Fatal(msg)
+	}
+	return cluster.Result{}
+}
+
 // project copies testdata/fanout into a fresh directory.
 func project(t *testing.T) string {
 	t.Helper()

@@ -110,8 +110,7 @@ func TestTemporalWorkerKilledMidStep(t *testing.T) {
 	w2 := worker(t, c, "w2", 1)
 	dir := project(t)
 
-	done := make(chan cluster.Result, 1)
-	go func() { done <- apply(t, c, dir, nil, "-var", "n=2", "-var", "sleep=6", "-heartbeat-timeout", "3s") }()
+	done := applyInBackground(t, c, dir, "-var", "n=2", "-var", "sleep=6", "-heartbeat-timeout", "3s")
 	// Each worker takes one of the two sleeping steps.
 	startRE := regexp.MustCompile(`start (step\.work\[\d\]@\S+) attempt 1`)
 	victim := waitFor(t, w1, startRE, 60*time.Second)[1]
@@ -119,12 +118,7 @@ func TestTemporalWorkerKilledMidStep(t *testing.T) {
 	if err := w1.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	var r cluster.Result
-	select {
-	case r = <-done:
-	case <-time.After(3 * time.Minute):
-		t.Fatal("the apply did not finish after its worker was killed")
-	}
+	r := done.wait(t, 3*time.Minute, "the apply did not finish after its worker was killed")
 	if r.Code != 0 {
 		t.Fatalf("apply: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
@@ -220,8 +214,7 @@ func TestTemporalWorkflowEndedUnderTheApply(t *testing.T) {
 	c := newCluster(t)
 	w := worker(t, c, "w1", 1)
 	dir := project(t)
-	done := make(chan cluster.Result, 1)
-	go func() { done <- apply(t, c, dir, nil, "-var", "n=2", "-var", "sleep=60") }()
+	done := applyInBackground(t, c, dir, "-var", "n=2", "-var", "sleep=60")
 	waitFor(t, w, regexp.MustCompile(`start step\.work\[\d\]`), 60*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -242,13 +235,8 @@ func TestTemporalWorkflowEndedUnderTheApply(t *testing.T) {
 	if terminated != 1 {
 		t.Fatalf("terminated %d running workflows, want the apply's one", terminated)
 	}
-	select {
-	case r := <-done:
-		if r.Code != 1 || !strings.Contains(r.Stderr, "ended (Terminated)") {
-			t.Errorf("apply: exit %d, want 1 naming the terminated workflow\n%s", r.Code, r.Stderr)
-		}
-	case <-time.After(50 * time.Second):
-		t.Fatal("the apply still waits 50s after its workflow was terminated")
+	if r := done.wait(t, 50*time.Second, "the apply still waits 50s after its workflow was terminated"); r.Code != 1 || !strings.Contains(r.Stderr, "ended (Terminated)") {
+		t.Errorf("apply: exit %d, want 1 naming the terminated workflow\n%s", r.Code, r.Stderr)
 	}
 }
 
@@ -389,8 +377,7 @@ func TestTemporalStaleWorkerCannotCommit(t *testing.T) {
 	w1 := worker(t, c, "w1", 1)
 	w2 := worker(t, c, "w2", 1)
 	dir := project(t)
-	done := make(chan cluster.Result, 1)
-	go func() { done <- apply(t, c, dir, nil, "-var", "n=2", "-var", "sleep=4", "-heartbeat-timeout", "2s") }()
+	done := applyInBackground(t, c, dir, "-var", "n=2", "-var", "sleep=4", "-heartbeat-timeout", "2s")
 	startRE := regexp.MustCompile(`start (step\.work\[\d\]@\S+) attempt 1`)
 	victim := waitFor(t, w1, startRE, 60*time.Second)[1]
 	if err := w1.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
@@ -400,12 +387,7 @@ func TestTemporalStaleWorkerCannotCommit(t *testing.T) {
 	if err := w1.Cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	var r cluster.Result
-	select {
-	case r = <-done:
-	case <-time.After(2 * time.Minute):
-		t.Fatal("the apply did not finish")
-	}
+	r := done.wait(t, 2*time.Minute, "the apply did not finish")
 	if r.Code != 0 {
 		t.Fatalf("apply: exit %d\n%s", r.Code, r.Stderr)
 	}
@@ -457,8 +439,7 @@ func TestTemporalCapabilityAdmittedOnce(t *testing.T) {
 		return dir
 	}
 	dir := copyIntSort()
-	done := make(chan cluster.Result, 1)
-	go func() { done <- apply(t, c, dir, nil, "-heartbeat-timeout", "3s") }()
+	done := applyInBackground(t, c, dir, "-heartbeat-timeout", "3s")
 	// Kill whichever worker starts the first build.
 	buildRE := regexp.MustCompile(`start (recipe\.\S+\.step\.build)@\S+ attempt 1`)
 	var victim *cluster.Proc
@@ -476,12 +457,7 @@ func TestTemporalCapabilityAdmittedOnce(t *testing.T) {
 	if err := victim.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	var r cluster.Result
-	select {
-	case r = <-done:
-	case <-time.After(5 * time.Minute):
-		t.Fatal("the apply did not finish")
-	}
+	r := done.wait(t, 5*time.Minute, "the apply did not finish")
 	adm := regexp.MustCompile(`ADM capability\.int-sort: recipe\.int-sort-go admitted as \S+@(sha256:[0-9a-f]{64})`)
 	m := adm.FindStringSubmatch(r.Stderr)
 	if r.Code != 0 || m == nil {

@@ -52,6 +52,10 @@ type Image struct {
 type Mount struct {
 	Source string // host path, already materialized by the engine
 	Target string // absolute path inside the sandbox
+	// Digest is what Source holds, when the engine knows it: a file's blob digest or a
+	// directory's tree digest ("sha256:<hex>"). An executor that ships inputs elsewhere (the
+	// Temporal engine) uses it to skip hashing what its store already has.
+	Digest string
 	// Writable mounts Source read-write: only a product acceptance's data volume, a host
 	// directory of the run's scratch that outlives one sandbox (spec/language.md §10).
 	// Steps' inputs are never writable.

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/foundry-build/foundry/digest"
@@ -121,25 +120,11 @@ func CopyImage(ctx context.Context, dst, src Store, d digest.Digest) error {
 	return nil
 }
 
-// copyBlob copies blob b from src to dst through a temporary file, verified as it is read,
-// so that dst is offered only bytes that match b.
+// copyBlob copies blob b from src to dst. src's bytes are read only if dst lacks the blob,
+// and checked against b as they stream; dst checks them against b's digest too before the
+// blob becomes visible (Store.PutBlob), so a forged blob never lands.
 func copyBlob(ctx context.Context, dst, src Store, b Descriptor) error {
-	f, err := os.CreateTemp("", "foundry-blob-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name())
-	defer f.Close()
-	rc, err := openVerified(ctx, src, b)
-	if err != nil {
-		return err
-	}
-	_, err = io.Copy(f, rc)
-	rc.Close()
-	if err != nil {
-		return err
-	}
-	return dst.PutBlob(ctx, b.Digest, b.Size, func() (io.ReadCloser, error) { return os.Open(f.Name()) })
+	return dst.PutBlob(ctx, b.Digest, b.Size, func() (io.ReadCloser, error) { return openVerified(ctx, src, b) })
 }
 
 // Media types of an action-cache record shared through a registry.

@@ -45,7 +45,7 @@ func (r *runner) runStep(ctx context.Context, n *graph.Node) (string, error) {
 	}
 	shared := ""
 	if !hit && r.opt.Shared != nil && !r.plan.Replaced(n.Address) {
-		res, shared, hit = r.lookupShared(ctx, n, key)
+		res, shared, hit = r.lookupShared(ctx, key)
 	}
 	rerun := ""
 	switch {
@@ -78,7 +78,7 @@ func (r *runner) runStep(ctx context.Context, n *graph.Node) (string, error) {
 
 // lookupShared looks key up in the shared cache. It says where a hit came from, or why the
 // record found was refused (the step then runs); an unreachable shared cache is a miss.
-func (r *runner) lookupShared(ctx context.Context, n *graph.Node, key digest.Digest) (*cache.Result, string, bool) {
+func (r *runner) lookupShared(ctx context.Context, key digest.Digest) (*cache.Result, string, bool) {
 	res, refused, err := r.opt.Shared.Lookup(ctx, key)
 	switch {
 	case err != nil:
@@ -374,7 +374,7 @@ func (r *runner) mounts(ctx context.Context, st *lang.Step) ([]input, error) {
 		if err != nil {
 			return nil, fmt.Errorf("input %s: %w", target, err)
 		}
-		out = append(out, input{mount: executors.Mount{Source: src, Target: target}, dep: dep})
+		out = append(out, input{mount: executors.Mount{Source: src, Target: target, Digest: dep.Digest}, dep: dep})
 	}
 	return out, nil
 }

@@ -287,7 +287,7 @@ func (e *Executor) request(ctx context.Context, a *executors.Action) (Request, e
 		if m.Writable {
 			return req, fmt.Errorf("mount %s is writable; steps' inputs are read-only", m.Target)
 		}
-		c, mode, err := e.push(ctx, m.Source)
+		c, mode, err := e.push(ctx, m.Source, digest.Digest(m.Digest))
 		if err != nil {
 			return req, fmt.Errorf("input %s: %w", m.Target, err)
 		}
@@ -317,31 +317,41 @@ func (e *Executor) pushImage(ctx context.Context, img executors.Image) error {
 	return nil
 }
 
-// push stores what is at the host path src (a file or a directory) and pushes it.
-func (e *Executor) push(ctx context.Context, src string) (Content, uint32, error) {
+// push pushes what is at the host path src (a file or a directory), whose digest is known
+// when known is set: content the apply's store already holds (step outputs, capabilities,
+// earlier steps' inputs) is pushed from there, anything else is stored first.
+func (e *Executor) push(ctx context.Context, src string, known digest.Digest) (Content, uint32, error) {
 	fi, err := os.Stat(src)
 	if err != nil {
 		return Content{}, 0, err
 	}
-	if fi.IsDir() {
-		d, _, err := e.opt.Store.PutDir(src)
+	d := known
+	if ok, _ := e.opt.Store.Has(d); d == "" || !ok {
+		if fi.IsDir() {
+			d, _, err = e.opt.Store.PutDir(src)
+		} else {
+			d, err = e.putFile(src)
+		}
 		if err != nil {
 			return Content{}, 0, err
 		}
+	}
+	if fi.IsDir() {
 		size, err := registry.PushTree(ctx, e.opt.Registry, e.opt.Store, d)
 		return Content{Digest: d, Size: size, Tree: true}, 0, err
 	}
-	f, err := os.Open(src)
-	if err != nil {
-		return Content{}, 0, err
-	}
-	d, _, err := e.opt.Store.Put(f)
-	f.Close()
-	if err != nil {
-		return Content{}, 0, err
-	}
 	size, err := registry.PushBlob(ctx, e.opt.Registry, e.opt.Store, d)
 	return Content{Digest: d, Size: size}, uint32(fi.Mode().Perm()), err
+}
+
+func (e *Executor) putFile(src string) (digest.Digest, error) {
+	f, err := os.Open(src)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	d, _, err := e.opt.Store.Put(f)
+	return d, err
 }
 
 // collect brings a worker's result home: its logs to a.Stdout and a.Stderr, its /out into
