@@ -400,7 +400,8 @@ func (e *Executor) collect(ctx context.Context, a *executors.Action, r *Result) 
 	}, nil
 }
 
-// Close tells the workflow that the apply is done and disconnects.
+// Close tells the workflow that the apply is done, waits a moment for it to end (so that an
+// apply that has returned leaves no workflow open), and disconnects.
 func (e *Executor) Close() error {
 	if e.client == nil {
 		return nil
@@ -408,6 +409,11 @@ func (e *Executor) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	err := e.client.SignalWorkflow(ctx, e.workflowID, "", SignalDone, nil)
+	if err == nil {
+		// Every reply has been taken, so the workflow ends at once; a workflow no worker
+		// runs just now ends later, when one does (the wait gives up at the timeout).
+		e.client.GetWorkflow(ctx, e.workflowID, "").Get(ctx, nil)
+	}
 	e.replies.Stop()
 	e.client.Close()
 	if err != nil && !isNotFound(err) {
