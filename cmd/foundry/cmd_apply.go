@@ -105,7 +105,7 @@ is stale or the apply was interrupted or -lock-timeout passed, 2 usage error.`,
 					fmt.Fprintln(env.stderr, "foundry apply: -lock-timeout must be 0 (wait as long as it takes) or more")
 					return exitUsage
 				}
-				if err := eng.check(); err != nil {
+				if err := eng.check(env); err != nil {
 					return usageError(env, "apply", "%v", err)
 				}
 				if eng.name == "temporal" && !flagGiven(fs, "parallelism") {

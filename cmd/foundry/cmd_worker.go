@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -15,6 +16,8 @@ import (
 	"github.com/foundry-build/foundry/provenance"
 	"github.com/foundry-build/foundry/registry"
 )
+
+var errNoTemporalAddress = errors.New("-engine temporal needs -temporal-address HOST:PORT (or $FOUNDRY_TEMPORAL_ADDRESS)")
 
 // engineFlags select where apply runs steps: here (embedded) or on Temporal workers.
 type engineFlags struct {
@@ -49,12 +52,16 @@ func (e *engineFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&e.heartbeat, "heartbeat-timeout", temporal.DefaultHeartbeatTimeout, "with -engine temporal: how long a silent worker keeps a step before Temporal gives it to another")
 }
 
-// check reports a bad combination of flags before anything is opened.
-func (e *engineFlags) check() error {
+// check reports a bad combination of flags before anything is opened or planned (a
+// project's signing key is generated on its first apply).
+func (e *engineFlags) check(env *cliEnv) error {
 	switch e.name {
 	case "embedded":
 		return nil
 	case "temporal":
+		if e.temporal.addressOr(env) == "" {
+			return errNoTemporalAddress
+		}
 		if e.heartbeat < time.Second {
 			return fmt.Errorf("-heartbeat-timeout %s: want at least 1s", e.heartbeat)
 		}
@@ -73,7 +80,7 @@ func (e *engineFlags) steps(env *cliEnv, ws *workspace.Workspace, projectReg reg
 	}
 	addr := e.temporal.addressOr(env)
 	if addr == "" {
-		return nil, nil, fmt.Errorf("-engine temporal needs -temporal-address HOST:PORT (or $FOUNDRY_TEMPORAL_ADDRESS)")
+		return nil, nil, errNoTemporalAddress
 	}
 	reg := projectReg
 	if e.registry != "" {
