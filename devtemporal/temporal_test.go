@@ -399,12 +399,15 @@ func TestTemporalStaleWorkerCannotCommit(t *testing.T) {
 	if out.Code != 0 {
 		t.Fatalf("output %s: %s", node, out.Stderr)
 	}
+	// Under load w2's attempt can lapse too, and a later attempt go to the resumed w1: that
+	// one is w1's to commit. Attempt 1 never is.
+	retriedByW1 := regexp.MustCompile(`start ` + regexp.QuoteMeta(victim) + ` attempt ([2-9]|\d\d)`).MatchString(w1.Out.String())
 	found := false
 	for _, s := range statements(t, dir) {
 		if slices.Contains(s.Subjects, "/out/n.txt sha256:"+sha256hex(out.Stdout)) {
 			found = true
-			if s.Worker != "w2" {
-				t.Errorf("%s's provenance names worker %q, want w2 (w1's lease had lapsed)", node, s.Worker)
+			if s.Worker != "w2" && !(s.Worker == "w1" && retriedByW1) {
+				t.Errorf("%s's provenance names worker %q, want w2 (w1's lease had lapsed, and it took no later attempt)\nw1:\n%s\nw2:\n%s", node, s.Worker, w1.Out.String(), w2.Out.String())
 			}
 		}
 	}
