@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/foundry-build/foundry/digest"
 	"github.com/foundry-build/foundry/engine/deliver"
+	"github.com/foundry-build/foundry/engine/outbox"
 	"github.com/foundry-build/foundry/engine/state"
 	"github.com/foundry-build/foundry/provenance"
 	"github.com/foundry-build/foundry/registry"
@@ -185,4 +187,26 @@ func TestDeliverToRegistry(t *testing.T) {
 	}
 	verify(loc, false, "NOT VERIFIED")
 	verify(loc, false, "FAIL signature [signature-invalid]")
+}
+
+// A delivery to a registry whose outcome a kill lost, and which the registry cannot be
+// asked about (nothing listens there), stays unknown: the next apply is refused with what to
+// do, and nothing is recorded as delivered.
+func TestDeliverToUnreachableRegistryStaysUnknown(t *testing.T) {
+	needSandbox(t)
+	repo := fmt.Sprintf("127.0.0.1:%d/releases/app", registrytest.FreePort(t))
+	dir := deliverFixture(t, "oci:"+repo, true)
+	if r := apply(t, dir, []string{"FOUNDRY_TEST_FAULT=" + outbox.FaultAfterDispatch + ":product.app"}); r.code != -1 {
+		t.Fatalf("the faulted apply should die by SIGKILL: exit %d\n%s", r.code, r.stderr)
+	}
+	for i := 0; i < 2; i++ {
+		r := apply(t, dir, nil)
+		if r.code != exitError || strings.Contains(r.stdout, "Delivered") || !strings.Contains(r.stderr, "looking for release") ||
+			!strings.Contains(r.stderr, "foundry effects resolve") {
+			t.Fatalf("apply %d with the registry unreachable: exit %d\n%s\n%s", i+1, r.code, r.stdout, r.stderr)
+		}
+		if effs := deliverEffects(t, dir); len(effs) != 1 || effs[0].Status != state.EffectUnknown {
+			t.Fatalf("apply %d: want the deliver effect still unknown, have %+v", i+1, effs)
+		}
+	}
 }

@@ -460,7 +460,7 @@ func (x *layoutDest) find(ctx context.Context) (string, bool, error) {
 	if err != nil {
 		// A registry that cannot be asked leaves the outcome unknown: the effect stays
 		// unknown, and blocks, until it can be looked up (or the operator decides).
-		return "", false, fmt.Errorf("looking for release %s in %s: %w", x.rel.digest.Short(), x.rel.Dest, err)
+		return "", false, fmt.Errorf("looking for release %s in %s: %w; its delivery stays unknown: apply again once the registry answers, or decide it with 'foundry effects resolve' (foundry effects lists it)", x.rel.digest.Short(), x.rel.Dest, err)
 	}
 	env, found, err := x.receiptOf(ctx, l, m)
 	if err != nil || !found {
