@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -17,9 +18,12 @@ import (
 const (
 	SchemeDir       = "dir"        // a directory: each release is a subdirectory named by its digest
 	SchemeOCILayout = "oci-layout" // an OCI image layout: each release is an artifact in it
+	SchemeOCI       = "oci"        // a registry repository: each release is an artifact in it
 )
 
-// Destination is where a product is delivered: a scheme and an absolute, cleaned path.
+// Destination is where a product is delivered: a scheme and, for dir: and oci-layout:, an
+// absolute, cleaned path; for oci:, the registry repository "host[:port]/repo" in the form
+// the project's registry setting and registry.Open take.
 type Destination struct {
 	Scheme string
 	Path   string
@@ -28,15 +32,29 @@ type Destination struct {
 // String is the destination as grants and the plan name it: "SCHEME:PATH".
 func (d Destination) String() string { return d.Scheme + ":" + d.Path }
 
-// ParseDestination reads "dir:PATH" or "oci-layout:PATH". A relative PATH is resolved
-// against base (the project directory for a deliver block); base "" refuses it.
+// registryRepo is an oci: destination's repository: a host (with a dot, or localhost) and
+// an optional port, then one or more lowercase path components as the distribution
+// reference grammar has them; no tag, no digest, no scheme.
+var registryRepo = regexp.MustCompile(`^((?:[a-z0-9](?:[a-z0-9-]*[a-z0-9])?\.)+[a-z0-9](?:[a-z0-9-]*[a-z0-9])?|localhost|\[[0-9a-f:]+\])(:[0-9]{1,5})?((?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)+)$`)
+
+// ParseDestination reads "dir:PATH", "oci-layout:PATH" or "oci:HOST[:PORT]/REPO". A
+// relative PATH is resolved against base (the project directory for a deliver block); base
+// "" refuses it. An oci: repository is taken exactly as written: lowercase, its host named
+// (a dot, a port or localhost: a bare "name/repo" would silently mean Docker Hub), without
+// a tag or digest (each release is found by its own digest).
 func ParseDestination(s, base string) (Destination, error) {
 	scheme, p, ok := strings.Cut(s, ":")
-	if !ok || (scheme != SchemeDir && scheme != SchemeOCILayout) {
-		return Destination{}, fmt.Errorf("%q is not a destination: want %s:PATH or %s:PATH", s, SchemeDir, SchemeOCILayout)
+	if !ok || (scheme != SchemeDir && scheme != SchemeOCILayout && scheme != SchemeOCI) {
+		return Destination{}, fmt.Errorf("%q is not a destination: want %s:PATH, %s:PATH or %s:HOST[:PORT]/REPO", s, SchemeDir, SchemeOCILayout, SchemeOCI)
 	}
 	if p == "" {
 		return Destination{}, fmt.Errorf("%q names no path", s)
+	}
+	if scheme == SchemeOCI {
+		if !registryRepo.MatchString(p) {
+			return Destination{}, fmt.Errorf("%q is not a registry repository: want %s:HOST[:PORT]/REPO, lowercase, with a host that has a dot or a port (or is localhost), and no tag, digest or scheme", s, SchemeOCI)
+		}
+		return Destination{Scheme: scheme, Path: p}, nil
 	}
 	if strings.ContainsRune(p, 0) {
 		return Destination{}, fmt.Errorf("%q: a path cannot hold a NUL byte", s)
@@ -62,7 +80,10 @@ type Grants struct {
 const DeliverGrantKind = "deliver"
 
 // AllowsDelivery reports whether a grant allows delivering to d: a deliver grant of the
-// same scheme names d's path or a directory above it.
+// same scheme names d's path or a directory above it; for oci:, the same host and port and
+// the same repository or one under it, compared by whole path components
+// (oci:reg.example/app grants oci:reg.example/app/web, not oci:reg.example/app-evil nor
+// oci:reg.example:5000/app).
 func (g *Grants) AllowsDelivery(d Destination) bool {
 	if g == nil {
 		return false

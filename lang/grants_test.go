@@ -11,7 +11,17 @@ func TestParseDestination(t *testing.T) {
 		{"dir:/srv/releases/", "", "dir:/srv/releases", ""},
 		{"oci-layout:out", "/p", "oci-layout:/p/out", ""},
 		{"dir:rel", "", "", "must be absolute"},
-		{"oci:host/repo", "/p", "", "not a destination"},
+		{"oci:127.0.0.1:5000/team/app", "/p", "oci:127.0.0.1:5000/team/app", ""},
+		{"oci:reg.example/app", "", "oci:reg.example/app", ""},
+		{"oci:localhost/app", "", "oci:localhost/app", ""},
+		{"oci:host/repo", "/p", "", "not a registry repository"},        // no dot, port or localhost: Docker Hub
+		{"oci:reg.example/app:v1", "", "", "not a registry repository"}, // a tag
+		{"oci:reg.example/app@sha256:00", "", "", "not a registry repository"},
+		{"oci:Reg.example/App", "", "", "not a registry repository"},
+		{"oci:https://reg.example/app", "", "", "not a registry repository"},
+		{"oci:reg.example", "", "", "not a registry repository"},
+		{"oci:reg.example/../app", "", "", "not a registry repository"},
+		{"oci:", "", "", "names no path"},
 		{"dir:", "/p", "", "names no path"},
 		{"/srv", "/p", "", "not a destination"},
 	} {
@@ -33,14 +43,19 @@ func TestParseDestination(t *testing.T) {
 func TestGrants(t *testing.T) {
 	g, _, diags := ParseGrants("g.hcl", []byte(`
 grant "deliver" { to = ["dir:/srv/releases", "oci-layout:/srv/oci"] }
-grant "deliver" { to = ["dir:/srv/releases"] }
+grant "deliver" { to = ["dir:/srv/releases", "oci:reg.example/app", "oci:127.0.0.1:5000/team"] }
 `))
-	if diags.HasErrors() || len(g.Deliver) != 2 {
+	if diags.HasErrors() || len(g.Deliver) != 4 {
 		t.Fatalf("grants: %v %v", g, diags)
 	}
 	for dest, want := range map[string]bool{
 		"dir:/srv/releases": true, "dir:/srv/releases/app": true, "dir:/srv/releases-old": false,
 		"oci-layout:/srv/releases": false, "oci-layout:/srv/oci/x": true, "dir:/srv": false,
+		// A registry grant: the same host and port, the same repository or one under it.
+		"oci:reg.example/app": true, "oci:reg.example/app/web": true, "oci:reg.example/app-evil": false,
+		"oci:reg.example/ap": false, "oci:reg.example.evil/app": false, "oci:reg.example:5000/app": false,
+		"oci:evil.reg.example/app": false, "oci:127.0.0.1:5000/team/app": true, "oci:127.0.0.1:5001/team/app": false,
+		"oci:127.0.0.1/team": false, "oci-layout:/reg.example/app": false, "dir:/reg.example/app": false,
 	} {
 		d, _ := ParseDestination(dest, "")
 		if got := g.AllowsDelivery(d); got != want {
@@ -56,7 +71,8 @@ grant "deliver" { to = ["dir:/srv/releases"] }
 		`grant "deliver" { to = "dir:/x" }`:                   "list of destinations",
 		"grant \"deliver\" {\n to = [\"dir:/x\"]\n by = 1\n}": "Unsupported argument",
 		`grants "deliver" { to = ["dir:/x"] }`:                "Unsupported block type",
-		`grant "deliver" { to = ["oci:host/r:tag"] }`:         "not a destination",
+		`grant "deliver" { to = ["oci:host/r:tag"] }`:         "not a registry repository",
+		`grant "deliver" { to = ["registry:host/r"] }`:        "not a destination",
 	} {
 		_, _, diags := ParseGrants("g.hcl", []byte(src))
 		if !diags.HasErrors() || !strings.Contains(diags.Error(), want) {

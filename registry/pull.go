@@ -77,6 +77,12 @@ type PullOptions struct {
 	// contract config has another digest is refused with ErrNotAdmitted before any layer is
 	// fetched. Without it, the manifest's own contract is the one the evidence must bind.
 	Contract digest.Digest
+	// Release asks for a delivered release (PublishRelease) instead of a capability: the
+	// manifest must be one (ParseRelease), and Pulled.Contract is then the release
+	// manifest's digest (the release digest), Pulled.ContractJSON its exact bytes
+	// (release.json). Verification is the caller's (with NoVerify): a release is vouched
+	// for by its delivery receipt, not by an admission.
+	Release bool
 }
 
 // ErrNotAdmitted is wrapped by Pull's errors when the artifact is not admitted for the
@@ -161,6 +167,9 @@ func Pull(ctx context.Context, s Store, ref, dest string, opt PullOptions) (*Pul
 	if !opt.NoVerify && len(opt.Keys) == 0 {
 		return nil, errors.New("pull: no public key to verify with (give a key, or skip verification explicitly)")
 	}
+	if opt.Release && !opt.NoVerify {
+		return nil, errors.New("pull: a release is verified by its delivery receipt, by the caller (pull it with NoVerify)")
+	}
 	if _, err := os.Lstat(dest); err == nil {
 		return nil, fmt.Errorf("pull: %s already exists (pull writes a new directory)", dest)
 	}
@@ -177,7 +186,11 @@ func Pull(ctx context.Context, s Store, ref, dest string, opt PullOptions) (*Pul
 	if err != nil {
 		return nil, fmt.Errorf("pull %s: %w", ref, err)
 	}
-	m, err := ParseCapability(raw)
+	parse := ParseCapability
+	if opt.Release {
+		parse = ParseRelease
+	}
+	m, err := parse(raw)
 	if err != nil {
 		return nil, fmt.Errorf("pull %s (%s): %w", ref, md, err)
 	}
@@ -308,6 +321,12 @@ func ParseCapability(raw []byte) (*Manifest, error) {
 	if m.Config.MediaType != MediaTypeContract {
 		return nil, fmt.Errorf("config mediaType %q, want %q", m.Config.MediaType, MediaTypeContract)
 	}
+	return checkTreeArtifact(m)
+}
+
+// checkTreeArtifact checks what Pull relies on in a manifest whose layers form a tree: tar
+// layers and the tree annotation.
+func checkTreeArtifact(m *Manifest) (*Manifest, error) {
 	for _, l := range m.Layers {
 		if l.MediaType != MediaTypeLayerTar && l.MediaType != MediaTypeLayerGz {
 			return nil, fmt.Errorf("layer %s: mediaType %q, want %s or %s", l.Digest, l.MediaType, MediaTypeLayerTar, MediaTypeLayerGz)
@@ -317,6 +336,22 @@ func ParseCapability(raw []byte) (*Manifest, error) {
 		return nil, fmt.Errorf("annotation %s: %w", AnnotationTree, err)
 	}
 	return m, nil
+}
+
+// ParseRelease parses raw as a release manifest that PublishRelease stored: the release
+// artifactType, the release manifest as config, tar layers and the tree annotation.
+func ParseRelease(raw []byte) (*Manifest, error) {
+	m, err := ParseManifest(raw)
+	if err != nil {
+		return nil, err
+	}
+	if m.ArtifactType != ArtifactTypeRelease {
+		return nil, fmt.Errorf("not a Foundry release: artifactType %q, want %q", m.ArtifactType, ArtifactTypeRelease)
+	}
+	if m.Config.MediaType != MediaTypeRelease {
+		return nil, fmt.Errorf("config mediaType %q, want %q", m.Config.MediaType, MediaTypeRelease)
+	}
+	return checkTreeArtifact(m)
 }
 
 // verifyAttached checks the attestations attached to out.Digest, whose tree (recomputed from

@@ -46,7 +46,7 @@ data is its own data/ directory, as it was when the channel left it: the data of
 release rolled back from stays in that release's data/, untouched. Restart the service
 from DEST/current to serve the earlier files and data.
 
-Rollback is for dir: destinations; an oci-layout: channel is listed but not rolled back.
+Rollback is for dir: destinations; an oci-layout: or oci: channel is listed but not rolled back.
 An apply that delivers a release the destination already has does not move the channel, so
 a rollback stays until a new release is delivered.
 

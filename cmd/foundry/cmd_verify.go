@@ -11,6 +11,7 @@ import (
 
 	"github.com/foundry-build/foundry/digest"
 	"github.com/foundry-build/foundry/engine/deliver"
+	"github.com/foundry-build/foundry/lang"
 	"github.com/foundry-build/foundry/provenance"
 	"github.com/foundry-build/foundry/registry"
 )
@@ -64,7 +65,12 @@ files/, evidence/ and receipt.intoto.json) is verified by its delivery receipt
               manifest is release.json, by the digest of its bytes
   acceptance  every acceptance envelope it lists (the checks' provenance, in evidence/) is
               found by its envelope digest and verifies
-A changed byte in a delivered file, in release.json or in the receipt refuses it.
+A changed byte in a delivered file, in release.json or in the receipt refuses it. A release
+in an OCI destination (oci-layout:PATH@sha256:..., HOST[:PORT]/REPO@sha256:... or
+REPO:release-<hex>, the oci: prefix of its destination allowed) is verified the same way:
+the tree its layer forms, recomputed, and the release manifest its config's bytes are, by
+its attached receipt and evidence; a tag moved to another release manifest, or a receipt
+replaced among its referrers, refuses it.
 
 The artifact is verified when, for each required predicate type (-type, the policy, or by
 default https://slsa.dev/provenance/v1), at least one candidate passed every check. A
@@ -86,6 +92,7 @@ Examples:
   foundry verify -key foundry.pub -attestations .foundry/attestations \
       -type https://slsa.dev/verification_summary/v1 sha256:4f2a...
   foundry verify -key .foundry/keys/signing.pub /srv/releases/app/3c1f...   # a release
+  foundry verify -key .foundry/keys/signing.pub registry.example/releases/app@sha256:9be0...
 
 The same envelope verifies with cosign:
   cosign verify-blob-attestation --key foundry.pub --signature int-sort.intoto.json \
@@ -232,7 +239,7 @@ func verifySubject(ctx context.Context, a string, opts *provenance.Options, vsaD
 		}
 		return provenance.Subject{Name: a, Digest: d}, nil
 	}
-	subj, atts, skipped, err := ociAttestations(ctx, a)
+	subj, atts, skipped, release, err := ociAttestations(ctx, a)
 	if err != nil {
 		return provenance.Subject{}, err
 	}
@@ -242,7 +249,10 @@ func verifySubject(ctx context.Context, a string, opts *provenance.Options, vsaD
 		}
 	}
 	opts.Attestations = append(opts.Attestations, atts...)
-	if vsaDefault {
+	switch {
+	case vsaDefault && release:
+		opts.Policy.PredicateTypes = appendNew(opts.Policy.PredicateTypes, provenance.PredicateDeliveryReceipt)
+	case vsaDefault:
 		opts.Policy.PredicateTypes = appendNew(opts.Policy.PredicateTypes, provenance.PredicateVSA)
 	}
 	return subj, nil
@@ -388,36 +398,50 @@ func isOCIRef(a string) bool {
 	return err == nil
 }
 
-// ociAttestations resolves a capability reference (a tag exactly once), fetches its layers
-// to recompute the tree they form, and returns the subject to verify (that tree, bound to
-// the manifest digest and its contract) with every attestation attached to the manifest,
-// unverified, and the referrers that could not be read.
-func ociAttestations(ctx context.Context, ref string) (provenance.Subject, []provenance.Attestation, []registry.Skipped, error) {
-	s, m, err := registry.OpenReference(ctx, ref)
+// ociAttestations resolves a reference (a tag exactly once), fetches its layers to
+// recompute the tree they form, and returns the subject to verify with every attestation
+// attached to the manifest, unverified, and the referrers that could not be read. For a
+// capability the subject is that tree bound to the manifest digest and its contract. For a
+// release that a delivery published (release reports it; spec/grants.md) it is that tree
+// bound to the release its config's exact bytes hash to, as releaseSubject binds a dir:
+// release to its release.json, so its delivery receipt must name both. A ref may carry the
+// destination's own oci: prefix ("oci:HOST/REPO@sha256:…").
+func ociAttestations(ctx context.Context, ref string) (subj provenance.Subject, _ []provenance.Attestation, _ []registry.Skipped, release bool, _ error) {
+	s, m, err := registry.OpenReference(ctx, strings.TrimPrefix(ref, lang.SchemeOCI+":"))
 	if err != nil {
-		return provenance.Subject{}, nil, nil, err
+		return subj, nil, nil, false, err
+	}
+	// The manifest is read here only to choose how to pull it; Pull fetches it again by
+	// digest, checks it and refuses one that is not of the kind asked for.
+	if raw, _, err := s.Manifest(ctx, m); err == nil {
+		if pm, err := registry.ParseManifest(raw); err == nil {
+			release = pm.ArtifactType == registry.ArtifactTypeRelease
+		}
 	}
 	tmp, err := os.MkdirTemp("", "foundry-verify-")
 	if err != nil {
-		return provenance.Subject{}, nil, nil, err
+		return subj, nil, nil, false, err
 	}
 	defer os.RemoveAll(tmp)
 	// Verification is done by the caller, with its keys and policy: here the layers are only
 	// fetched, checked and hashed.
-	pulled, err := registry.Pull(ctx, s, string(m), filepath.Join(tmp, "files"), registry.PullOptions{NoVerify: true})
+	pulled, err := registry.Pull(ctx, s, string(m), filepath.Join(tmp, "files"), registry.PullOptions{NoVerify: true, Release: release})
 	if err != nil {
-		return provenance.Subject{}, nil, nil, err
+		return subj, nil, nil, false, err
 	}
 	atts, skipped, err := registry.Referrers(ctx, s, m)
 	if err != nil {
-		return provenance.Subject{}, nil, nil, err
+		return subj, nil, nil, false, err
 	}
 	var out []provenance.Attestation
 	for _, a := range atts {
 		out = append(out, provenance.Attestation{Source: s.String() + "@" + string(a.Digest), Envelope: a.Envelope})
 	}
-	subj := provenance.Subject{Name: ref, Digest: string(pulled.Tree), Contract: string(pulled.Contract), Manifest: string(m)}
-	return subj, out, skipped, nil
+	subj = provenance.Subject{Name: ref, Digest: string(pulled.Tree), Contract: string(pulled.Contract), Manifest: string(m)}
+	if release {
+		subj = provenance.Subject{Name: ref, Digest: string(pulled.Tree), Manifest: string(pulled.Contract)}
+	}
+	return subj, out, skipped, release, nil
 }
 
 // attestationList is an AttestationSource over fixed envelopes: every lookup returns them

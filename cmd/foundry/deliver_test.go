@@ -338,6 +338,12 @@ func TestDeliverToOCILayout(t *testing.T) {
 	if effs := deliverEffects(t, dir); len(effs) != 1 || effs[0].Status != state.EffectSucceeded {
 		t.Fatalf("want one succeeded deliver effect, have %+v", effs)
 	}
+	// foundry verify checks the release in the layout by its attached receipt.
+	key := filepath.Join(dir, ".foundry", "keys", "signing.pub")
+	ref := "oci-layout:" + dest + "@" + string(m)
+	if code, out, errs := foundry(t, dir, "verify", "-key", key, ref); code != 0 || !strings.Contains(out, "PASS release") {
+		t.Fatalf("verify %s: exit %d\n%s\n%s", ref, code, out, errs)
+	}
 }
 
 // A product with an accept block is delivered only once its acceptance passed, and its

@@ -21,7 +21,8 @@ import (
 // is accepted through its HTTP interface across a restart, and the release is delivered and
 // verifies. A fresh user starts the release from its files, uploads, restarts it and gets
 // the list back. Then the example is changed to keep its data in /tmp: acceptance fails
-// after the restart and nothing more is delivered.
+// after the restart and nothing more is delivered. Last, stage 6 (exampleScoresRollback):
+// a release with a known defect, observed and rolled back.
 func TestExampleScores(t *testing.T) {
 	needSandbox(t)
 	if _, err := os.Stat("/usr/local/go/bin/go"); err != nil {
@@ -114,8 +115,11 @@ func TestExampleScores(t *testing.T) {
 		t.Fatalf("apply of the scores kept in /tmp: exit %d, acceptance %+v\n%s", r.code, acc, r.stderr)
 	}
 	if got := releases(t, dest); len(got) != 1 {
-		t.Errorf("a product that failed acceptance was delivered: %v", got)
+		t.Fatalf("a product that failed acceptance was delivered: %v", got)
 	}
+
+	// Blueprint stage 6: a release with a known defect, and the rollback.
+	exampleScoresRollback(t, dir, dest, args, string(src))
 }
 
 // startRelease runs a release's start command from its files directory with the data

@@ -10,9 +10,10 @@ import (
 	"github.com/foundry-build/foundry/engine/deliver"
 )
 
-// Blueprint stage 6: a product is delivered twice (two revisions, two releases); the
-// second carries a known defect (it corrupts its data); a rollback to a release that was
-// tampered with is refused with nothing changed; `release rollback` restores the first
+// Release channels on disk: a product is delivered twice (two revisions, two releases);
+// the second's data is corrupted by hand (stage 6 with a real defect in a real service,
+// observed through its interface, is exampleScoresRollback); a rollback to a release that
+// was tampered with is refused with nothing changed; `release rollback` restores the first
 // release — DEST/current points at it, it verifies — and its data; an apply delivering the
 // second again does not undo the rollback.
 func TestReleaseRollbackRestoresEarlierReleaseAndData(t *testing.T) {

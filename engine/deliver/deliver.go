@@ -8,8 +8,8 @@
 // effects outbox (engine/outbox) under a logical action ID of project, release digest,
 // product, "deliver" and destination, and every destination is idempotent by content: a
 // dir: release is written to a temporary directory and renamed into DEST/<release hex>, an
-// oci-layout: release is a content-addressed artifact tagged only once its receipt is
-// attached; so a delivery whose outcome a crash lost is reconciled by looking for its
+// oci-layout: or oci: (registry) release is a content-addressed artifact tagged only once
+// its receipt is attached; so a delivery whose outcome a crash lost is reconciled by looking for its
 // digest, never written twice. It never decides whether a destination is granted: the
 // plan does (needs-grant), and engine/run refuses a product the plan did not grant.
 //
@@ -126,7 +126,8 @@ type release struct {
 }
 
 // Deliver writes req's release to its destination through the outbox and returns where it
-// is ("dir:/srv/releases/<hex>", "oci-layout:/srv/oci@sha256:…").
+// is ("dir:/srv/releases/<hex>", "oci-layout:/srv/oci@sha256:…", and for an oci:
+// destination the registry reference "host[:port]/repo@sha256:…").
 func (d *Deliverer) Deliver(ctx context.Context, req *Request) (string, error) {
 	rel, err := makeRelease(d.Project, req)
 	if err != nil {
@@ -136,7 +137,7 @@ func (d *Deliverer) Deliver(ctx context.Context, req *Request) (string, error) {
 	switch req.Dest.Scheme {
 	case lang.SchemeDir:
 		dest = &dirDest{d: d, rel: rel, at: filepath.Join(req.Dest.Path, rel.digest.Hex())}
-	case lang.SchemeOCILayout:
+	case lang.SchemeOCILayout, lang.SchemeOCI:
 		dest = &layoutDest{d: d, rel: rel}
 	default:
 		return "", fmt.Errorf("%s: cannot deliver to %s", req.Product, req.Dest)
@@ -368,17 +369,30 @@ func (x *dirDest) find(context.Context) (string, bool, error) {
 	return x.location(), true, nil
 }
 
-// layoutDest is an oci-layout: destination: the release is an artifact, tagged
-// release-<hex> once its evidence and receipt are attached.
+// layoutDest is an oci-layout: or oci: destination, an OCI image layout or a registry
+// repository opened as a registry.Store: the release is an artifact, tagged release-<hex>
+// once its evidence and receipt are attached.
 type layoutDest struct {
 	d   *Deliverer
 	rel *release
 }
 
-func (x *layoutDest) tag() string { return "release-" + x.rel.digest.Hex() }
+// ReleaseTag is the tag of the release whose digest is d in an OCI destination.
+func ReleaseTag(d digest.Digest) string { return "release-" + d.Hex() }
+
+func (x *layoutDest) tag() string { return ReleaseTag(x.rel.digest) }
+
+// open opens the destination's store: the layout (created if missing) or the registry
+// repository, as registry.Open does for a project's registry.
+func (x *layoutDest) open() (registry.Store, error) {
+	if x.rel.Dest.Scheme == lang.SchemeOCI {
+		return registry.Open(x.rel.Dest.Path)
+	}
+	return registry.OpenLayout(x.rel.Dest.Path)
+}
 
 func (x *layoutDest) write(ctx context.Context) (string, error) {
-	l, err := registry.OpenLayout(x.rel.Dest.Path)
+	l, err := x.open()
 	if err != nil {
 		return "", err
 	}
@@ -413,7 +427,7 @@ func (x *layoutDest) write(ctx context.Context) (string, error) {
 }
 
 // receiptOf finds a delivery receipt attached to manifest m.
-func (x *layoutDest) receiptOf(ctx context.Context, l *registry.Layout, m digest.Digest) ([]byte, bool, error) {
+func (x *layoutDest) receiptOf(ctx context.Context, l registry.Store, m digest.Digest) ([]byte, bool, error) {
 	atts, _, err := registry.Referrers(ctx, l, m)
 	if err != nil {
 		return nil, false, err
@@ -430,16 +444,23 @@ func (x *layoutDest) receiptOf(ctx context.Context, l *registry.Layout, m digest
 
 func (x *layoutDest) find(ctx context.Context) (string, bool, error) {
 	notThere := fmt.Sprintf("release %s is not in %s, so it is delivered again", x.rel.digest.Short(), x.rel.Dest)
-	if _, err := os.Stat(filepath.Join(x.rel.Dest.Path, "oci-layout")); err != nil {
-		return notThere, false, nil
+	if x.rel.Dest.Scheme == lang.SchemeOCILayout {
+		if _, err := os.Stat(filepath.Join(x.rel.Dest.Path, "oci-layout")); err != nil {
+			return notThere, false, nil
+		}
 	}
-	l, err := registry.OpenLayout(x.rel.Dest.Path)
+	l, err := x.open()
 	if err != nil {
 		return "", false, err
 	}
 	m, err := l.Resolve(ctx, x.tag())
-	if err != nil {
+	if errors.Is(err, registry.ErrNotFound) || (err != nil && x.rel.Dest.Scheme == lang.SchemeOCILayout) {
 		return notThere, false, nil
+	}
+	if err != nil {
+		// A registry that cannot be asked leaves the outcome unknown: the effect stays
+		// unknown, and blocks, until it can be looked up (or the operator decides).
+		return "", false, fmt.Errorf("looking for release %s in %s: %w; its delivery stays unknown: apply again once the registry answers, or decide it with 'foundry effects resolve' (foundry effects lists it)", x.rel.digest.Short(), x.rel.Dest, err)
 	}
 	env, found, err := x.receiptOf(ctx, l, m)
 	if err != nil || !found {
