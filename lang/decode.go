@@ -155,6 +155,22 @@ func cleanAbs(p string) bool {
 	return strings.HasPrefix(p, "/") && path.Clean(p) == p
 }
 
+// ValidArtifactPath reports whether p may be a key of an artifact tree's files (a package's,
+// an accepted service's, a release's): an absolute, clean path, which names a place inside
+// the tree assembled from them ("/../x" and "a/b" do not). The loader refuses any other
+// key (checkArtifactPaths), and the engine checks again where it writes the tree.
+func ValidArtifactPath(p string) bool { return cleanAbs(p) }
+
+// checkArtifactPaths refuses, in key order, each key of files that is not a
+// ValidArtifactPath; example is a key that would do.
+func (l *loader) checkArtifactPaths(files map[string]*Artifact, rng hcl.Range, example string) {
+	for _, p := range slices.Sorted(maps.Keys(files)) {
+		if !ValidArtifactPath(p) {
+			l.diags = append(l.diags, errorf(rng.Ptr(), "Invalid artifact path", "%q must be an absolute, clean path such as %q: it names where the file goes in the tree.", p, example))
+		}
+	}
+}
+
 var capabilitySchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{
 		{Name: "summary"}, {Name: "target"}, {Name: "effects"}, {Name: "equivalence"},
@@ -845,11 +861,7 @@ func (l *loader) decodePackage(b *hcl.Block, ctx *hcl.EvalContext, scope *stepSc
 	if a := content.Attributes["files"]; a != nil {
 		if v, d := l.eval(a.Expr, ctx, scope); !d.HasErrors() {
 			p.Files = l.artifactMap(v, a.Expr.Range(), "files", true, ArtifactStepOutput, ArtifactProjectDir)
-			for path := range p.Files {
-				if !cleanAbs(path) {
-					l.diags = append(l.diags, errorf(a.Expr.Range().Ptr(), "Invalid artifact path", "%q must be an absolute, clean path such as \"/bin/tool\".", path))
-				}
-			}
+			l.checkArtifactPaths(p.Files, a.Expr.Range(), "/bin/tool")
 		}
 	}
 	return p
@@ -1143,6 +1155,7 @@ func (l *loader) decodeProduct(b *hcl.Block) {
 		if a := dc.Attributes["files"]; a != nil {
 			if v, dd := l.eval(a.Expr, sctx, scope); !dd.HasErrors() {
 				d.Files = l.artifactMap(v, a.Expr.Range(), "files", true, ArtifactStepOutput, ArtifactCapability, ArtifactProjectDir)
+				l.checkArtifactPaths(d.Files, a.Expr.Range(), "/bin/app")
 			}
 		}
 		p.Deliver = d

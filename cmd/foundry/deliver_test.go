@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -395,5 +397,60 @@ product "`+p+`"`, 1)
 	code, out, errs := foundry(t, dir, "verify", "-key", key, rel)
 	if code != 0 || !strings.Contains(out, "predicateType https://in-toto.io/attestation/test-result/v0.1") {
 		t.Fatalf("verify of the accepted release: exit %d\n%s\n%s", code, out, errs)
+	}
+}
+
+// A deliver.files key that climbs out of the release ("/../../…/ESCAPED", as an attacker
+// would write it to land the files anywhere on the host) is refused by validate, plan and
+// apply at its file:line, with nothing written at the escaping path or the destination.
+// A key that is clean but reached through a symlink an earlier file of the release put
+// there (srv/x -> OUTSIDE, then /srv/x/pwn) is refused where the release is assembled,
+// with nothing written outside either.
+func TestDeliverKeyEscapingTheReleaseIsRefused(t *testing.T) {
+	outside := t.TempDir()
+	escaped := filepath.Join(outside, "escaped")
+	dest := filepath.Join(t.TempDir(), "releases")
+	dir := deliverFixture(t, "dir:"+dest, true)
+	os.MkdirAll(filepath.Join(dir, "payload"), 0o755)
+	os.WriteFile(filepath.Join(dir, "payload", "x"), []byte("owned\n"), 0o644)
+	main := filepath.Join(dir, "main.hcl")
+	b, _ := os.ReadFile(main)
+	const files = `files = { "/bin/app" = step.make.output["/out/app"] }`
+	key := "/../../../../../../../../../.." + escaped
+	src := strings.Replace(string(b), files, `files = { "/bin/app" = step.make.output["/out/app"], "`+key+`" = dir("payload") }`, 1)
+	if src == string(b) {
+		t.Fatal("the fixture changed")
+	}
+	os.WriteFile(main, []byte(src), 0o644)
+	line := strings.Count(src[:strings.Index(src, "files = {")], "\n") + 1
+	at := fmt.Sprintf("on main.hcl line %d:", line)
+	for _, args := range [][]string{{"validate"}, {"plan"}, {"apply", "-auto-approve", "-executor", "runc"}} {
+		code, out, errs := foundry(t, dir, args...)
+		if code != 1 || !strings.Contains(errs, "Invalid artifact path") || !strings.Contains(errs, at) || !strings.Contains(errs, strconv.Quote(key)) {
+			t.Errorf("%s of an escaping deliver key: exit %d, want 1 with «Invalid artifact path» at %s\n%s\n%s", args[0], code, at, out, errs)
+		}
+	}
+	for _, p := range []string{escaped, dest} {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Errorf("%s was written: %v", p, err)
+		}
+	}
+
+	needSandbox(t)
+	// The check mounts what is delivered: a check-only product delivers only what its checks saw.
+	os.Remove(filepath.Join(dir, "payload", "x"))
+	os.Symlink(outside, filepath.Join(dir, "payload", "x"))
+	src = strings.Replace(string(b), files, `files = { "/bin/app" = step.make.output["/out/app"], "/srv" = dir("payload"), "/srv/x/pwn" = "owned" }`, 1)
+	src = strings.Replace(src, `mounts = { "/app" = step.make.output["/out/app"] }`, `mounts = { "/app" = step.make.output["/out/app"], "/p" = dir("payload"), "/o" = "owned" }`, 1)
+	os.WriteFile(main, []byte(src), 0o644)
+	r := apply(t, dir, nil)
+	if r.code != 1 || !strings.Contains(r.stderr, `assembling the release of product.app: file "/srv/x/pwn": /srv/x is a symlink`) {
+		t.Errorf("apply of a release written through a symlink: exit %d\n%s", r.code, r.stderr)
+	}
+	if ents, _ := os.ReadDir(outside); len(ents) != 0 {
+		t.Errorf("the release wrote outside itself: %v", ents)
+	}
+	if rels := releases(t, dest); len(rels) != 0 {
+		t.Errorf("a release was delivered: %v", rels)
 	}
 }
