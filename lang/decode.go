@@ -1158,9 +1158,49 @@ func (l *loader) decodeProduct(b *hcl.Block) {
 				l.checkArtifactPaths(d.Files, a.Expr.Range(), "/bin/app")
 			}
 		}
+		l.checkDeliveredIsAccepted(p, d, dc)
 		p.Deliver = d
 	}
 	l.cfg.Products[p.Name] = p
+}
+
+// checkDeliveredIsAccepted holds a delivery to what its product's acceptance ran on
+// (spec/language.md §10): a product is delivered only after its acceptance passes, so it
+// needs a check or an accept block. With an accept block, the release starts the way the
+// service was accepted: start is the accepted entrypoint (and defaults to it); that the
+// files are the accepted tree is checked by digest where both are assembled (engine/run
+// deliverProduct). Without one, its checks are the acceptance: each delivered file must
+// be mounted by one of them, the same artifact, so their passing results are about the
+// files delivered.
+func (l *loader) checkDeliveredIsAccepted(p *Product, d *Delivery, dc *hcl.BodyContent) {
+	switch {
+	case p.Accept == nil && len(p.Checks) == 0:
+		l.diags = append(l.diags, errorf(d.Range.Ptr(), "Delivery without acceptance",
+			"product %q is delivered only after its acceptance passes, and it has none: add a check block (a command that exits 0 on the files delivered) or an accept \"service\" block.", p.Name))
+	case p.Accept != nil:
+		ep := p.Accept.Interface.Entrypoint
+		if d.Start == nil {
+			d.Start = ep
+		} else if a := dc.Attributes["start"]; a != nil && len(d.Start) > 0 && !slices.Equal(d.Start, ep) {
+			l.diags = append(l.diags, errorAt(a.Expr.Range(), "Start differs from the accepted entrypoint",
+				"start = %q, but the service was accepted as entrypoint = %q: the release starts the way it was accepted. Give both the same command (paths relative to the files' root, which is / in the sandbox), or leave start out.", d.Start, ep))
+		}
+	default:
+		var checked []*Artifact
+		for _, c := range p.Checks {
+			for _, m := range c.Mounts {
+				checked = append(checked, m)
+			}
+		}
+		a := dc.Attributes["files"]
+		for _, k := range slices.Sorted(maps.Keys(d.Files)) {
+			f := d.Files[k]
+			if a != nil && !slices.ContainsFunc(checked, f.Same) {
+				l.diags = append(l.diags, errorAt(a.Expr.Range(), "Delivered file not checked",
+					"files[%q] = %s is mounted by none of product %q's checks: without an accept block, the checks are its acceptance, and a release holds only what they ran on. Mount it in a check, or accept the product through an accept block.", k, f, p.Name))
+			}
+		}
+	}
 }
 
 // checkSealed refuses every read of the configuration that reaches a sealed case file — a
