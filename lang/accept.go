@@ -84,11 +84,7 @@ func (l *loader) decodeAccept(b *hcl.Block, product string, scope *stepScope) *A
 	if a := content.Attributes["files"]; a != nil {
 		if v, d := l.eval(a.Expr, ctx, scope); !d.HasErrors() {
 			ac.Files = l.artifactMap(v, a.Expr.Range(), "files", true, ArtifactStepOutput, ArtifactProjectDir)
-			for p := range ac.Files {
-				if !cleanAbs(p) {
-					l.diags = append(l.diags, errorf(a.Expr.Range().Ptr(), "Invalid artifact path", "%q must be an absolute, clean path such as \"/app/server\".", p))
-				}
-			}
+			l.checkArtifactPaths(ac.Files, a.Expr.Range(), "/app/server")
 		}
 	}
 	l.optString(content, "data", ctx, &ac.Data)

@@ -1,6 +1,7 @@
 package lang
 
 import (
+	"bytes"
 	"fmt"
 	"reflect"
 	"strconv"
@@ -50,6 +51,12 @@ func (a *Artifact) String() string {
 	default:
 		return fmt.Sprintf("%s(%q)", a.Kind, a.Path)
 	}
+}
+
+// Same reports whether b refers to the same content as a: the same kind, node and path, and
+// for inline text the same bytes.
+func (a *Artifact) Same(b *Artifact) bool {
+	return a.Kind == b.Kind && a.Node == b.Node && a.Path == b.Path && bytes.Equal(a.Inline, b.Inline)
 }
 
 // ArtifactType is the cty capsule type of Artifact values.

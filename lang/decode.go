@@ -155,6 +155,22 @@ func cleanAbs(p string) bool {
 	return strings.HasPrefix(p, "/") && path.Clean(p) == p
 }
 
+// ValidArtifactPath reports whether p may be a key of an artifact tree's files (a package's,
+// an accepted service's, a release's): an absolute, clean path, which names a place inside
+// the tree assembled from them ("/../x" and "a/b" do not). The loader refuses any other
+// key (checkArtifactPaths), and the engine checks again where it writes the tree.
+func ValidArtifactPath(p string) bool { return cleanAbs(p) }
+
+// checkArtifactPaths refuses, in key order, each key of files that is not a
+// ValidArtifactPath; example is a key that would do.
+func (l *loader) checkArtifactPaths(files map[string]*Artifact, rng hcl.Range, example string) {
+	for _, p := range slices.Sorted(maps.Keys(files)) {
+		if !ValidArtifactPath(p) {
+			l.diags = append(l.diags, errorf(rng.Ptr(), "Invalid artifact path", "%q must be an absolute, clean path such as %q: it names where the file goes in the tree.", p, example))
+		}
+	}
+}
+
 var capabilitySchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{
 		{Name: "summary"}, {Name: "target"}, {Name: "effects"}, {Name: "equivalence"},
@@ -845,11 +861,7 @@ func (l *loader) decodePackage(b *hcl.Block, ctx *hcl.EvalContext, scope *stepSc
 	if a := content.Attributes["files"]; a != nil {
 		if v, d := l.eval(a.Expr, ctx, scope); !d.HasErrors() {
 			p.Files = l.artifactMap(v, a.Expr.Range(), "files", true, ArtifactStepOutput, ArtifactProjectDir)
-			for path := range p.Files {
-				if !cleanAbs(path) {
-					l.diags = append(l.diags, errorf(a.Expr.Range().Ptr(), "Invalid artifact path", "%q must be an absolute, clean path such as \"/bin/tool\".", path))
-				}
-			}
+			l.checkArtifactPaths(p.Files, a.Expr.Range(), "/bin/tool")
 		}
 	}
 	return p
@@ -1143,11 +1155,52 @@ func (l *loader) decodeProduct(b *hcl.Block) {
 		if a := dc.Attributes["files"]; a != nil {
 			if v, dd := l.eval(a.Expr, sctx, scope); !dd.HasErrors() {
 				d.Files = l.artifactMap(v, a.Expr.Range(), "files", true, ArtifactStepOutput, ArtifactCapability, ArtifactProjectDir)
+				l.checkArtifactPaths(d.Files, a.Expr.Range(), "/bin/app")
 			}
 		}
+		l.checkDeliveredIsAccepted(p, d, dc)
 		p.Deliver = d
 	}
 	l.cfg.Products[p.Name] = p
+}
+
+// checkDeliveredIsAccepted holds a delivery to what its product's acceptance ran on
+// (spec/language.md §10): a product is delivered only after its acceptance passes, so it
+// needs a check or an accept block. With an accept block, the release starts the way the
+// service was accepted: start is the accepted entrypoint (and defaults to it); that the
+// files are the accepted tree is checked by digest where both are assembled (engine/run
+// deliverProduct). Without one, its checks are the acceptance: each delivered file must
+// be mounted by one of them, the same artifact, so their passing results are about the
+// files delivered.
+func (l *loader) checkDeliveredIsAccepted(p *Product, d *Delivery, dc *hcl.BodyContent) {
+	switch {
+	case p.Accept == nil && len(p.Checks) == 0:
+		l.diags = append(l.diags, errorf(d.Range.Ptr(), "Delivery without acceptance",
+			"product %q is delivered only after its acceptance passes, and it has none: add a check block (a command that exits 0 on the files delivered) or an accept \"service\" block.", p.Name))
+	case p.Accept != nil:
+		ep := p.Accept.Interface.Entrypoint
+		if d.Start == nil {
+			d.Start = ep
+		} else if a := dc.Attributes["start"]; a != nil && len(d.Start) > 0 && !slices.Equal(d.Start, ep) {
+			l.diags = append(l.diags, errorAt(a.Expr.Range(), "Start differs from the accepted entrypoint",
+				"start = %q, but the service was accepted as entrypoint = %q: the release starts the way it was accepted. Give both the same command (paths relative to the files' root, which is / in the sandbox), or leave start out.", d.Start, ep))
+		}
+	default:
+		var checked []*Artifact
+		for _, c := range p.Checks {
+			for _, m := range c.Mounts {
+				checked = append(checked, m)
+			}
+		}
+		a := dc.Attributes["files"]
+		for _, k := range slices.Sorted(maps.Keys(d.Files)) {
+			f := d.Files[k]
+			if a != nil && !slices.ContainsFunc(checked, f.Same) {
+				l.diags = append(l.diags, errorAt(a.Expr.Range(), "Delivered file not checked",
+					"files[%q] = %s is mounted by none of product %q's checks: without an accept block, the checks are its acceptance, and a release holds only what they ran on. Mount it in a check, or accept the product through an accept block.", k, f, p.Name))
+			}
+		}
+	}
 }
 
 // checkSealed refuses every read of the configuration that reaches a sealed case file — a

@@ -2,6 +2,7 @@ package lang
 
 import (
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -88,14 +89,24 @@ grant "deliver" { to = ["dir:/srv/releases", "oci:reg.example/app", "oci:127.0.0
 }
 
 func TestDeliverDestinationValidated(t *testing.T) {
-	dir := writeProject(t, map[string]string{"main.hcl": `
+	dir := writeProject(t, map[string]string{"main.hcl": busyboxSeed + `
 product "p" {
+  check "c" {
+    image  = seed.bb
+    mounts = { "/a" = "x" }
+    run    = ["test", "-s", "/a"]
+  }
   deliver {
     to    = "s3://bucket"
     files = { "/a" = "x" }
   }
 }
 product "q" {
+  check "c" {
+    image  = seed.bb
+    mounts = { "/a" = "x" }
+    run    = ["test", "-s", "/a"]
+  }
   deliver {
     to    = "dir:out"
     files = { "/a" = "x" }
@@ -112,5 +123,32 @@ product "q" {
 	}
 	if q := cfg.Products["q"].Deliver; q.Dest.String() != "dir:"+filepath.Join(dir, "out") || len(q.Start) != 2 {
 		t.Errorf("deliver of q: %+v", q)
+	}
+}
+
+// A delivered product accepted through its service starts the way it was accepted: start
+// defaults to the accepted entrypoint.
+func TestDeliverStartDefaultsToTheAcceptedEntrypoint(t *testing.T) {
+	dir := writeProject(t, map[string]string{"a/1.json": "{}", "main.hcl": busyboxSeed + `
+product "p" {
+  accept "service" {
+    image      = seed.bb
+    files      = { "/srv" = dir("srv") }
+    entrypoint = ["/srv/start", "../data"]
+    port       = 8080
+    cases      = "a/*.json"
+  }
+  deliver {
+    to    = "dir:out"
+    files = { "/srv" = dir("srv") }
+  }
+}
+`, "srv/start": "#!/bin/sh\n"})
+	cfg, diags := Load(dir, Options{})
+	if diags.HasErrors() {
+		t.Fatal(diags.Error())
+	}
+	if got := cfg.Products["p"].Deliver.Start; !slices.Equal(got, []string{"/srv/start", "../data"}) {
+		t.Errorf("start = %q, want the accepted entrypoint", got)
 	}
 }

@@ -70,9 +70,11 @@ type Evidence struct {
 	PredicateType string `json:"predicateType"`
 }
 
-// NewDeliveryReceipt mints the receipt of a delivery. It refuses unless every acceptance
-// envelope is a signed in-toto statement (provenance or a test result) that verifies with
-// one of d.Keys: a receipt names only evidence that exists.
+// NewDeliveryReceipt mints the receipt of a delivery. It refuses a delivery without
+// acceptance evidence, and unless every acceptance envelope is a signed in-toto statement
+// that verifies with one of d.Keys: a check's provenance, or a passing test result of the
+// product's acceptance bound to this delivery (AcceptanceOf). A receipt names only
+// evidence that exists and is about what it delivered.
 func NewDeliveryReceipt(d *Delivery) (*Statement, error) {
 	if d == nil {
 		return nil, errors.New("delivery receipt: nil delivery")
@@ -101,7 +103,10 @@ func NewDeliveryReceipt(d *Delivery) (*Statement, error) {
 		}
 		keys = append(keys, k.v)
 	}
-	if len(d.Acceptance) > 0 && len(keys) == 0 {
+	if len(d.Acceptance) == 0 {
+		return nil, errNoAcceptance
+	}
+	if len(keys) == 0 {
 		return nil, errors.New("delivery receipt: no keys to verify the acceptance evidence with")
 	}
 	rc := Receipt{Project: d.Project, Product: d.Product, Revision: d.Revision, Source: d.Source, Release: d.Release,
@@ -115,8 +120,12 @@ func NewDeliveryReceipt(d *Delivery) (*Statement, error) {
 		switch t := st.GetPredicateType(); t {
 		case PredicateSLSAProvenance:
 		case PredicateTestResult:
-			if tr, err := ParseTestResult(st); err != nil || !tr.Passed() {
+			tr, err := ParseTestResult(st)
+			if err != nil || !tr.Passed() {
 				return nil, fmt.Errorf("delivery receipt: acceptance evidence of %s is not a passing test result", a.Source)
+			}
+			if err := AcceptanceOf(tr, d.Product, d.Revision, d.Artifact); err != nil {
+				return nil, fmt.Errorf("delivery receipt: acceptance evidence of %s: %w", a.Source, err)
 			}
 		default:
 			return nil, fmt.Errorf("delivery receipt: acceptance evidence of %s is a %s, not provenance or a test result", a.Source, t)
@@ -146,6 +155,27 @@ func NewDeliveryReceipt(d *Delivery) (*Statement, error) {
 	return &Statement{st: st}, nil
 }
 
+// errNoAcceptance refuses a delivery, or a receipt, that names no acceptance evidence: a
+// product is delivered only after its acceptance passed.
+var errNoAcceptance = errors.New("delivery receipt: no acceptance evidence: a product is delivered only after its acceptance (a check or an accept block) passed")
+
+// AcceptanceOf checks that tr, a test result a delivery names as acceptance evidence, is
+// about that delivery (spec/provenance.md §5c): a result of suite acceptance, of product at
+// revision (its contract descriptor names the product and its definition digest), whose
+// only subject is artifact — the tree its acceptance ran is the tree delivered. A test
+// result of a capability's suites, or of another product, revision or tree, is not.
+func AcceptanceOf(tr *TestResult, product, revision, artifact string) error {
+	switch {
+	case tr.Suite != SuiteAcceptance:
+		return fmt.Errorf("a test result of suite %q, not a product's acceptance", tr.Suite)
+	case tr.Capability != product || tr.ContractDigest != revision:
+		return fmt.Errorf("the acceptance of %s at %s, not of %s at %s", tr.Capability, tr.ContractDigest, product, revision)
+	case len(tr.Subjects) != 1 || tr.Subjects[0] != artifact:
+		return fmt.Errorf("the acceptance ran on %s, but the delivered artifact is %s: a release holds the files its acceptance ran on", strings.Join(tr.Subjects, ", "), artifact)
+	}
+	return nil
+}
+
 // ParseDeliveryReceipt decodes a statement's predicate as a delivery receipt and checks
 // that it is whole: every digest well formed, a destination and location, the release and
 // artifact named as subjects with the digests the predicate gives. Call it only on a
@@ -172,6 +202,9 @@ func ParseDeliveryReceipt(st *intoto.Statement) (*Receipt, error) {
 	}
 	if _, err := time.Parse(time.RFC3339Nano, rc.DeliveredOn); err != nil {
 		return nil, fmt.Errorf("delivery receipt: deliveredOn: %w", err)
+	}
+	if len(rc.Acceptance) == 0 {
+		return nil, errNoAcceptance
 	}
 	for _, e := range rc.Acceptance {
 		if e.Name == "" || !digestRE.MatchString(e.Digest) {
@@ -236,7 +269,7 @@ func (v *verifier) receipt(r *AttestationReport, st *intoto.Statement, want stri
 			ir.fail("input", CodeInputMissing, "no envelope with digest %s was found (tampered, substituted or not stored)", e.Digest)
 			code = CodeInputMissing
 		default:
-			ir = v.acceptanceInput(att, e)
+			ir = v.acceptanceInput(att, e, rc)
 		}
 		r.Inputs = append(r.Inputs, ir)
 		if !ir.OK {
@@ -251,8 +284,9 @@ func (v *verifier) receipt(r *AttestationReport, st *intoto.Statement, want stri
 	r.OK = true
 }
 
-// acceptanceInput verifies one acceptance envelope of a receipt.
-func (v *verifier) acceptanceInput(att Attestation, e Evidence) *AttestationReport {
+// acceptanceInput verifies one acceptance envelope of receipt rc: a test result must also
+// be the acceptance of the delivery rc records (AcceptanceOf).
+func (v *verifier) acceptanceInput(att Attestation, e Evidence, rc *Receipt) *AttestationReport {
 	r, st := v.open(att, e.Digest)
 	if st == nil {
 		return r
@@ -268,6 +302,13 @@ func (v *verifier) acceptanceInput(att Attestation, e Evidence) *AttestationRepo
 		if tr := v.testResult(r, st); tr != nil && !tr.Passed() {
 			r.OK = false
 			r.fail("result", CodeResult, "the test result says %s: not evidence of acceptance", tr.Result)
+		} else if tr != nil {
+			if err := AcceptanceOf(tr, rc.Product, rc.Revision, rc.Artifact); err != nil {
+				r.OK = false
+				r.fail("acceptance", CodeSubject, "not evidence of this delivery: %v", err)
+			} else {
+				r.pass("acceptance", "the acceptance of %s at %s, on the delivered artifact %s", rc.Product, rc.Revision, rc.Artifact)
+			}
 		}
 	default:
 		r.fail("input", CodeInputRefused, "predicateType %s is not acceptance evidence", r.PredicateType)

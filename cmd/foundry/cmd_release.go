@@ -21,7 +21,7 @@ func init() {
 	register(&command{
 		name:    "release",
 		summary: "List products' release channels and roll one back to an earlier release",
-		usage:   "foundry release [list] [-C DIR] [-json] | rollback PRODUCT [-to DIGEST] [-dest DEST] [-C DIR] [-json]",
+		usage:   "foundry release [list] [-C DIR] [-json] | rollback PRODUCT [-to DIGEST] [-dest DEST] [-trust-key PEM]... [-C DIR] [-json]",
 		help: `
 Release shows the release channels of the project at -C (default: the current directory).
 Each successful delivery of a product records its release (the digest of its release.json)
@@ -37,7 +37,8 @@ the channel left, made when the channel moved to it.
                        -dest picks the destination when the product has several
 
 Before it moves anything, rollback checks the target release as foundry verify does, with
-the project's signing key (.foundry/keys/signing.pub): its release.json hashes to the
+the project's signing key (.foundry/keys/signing.pub) and each -trust-key (for a release
+signed with -signing-key or FOUNDRY_SIGNING_KEY): its release.json hashes to the
 recorded digest, its delivery receipt binds the files' tree recomputed now and the
 manifest, and every acceptance envelope the receipt names verifies. A target that does not
 verify (a changed file, manifest, receipt or evidence) is refused and nothing changes.
@@ -55,6 +56,7 @@ Examples:
   foundry release -json
   foundry release rollback app
   foundry release rollback product.app -to sha256:3c1f...
+  foundry release rollback app -trust-key release-signer.pub
 
 Exit codes: 0 done, 1 no such product, channel or release, the target does not verify, or
 the state could not be read or written, 2 usage error.`,
@@ -63,6 +65,8 @@ the state could not be read or written, 2 usage error.`,
 			to := fs.String("to", "", "rollback: the release `DIGEST` to re-point to (default: the one before the current)")
 			dest := fs.String("dest", "", "rollback: the destination `DEST` of the channel, when the product has several")
 			jsonOut := fs.Bool("json", false, "print JSON")
+			var trust stringList
+			fs.Var(&trust, "trust-key", "rollback: also trust this public key `PEM` for the target's receipt and evidence (repeatable; the project's own key is always trusted)")
 			return func(env *cliEnv, args []string) int {
 				usage := func(format string, a ...any) int { return usageError(env, "release", format, a...) }
 				args, err := interspersed(fs, args)
@@ -78,15 +82,15 @@ the state could not be read or written, 2 usage error.`,
 					if len(args) != 0 {
 						return usage("list takes no arguments (the project is -C DIR)")
 					}
-					if *to != "" || *dest != "" {
-						return usage("-to and -dest are for rollback")
+					if *to != "" || *dest != "" || len(trust) > 0 {
+						return usage("-to, -dest and -trust-key are for rollback")
 					}
 					return listReleases(env, *project, *jsonOut)
 				case "rollback":
 					if len(args) != 1 {
 						return usage("rollback wants exactly one PRODUCT")
 					}
-					return rollbackRelease(env, *project, args[0], *to, *dest, *jsonOut)
+					return rollbackRelease(env, *project, args[0], *to, *dest, trust, *jsonOut)
 				}
 				return usage("unknown action %q: want list or rollback", action)
 			}
@@ -175,8 +179,8 @@ func listReleases(env *cliEnv, dir string, jsonOut bool) int {
 }
 
 // rollbackRelease re-points product's channel to target (or the release before the current
-// one) once the target verifies.
-func rollbackRelease(env *cliEnv, dir, product, to, dest string, jsonOut bool) int {
+// one) once the target verifies with the project's key or one of trust (-trust-key files).
+func rollbackRelease(env *cliEnv, dir, product, to, dest string, trust []string, jsonOut bool) int {
 	ctx := context.Background()
 	failed := func(format string, a ...any) int {
 		fmt.Fprintf(env.stderr, "foundry release rollback: "+format+"\n", a...)
@@ -268,12 +272,12 @@ func rollbackRelease(env *cliEnv, dir, product, to, dest string, jsonOut bool) i
 	if got := digest.FromBytes(b); got != rd {
 		return refuse(fmt.Sprintf("%s hashes to %s, not to the release's digest", filepath.Join(at, deliver.ManifestFile), got))
 	}
-	keys, err := trustedKeys(dir, nil)
+	keys, err := trustedKeys(dir, trust)
 	if err != nil {
 		return failed("%v", err)
 	}
 	if len(keys) == 0 {
-		return refuse("the project has no signing key (.foundry/keys/signing.pub) to verify it with")
+		return refuse("the project has no signing key (.foundry/keys/signing.pub) and no -trust-key was given to verify it with")
 	}
 	rep, err := verifyReleaseDir(ctx, at, keys)
 	if err != nil {
@@ -282,7 +286,7 @@ func rollbackRelease(env *cliEnv, dir, product, to, dest string, jsonOut bool) i
 	if !rep.OK {
 		var why bytes.Buffer
 		rep.WriteText(&why)
-		return refuse("it does not verify (foundry verify -key .foundry/keys/signing.pub " + at + "):\n" + why.String())
+		return refuse("it does not verify with the trusted keys (foundry verify -key PEM " + at + "):\n" + why.String())
 	}
 	if err := deliver.PointCurrent(d.Path, product, rd.Hex()); err != nil {
 		return failed("%v", err)

@@ -1,10 +1,17 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"crypto"
+	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
+	"encoding/pem"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -15,6 +22,8 @@ import (
 	"github.com/foundry-build/foundry/engine/workspace"
 	"github.com/foundry-build/foundry/provenance"
 	"github.com/foundry-build/foundry/registry"
+	"github.com/sigstore/sigstore/pkg/signature"
+	ssdsse "github.com/sigstore/sigstore/pkg/signature/dsse"
 )
 
 // deliverProject is a product with a step, a check and a deliver block to DEST (a
@@ -401,5 +410,198 @@ product "`+p+`"`, 1)
 	code, out, errs := foundry(t, dir, "verify", "-key", key, rel)
 	if code != 0 || !strings.Contains(out, "predicateType https://in-toto.io/attestation/test-result/v0.1") {
 		t.Fatalf("verify of the accepted release: exit %d\n%s\n%s", code, out, errs)
+	}
+}
+
+// A deliver.files key that climbs out of the release ("/../../…/ESCAPED", as an attacker
+// would write it to land the files anywhere on the host) is refused by validate, plan and
+// apply at its file:line, with nothing written at the escaping path or the destination.
+// A key that is clean but reached through a symlink an earlier file of the release put
+// there (srv/x -> OUTSIDE, then /srv/x/pwn) is refused where the release is assembled,
+// with nothing written outside either.
+func TestDeliverKeyEscapingTheReleaseIsRefused(t *testing.T) {
+	outside := t.TempDir()
+	escaped := filepath.Join(outside, "escaped")
+	dest := filepath.Join(t.TempDir(), "releases")
+	dir := deliverFixture(t, "dir:"+dest, true)
+	os.MkdirAll(filepath.Join(dir, "payload"), 0o755)
+	os.WriteFile(filepath.Join(dir, "payload", "x"), []byte("owned\n"), 0o644)
+	main := filepath.Join(dir, "main.hcl")
+	b, _ := os.ReadFile(main)
+	const files = `files = { "/bin/app" = step.make.output["/out/app"] }`
+	key := "/../../../../../../../../../.." + escaped
+	src := strings.Replace(string(b), files, `files = { "/bin/app" = step.make.output["/out/app"], "`+key+`" = dir("payload") }`, 1)
+	if src == string(b) {
+		t.Fatal("the fixture changed")
+	}
+	os.WriteFile(main, []byte(src), 0o644)
+	line := strings.Count(src[:strings.Index(src, "files = {")], "\n") + 1
+	at := fmt.Sprintf("on main.hcl line %d:", line)
+	for _, args := range [][]string{{"validate"}, {"plan"}, {"apply", "-auto-approve", "-executor", "runc"}} {
+		code, out, errs := foundry(t, dir, args...)
+		if code != 1 || !strings.Contains(errs, "Invalid artifact path") || !strings.Contains(errs, at) || !strings.Contains(errs, strconv.Quote(key)) {
+			t.Errorf("%s of an escaping deliver key: exit %d, want 1 with «Invalid artifact path» at %s\n%s\n%s", args[0], code, at, out, errs)
+		}
+	}
+	for _, p := range []string{escaped, dest} {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Errorf("%s was written: %v", p, err)
+		}
+	}
+
+	needSandbox(t)
+	// The check mounts what is delivered: a check-only product delivers only what its checks saw.
+	os.Remove(filepath.Join(dir, "payload", "x"))
+	os.Symlink(outside, filepath.Join(dir, "payload", "x"))
+	src = strings.Replace(string(b), files, `files = { "/bin/app" = step.make.output["/out/app"], "/srv" = dir("payload"), "/srv/x/pwn" = "owned" }`, 1)
+	src = strings.Replace(src, `mounts = { "/app" = step.make.output["/out/app"] }`, `mounts = { "/app" = step.make.output["/out/app"], "/p" = dir("payload"), "/o" = "owned" }`, 1)
+	os.WriteFile(main, []byte(src), 0o644)
+	r := apply(t, dir, nil)
+	if r.code != 1 || !strings.Contains(r.stderr, `assembling the release of product.app: file "/srv/x/pwn": /srv/x is a symlink`) {
+		t.Errorf("apply of a release written through a symlink: exit %d\n%s", r.code, r.stderr)
+	}
+	if ents, _ := os.ReadDir(outside); len(ents) != 0 {
+		t.Errorf("the release wrote outside itself: %v", ents)
+	}
+	if rels := releases(t, dest); len(rels) != 0 {
+		t.Errorf("a release was delivered: %v", rels)
+	}
+}
+
+// resignReceipt rewrites the statement of a receipt envelope with edit and signs it again
+// with the project's own signing key, as someone holding that key could: a receipt forged
+// without Foundry's checks.
+func resignReceipt(t *testing.T, project string, env []byte, edit func(st map[string]any)) []byte {
+	t.Helper()
+	var e struct{ Payload string }
+	if err := json.Unmarshal(env, &e); err != nil {
+		t.Fatal(err)
+	}
+	payload, err := base64.StdEncoding.DecodeString(e.Payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st map[string]any
+	if err := json.Unmarshal(payload, &st); err != nil {
+		t.Fatal(err)
+	}
+	edit(st)
+	if payload, err = json.Marshal(st); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(project, ".foundry", "keys", "signing.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, _ := pem.Decode(b)
+	key, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := signature.LoadSigner(key, crypto.SHA256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := ssdsse.WrapSigner(s, provenance.PayloadType).SignMessage(bytes.NewReader(payload))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// A product is delivered only after its acceptance passes, never vacuously: one with a
+// deliver block and neither a check nor an accept block is refused by validate, plan and
+// apply at the block's file:line, with nothing written; and a receipt that names no
+// acceptance evidence, forged with the project's own key, is refused by foundry verify.
+func TestDeliveryRequiresAcceptance(t *testing.T) {
+	dest := filepath.Join(t.TempDir(), "releases")
+	dir := deliverFixture(t, "dir:"+dest, true)
+	os.MkdirAll(filepath.Join(dir, "payload"), 0o755)
+	os.WriteFile(filepath.Join(dir, "payload", "x"), []byte("x\n"), 0o644)
+	bare := "project \"bare\" {}\nproduct \"app\" {\n  deliver {\n    to    = \"dir:" + dest + "\"\n    files = { \"/srv\" = dir(\"payload\") }\n  }\n}\n"
+	os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(bare), 0o644)
+	for _, args := range [][]string{{"validate"}, {"plan"}, {"apply", "-auto-approve", "-executor", "runc"}} {
+		code, out, errs := foundry(t, dir, args...)
+		if code != 1 || !strings.Contains(errs, "Delivery without acceptance") || !strings.Contains(errs, "on main.hcl line 3:") ||
+			!strings.Contains(errs, `product "app" is delivered only after its acceptance passes, and it has none`) {
+			t.Errorf("%s of a product without acceptance: exit %d, want 1 with «Delivery without acceptance» at main.hcl line 3\n%s\n%s", args[0], code, out, errs)
+		}
+	}
+	if _, err := os.Stat(dest); !os.IsNotExist(err) {
+		t.Errorf("something was delivered: %v", err)
+	}
+
+	needSandbox(t)
+	dir = deliverFixture(t, "dir:"+dest, true)
+	if r := apply(t, dir, nil); r.code != 0 || len(releases(t, dest)) != 1 {
+		t.Fatalf("apply: exit %d, releases %v\n%s", r.code, releases(t, dest), r.stderr)
+	}
+	rel := filepath.Join(dest, releases(t, dest)[0])
+	env, err := os.ReadFile(filepath.Join(rel, deliver.ReceiptFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := filepath.Join(dir, ".foundry", "keys", "signing.pub")
+	forged := func(edit func(map[string]any)) (int, string) {
+		t.Helper()
+		cp := filepath.Join(t.TempDir(), "rel")
+		copyTree(t, rel, cp)
+		os.Chmod(filepath.Join(cp, deliver.ReceiptFile), 0o644)
+		if err := os.WriteFile(filepath.Join(cp, deliver.ReceiptFile), resignReceipt(t, dir, env, edit), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		code, out, errs := foundry(t, dir, "verify", "-key", key, cp)
+		return code, out + errs
+	}
+	// Signed again unchanged, the receipt verifies: the forgery below differs only in what it says.
+	if code, out := forged(func(map[string]any) {}); code != 0 {
+		t.Fatalf("the receipt signed again unchanged: exit %d\n%s", code, out)
+	}
+	code, out := forged(func(st map[string]any) { st["predicate"].(map[string]any)["acceptance"] = []any{} })
+	if code != 1 || !strings.Contains(out, "FAIL") || !strings.Contains(out, "no acceptance evidence") {
+		t.Errorf("verify of a receipt naming no acceptance: exit %d\n%s", code, out)
+	}
+}
+
+// A product accepted through its service delivers the tree its acceptance ran on: deliver
+// files that differ from the accept block's (here, a file more) are refused once the
+// acceptance passed, with a message that says so, and nothing is delivered.
+func TestDeliverOfFilesNotAcceptedIsRefused(t *testing.T) {
+	needSandbox(t)
+	dir := t.TempDir()
+	copyTree(t, filepath.Join("testdata", "accept"), dir)
+	dest := filepath.Join(t.TempDir(), "releases")
+	b, err := os.ReadFile(filepath.Join(dir, "main.hcl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := strings.Replace(string(b), "  }\n}\n\nproduct \"forgetful\"", `  }
+  deliver {
+    to    = "dir:`+dest+`"
+    files = { "/srv" = step.server.output["/out/srv"], "/NOTES" = "not accepted" }
+  }
+}
+
+product "forgetful"`, 1)
+	if src == string(b) {
+		t.Fatal("the fixture changed")
+	}
+	os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(src), 0o644)
+	os.MkdirAll(filepath.Join(dir, ".foundry"), 0o755)
+	os.WriteFile(filepath.Join(dir, ".foundry", "grants.hcl"), []byte(`grant "deliver" { to = ["dir:`+dest+`"] }`), 0o644)
+	r := apply(t, dir, nil, "-target", "product.durable")
+	if r.code != 1 || !strings.Contains(r.stderr, "product.durable: its deliver files (tree sha256:") ||
+		!strings.Contains(r.stderr, "are not the files its acceptance ran on (its accept block's files, tree sha256:") ||
+		!strings.Contains(r.stderr, "nothing was delivered") {
+		t.Fatalf("apply of a product delivering files it was not accepted on: exit %d\n%s", r.code, r.stderr)
+	}
+	if !strings.Contains(r.stderr, `"type":"product_accepted","node":"product.durable"`) {
+		t.Errorf("the acceptance should have run and passed first:\n%s", r.stderr)
+	}
+	if _, err := os.Stat(dest); !os.IsNotExist(err) {
+		t.Errorf("something was delivered: %v", err)
+	}
+	if effs := deliverEffects(t, dir); len(effs) != 0 {
+		t.Errorf("a refused delivery left effects: %+v", effs)
 	}
 }

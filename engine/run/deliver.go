@@ -22,8 +22,9 @@ type Delivered struct {
 // acceptance passed (settleProduct): the walk starts a product only after its steps and
 // checks, and skips it when one failed; a failed acceptance fails it before this. So a
 // product is delivered only after its checks and acceptance passed, and the release names
-// their signed evidence. A product the plan did not find granted is refused here too,
-// whatever the caller did with the plan.
+// their signed evidence. A product with an accept block delivers the tree its acceptance
+// ran on, or nothing (the receipt binds the two; provenance.AcceptanceOf). A product the
+// plan did not find granted is refused here too, whatever the caller did with the plan.
 func (r *runner) deliverProduct(ctx context.Context, n *graph.Node) (string, error) {
 	dv := n.Product.Deliver
 	if dv == nil {
@@ -62,6 +63,10 @@ func (r *runner) deliverProduct(ctx context.Context, n *graph.Node) (string, err
 		d, env, ok := r.acceptanceOf(n.Address)
 		if !ok {
 			return "failed", fmt.Errorf("%s: its acceptance has no passing result; nothing was delivered", n.Address)
+		}
+		if accepted := r.result(n.Address).tree; accepted != tree {
+			return "failed", fmt.Errorf("%s: its deliver files (tree %s) are not the files its acceptance ran on (its accept block's files, tree %s): a release holds what was accepted, so deliver the accept block's files; nothing was delivered",
+				n.Address, tree, accepted)
 		}
 		req.Checks = append(req.Checks, deliver.Check{Address: n.Address + ".accept", Result: d, Envelopes: [][]byte{env}})
 	}

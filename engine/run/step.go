@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -516,18 +517,21 @@ func (r *runner) collectOutputs(outDir string, declared []string) ([]cache.Outpu
 	return outs, nil
 }
 
-// assemble builds an artifact tree from files (package and delivery contents).
+// assemble builds an artifact tree from files (package, accepted service and delivery
+// contents). Every file is written inside the tree's directory (treePath).
 func (r *runner) assemble(ctx context.Context, files map[string]*lang.Artifact) (digest.Digest, error) {
 	dir := filepath.Join(r.scratch, "pkg-"+workspace.NewID())
 	defer os.RemoveAll(dir)
 	for _, p := range slices.Sorted(maps.Keys(files)) {
 		a := files[p]
-		dst := filepath.Join(dir, filepath.FromSlash(strings.TrimPrefix(p, "/")))
+		dst, err := treePath(dir, p)
+		if err != nil {
+			return "", err
+		}
 		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 			return "", err
 		}
 		var src string
-		var err error
 		switch a.Kind {
 		case lang.ArtifactStepOutput:
 			src, _, _, err = r.stepOutput(a)
@@ -560,6 +564,33 @@ func (r *runner) assemble(ctx context.Context, files map[string]*lang.Artifact) 
 	}
 	d, _, err := r.ws.Store.PutDir(dir)
 	return d, err
+}
+
+// treePath is where file p of a tree assembled in root goes. It refuses a p that is not a
+// lang.ValidArtifactPath (the loader refuses those; a key such as "/../x" would be written
+// outside root), and a p reached through a symlink that an earlier file of the tree put
+// there (a step output holding srv/x -> /etc, then a file at /srv/x/y): either would write
+// outside the tree, anywhere on the host.
+func treePath(root, p string) (string, error) {
+	if !lang.ValidArtifactPath(p) {
+		return "", fmt.Errorf("file %q: not an absolute, clean path; it would be written outside the tree", p)
+	}
+	at := root
+	for _, part := range strings.Split(strings.TrimPrefix(p, "/"), "/") {
+		at = filepath.Join(at, part)
+		fi, err := os.Lstat(at)
+		if errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+		if err != nil {
+			return "", err
+		}
+		if fi.Mode()&os.ModeSymlink != 0 {
+			rel, _ := filepath.Rel(root, at)
+			return "", fmt.Errorf("file %q: /%s is a symlink an earlier file of the tree made; writing through it would leave the tree", p, filepath.ToSlash(rel))
+		}
+	}
+	return filepath.Join(root, filepath.FromSlash(strings.TrimPrefix(p, "/"))), nil
 }
 
 // copyTree copies a file or directory (symlinks as symlinks) from src to dst.

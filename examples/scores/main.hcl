@@ -95,7 +95,9 @@ product "scores" {
   accept "service" {
     image       = seed.bb
     files       = { "/srv" = step.server.output["/out/srv"] }
-    entrypoint  = ["/srv/start", "/data"]
+    # Paths are relative to the files' root, as the release's start command's: in the
+    # sandbox the service runs from /, so ../data is the volume at /data.
+    entrypoint  = ["/srv/start", "../data"]
     port        = 8080
     ready       = "/healthz"
     data        = "/data"
@@ -105,11 +107,12 @@ product "scores" {
     cases       = "acceptance/*.json"
   }
 
+  # The release is what was accepted: the same files (the same tree), started by the same
+  # command (start is the accepted entrypoint). Run from DEST/current/files, ../data is the
+  # release's data/, which the release channel carries to the next release and back on a
+  # rollback.
   deliver {
     to    = "dir:${var.release_dir}"
     files = { "/srv" = step.server.output["/out/srv"] }
-    # Run from DEST/current/files: the data is the release's data/, which the release
-    # channel carries to the next release and back on a rollback.
-    start = ["/srv/start", "../data"]
   }
 }
