@@ -312,6 +312,9 @@ func TestServeRefusesBeforeListening(t *testing.T) {
 	if code, _, errs := runCLI(t, "serve", "-addr", "0.0.0.0:0", "-C", dir); code != exitUsage || !strings.Contains(errs, "not a loopback address") {
 		t.Errorf("non-loopback -addr: exit %d\n%s", code, errs)
 	}
+	if code, _, errs := runCLI(t, "serve", "-executor", "local", "-unsandboxed", "-C", dir); code != exitUsage || !strings.Contains(errs, "capability calls run only in a sandbox") {
+		t.Errorf("-executor local: exit %d\n%s", code, errs)
+	}
 	if code, _, errs := runCLI(t, "serve", "-C", dir, "extra"); code != exitUsage || !strings.Contains(errs, "unexpected arguments") {
 		t.Errorf("an argument: exit %d\n%s", code, errs)
 	}
