@@ -302,6 +302,55 @@ func startServe(t *testing.T, dir string) string {
 	return ""
 }
 
+// The same domain error and the same invalid input, over HTTP and over MCP, from one
+// admitted capability (the MCP fixture's echo, whose "boom" exits with its declared error
+// invalid_input): HTTP answers 422 with the error's name, exit code and stderr, MCP a tool
+// error holding the same; an invalid input is a 400 problem whose detail is MCP's message.
+func TestServeAndMCPAgreeOnErrors(t *testing.T) {
+	dir := appliedMCPProject(t)
+	base := startServe(t, dir)
+	cs := connectMCP(t, testMCPConfig(t, dir), "")
+	post := func(body string) (int, string, []byte) {
+		t.Helper()
+		resp, err := http.Post(base+"/capabilities/echo", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header.Get("Content-Type"), b
+	}
+
+	type declaredError struct {
+		Error    string `json:"error"`
+		ExitCode int    `json:"exit_code"`
+		Stderr   string `json:"stderr"`
+	}
+	status, ct, body := post(`{"text":"boom"}`)
+	var declared declaredError
+	if err := json.Unmarshal(body, &declared); err != nil || status != 422 || ct != "application/json" ||
+		declared.Error != "invalid_input" || declared.ExitCode != 2 || !strings.Contains(declared.Stderr, "boom-declared") {
+		t.Errorf("POST boom: %d %s %s, want 422 naming invalid_input (exit 2) with its stderr", status, ct, body)
+	}
+	res := callTool(t, cs, "cap_echo", map[string]any{"text": "boom"})
+	var viaMCP declaredError
+	json.Unmarshal([]byte(resultText(res)), &viaMCP)
+	if !res.IsError || viaMCP.Error != declared.Error || viaMCP.ExitCode != declared.ExitCode || viaMCP.Stderr != declared.Stderr {
+		t.Errorf("cap_echo boom: isError %v, %s; HTTP said %s", res.IsError, resultText(res), body)
+	}
+
+	status, ct, body = post(`{"text":5}`)
+	var p struct{ Type, Detail string }
+	json.Unmarshal(body, &p)
+	res = callTool(t, cs, "cap_echo", map[string]any{"text": 5})
+	if status != 400 || ct != "application/problem+json" || p.Type != problemBase+"input-invalid" || p.Detail == "" {
+		t.Errorf("POST {text: 5}: %d %s %s, want a 400 input-invalid problem", status, ct, body)
+	}
+	if !res.IsError || resultText(res) != "invalid input: "+p.Detail {
+		t.Errorf("cap_echo {text: 5}: isError %v, %q; want %q", res.IsError, resultText(res), "invalid input: "+p.Detail)
+	}
+}
+
 // Serve refuses what it cannot do safely or usefully before it listens: a non-loopback
 // address without -allow-remote (it has no authentication), and a project with nothing
 // admitted.
