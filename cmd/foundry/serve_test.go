@@ -20,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/getkin/kin-openapi/openapi3"
+
 	"github.com/foundry-build/foundry/digest"
 	"github.com/foundry-build/foundry/engine/invoke"
 	"github.com/foundry-build/foundry/registry"
@@ -117,6 +119,25 @@ func openAPISchemas(t *testing.T, r io.Reader) map[string]json.RawMessage {
 	return doc.Components.Schemas
 }
 
+// validOpenAPI fails the test unless an independent validator (kin-openapi's, for OpenAPI
+// 3.1 with JSON Schema 2020-12) finds doc a valid OpenAPI 3.1 document. It resolves a
+// schema's "#" references against the document, not against the schema's own $id as JSON
+// Schema 2020-12 says, so it is given documents without them (int-sort's).
+func validOpenAPI(t *testing.T, doc []byte) {
+	t.Helper()
+	loader := openapi3.NewLoader()
+	parsed, err := loader.LoadFromData(doc)
+	if err != nil {
+		t.Fatalf("the OpenAPI document does not load: %v\n%s", err, doc)
+	}
+	if !parsed.IsOpenAPI31OrLater() {
+		t.Errorf("the OpenAPI document is version %s, want 3.1", parsed.OpenAPI)
+	}
+	if err := parsed.Validate(loader.Context); err != nil {
+		t.Errorf("the OpenAPI document is not valid OpenAPI: %v\n%s", err, doc)
+	}
+}
+
 func compactJSON(t *testing.T, b []byte) string {
 	t.Helper()
 	var buf bytes.Buffer
@@ -179,6 +200,7 @@ func TestServeIntSort(t *testing.T) {
 	}
 	doc, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
+	validOpenAPI(t, doc)
 	schemas := openAPISchemas(t, bytes.NewReader(doc))
 	in, out, tree := storedSchemas(t, dir)
 	if got := compactJSON(t, schemas["int-sort.input"]); got != in {
