@@ -6,6 +6,9 @@ need=()
 for p in containerd runc busybox-static docker-registry; do
   dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
 done
+# npm: the MCP Inspector, the independent MCP client the tests drive. A machine whose Node
+# comes from elsewhere (NodeSource bundles npm) keeps it.
+command -v npm >/dev/null 2>&1 || need+=(nodejs npm)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" != 0 ]; then echo "deps: run as root to install: ${need[*]}" >&2; exit 1; fi
   apt-get update -qq

@@ -39,10 +39,12 @@ Tools (each project tool is the code of the command of its name):
   job_brief     the brief of a job's waiting round (JOB): what a builder finds at /job,
                 with earlier rounds' counterexamples; never a sealed case
   apply         only with -allow apply: plan and apply, auto-approved, under this
-                command's settings
+                command's settings (its executor, keys, -grants and variables)
   propose       only with -allow propose: send files as the proposal for a job's waiting
                 round; the apply running it evaluates it, and admits it only on a sealed
-                pass
+                pass. Tool calls run one at a time, so the apply a proposal is for runs
+                outside this server (the operator's 'foundry apply'): an apply tool call
+                holds the server until its apply ends
   cap_NAME      one per admitted capability of the project (a verified, unquarantined
                 version in its registry): call it once in a fresh sandbox with no
                 network; its schemas are the contract's, lowered to the portable subset
@@ -82,7 +84,9 @@ Exit codes: 0 when the client closed the session, 1 when the server failed, 2 us
 			cfg.ex.register(fs)
 			fs.IntVar(&cfg.parallelism, "parallelism", 4, "apply runs at most `N` steps at once")
 			fs.StringVar(&cfg.signingKey, "signing-key", "", "private key `FILE` apply signs provenance with (default $FOUNDRY_SIGNING_KEY, else the project's own)")
+			grants := registerGrants(fs)
 			return func(env *cliEnv, args []string) int {
+				cfg.grants = *grants
 				if len(args) > 0 {
 					return usageError(env, "mcp", "unexpected arguments: %s (the project is -C DIR)", strings.Join(args, " "))
 				}
@@ -123,9 +127,8 @@ Exit codes: 0 when the client closed the session, 1 when the server failed, 2 us
 	})
 }
 
-// allowable are the -allow values: what the operator may enable beyond the read-only tools.
-// propose is accepted for the reconstruction tools (jobs, job_brief, propose), which this
-// build does not serve yet.
+// allowable are the -allow values: what the operator may enable beyond the read-only tools
+// (apply; propose, which sends a proposal into a reconstruction job's waiting round).
 var allowable = []string{"apply", "propose"}
 
 // parseAllow reads the -allow lists: comma-separated, repeatable; an unknown value is an

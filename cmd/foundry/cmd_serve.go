@@ -68,7 +68,7 @@ registry does not hold that), so an entrypoint that needs its base's files fails
 Serve prints the address it listens on to stderr (port 0 picks a free one) and stops on
 SIGINT or SIGTERM, giving calls in flight 10 s before their sandboxes are killed. It speaks
 plain HTTP without authentication, so it listens on loopback addresses only, unless
--allow-remote.
+-allow-remote. Calls run only in a sandbox: -executor local is refused.
 
 Examples:
   foundry serve -addr 127.0.0.1:8080
@@ -102,6 +102,9 @@ listen errors, 2 usage error.`,
 				}
 				exe, err := ex.open(env)
 				if err != nil {
+					return usageError(env, "serve", "%v", err)
+				}
+				if err := invoke.Sandboxed(exe); err != nil {
 					return usageError(env, "serve", "%v", err)
 				}
 				g, _ := loadGraph(env, *project, &v, false)

@@ -81,7 +81,7 @@ func (s *mcpServer) apply(ctx context.Context, in applyIn) (applyOut, error) {
 	}
 	o, code := applyProject(ctx, env, applyRequest{
 		dir: s.cfg.dir, g: g, sel: plan.Selection{Targets: in.Targets}, trust: s.cfg.trust,
-		signingKey: s.cfg.signingKey, parallelism: s.cfg.parallelism, ex: &s.cfg.ex,
+		signingKey: s.cfg.signingKey, parallelism: s.cfg.parallelism, ex: &s.cfg.ex, grants: s.cfg.grants,
 		events: func() (func(event.Event), func(), error) { return func(event.Event) {}, func() {}, nil },
 	})
 	out := applyOut{Outcome: "complete", ExitCode: code, Failed: []applyFailure{}, Skipped: []string{}}

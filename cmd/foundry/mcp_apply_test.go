@@ -1,7 +1,9 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -74,4 +76,26 @@ func appendFile(path, text string) error {
 		return err
 	}
 	return f.Close()
+}
+
+// The apply tool runs under the grants file the operator named with -grants, not the
+// project's default: a broken one stops the apply before anything runs, and says where.
+func TestMCPApplyUsesTheOperatorsGrants(t *testing.T) {
+	dir := writeMCPProject(t)
+	grants := filepath.Join(t.TempDir(), "ops-grants.hcl")
+	if err := os.WriteFile(grants, []byte("grant \"deliver\" {\n  to = \n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testMCPConfig(t, dir, "apply")
+	cfg.grants = grants
+	cs := connectMCP(t, cfg, "")
+	var a applyOut
+	res := callTool(t, cs, "apply", map[string]any{})
+	json.Unmarshal([]byte(resultText(res)), &a)
+	if !res.IsError || a.ExitCode != exitError || a.Outcome != "not_run" || !strings.Contains(a.Report, "the grants file "+grants) {
+		t.Fatalf("apply with a broken -grants file: isError %v, %+v", res.IsError, a)
+	}
+	if _, err := os.Stat(filepath.Join(dir, ".foundry", "runs")); err == nil {
+		t.Error("an apply refused for its grants file started a run")
+	}
 }

@@ -71,6 +71,19 @@ func TestMCPCapabilityTools(t *testing.T) {
 	}
 }
 
+// A capability call runs only in a sandbox: a server whose operator allowed the local
+// executor (for its apply tool) still refuses to run a call as a host process.
+func TestMCPCapabilityCallRefusedUnsandboxed(t *testing.T) {
+	dir := appliedMCPProject(t)
+	cfg := testMCPConfig(t, dir)
+	cfg.ex.name, cfg.ex.allowLocal = "local", true
+	cs := connectMCP(t, cfg, "")
+	res := callTool(t, cs, "cap_echo", map[string]any{"text": "hi"})
+	if !res.IsError || !strings.Contains(resultText(res), "capability calls run only in a sandbox") {
+		t.Fatalf("cap_echo on the local executor: isError %v, %s", res.IsError, resultText(res))
+	}
+}
+
 // A capability whose schema Lower refuses is not offered, and the server says why.
 func TestMCPCapabilityRefusedLowering(t *testing.T) {
 	c := invoke.Capability{Name: "pick", Address: "capability.pick", Kind: "cli",

@@ -175,15 +175,27 @@ func TestMCPAllowGating(t *testing.T) {
 	if got := toolNames(tools); !slices.Equal(got, withTools("apply", "propose")) {
 		t.Errorf("-allow apply,propose: tools %v", got)
 	}
+	seen := 0
 	for _, tool := range tools {
-		if tool.Name != "apply" {
+		a := tool.Annotations
+		switch tool.Name {
+		case "apply":
+			if a.ReadOnlyHint || a.IdempotentHint || a.DestructiveHint == nil || !*a.DestructiveHint || a.OpenWorldHint == nil || !*a.OpenWorldHint {
+				t.Errorf("apply: annotations %+v: want not read-only, not idempotent, destructive, open world", a)
+			}
+		case "propose":
+			// A proposal adds a round to a job; it overwrites nothing and stays in the project.
+			if a.ReadOnlyHint || a.IdempotentHint || a.DestructiveHint == nil || *a.DestructiveHint || a.OpenWorldHint == nil || *a.OpenWorldHint {
+				t.Errorf("propose: annotations %+v: want not read-only, not idempotent, not destructive, closed world", a)
+			}
+		default:
 			continue
 		}
-		checkPortableSchema(t, "apply", tool.InputSchema)
-		a := tool.Annotations
-		if a.ReadOnlyHint || a.IdempotentHint || a.DestructiveHint == nil || !*a.DestructiveHint || a.OpenWorldHint == nil || !*a.OpenWorldHint {
-			t.Errorf("apply: annotations %+v: want not read-only, not idempotent, destructive, open world", a)
-		}
+		seen++
+		checkPortableSchema(t, tool.Name, tool.InputSchema)
+	}
+	if seen != 2 {
+		t.Errorf("found %d of apply and propose", seen)
 	}
 	for _, bad := range [][]string{{"-allow", "delete"}, {"-allow", "apply,grant"}, {"-allow", "Apply"}} {
 		code, _, errs := runCLI(t, append([]string{"mcp", "-C", dir}, bad...)...)

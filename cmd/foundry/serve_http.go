@@ -29,7 +29,7 @@ const maxCallInput = verdict.MaxCaseBytes
 // problemBase starts the type URI of every problem serve answers (RFC 9457).
 const problemBase = "https://foundry.dev/problems/"
 
-// serveHandler answers foundry serve's HTTP API (spec/interfaces.md §3).
+// serveHandler answers foundry serve's HTTP API (spec/serve.md).
 type serveHandler struct {
 	mux    *http.ServeMux
 	caps   map[string]invoke.Capability

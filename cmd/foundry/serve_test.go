@@ -20,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/getkin/kin-openapi/openapi3"
+
 	"github.com/foundry-build/foundry/digest"
 	"github.com/foundry-build/foundry/engine/invoke"
 	"github.com/foundry-build/foundry/registry"
@@ -117,6 +119,25 @@ func openAPISchemas(t *testing.T, r io.Reader) map[string]json.RawMessage {
 	return doc.Components.Schemas
 }
 
+// validOpenAPI fails the test unless an independent validator (kin-openapi's, for OpenAPI
+// 3.1 with JSON Schema 2020-12) finds doc a valid OpenAPI 3.1 document. It resolves a
+// schema's "#" references against the document, not against the schema's own $id as JSON
+// Schema 2020-12 says, so it is given documents without them (int-sort's).
+func validOpenAPI(t *testing.T, doc []byte) {
+	t.Helper()
+	loader := openapi3.NewLoader()
+	parsed, err := loader.LoadFromData(doc)
+	if err != nil {
+		t.Fatalf("the OpenAPI document does not load: %v\n%s", err, doc)
+	}
+	if !parsed.IsOpenAPI31OrLater() {
+		t.Errorf("the OpenAPI document is version %s, want 3.1", parsed.OpenAPI)
+	}
+	if err := parsed.Validate(loader.Context); err != nil {
+		t.Errorf("the OpenAPI document is not valid OpenAPI: %v\n%s", err, doc)
+	}
+}
+
 func compactJSON(t *testing.T, b []byte) string {
 	t.Helper()
 	var buf bytes.Buffer
@@ -179,6 +200,7 @@ func TestServeIntSort(t *testing.T) {
 	}
 	doc, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
+	validOpenAPI(t, doc)
 	schemas := openAPISchemas(t, bytes.NewReader(doc))
 	in, out, tree := storedSchemas(t, dir)
 	if got := compactJSON(t, schemas["int-sort.input"]); got != in {
@@ -302,6 +324,55 @@ func startServe(t *testing.T, dir string) string {
 	return ""
 }
 
+// The same domain error and the same invalid input, over HTTP and over MCP, from one
+// admitted capability (the MCP fixture's echo, whose "boom" exits with its declared error
+// invalid_input): HTTP answers 422 with the error's name, exit code and stderr, MCP a tool
+// error holding the same; an invalid input is a 400 problem whose detail is MCP's message.
+func TestServeAndMCPAgreeOnErrors(t *testing.T) {
+	dir := appliedMCPProject(t)
+	base := startServe(t, dir)
+	cs := connectMCP(t, testMCPConfig(t, dir), "")
+	post := func(body string) (int, string, []byte) {
+		t.Helper()
+		resp, err := http.Post(base+"/capabilities/echo", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header.Get("Content-Type"), b
+	}
+
+	type declaredError struct {
+		Error    string `json:"error"`
+		ExitCode int    `json:"exit_code"`
+		Stderr   string `json:"stderr"`
+	}
+	status, ct, body := post(`{"text":"boom"}`)
+	var declared declaredError
+	if err := json.Unmarshal(body, &declared); err != nil || status != 422 || ct != "application/json" ||
+		declared.Error != "invalid_input" || declared.ExitCode != 2 || !strings.Contains(declared.Stderr, "boom-declared") {
+		t.Errorf("POST boom: %d %s %s, want 422 naming invalid_input (exit 2) with its stderr", status, ct, body)
+	}
+	res := callTool(t, cs, "cap_echo", map[string]any{"text": "boom"})
+	var viaMCP declaredError
+	json.Unmarshal([]byte(resultText(res)), &viaMCP)
+	if !res.IsError || viaMCP.Error != declared.Error || viaMCP.ExitCode != declared.ExitCode || viaMCP.Stderr != declared.Stderr {
+		t.Errorf("cap_echo boom: isError %v, %s; HTTP said %s", res.IsError, resultText(res), body)
+	}
+
+	status, ct, body = post(`{"text":5}`)
+	var p struct{ Type, Detail string }
+	json.Unmarshal(body, &p)
+	res = callTool(t, cs, "cap_echo", map[string]any{"text": 5})
+	if status != 400 || ct != "application/problem+json" || p.Type != problemBase+"input-invalid" || p.Detail == "" {
+		t.Errorf("POST {text: 5}: %d %s %s, want a 400 input-invalid problem", status, ct, body)
+	}
+	if !res.IsError || resultText(res) != "invalid input: "+p.Detail {
+		t.Errorf("cap_echo {text: 5}: isError %v, %q; want %q", res.IsError, resultText(res), "invalid input: "+p.Detail)
+	}
+}
+
 // Serve refuses what it cannot do safely or usefully before it listens: a non-loopback
 // address without -allow-remote (it has no authentication), and a project with nothing
 // admitted.
@@ -311,6 +382,9 @@ func TestServeRefusesBeforeListening(t *testing.T) {
 	copyTree(t, project, dir)
 	if code, _, errs := runCLI(t, "serve", "-addr", "0.0.0.0:0", "-C", dir); code != exitUsage || !strings.Contains(errs, "not a loopback address") {
 		t.Errorf("non-loopback -addr: exit %d\n%s", code, errs)
+	}
+	if code, _, errs := runCLI(t, "serve", "-executor", "local", "-unsandboxed", "-C", dir); code != exitUsage || !strings.Contains(errs, "capability calls run only in a sandbox") {
+		t.Errorf("-executor local: exit %d\n%s", code, errs)
 	}
 	if code, _, errs := runCLI(t, "serve", "-C", dir, "extra"); code != exitUsage || !strings.Contains(errs, "unexpected arguments") {
 		t.Errorf("an argument: exit %d\n%s", code, errs)

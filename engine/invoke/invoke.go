@@ -155,6 +155,13 @@ func (iv *Invoker) Call(ctx context.Context, c Capability, input json.RawMessage
 	if c.Kind != "cli" {
 		return nil, fmt.Errorf("%s is a %s capability: calling one is %w (only cli capabilities can be called)", c.Address, c.Kind, ErrUnsupported)
 	}
+	exe, err := iv.Executor(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := Sandboxed(exe); err != nil {
+		return nil, err
+	}
 	if err := check(c.InputSchema, input, "input"); err != nil {
 		return nil, &InputError{Reason: err.Error()}
 	}
@@ -169,7 +176,7 @@ func (iv *Invoker) Call(ctx context.Context, c Capability, input json.RawMessage
 	json.Compact(&stdin, input) // valid: checked above
 	stdin.WriteByte('\n')       // as a case's input is fed (spec/capability-cases.md §3)
 	sb := evaluate.Sandbox{
-		Executor:        func(ctx context.Context, _ string) (executors.Executor, error) { return iv.Executor(ctx) },
+		Executor:        func(context.Context, string) (executors.Executor, error) { return exe, nil },
 		Scratch:         iv.Scratch,
 		ContainerPrefix: iv.containerPrefix(),
 	}
@@ -182,6 +189,19 @@ func (iv *Invoker) Call(ctx context.Context, c Capability, input json.RawMessage
 		return nil, fmt.Errorf("calling %s: %w", c.Address, err)
 	}
 	return judge(c, o)
+}
+
+// ErrUnsandboxed is why a call is refused on an executor with no isolation: a call is a
+// capability run on behalf of a client (an MCP host, an HTTP caller), and runs only in a
+// sandbox, whatever the operator allows for applies.
+var ErrUnsandboxed = errors.New("capability calls run only in a sandbox, and the local executor has none: use -executor containerd or runc")
+
+// Sandboxed refuses an executor that would run calls as plain host processes.
+func Sandboxed(exe executors.Executor) error {
+	if exe.Isolation() == executors.IsolationNone {
+		return ErrUnsandboxed
+	}
+	return nil
 }
 
 // judge reads one run's observation under contract c: the rules of a case's judgment

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"maps"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -157,6 +158,9 @@ func (r *runner) execute(ctx context.Context, n *graph.Node, exe executors.Execu
 	base := r.result(st.Image.Node)
 	if base == nil {
 		return nil, fmt.Errorf("image %s is not built", st.Image.Node)
+	}
+	if err := r.refuseSealedImage(st.Image.Node); err != nil {
+		return nil, &StepError{Reason: err.Error()}
 	}
 	inputs, err := r.mounts(ctx, st)
 	if err != nil {
@@ -695,15 +699,78 @@ func (r *runner) refuseSealed(name string, man *digest.Manifest) error {
 	return nil
 }
 
+// refuseSealedImage fails when the image a step is about to run in was packed, by seed
+// (the seed itself or one its layers build on), from a file with the content of a sealed
+// case of any capability: the project's files, inline text, and host files and
+// directories inside the project. Those are the only ways the project's bytes enter an
+// image; an imported image, and a host directory elsewhere (a toolchain), are not the
+// project's and are not hashed again on every run.
+func (r *runner) refuseSealedImage(seedAddr string) error {
+	for addr := seedAddr; addr != ""; {
+		n := r.g.Nodes[addr]
+		if n == nil || n.Seed == nil {
+			return nil
+		}
+		what := func(path string) string { return fmt.Sprintf("to run in image %s: its file %s", seedAddr, path) }
+		addr = ""
+		for _, l := range n.Seed.Layers {
+			switch {
+			case l.From != nil:
+				addr = l.From.Node
+			case l.Files != nil:
+				for _, target := range slices.Sorted(maps.Keys(l.Files)) {
+					a := l.Files[target]
+					d := digest.FromBytes(a.Inline)
+					if a.Kind != lang.ArtifactInline {
+						var err error
+						if d, _, err = digest.File(r.hostPath(a)); err != nil {
+							return fmt.Errorf("image %s: %s: %w", seedAddr, target, err)
+						}
+					}
+					if err := r.refuseSealedFile(what(target), d); err != nil {
+						return err
+					}
+				}
+			case l.Dir != nil && r.inProject(r.hostPath(l.Dir)):
+				man, _, err := digest.Dir(r.hostPath(l.Dir))
+				if err != nil {
+					return fmt.Errorf("image %s: %s: %w", seedAddr, l.Dir.Path, err)
+				}
+				for _, e := range man.Entries {
+					if e.Type != digest.TypeFile {
+						continue
+					}
+					if err := r.refuseSealedFile(what(path.Join(l.At, e.Path)), e.Digest); err != nil {
+						return err
+					}
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// inProject reports whether host path p is the project directory or inside it.
+func (r *runner) inProject(p string) bool {
+	rel, err := filepath.Rel(r.g.Config.Dir, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
+}
+
 // refuseSealedText fails when text about to be mounted at target has the content of a
 // sealed case of any capability.
 func (r *runner) refuseSealedText(target string, text []byte) error {
+	return r.refuseSealedFile("to mount the text at "+target, digest.FromBytes(text))
+}
+
+// refuseSealedFile fails when the file with digest d, which a step is about to see, has the
+// content of a sealed case of any capability; what says how it would see it.
+func (r *runner) refuseSealedFile(what string, d digest.Digest) error {
 	sealed, err := r.sealedDigests()
 	if err != nil {
 		return err
 	}
-	if _, ok := sealed[digest.FromBytes(text)]; ok {
-		return fmt.Errorf("refusing to mount the text at %s: it has the content of a sealed case", target)
+	if _, ok := sealed[d]; ok {
+		return fmt.Errorf("refusing %s: it has the content of a sealed case", what)
 	}
 	return nil
 }
