@@ -369,6 +369,18 @@ func TestReconstructionOutcomes(t *testing.T) {
 			"2 of 3 candidates tried", "the probes budget is spent: 1 of 2 used, and a candidate needs 2"}},
 		{"wall", []string{"budget { candidates = CANDIDATES }", "budget {\n      candidates = 3\n      wall = \"1ms\"\n    }"}, "exhausted", []string{
 			"reconstruct round 1: did not build: stopped: the job's wall-time budget", "the wall-time budget is spent: the job's is 1ms"}},
+		// Each proposal is over the scratch budget: each round is spent, nothing is evaluated.
+		{"scratch", []string{"budget { candidates = CANDIDATES }", "budget {\n      candidates = 2\n      scratch = \"80B\"\n    }"}, "exhausted", []string{
+			"reconstruct round 1: did not build: the proposal is 87 bytes, over the scratch budget of 80 bytes",
+			"reconstruct round 2: did not build: the proposal is 86 bytes, over the scratch budget of 80 bytes",
+			"): 2 of 2 candidates tried, none admitted\n  spent: 0 probe(s)"}},
+		// The project's ceiling on all jobs' wall time in one apply stops the round as the
+		// job's own wall budget would.
+		{"reconstruct_deadline", []string{`project "reconstruct" {}`, `project "reconstruct" {
+  reconstruct_deadline = "1ms"
+}`}, "exhausted", []string{
+			"reconstruct round 1: did not build: stopped: the job's wall-time budget (or the project's reconstruct_deadline) ran out",
+			"the wall-time budget is spent: the job's is 10m0s, and the project's reconstruct_deadline bounds all jobs of one apply"}},
 		{"sealed set used up", []string{`project "reconstruct" {}`, `project "reconstruct" {
   min_undisclosed_sealed = 2
 }`}, "unresolved", []string{
@@ -385,7 +397,7 @@ func TestReconstructionOutcomes(t *testing.T) {
 			if string(j.Status) != c.status || !strings.Contains(j.Outcome, c.says[len(c.says)-1]) {
 				t.Errorf("job: status %s, want %s; outcome:\n%s", j.Status, c.status, j.Outcome)
 			}
-			// What was spent stays spent: the next apply ends the same way, running nothing.
+			// What was spent stays spent: the next apply ends the same way.
 			again := failedApply(t, dir)
 			saysAll(t, "the next apply", again.stderr, c.says[len(c.says)-1])
 		})

@@ -229,12 +229,17 @@ func (r *runner) runRound(ctx context.Context, n *graph.Node, jb state.Job, src 
 		return "failed", err
 	}
 	left := r.wallLeft(jb, rep.Used)
-	// The proposal is reserved before it is dispatched: the wall time left. A round whose
-	// apply died in its proposal keeps that apply's reservation, and what the dead apply
-	// spent (from its reservation to now, no more than it reserved) is charged with this one.
+	// The proposal is reserved before it is dispatched: the wall time left, and no more than
+	// a command builder may run (its time limit). A round whose apply died in its proposal
+	// keeps that apply's reservation, and what the dead apply spent (from its reservation to
+	// this dispatch, no more than it reserved) is charged with this one.
+	reserve := left
+	if b, ok := src.(*commandBuilder); ok {
+		reserve = min(left, time.Since(started)+graph.EffectiveLimits(b.n.Capability.Reconstruct.Builder.Limits).Time)
+	}
 	var res state.Reservation
 	if !prior.ProposalCharged {
-		if res, err = db.Reserve(wctx, jb.ID, round, state.Reservation{Part: state.PartProposal, Wall: left, At: started}); err != nil {
+		if res, err = db.Reserve(wctx, jb.ID, round, state.Reservation{Part: state.PartProposal, Wall: reserve, At: started}); err != nil {
 			return "failed", err
 		}
 	}
@@ -293,6 +298,18 @@ func (r *runner) runRound(ctx context.Context, n *graph.Node, jb state.Job, src 
 	if p.Usage.Written > jb.Budget.Scratch {
 		return fail("", state.Usage{}, state.RoundFailed, p.Key, "", r.rejected(n, evaluate.Rejection{Recipe: roundLabel(round),
 			Reason: fmt.Sprintf("the proposal is %d bytes, over the scratch budget of %d bytes", p.Usage.Written, jb.Budget.Scratch)}))
+	}
+
+	// What the proposal cost is known once it is made (its sender reports it): one that takes
+	// the job past its spend budget, or all jobs past the project's ceiling, is not evaluated.
+	if why, err := r.overSpend(ctx, jb, rep.Used); err != nil {
+		return "failed", err
+	} else if why != "" {
+		if _, ferr := fail("", state.Usage{}, state.RoundFailed, p.Key, c.Tree, r.rejected(n, evaluate.Rejection{Recipe: roundLabel(round),
+			Reason: fmt.Sprintf("not evaluated: its proposal cost %g, and %s", p.Usage.Spend, why)})); ferr != nil {
+			return "failed", ferr
+		}
+		return "failed", &jobEnd{state.JobExhausted, why}
 	}
 
 	// The evaluation. A round whose apply died after its candidate met the sealed suite is
@@ -424,8 +441,16 @@ func (r *runner) overBudget(ctx context.Context, jb state.Job, used state.Usage,
 		return fmt.Sprintf("the probes budget is spent: %d of %d used", used.Probes, b.Probes), nil
 	case used.Wall >= b.Wall || r.wallLeft(jb, used) <= 0:
 		return wallSpentWhy(jb), nil
-	case used.Spend > b.Spend:
-		return fmt.Sprintf("the spend budget is spent: %g of %g", used.Spend, b.Spend), nil
+	}
+	return r.overSpend(ctx, jb, used)
+}
+
+// overSpend says why jb, having spent used.Spend, is past its spend budget, or all jobs
+// together past the project's reconstruct_spend; "" when neither is. A round is dispatched
+// only within both, and its candidate evaluated only if its proposal kept within both.
+func (r *runner) overSpend(ctx context.Context, jb state.Job, used state.Usage) (string, error) {
+	if used.Spend > jb.Budget.Spend {
+		return fmt.Sprintf("the spend budget is spent: %g of %g", used.Spend, jb.Budget.Spend), nil
 	}
 	all, err := r.ws.State.JobsSpend(ctx)
 	if err != nil {
