@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/foundry-build/foundry/engine/run"
 )
 
 // builderBlock is the fixture's builder, which proposalsFixture replaces by a proposals
@@ -189,4 +191,37 @@ func TestReconstructionSpendBudgets(t *testing.T) {
 			t.Fatalf("second job (the first was %s): %+v", first.ID, second)
 		}
 	})
+}
+
+// An apply killed after a proposal sent from outside was charged resumes its round from the
+// proposal's row without charging it again: its spend and its intervention count once.
+func TestProposalChargedOnceAfterKill(t *testing.T) {
+	dir := spendFixture(t, "budget {\n      candidates = 3\n      spend = 1\n    }", "project \"reconstruct\" {\n  reconstruct_spend = 1\n}")
+	t.Setenv("FOUNDRY_TEST_FAULT", run.FaultRoundProposed+":capability.sorter#2")
+	ra := startApply(t, dir, "runc")
+	ra.waitFor(t, "reconstruct_waiting", "capability.sorter")
+	if code, _, errs := foundry(t, dir, "jobs", "propose", "sorter", writeProposal(t, sorterScript(true)), "-spend", "0.5"); code != 0 {
+		t.Fatalf("propose round 1 (exit %d): %s", code, errs)
+	}
+	ra.waitFor(t, "candidate_rejected", "capability.sorter")
+	ra.waitFor(t, "reconstruct_waiting", "capability.sorter")
+	if code, _, errs := foundry(t, dir, "jobs", "propose", "sorter", writeProposal(t, sorterScript(false)), "-spend", "0.25"); code != 0 {
+		t.Fatalf("propose round 2 (exit %d): %s", code, errs)
+	}
+	if code := ra.wait(t); code != -1 {
+		t.Fatalf("the faulted apply should die by SIGKILL: exit %d\n%s", code, ra.stderrText())
+	}
+	if r := apply(t, dir, []string{"FOUNDRY_TEST_FAULT="}); r.code != 0 {
+		t.Fatalf("resumed apply: exit %d\n%s", r.code, r.stderr)
+	}
+	j := showJobJSON(t, dir, "sorter")
+	if j.Status != "admitted" || len(j.RoundList) != 2 || j.RoundList[1].Attempts != 2 {
+		t.Fatalf("job: %+v", j)
+	}
+	if u := j.RoundList[1].Used; u.Spend != 0.25 || u.Interventions != 1 || u.Written != 86 || u.Probes != 2 {
+		t.Errorf("round 2 used %+v; want its proposal's 0.25 spend, 1 intervention and 86 bytes charged once, 2 probes", u)
+	}
+	if j.Used.Spend != 0.75 || j.Used.Interventions != 2 {
+		t.Errorf("the job used %+v; want 0.75 spend and 2 interventions", j.Used)
+	}
 }
