@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/foundry-build/foundry/engine/run"
 )
 
 // builderBlock is the fixture's builder, which proposalsFixture replaces by a proposals
@@ -113,5 +115,113 @@ func TestReconstructionFromProposals(t *testing.T) {
 	}
 	if code, _, errs := foundry(t, dir, "jobs", "propose", "sorter", writeProposal(t, sorterScript(false))); code != 1 || !strings.Contains(errs, "no round of job") {
 		t.Errorf("a proposal for an admitted job (exit %d): %s", code, errs)
+	}
+}
+
+// spendFixture is the proposals fixture with the job's budget and the project's block as given.
+func spendFixture(t *testing.T, budget, project string) string {
+	return newReconstructFixture(t, "3", builderBlock, `    proposals { outputs = ["/out/sorter"] }`,
+		"budget { candidates = CANDIDATES }", budget, `project "reconstruct" {}`, project)
+}
+
+// proposeOnce applies dir while sending one proposal of script costing spend to the first
+// waiting round of job which, and returns the apply's exit code and progress.
+func proposeOnce(t *testing.T, dir, which, script, spend string) (int, string) {
+	t.Helper()
+	ra := startApply(t, dir, "runc")
+	ra.waitFor(t, "reconstruct_waiting", "capability.sorter")
+	if code, _, errs := foundry(t, dir, "jobs", "propose", which, writeProposal(t, script), "-spend", spend); code != 0 {
+		t.Fatalf("propose (exit %d): %s", code, errs)
+	}
+	return ra.wait(t), ra.stderrText()
+}
+
+// A proposal's cost is known only once it is made: one that takes its job past the job's
+// spend budget, or all jobs past the project's reconstruct_spend, is charged but never
+// evaluated (a correct candidate is not admitted), and the job is exhausted; the next apply
+// dispatches no round.
+func TestReconstructionSpendBudgets(t *testing.T) {
+	t.Run("the job's spend", func(t *testing.T) {
+		dir := spendFixture(t, "budget {\n      candidates = 3\n      spend = 1\n    }", "project \"reconstruct\" {\n  reconstruct_spend = 10\n}")
+		code, progress := proposeOnce(t, dir, "sorter", sorterScript(false), "1.5")
+		if code == 0 || strings.Contains(progress, `"suite_evaluated"`) || strings.Contains(progress, `"capability_admitted"`) {
+			t.Fatalf("apply (exit %d) evaluated or admitted a proposal over the spend budget:\n%s", code, progress)
+		}
+		j := showJobJSON(t, dir, "sorter")
+		const why = "the spend budget is spent: 1.5 of 1"
+		if j.Status != "exhausted" || !strings.Contains(j.Outcome, why) || len(j.RoundList) != 1 || j.RoundList[0].Used.Spend != 1.5 ||
+			j.RoundList[0].Used.Probes != 0 || j.RoundList[0].Failure == nil ||
+			j.RoundList[0].Failure.Reason != "not evaluated: its proposal cost 1.5, and "+why {
+			t.Fatalf("job: %+v", j)
+		}
+		again := failedApply(t, dir)
+		saysAll(t, "the next apply", again.stderr, "1 of 3 candidates tried, none admitted; "+why)
+		if strings.Contains(again.stderr, "waits for a proposal") {
+			t.Errorf("the next apply dispatched a round:\n%s", again.stderr)
+		}
+	})
+	t.Run("the project's reconstruct_spend over two jobs", func(t *testing.T) {
+		dir := spendFixture(t, "budget {\n      candidates = 1\n      spend = 5\n    }", "project \"reconstruct\" {\n  reconstruct_spend = 1\n}")
+		// The first job's one candidate is wrong: evaluated, rejected, 0.6 spent.
+		if code, progress := proposeOnce(t, dir, "sorter", sorterScript(true), "0.6"); code == 0 || !strings.Contains(progress, `"candidate_rejected"`) {
+			t.Fatalf("first job's apply (exit %d):\n%s", code, progress)
+		}
+		first := showJobJSON(t, dir, "sorter")
+		// Another trust policy is another job for the same capability, under the same ceiling.
+		hcl := filepath.Join(dir, "main.hcl")
+		b, err := os.ReadFile(hcl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(hcl, []byte(strings.Replace(string(b), "reconstruct_spend = 1", "reconstruct_spend = 1\n  keep_pins = true", 1)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		planned, _ := planCapability(t, dir, "capability.sorter")["reconstruct"].(map[string]any)["job"].(map[string]any)
+		id, _ := planned["id"].(string)
+		if id == "" || id == first.ID || planned["status"] != "new" {
+			t.Fatalf("the plan's job %v; want a new one beside %s", planned, first.ID)
+		}
+		code, progress := proposeOnce(t, dir, id, sorterScript(false), "0.6")
+		if code == 0 || strings.Contains(progress, `"suite_evaluated"`) || strings.Contains(progress, `"capability_admitted"`) {
+			t.Fatalf("second job's apply (exit %d) evaluated or admitted a proposal over the ceiling:\n%s", code, progress)
+		}
+		second := showJobJSON(t, dir, id)
+		const why = "the project's reconstruct_spend is spent: all jobs together spent 1.2 of 1"
+		if second.ID == first.ID || second.Status != "exhausted" || !strings.Contains(second.Outcome, why) || second.Used.Spend != 0.6 || second.Used.Probes != 0 {
+			t.Fatalf("second job (the first was %s): %+v", first.ID, second)
+		}
+	})
+}
+
+// An apply killed after a proposal sent from outside was charged resumes its round from the
+// proposal's row without charging it again: its spend and its intervention count once.
+func TestProposalChargedOnceAfterKill(t *testing.T) {
+	dir := spendFixture(t, "budget {\n      candidates = 3\n      spend = 1\n    }", "project \"reconstruct\" {\n  reconstruct_spend = 1\n}")
+	t.Setenv("FOUNDRY_TEST_FAULT", run.FaultRoundProposed+":capability.sorter#2")
+	ra := startApply(t, dir, "runc")
+	ra.waitFor(t, "reconstruct_waiting", "capability.sorter")
+	if code, _, errs := foundry(t, dir, "jobs", "propose", "sorter", writeProposal(t, sorterScript(true)), "-spend", "0.5"); code != 0 {
+		t.Fatalf("propose round 1 (exit %d): %s", code, errs)
+	}
+	ra.waitFor(t, "candidate_rejected", "capability.sorter")
+	ra.waitFor(t, "reconstruct_waiting", "capability.sorter")
+	if code, _, errs := foundry(t, dir, "jobs", "propose", "sorter", writeProposal(t, sorterScript(false)), "-spend", "0.25"); code != 0 {
+		t.Fatalf("propose round 2 (exit %d): %s", code, errs)
+	}
+	if code := ra.wait(t); code != -1 {
+		t.Fatalf("the faulted apply should die by SIGKILL: exit %d\n%s", code, ra.stderrText())
+	}
+	if r := apply(t, dir, []string{"FOUNDRY_TEST_FAULT="}); r.code != 0 {
+		t.Fatalf("resumed apply: exit %d\n%s", r.code, r.stderr)
+	}
+	j := showJobJSON(t, dir, "sorter")
+	if j.Status != "admitted" || len(j.RoundList) != 2 || j.RoundList[1].Attempts != 2 {
+		t.Fatalf("job: %+v", j)
+	}
+	if u := j.RoundList[1].Used; u.Spend != 0.25 || u.Interventions != 1 || u.Written != 86 || u.Probes != 2 {
+		t.Errorf("round 2 used %+v; want its proposal's 0.25 spend, 1 intervention and 86 bytes charged once, 2 probes", u)
+	}
+	if j.Used.Spend != 0.75 || j.Used.Interventions != 2 {
+		t.Errorf("the job used %+v; want 0.75 spend and 2 interventions", j.Used)
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -9,8 +10,11 @@ import (
 	"testing"
 
 	"github.com/foundry-build/foundry/engine/admit"
+	"github.com/foundry-build/foundry/engine/evaluate"
 	"github.com/foundry-build/foundry/engine/run"
+	"github.com/foundry-build/foundry/engine/state"
 	"github.com/foundry-build/foundry/engine/workspace"
+	"github.com/foundry-build/foundry/provenance"
 )
 
 // newReconstructFixture copies testdata/reconstruct with the given candidates budget: a
@@ -228,17 +232,31 @@ func jobEvents(runs ...applyRun) (builds, sealed int) {
 }
 
 // Killing apply with SIGKILL at named points of a job, then applying again, resumes the job:
-// no finished round or builder run is repeated, no candidate meets the sealed suite twice,
-// what was spent stays spent, and the capability is published once.
+// each round appears once, no finished round or recorded builder run is repeated, each
+// candidate meets the sealed suite once, each round's usage is charged exactly once (the
+// builder's as its run's record says, the dev and repair probes as they ran, and a part the
+// killed apply never charged counted as spent), and the capability is published once.
 func TestReconstructionResumesAfterKill(t *testing.T) {
+	const builder = "capability.sorter.reconstruct.builder"
 	cases := []struct {
 		name, fault string
-		round       int // the round the kill interrupts, dispatched twice
+		resumed     int    // the round the kill interrupted, dispatched by both applies (0: none was running)
+		builds      int    // builder runs started over both applies
+		rerun       int    // the round whose builder ran again: the killed apply never recorded its run
+		probes      [2]int // each round's probes
 	}{
-		{"round 1 proposed", run.FaultRoundProposed + ":capability.sorter", 1},
-		{"round 1 evaluated", run.FaultRoundEvaluated + ":capability.sorter", 1},
-		{"round 2 builder cached", run.FaultAfterCachePut + ":capability.sorter.reconstruct.builder#2", 2},
-		{"round 2 publish dispatched", admit.FaultAfterDispatch + ":capability.sorter", 2},
+		{"round 1 builder before exec", run.FaultBeforeExec + ":" + builder, 1, 3, 1, [2]int{1, 2}},
+		{"round 2 builder after exec", run.FaultAfterExec + ":" + builder + "#2", 2, 3, 2, [2]int{1, 2}},
+		{"round 2 builder cached", run.FaultAfterCachePut + ":" + builder + "#2", 2, 2, 0, [2]int{1, 2}},
+		{"round 1 proposed", run.FaultRoundProposed + ":capability.sorter", 1, 2, 0, [2]int{1, 2}},
+		// The dev case ran before the kill and runs again: both runs are spent.
+		{"round 1 before sealed", evaluate.FaultBeforeSealed + ":capability.sorter", 1, 2, 0, [2]int{2, 2}},
+		{"round 1 after sealed", evaluate.FaultAfterSealed + ":capability.sorter", 1, 2, 0, [2]int{1, 2}},
+		{"round 1 evaluated", run.FaultRoundEvaluated + ":capability.sorter", 0, 2, 0, [2]int{1, 2}},
+		{"between rounds", run.FaultRoundFinished + ":capability.sorter", 0, 2, 0, [2]int{1, 2}},
+		{"round 2 evaluated", run.FaultRoundEvaluated + ":capability.sorter#2", 2, 2, 0, [2]int{1, 2}},
+		{"round 2 publish dispatched", admit.FaultAfterDispatch + ":capability.sorter", 2, 2, 0, [2]int{1, 2}},
+		{"round 2 admitted", run.FaultRoundAdmitted + ":capability.sorter", 0, 2, 0, [2]int{1, 2}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -247,20 +265,76 @@ func TestReconstructionResumesAfterKill(t *testing.T) {
 			if killed.code != -1 {
 				t.Fatalf("the faulted apply should die by SIGKILL: exit %d\n%s", killed.code, killed.stderr)
 			}
-			before := showJobJSON(t, dir, "sorter")
 			resumed := apply(t, dir, nil)
 			if resumed.code != 0 {
 				t.Fatalf("resumed apply: exit %d\n%s", resumed.code, resumed.stderr)
 			}
-			if builds, sealed := jobEvents(killed, resumed); builds != 2 || sealed != 2 {
-				t.Errorf("over both applies the builder ran %d times and the sealed suite %d times; want 2 and 2 (one per candidate)", builds, sealed)
+			if builds, _ := jobEvents(killed, resumed); builds != c.builds {
+				t.Errorf("over both applies the builder started %d times, want %d", builds, c.builds)
 			}
 			j := showJobJSON(t, dir, "sorter")
-			if j.Status != "admitted" || len(j.RoundList) != 2 || j.RoundList[c.round-1].Attempts != 2 {
+			if j.Status != "admitted" || len(j.RoundList) != 2 || j.RoundList[0].N != 1 || j.RoundList[1].N != 2 ||
+				j.RoundList[0].Status != "rejected" || j.RoundList[1].Status != "admitted" {
 				t.Fatalf("job after the resume: %+v", j)
 			}
-			if j.Used.Wall < before.Used.Wall || j.Used.Probes < before.Used.Probes {
-				t.Errorf("spend went down across the kill: before %+v, after %+v", before.Used, j.Used)
+			if f := j.RoundList[0].Failure; f == nil || f.Suite != "sealed" || !strings.Contains(f.Case, "dup") {
+				t.Errorf("round 1's failure: %+v; want the sealed suite's dup case", f)
+			}
+			ws, err := workspace.Open(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ws.Close()
+			var sum state.Usage
+			for i, rd := range j.RoundList {
+				if want := 1 + btoi(rd.N == c.resumed); rd.Attempts != want {
+					t.Errorf("round %d dispatched %d times, want %d", rd.N, rd.Attempts, want)
+				}
+				rec, hit, err := ws.Cache.Lookup(context.Background(), rd.Builder)
+				if err != nil || !hit {
+					t.Fatalf("round %d's builder run %s is not in the cache: %v", rd.N, rd.Builder, err)
+				}
+				u := rd.Used
+				if u.CPU != rec.CPU || u.PeakMemory != rec.PeakMemory || u.Written != [2]int64{87, 86}[i] || u.Probes != c.probes[i] ||
+					u.Interventions != 0 || u.Spend != 0 {
+					t.Errorf("round %d used %+v; want the builder's recorded CPU %v and memory %d, %d bytes written, %d probes",
+						rd.N, u, rec.CPU, rec.PeakMemory, [2]int64{87, 86}[i], c.probes[i])
+				}
+				// The builder's wall is its recorded run's, and more when a run the killed apply
+				// dispatched was never recorded (its reservation is spent).
+				if (rd.N == c.rerun) != (u.BuilderWall > rec.Duration) || u.BuilderWall < rec.Duration {
+					t.Errorf("round %d's builder wall %v, its recorded run %v (a run lost to the kill: %v)", rd.N, u.BuilderWall, rec.Duration, rd.N == c.rerun)
+				}
+				if u.Wall < u.BuilderWall+u.CasesWall || u.CasesWall <= 0 {
+					t.Errorf("round %d's wall %v is less than its builder's %v and cases' %v", rd.N, u.Wall, u.BuilderWall, u.CasesWall)
+				}
+				sum = sum.Add(u)
+			}
+			if j.Used != sum {
+				t.Errorf("the job used %+v, its rounds %+v", j.Used, sum)
+			}
+			// Each candidate met the sealed suite once: one signed sealed result and one verdict each.
+			keys, err := provenance.LoadVerifiers(filepath.Join(dir, ".foundry", "keys", "signing.pub"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			all, err := provenance.TestResultsIn(filepath.Join(dir, ".foundry", "attestations"), keys, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sealed := map[string]int{}
+			for _, tr := range all {
+				if tr.Suite == provenance.SuiteSealed {
+					sealed[strings.Join(tr.Subjects, ",")]++
+				}
+			}
+			verdicts, err := ws.State.Verdicts(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(sealed) != 2 || sealed[string(j.RoundList[0].Candidate)] != 1 || sealed[string(j.RoundList[1].Candidate)] != 1 || len(verdicts) != 2 ||
+				verdicts[0].Candidate == verdicts[1].Candidate {
+				t.Errorf("sealed results by candidate %v, %d verdicts; want one of each per candidate", sealed, len(verdicts))
 			}
 			code, out, _ := foundry(t, dir, "effects", "-json")
 			var effects []effectJSON
@@ -272,6 +346,13 @@ func TestReconstructionResumesAfterKill(t *testing.T) {
 			}
 		})
 	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // Each budget stops the job when spent, with the job exhausted and the report saying which
@@ -288,6 +369,18 @@ func TestReconstructionOutcomes(t *testing.T) {
 			"2 of 3 candidates tried", "the probes budget is spent: 1 of 2 used, and a candidate needs 2"}},
 		{"wall", []string{"budget { candidates = CANDIDATES }", "budget {\n      candidates = 3\n      wall = \"1ms\"\n    }"}, "exhausted", []string{
 			"reconstruct round 1: did not build: stopped: the job's wall-time budget", "the wall-time budget is spent: the job's is 1ms"}},
+		// Each proposal is over the scratch budget: each round is spent, nothing is evaluated.
+		{"scratch", []string{"budget { candidates = CANDIDATES }", "budget {\n      candidates = 2\n      scratch = \"80B\"\n    }"}, "exhausted", []string{
+			"reconstruct round 1: did not build: the proposal is 87 bytes, over the scratch budget of 80 bytes",
+			"reconstruct round 2: did not build: the proposal is 86 bytes, over the scratch budget of 80 bytes",
+			"): 2 of 2 candidates tried, none admitted\n  spent: 0 probe(s)"}},
+		// The project's ceiling on all jobs' wall time in one apply stops the round as the
+		// job's own wall budget would.
+		{"reconstruct_deadline", []string{`project "reconstruct" {}`, `project "reconstruct" {
+  reconstruct_deadline = "1ms"
+}`}, "exhausted", []string{
+			"reconstruct round 1: did not build: stopped: the job's wall-time budget (or the project's reconstruct_deadline) ran out",
+			"the wall-time budget is spent: the job's is 10m0s, and the project's reconstruct_deadline bounds all jobs of one apply"}},
 		{"sealed set used up", []string{`project "reconstruct" {}`, `project "reconstruct" {
   min_undisclosed_sealed = 2
 }`}, "unresolved", []string{
@@ -304,7 +397,7 @@ func TestReconstructionOutcomes(t *testing.T) {
 			if string(j.Status) != c.status || !strings.Contains(j.Outcome, c.says[len(c.says)-1]) {
 				t.Errorf("job: status %s, want %s; outcome:\n%s", j.Status, c.status, j.Outcome)
 			}
-			// What was spent stays spent: the next apply ends the same way, running nothing.
+			// What was spent stays spent: the next apply ends the same way.
 			again := failedApply(t, dir)
 			saysAll(t, "the next apply", again.stderr, c.says[len(c.says)-1])
 		})

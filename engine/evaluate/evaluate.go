@@ -42,12 +42,27 @@ type Evaluator struct {
 	// apply cleans up after a crashed evaluation.
 	Scratch, ContainerPrefix string
 	Emit                     func(event.Event) // suite_evaluated
+	// Fault is called at the evaluation's fault points (FaultBeforeSealed, FaultAfterSealed)
+	// with the capability's address: a test hook, nil in production.
+	Fault func(point, node string)
 
 	// The signed test results of the attestation directory, read once; resultsRead is
 	// cleared when the Evaluator signs one that a later lookup must find.
 	resultsMu   sync.Mutex
 	resultsSeen []provenance.SignedTestResult
 	resultsRead bool
+}
+
+// Fault points of an evaluation, in the order it passes them.
+const (
+	FaultBeforeSealed = "before-sealed" // dev and repair passed and were recorded; the sealed suite has not run
+	FaultAfterSealed  = "after-sealed"  // the sealed verdict is signed and recorded; its case not yet retired, nothing returned
+)
+
+func (ev *Evaluator) fault(point, node string) {
+	if ev.Fault != nil {
+		ev.Fault(point, node)
+	}
 }
 
 // Rejection is why one candidate recipe was not admitted.
@@ -258,8 +273,10 @@ func (ev *Evaluator) resultsSigned() {
 
 // recordedSealed finds the signed sealed test result of this candidate on this sealed suite
 // under this contract (candidate = tree on the candidate image), unless the operator
-// withdrew its verdict. The state row, when there is one, only supplies what was shown.
-func (ev *Evaluator) recordedSealed(ctx context.Context, n *graph.Node, tree, image digest.Digest, suite digest.Digest) (*provenance.SignedTestResult, *state.Verdict, error) {
+// withdrew its verdict; on any version of the sealed suite when suite is "", and only one
+// that keep keeps when keep is not nil. The state row, when there is one, only supplies
+// what was shown.
+func (ev *Evaluator) recordedSealed(ctx context.Context, n *graph.Node, tree, image digest.Digest, suite digest.Digest, keep func(*provenance.SignedTestResult) bool) (*provenance.SignedTestResult, *state.Verdict, error) {
 	results, err := ev.sealedResults()
 	if err != nil {
 		return nil, nil, err
@@ -274,8 +291,8 @@ func (ev *Evaluator) recordedSealed(ctx context.Context, n *graph.Node, tree, im
 	}
 	for i := range results {
 		t := &results[i]
-		if t.ContractDigest != string(n.Digest) || t.SuiteDigest != string(suite) || !slices.Equal(t.Subjects, []string{string(tree)}) ||
-			t.Configuration["candidate-image"] != string(image) {
+		if t.ContractDigest != string(n.Digest) || (suite != "" && t.SuiteDigest != string(suite)) || !slices.Equal(t.Subjects, []string{string(tree)}) ||
+			t.Configuration["candidate-image"] != string(image) || (keep != nil && !keep(t)) {
 			continue
 		}
 		row := byEnv[digest.Digest(t.Digest)]
@@ -343,7 +360,7 @@ func (ev *Evaluator) Evaluate(ctx context.Context, n *graph.Node, recipe string,
 	if need := MinUndisclosed(ev.Config.Project); len(su.sealed) < need {
 		return reject(&Rejection{Suite: "sealed", Reason: fmt.Sprintf("%d undisclosed sealed case(s) left, and promotion needs %d: every other sealed case was shown to a builder and now serves for repair; add sealed cases", len(su.sealed), need)})
 	}
-	if prev, row, err := ev.recordedSealed(ctx, n, tree, digest.Digest(img.Digest), su.sealedDigest); err != nil {
+	if prev, row, err := ev.recordedSealed(ctx, n, tree, digest.Digest(img.Digest), su.sealedDigest, nil); err != nil {
 		return nil, err
 	} else if prev != nil {
 		if prev.Passed() {
@@ -355,6 +372,7 @@ func (ev *Evaluator) Evaluate(ctx context.Context, n *graph.Node, recipe string,
 		}
 		return reject(recordedRejection(prev, row, su))
 	}
+	ev.fault(FaultBeforeSealed, n.Address)
 	started := time.Now()
 	rej, env, err := ev.runSuite(ctx, n, recipe, img, tree, provenance.SuiteSealed, su.sealed, true)
 	if err != nil {
@@ -368,6 +386,7 @@ func (ev *Evaluator) Evaluate(ctx context.Context, n *graph.Node, recipe string,
 		return nil, err
 	}
 	ev.resultsSigned()
+	ev.fault(FaultAfterSealed, n.Address)
 	if rej != nil {
 		// The state's index of disclosed cases, for the operator (the evidence is the
 		// signed result's disclosure).
@@ -378,6 +397,69 @@ func (ev *Evaluator) Evaluate(ctx context.Context, n *graph.Node, recipe string,
 	}
 	out.Tests = append(out.Tests, env)
 	return out, nil
+}
+
+// Recorded settles the candidate of recipe for capability n (tree on base) from the signed
+// results of an evaluation that finished before, without running a case: what a resumed
+// reconstruction round does when the apply that evaluated its candidate died before
+// recording how the round ended. A signed sealed result for this candidate under this
+// contract (on any version of the sealed suite, unless its verdict was withdrawn) that
+// failed is the rejection it recorded; one that passed on the sealed suite as it stands,
+// with the signed passing results of the dev and repair suites as they stand, is the
+// candidate's evidence. ok is false when there is neither: the candidate must be evaluated
+// (Evaluate), the sealed suite included, since it never met it.
+func (ev *Evaluator) Recorded(ctx context.Context, n *graph.Node, recipe string, tree digest.Digest, base executors.Image) (res *Result, ok bool, err error) {
+	capb := n.Capability
+	if capb.Interface == nil || capb.Suites["sealed"] == nil {
+		return nil, false, nil
+	}
+	img, err := CandidateImage(ctx, ev.Workspace, capb.Name, capb.Target, tree, base)
+	if err != nil {
+		return nil, false, fmt.Errorf("candidate image: %w", err)
+	}
+	su, err := ev.loadSuites(ctx, n)
+	if err != nil {
+		return nil, false, err
+	}
+	imgD := digest.Digest(img.Digest)
+	failed := func(t *provenance.SignedTestResult) bool { return !t.Passed() }
+	if prev, row, err := ev.recordedSealed(ctx, n, tree, imgD, "", failed); err != nil {
+		return nil, false, err
+	} else if prev != nil {
+		ev.Emit(event.Event{Type: "suite_evaluated", Node: n.Address, Recipe: recipe, Suite: provenance.SuiteSealed, Passed: new(bool),
+			Message: fmt.Sprintf("sealed suite: failed (recorded evaluation %s)", digest.Digest(prev.Digest).Short())})
+		return &Result{Rejection: recordedRejection(prev, row, su)}, true, nil
+	}
+	prev, _, err := ev.recordedSealed(ctx, n, tree, imgD, su.sealedDigest, (*provenance.SignedTestResult).Passed)
+	if err != nil || prev == nil {
+		return nil, false, err
+	}
+	all, err := ev.signedResults()
+	if err != nil {
+		return nil, false, err
+	}
+	out := &Result{}
+	for _, part := range []struct {
+		name  string
+		cases []suiteCase
+	}{{provenance.SuiteDev, su.dev}, {provenance.SuiteRepair, su.repair}} {
+		if len(part.cases) == 0 {
+			continue
+		}
+		i := slices.IndexFunc(all, func(t provenance.SignedTestResult) bool {
+			return t.Suite == part.name && t.Passed() && t.ContractDigest == string(n.Digest) && t.SuiteDigest == string(suiteDigest(part.cases)) &&
+				slices.Equal(t.Subjects, []string{string(tree)}) && t.Configuration["candidate-image"] == img.Digest
+		})
+		if i < 0 {
+			return nil, false, nil
+		}
+		out.Tests = append(out.Tests, all[i].Envelope)
+	}
+	passed := true
+	ev.Emit(event.Event{Type: "suite_evaluated", Node: n.Address, Recipe: recipe, Suite: provenance.SuiteSealed, Passed: &passed,
+		Message: fmt.Sprintf("sealed suite: passed (recorded evaluation %s)", digest.Digest(prev.Digest).Short())})
+	out.Tests = append(out.Tests, prev.Envelope)
+	return out, true, nil
 }
 
 // Result is what one evaluation found and what its case runs took.

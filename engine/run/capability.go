@@ -91,17 +91,8 @@ func (r *runner) settleCapability(ctx context.Context, n *graph.Node) (string, e
 // admitted tree (capability_admitted). The same for a recipe's candidate and a
 // reconstruction's. ev is what its evaluation took (zero when it was refused before one).
 func (r *runner) tryCandidate(ctx context.Context, n *graph.Node, c *admit.Candidate) (rej *evaluate.Rejection, ev evaluate.Result, err error) {
-	reject := func(rj evaluate.Rejection) (*evaluate.Rejection, evaluate.Result, error) {
-		rj.Recipe = c.Recipe
-		rj = r.rejected(n, rj)
-		return &rj, ev, nil
-	}
-	// A rebuild of a withdrawn artifact is the same artifact: it is not evaluated or
-	// admitted again.
-	if why, err := r.quarantined(ctx, c.Tree); err != nil {
-		return nil, ev, err
-	} else if why != "" {
-		return reject(evaluate.Rejection{Refused: true, Reason: fmt.Sprintf("its files %s are quarantined (%s)", c.Tree, why)})
+	if rej, err := r.refuseQuarantined(ctx, n, c); rej != nil || err != nil {
+		return rej, ev, err
 	}
 	res, err := r.eval.Evaluate(ctx, n, c.Recipe, c.Tree, c.Base)
 	if err != nil {
@@ -109,22 +100,47 @@ func (r *runner) tryCandidate(ctx context.Context, n *graph.Node, c *admit.Candi
 	}
 	ev = *res
 	if ev.Rejection != nil {
-		return reject(*ev.Rejection)
+		return r.rejectCandidate(n, c, *ev.Rejection), ev, nil
 	}
-	c.Tests = ev.Tests
+	rej, err = r.admitCandidate(ctx, n, c, ev.Tests)
+	return rej, ev, err
+}
+
+// rejectCandidate reports candidate c's rejection rj (candidate_rejected) and returns it.
+func (r *runner) rejectCandidate(n *graph.Node, c *admit.Candidate, rj evaluate.Rejection) *evaluate.Rejection {
+	rj.Recipe = c.Recipe
+	rj = r.rejected(n, rj)
+	return &rj
+}
+
+// refuseQuarantined refuses candidate c when its files are quarantined: a rebuild of a
+// withdrawn artifact is the same artifact, and is not evaluated or admitted again.
+func (r *runner) refuseQuarantined(ctx context.Context, n *graph.Node, c *admit.Candidate) (*evaluate.Rejection, error) {
+	why, err := r.quarantined(ctx, c.Tree)
+	if err != nil || why == "" {
+		return nil, err
+	}
+	return r.rejectCandidate(n, c, evaluate.Rejection{Refused: true, Reason: fmt.Sprintf("its files %s are quarantined (%s)", c.Tree, why)}), nil
+}
+
+// admitCandidate admits and publishes candidate c of capability n, which passed its
+// evaluation with the signed test results tests, unless its manifest is quarantined (the
+// rejection then). Admitted, n's result is its tree (capability_admitted).
+func (r *runner) admitCandidate(ctx context.Context, n *graph.Node, c *admit.Candidate, tests [][]byte) (*evaluate.Rejection, error) {
+	c.Tests = tests
 	ref, m, err := r.adm.Admit(ctx, n, c)
 	if err != nil {
-		return nil, ev, fmt.Errorf("admitting %s for %s: %w", c.Recipe, n.Address, err)
+		return nil, fmt.Errorf("admitting %s for %s: %w", c.Recipe, n.Address, err)
 	}
 	if why, err := r.quarantined(ctx, m); err != nil {
-		return nil, ev, err
+		return nil, err
 	} else if why != "" {
-		return reject(evaluate.Rejection{Refused: true, Reason: fmt.Sprintf("its manifest %s is quarantined (%s)", m, why)})
+		return r.rejectCandidate(n, c, evaluate.Rejection{Refused: true, Reason: fmt.Sprintf("its manifest %s is quarantined (%s)", m, why)}), nil
 	}
 	r.setResult(n.Address, &nodeResult{tree: c.Tree})
 	r.emit(event.Event{Type: "capability_admitted", Node: n.Address, Recipe: c.Recipe, Ref: ref, Message: fmt.Sprintf("%s admitted as %s", c.Recipe, ref)})
 	c.Ref = ref
-	return nil, ev, nil
+	return nil, nil
 }
 
 // buildCandidate runs a recipe's steps and package and returns the package tree and the

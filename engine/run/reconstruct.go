@@ -52,10 +52,14 @@ func (r *runner) reconstruct(ctx context.Context, n *graph.Node) (string, error)
 	return r.runJob(ctx, n, jb, src)
 }
 
-// Faults of a reconstruction round, in the order a round passes them (see FaultInjector).
+// Faults of a reconstruction round, in the order a round passes them (see FaultInjector;
+// the builder's run passes a step's, its evaluation evaluate.FaultBeforeSealed and
+// FaultAfterSealed, its publish admit.FaultAfterDispatch).
 const (
 	FaultRoundProposed  = "round-proposed"  // the proposal is made and charged, not yet evaluated
-	FaultRoundEvaluated = "round-evaluated" // the candidate is evaluated (and admitted if it passed), the round not yet finished
+	FaultRoundEvaluated = "round-evaluated" // the evaluation is charged with its outcome: a rejected round has ended with it, a passing candidate is not yet admitted
+	FaultRoundAdmitted  = "round-admitted"  // the candidate is admitted and published, its round ended; the job's status not yet written
+	FaultRoundFinished  = "round-finished"  // a round ended without an admission; the next not yet dispatched
 )
 
 // openJob opens capability n's job, or joins the one an earlier apply opened, with the
@@ -128,12 +132,12 @@ func (r *runner) runJob(ctx context.Context, n *graph.Node, jb state.Job, src Pr
 		return "failed", err
 	}
 	rep := &ReconstructionError{Capability: n.Address, Job: jb.ID, Budget: jb.Budget}
-	resume := 0 // a round an earlier apply dispatched and did not finish
+	var resume state.Round // a round an earlier apply dispatched and did not finish
 	for _, rd := range rounds {
 		rep.Used = rep.Used.Add(rd.Used)
 		switch rd.Status {
 		case state.RoundRunning:
-			resume = rd.N
+			resume = rd
 		case state.RoundFailed, state.RoundRejected:
 			var rej evaluate.Rejection
 			if err := json.Unmarshal(rd.Failure, &rej); err != nil {
@@ -144,7 +148,7 @@ func (r *runner) runJob(ctx context.Context, n *graph.Node, jb state.Job, src Pr
 	}
 	dispatched := len(rounds)
 	for {
-		round := resume
+		round := resume.N
 		if round == 0 {
 			round = dispatched + 1
 			if why, err := r.overBudget(ctx, jb, rep.Used, round); err != nil {
@@ -159,9 +163,10 @@ func (r *runner) runJob(ctx context.Context, n *graph.Node, jb state.Job, src Pr
 		if err := db.StartRound(ctx, jb.ID, round, src.Name(), r.runID); err != nil {
 			return "failed", err
 		}
-		resume, dispatched = 0, max(dispatched, round)
-		kind, err := r.runRound(ctx, n, jb, src, round, rep)
+		kind, err := r.runRound(ctx, n, jb, src, round, resume, rep)
+		resume, dispatched = state.Round{}, max(dispatched, round)
 		if kind == "" && err == nil {
+			r.fault(FaultRoundFinished, n.Address)
 			continue
 		}
 		var end *jobEnd
@@ -181,11 +186,15 @@ type jobEnd struct {
 func (e *jobEnd) Error() string { return e.why }
 
 // runRound runs round of job jb: a proposal, charged; its candidate, evaluated and charged.
-// It returns "" to go on to the next round (the round failed or was rejected, and rep has
-// its failure), "built" once the candidate is admitted, or an error: a *jobEnd when the job
-// cannot go on, any other when the apply cannot (the round then stays running, for the next
-// apply to resume).
-func (r *runner) runRound(ctx context.Context, n *graph.Node, jb state.Job, src ProposalSource, round int, rep *ReconstructionError) (string, error) {
+// Each part is reserved before it is dispatched and charged when it ends, releasing the
+// reservation. prior is the round as an earlier apply left it when it died in it (zero for a
+// round dispatched first now): a part it charged is not charged again, a reservation it left
+// open is spent, and a candidate it evaluated is settled from the signed results, never
+// evaluated again. It returns "" to go on to the next round (the round failed or was
+// rejected, and rep has its failure), "built" once the candidate is admitted, or an error: a
+// *jobEnd when the job cannot go on, any other when the apply cannot (the round then stays
+// running, for the next apply to resume).
+func (r *runner) runRound(ctx context.Context, n *graph.Node, jb state.Job, src ProposalSource, round int, prior state.Round, rep *ReconstructionError) (string, error) {
 	db := r.ws.State
 	who := "the builder"
 	if _, ok := src.(*externalSource); ok {
@@ -193,18 +202,22 @@ func (r *runner) runRound(ctx context.Context, n *graph.Node, jb state.Job, src 
 	}
 	r.emit(event.Event{Type: "reconstruct_round", Node: n.Address, Recipe: roundLabel(round), Job: jb.ID,
 		Message: fmt.Sprintf("round %d of %d: %s proposes a candidate from %d counterexample(s)", round, jb.Budget.Candidates, who, len(rep.Rounds))})
-	charge := func(u state.Usage) error {
+	wctx := context.WithoutCancel(ctx)
+	// charge charges u, what part of the round used, releasing its reservation; with end,
+	// the round ends in the same transaction.
+	charge := func(part state.Part, u state.Usage, end *state.RoundEnd) error {
 		rep.Used = rep.Used.Add(u)
 		r.reconWall.Add(int64(u.Wall))
-		return db.ChargeRound(context.WithoutCancel(ctx), jb.ID, round, u)
+		return db.Charge(wctx, jb.ID, round, part, u, end)
 	}
-	fail := func(status state.RoundStatus, builder, candidate digest.Digest, rej evaluate.Rejection) (string, error) {
+	// fail ends the round with rej as its failure, charging u to part.
+	fail := func(part state.Part, u state.Usage, status state.RoundStatus, builder, candidate digest.Digest, rej evaluate.Rejection) (string, error) {
 		b, err := json.Marshal(rej)
 		if err != nil {
 			return "failed", err
 		}
 		rep.Rounds = append(rep.Rounds, rej)
-		return "", db.FinishRound(ctx, jb.ID, round, status, builder, candidate, b)
+		return "", charge(part, u, &state.RoundEnd{Status: status, Builder: builder, Candidate: candidate, Failure: b})
 	}
 
 	started := time.Now()
@@ -215,32 +228,50 @@ func (r *runner) runRound(ctx context.Context, n *graph.Node, jb state.Job, src 
 	if err := db.SetBrief(ctx, jb.ID, round, brief.Tree); err != nil {
 		return "failed", err
 	}
-	pctx, cancel := context.WithTimeoutCause(ctx, r.wallLeft(jb, rep.Used), errWallSpent)
+	left := r.wallLeft(jb, rep.Used)
+	// The proposal is reserved before it is dispatched: the wall time left, and no more than
+	// a command builder may run (its time limit). A round whose apply died in its proposal
+	// keeps that apply's reservation, and what the dead apply spent (from its reservation to
+	// this dispatch, no more than it reserved) is charged with this one.
+	reserve := left
+	if b, ok := src.(*commandBuilder); ok {
+		reserve = min(left, time.Since(started)+graph.EffectiveLimits(b.n.Capability.Reconstruct.Builder.Limits).Time)
+	}
+	var res state.Reservation
+	if !prior.ProposalCharged {
+		if res, err = db.Reserve(wctx, jb.ID, round, state.Reservation{Part: state.PartProposal, Wall: reserve, At: started}); err != nil {
+			return "failed", err
+		}
+	}
+	// earlier adds to u what a dispatch of the proposal that an apply died in spent.
+	earlier := func(u state.Usage) state.Usage {
+		if res.Part != "" && res.At.Before(started) {
+			u = u.Add(res.Spent(started))
+		}
+		return u
+	}
+	ran := func() state.Usage {
+		d := time.Since(started)
+		return earlier(state.Usage{Wall: d, BuilderWall: d})
+	}
+	pctx, cancel := context.WithTimeoutCause(ctx, left, errWallSpent)
 	p, err := src.Propose(pctx, brief)
 	cancel()
 	var se *StepError
 	switch {
 	case err != nil && ctx.Err() != nil:
+		// The reservation stays open: the apply that resumes the round counts it as spent.
 		return "failed", interruptedError(ctx)
 	case err != nil && errors.Is(context.Cause(pctx), errWallSpent):
-		if cerr := charge(state.Usage{Wall: time.Since(started), BuilderWall: time.Since(started)}); cerr != nil {
-			return "failed", cerr
-		}
-		if _, ferr := fail(state.RoundFailed, "", "", r.rejected(n, evaluate.Rejection{Recipe: roundLabel(round), Reason: "stopped: " + errWallSpent.Error()})); ferr != nil {
+		if _, ferr := fail(state.PartProposal, ran(), state.RoundFailed, "", "", r.rejected(n, evaluate.Rejection{Recipe: roundLabel(round), Reason: "stopped: " + errWallSpent.Error()})); ferr != nil {
 			return "failed", ferr
 		}
 		return "failed", &jobEnd{state.JobExhausted, wallSpentWhy(jb)}
 	case errors.As(err, &se) && !se.NotRun:
 		// The builder failed, or made no proposal: a round spent, nothing to evaluate.
-		if cerr := charge(state.Usage{Wall: time.Since(started), BuilderWall: time.Since(started)}); cerr != nil {
-			return "failed", cerr
-		}
-		return fail(state.RoundFailed, "", "", r.rejected(n, evaluate.Rejection{Recipe: roundLabel(round), Reason: err.Error()}))
+		return fail(state.PartProposal, ran(), state.RoundFailed, "", "", r.rejected(n, evaluate.Rejection{Recipe: roundLabel(round), Reason: err.Error()}))
 	case err != nil:
-		if cerr := charge(state.Usage{Wall: time.Since(started), BuilderWall: time.Since(started)}); cerr != nil {
-			return "failed", cerr
-		}
-		if _, ferr := fail(state.RoundFailed, "", "", r.rejected(n, evaluate.Rejection{Recipe: roundLabel(round), Reason: err.Error()})); ferr != nil {
+		if _, ferr := fail(state.PartProposal, ran(), state.RoundFailed, "", "", r.rejected(n, evaluate.Rejection{Recipe: roundLabel(round), Reason: err.Error()})); ferr != nil {
 			return "failed", ferr
 		}
 		return "failed", &jobEnd{state.JobUnresolved, fmt.Sprintf("%s cannot run: %v", src.Name(), err)}
@@ -249,58 +280,128 @@ func (r *runner) runRound(ctx context.Context, n *graph.Node, jb state.Job, src 
 	if err != nil {
 		return "failed", fmt.Errorf("%s: packaging the proposal: %w", roundLabel(round), err)
 	}
-	if !p.Charged {
+	if !prior.ProposalCharged {
 		u := p.Usage
-		u.Wall = time.Since(started)
-		if err := charge(u); err != nil {
+		if p.Cached {
+			// The builder ran in an apply that died before charging it: its record says what
+			// it used, in place of that apply's reservation.
+			u.Wall = p.Usage.BuilderWall + time.Since(started)
+		} else {
+			u.Wall = time.Since(started)
+			u = earlier(u)
+		}
+		if err := charge(state.PartProposal, u, nil); err != nil {
 			return "failed", err
 		}
 	}
 	r.fault(FaultRoundProposed, n.Address)
 	if p.Usage.Written > jb.Budget.Scratch {
-		return fail(state.RoundFailed, p.Key, "", r.rejected(n, evaluate.Rejection{Recipe: roundLabel(round),
+		return fail("", state.Usage{}, state.RoundFailed, p.Key, "", r.rejected(n, evaluate.Rejection{Recipe: roundLabel(round),
 			Reason: fmt.Sprintf("the proposal is %d bytes, over the scratch budget of %d bytes", p.Usage.Written, jb.Budget.Scratch)}))
 	}
-	need, err := r.eval.Probes(ctx, n)
+
+	// What the proposal cost is known once it is made (its sender reports it): one that takes
+	// the job past its spend budget, or all jobs past the project's ceiling, is not evaluated.
+	if why, err := r.overSpend(ctx, jb, rep.Used); err != nil {
+		return "failed", err
+	} else if why != "" {
+		if _, ferr := fail("", state.Usage{}, state.RoundFailed, p.Key, c.Tree, r.rejected(n, evaluate.Rejection{Recipe: roundLabel(round),
+			Reason: fmt.Sprintf("not evaluated: its proposal cost %g, and %s", p.Usage.Spend, why)})); ferr != nil {
+			return "failed", ferr
+		}
+		return "failed", &jobEnd{state.JobExhausted, why}
+	}
+
+	// The evaluation. A round whose apply died after its candidate met the sealed suite is
+	// settled from the signed results: the candidate is never evaluated again.
+	evStart := time.Now()
+	rej, err := r.refuseQuarantined(ctx, n, c)
 	if err != nil {
 		return "failed", err
 	}
-	if left := jb.Budget.Probes - rep.Used.Probes; need > left {
-		_, ferr := fail(state.RoundFailed, p.Key, c.Tree, r.rejected(n, evaluate.Rejection{Recipe: roundLabel(round),
-			Reason: fmt.Sprintf("not evaluated: its %d dev and repair case run(s) would exceed the probes budget (%d of %d left)", need, left, jb.Budget.Probes)}))
-		if ferr != nil {
-			return "failed", ferr
+	var ev evaluate.Result
+	var u state.Usage
+	switch recorded, ok, err := r.recordedEvaluation(ctx, n, c, prior, rej); {
+	case err != nil:
+		return "failed", err
+	case rej != nil: // refused before evaluation
+	case ok:
+		ev = *recorded
+		if prior.Reserved != nil && prior.Reserved.Part == state.PartEvaluation {
+			u = prior.Reserved.Spent(time.Now()) // the evaluation that apply died in ran its cases
 		}
-		return "failed", &jobEnd{state.JobExhausted, fmt.Sprintf("the probes budget is spent: %d of %d used, and a candidate needs %d", rep.Used.Probes, jb.Budget.Probes, need)}
-	}
-	evStart := time.Now()
-	var rejected []evaluate.Rejection
-	kind, ev, err := r.offer(ctx, n, c, &rejected)
-	if cerr := charge(state.Usage{Wall: time.Since(evStart), Probes: ev.Probes, CasesWall: ev.CasesWall}); cerr != nil {
-		return "failed", errors.Join(err, cerr)
-	}
-	if err != nil {
-		return kind, err
-	}
-	r.fault(FaultRoundEvaluated, n.Address)
-	if kind == "" {
-		rej := rejected[0]
-		b, err := json.Marshal(rej)
+	default:
+		need, err := r.eval.Probes(ctx, n)
 		if err != nil {
 			return "failed", err
 		}
-		rep.Rounds = append(rep.Rounds, rej)
-		return "", db.FinishRound(ctx, jb.ID, round, state.RoundRejected, p.Key, c.Tree, b)
+		if left := jb.Budget.Probes - rep.Used.Probes; need > left {
+			_, ferr := fail("", state.Usage{}, state.RoundFailed, p.Key, c.Tree, r.rejected(n, evaluate.Rejection{Recipe: roundLabel(round),
+				Reason: fmt.Sprintf("not evaluated: its %d dev and repair case run(s) would exceed the probes budget (%d of %d left)", need, left, jb.Budget.Probes)}))
+			if ferr != nil {
+				return "failed", ferr
+			}
+			return "failed", &jobEnd{state.JobExhausted, fmt.Sprintf("the probes budget is spent: %d of %d used, and a candidate needs %d", rep.Used.Probes, jb.Budget.Probes, need)}
+		}
+		eres, err := db.Reserve(wctx, jb.ID, round, state.Reservation{Part: state.PartEvaluation, Wall: r.wallLeft(jb, rep.Used), Probes: need, At: evStart})
+		if err != nil {
+			return "failed", err
+		}
+		res, err := r.eval.Evaluate(ctx, n, c.Recipe, c.Tree, c.Base)
+		if err != nil {
+			// The reservation stays open: the apply that resumes the round counts it as spent.
+			return "failed", fmt.Errorf("evaluating %s for %s: %w", c.Recipe, n.Address, err)
+		}
+		ev = *res
+		u = state.Usage{Wall: time.Since(evStart), Probes: ev.Probes, CasesWall: ev.CasesWall}
+		if eres.At.Before(evStart) {
+			u = u.Add(eres.Spent(evStart)) // what the apply that died in it spent stays spent
+		}
+	}
+	if rej == nil && ev.Rejection != nil {
+		rej = r.rejectCandidate(n, c, *ev.Rejection)
+	}
+	if rej != nil {
+		if _, err := fail(state.PartEvaluation, u, state.RoundRejected, p.Key, c.Tree, *rej); err != nil {
+			return "failed", err
+		}
+		r.fault(FaultRoundEvaluated, n.Address)
+		return "", nil
+	}
+	if err := charge(state.PartEvaluation, u, nil); err != nil {
+		return "failed", err
+	}
+	r.fault(FaultRoundEvaluated, n.Address)
+	if rej, err := r.admitCandidate(ctx, n, c, ev.Tests); err != nil {
+		return "failed", err
+	} else if rej != nil {
+		return fail("", state.Usage{}, state.RoundRejected, p.Key, c.Tree, *rej)
 	}
 	if err := db.FinishRound(ctx, jb.ID, round, state.RoundAdmitted, p.Key, c.Tree, nil); err != nil {
 		return "failed", err
 	}
+	r.fault(FaultRoundAdmitted, n.Address)
 	// The rounds rejected before this one go to the apply's report, as a recipe's do.
 	r.mu.Lock()
 	r.rejections = append(r.rejections, rep.Rounds...)
 	r.mu.Unlock()
 	report := fmt.Sprintf("admitted in round %d of %d as %s; spent %s", round, jb.Budget.Candidates, c.Ref, spendOf(rep.Used))
-	return kind, db.SetJobStatus(ctx, jb.ID, state.JobAdmitted, report, c.Ref)
+	return "built", db.SetJobStatus(ctx, jb.ID, state.JobAdmitted, report, c.Ref)
+}
+
+// recordedEvaluation is candidate c's evaluation as the signed results recorded it, when
+// prior, the round as an earlier apply left it, was dispatched before (its apply may have
+// died after the candidate met the sealed suite) and c was not refused (rej); ok is false
+// when c must be evaluated.
+func (r *runner) recordedEvaluation(ctx context.Context, n *graph.Node, c *admit.Candidate, prior state.Round, rej *evaluate.Rejection) (*evaluate.Result, bool, error) {
+	if prior.N == 0 || rej != nil {
+		return nil, false, nil
+	}
+	res, ok, err := r.eval.Recorded(ctx, n, c.Recipe, c.Tree, c.Base)
+	if err != nil {
+		return nil, false, fmt.Errorf("the recorded evaluation of %s for %s: %w", c.Recipe, n.Address, err)
+	}
+	return res, ok, nil
 }
 
 // errWallSpent is the cause of a proposal stopped at the job's wall-time budget, or at the
@@ -340,8 +441,16 @@ func (r *runner) overBudget(ctx context.Context, jb state.Job, used state.Usage,
 		return fmt.Sprintf("the probes budget is spent: %d of %d used", used.Probes, b.Probes), nil
 	case used.Wall >= b.Wall || r.wallLeft(jb, used) <= 0:
 		return wallSpentWhy(jb), nil
-	case used.Spend > b.Spend:
-		return fmt.Sprintf("the spend budget is spent: %g of %g", used.Spend, b.Spend), nil
+	}
+	return r.overSpend(ctx, jb, used)
+}
+
+// overSpend says why jb, having spent used.Spend, is past its spend budget, or all jobs
+// together past the project's reconstruct_spend; "" when neither is. A round is dispatched
+// only within both, and its candidate evaluated only if its proposal kept within both.
+func (r *runner) overSpend(ctx context.Context, jb state.Job, used state.Usage) (string, error) {
+	if used.Spend > jb.Budget.Spend {
+		return fmt.Sprintf("the spend budget is spent: %g of %g", used.Spend, jb.Budget.Spend), nil
 	}
 	all, err := r.ws.State.JobsSpend(ctx)
 	if err != nil {
@@ -467,10 +576,11 @@ type Proposal struct {
 	Result *cache.Result
 	// Key is the cache key of the run that made it ("" for a source that runs nothing).
 	Key digest.Digest
-	// Usage is what making it used; Charged is set when it was charged before (a builder
-	// run an apply killed afterwards finished, found in the action cache).
-	Usage   state.Usage
-	Charged bool
+	// Usage is what making it used; Cached is set when the builder's run was taken from the
+	// action cache (an apply that died after it finished ran it), its usage then from the
+	// run's record.
+	Usage  state.Usage
+	Cached bool
 }
 
 // commandBuilder is the builder of a reconstruct block, run as a sandboxed step. The same
@@ -508,7 +618,7 @@ func (b *commandBuilder) Propose(ctx context.Context, br Brief) (*Proposal, erro
 	}
 	if hit && r.usable(res) {
 		r.emit(event.Event{Type: "node_cached", Node: bn.Address, Action: bn.Digest})
-		p.Charged = true
+		p.Cached = true
 	} else if res, err = r.runAction(ctx, bn, key, keyDef, roundLabel(br.Round), job); err != nil {
 		return nil, err
 	}

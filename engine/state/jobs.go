@@ -105,11 +105,16 @@ type Round struct {
 	// unless failed or rejected.
 	Failure []byte
 	// Brief is the digest of the tree its proposer read (what /job held).
-	Brief    digest.Digest
-	Used     Usage
-	Attempts int // applies that dispatched it: more than 1 after a crash
-	Started  time.Time
-	Finished time.Time
+	Brief digest.Digest
+	Used  Usage
+	// Reserved is the reservation of the part an apply dispatched and did not charge (it
+	// died in it), nil when none is open; ProposalCharged is set once the proposal part
+	// was charged, so that a resumed round does not charge it again.
+	Reserved        *Reservation
+	ProposalCharged bool
+	Attempts        int // applies that dispatched it: more than 1 after a crash
+	Started         time.Time
+	Finished        time.Time
 }
 
 // JobID is the ID of the job for a contract, target and trust policy: the same in every
@@ -256,50 +261,156 @@ WHERE status = 'running'`, job, n, source, runID, nanos(time.Now()))
 	})
 }
 
-// ChargeRound adds u to round n's usage: each part of a round is charged when it ends, so
-// what a killed apply spent before its last charge stays spent.
-func (d *DB) ChargeRound(ctx context.Context, job string, n int, u Usage) error {
-	return d.tx(ctx, fmt.Sprintf("charge round %d of job %s", n, job), func(tx *sql.Tx) error {
-		var used string
-		if err := tx.QueryRowContext(ctx, `SELECT used FROM job_rounds WHERE job_id = ? AND n = ?`, job, n).Scan(&used); err != nil {
+// Part is one part of a round: reserved before it is dispatched, charged when it ends.
+type Part string
+
+const (
+	PartProposal   Part = "proposal"   // the proposal source: the builder's run, or the wait for a proposal
+	PartEvaluation Part = "evaluation" // the candidate's dev, repair and sealed case runs
+)
+
+// Reservation is what one part of a round may take, recorded before the part is
+// dispatched: the wall time the budget had left and, for an evaluation, the probes it
+// needs. Charging the part releases it (what the part did not use is no longer held); a
+// reservation its apply died before charging stays open, and counts as spent (Spent).
+type Reservation struct {
+	Part   Part          `json:"part"`
+	Wall   time.Duration `json:"wall_ns"`
+	Probes int           `json:"probes,omitempty"`
+	At     time.Time     `json:"at"`
+}
+
+// Spent is what r counts as spent, as of now, when its part never ended because its apply
+// died: every probe it reserved (the cases may have run), and the wall time from when it
+// was made until now, no more than it reserved.
+func (r Reservation) Spent(now time.Time) Usage {
+	w := min(max(now.Sub(r.At), 0), r.Wall)
+	u := Usage{Wall: w, Probes: r.Probes}
+	if r.Part == PartProposal {
+		u.BuilderWall = w
+	} else {
+		u.CasesWall = w
+	}
+	return u
+}
+
+// Reserve records res, what part res.Part of running round n of job may take, before that
+// part is dispatched, and returns the reservation in force: res, or the one an earlier
+// apply made for the same part and died before charging (it still counts from when it was
+// made, so that the time that apply spent stays spent when this one charges).
+func (d *DB) Reserve(ctx context.Context, job string, n int, res Reservation) (Reservation, error) {
+	if res.Part == "" {
+		return Reservation{}, errors.New("state: reserve: a reservation is for a part of a round")
+	}
+	err := d.tx(ctx, fmt.Sprintf("reserve the %s of round %d of job %s", res.Part, n, job), func(tx *sql.Tx) error {
+		var status, reserved string
+		if err := tx.QueryRowContext(ctx, `SELECT status, reserved FROM job_rounds WHERE job_id = ? AND n = ?`, job, n).Scan(&status, &reserved); err != nil {
 			return err
+		}
+		if RoundStatus(status) != RoundRunning {
+			return fmt.Errorf("round %d is not running", n)
+		}
+		if reserved != "" {
+			var old Reservation
+			if err := json.Unmarshal([]byte(reserved), &old); err != nil {
+				return fmt.Errorf("its reservation: %w", err)
+			}
+			if old.Part != res.Part {
+				return fmt.Errorf("round %d holds a reservation for its %s, never charged", n, old.Part)
+			}
+			res = old
+			return nil
+		}
+		b, err := json.Marshal(res)
+		if err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE job_rounds SET reserved = ? WHERE job_id = ? AND n = ?`, string(b), job, n)
+		return err
+	})
+	return res, err
+}
+
+// RoundEnd is how a round ended: its builder run and candidate (either may be empty) and,
+// failed or rejected, its failure as the next round's builder reads it (JSON).
+type RoundEnd struct {
+	Status             RoundStatus
+	Builder, Candidate digest.Digest
+	Failure            []byte
+}
+
+// Charge adds u, what part of running round n of job used, to the round's usage, and
+// releases that part's reservation. The proposal part is marked charged (a resumed round
+// does not charge it again: Round.ProposalCharged). With end, the round ends in the same
+// transaction, so that no apply can die between an evaluation's charge and the failure it
+// found: a resumed round is settled, never evaluated again.
+func (d *DB) Charge(ctx context.Context, job string, n int, part Part, u Usage, end *RoundEnd) error {
+	if end != nil && end.Status == RoundRunning {
+		return errors.New("state: charge: a round that ends is not running")
+	}
+	return d.tx(ctx, fmt.Sprintf("charge round %d of job %s", n, job), func(tx *sql.Tx) error {
+		var status, used, reserved string
+		var charged int
+		err := tx.QueryRowContext(ctx, `SELECT status, used, reserved, proposal_charged FROM job_rounds WHERE job_id = ? AND n = ?`, job, n).
+			Scan(&status, &used, &reserved, &charged)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("no round %d", n)
+		}
+		if err != nil {
+			return err
+		}
+		if RoundStatus(status) != RoundRunning {
+			return fmt.Errorf("round %d is not running", n)
 		}
 		var t Usage
 		if err := json.Unmarshal([]byte(used), &t); err != nil {
 			return fmt.Errorf("usage: %w", err)
 		}
-		b, err := json.Marshal(t.Add(u))
+		t = t.Add(u)
+		if reserved != "" {
+			var r Reservation
+			if err := json.Unmarshal([]byte(reserved), &r); err != nil {
+				return fmt.Errorf("its reservation: %w", err)
+			}
+			switch {
+			case part != "" && r.Part == part:
+				reserved = "" // released: what the part used is u
+			case end != nil:
+				t, reserved = t.Add(r.Spent(time.Now())), "" // the round ends with it open: spent
+			}
+		}
+		if part == PartProposal {
+			charged = 1
+		}
+		b, err := json.Marshal(t)
 		if err != nil {
 			return err
 		}
-		_, err = tx.ExecContext(ctx, `UPDATE job_rounds SET used = ? WHERE job_id = ? AND n = ?`, string(b), job, n)
+		if _, err := tx.ExecContext(ctx, `UPDATE job_rounds SET used = ?, reserved = ?, proposal_charged = ? WHERE job_id = ? AND n = ?`,
+			string(b), reserved, charged, job, n); err != nil {
+			return err
+		}
+		if end == nil {
+			return nil
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE job_rounds SET status = ?, builder_action = ?, candidate = ?, failure = ?, finished = ?
+WHERE job_id = ? AND n = ?`, string(end.Status), string(end.Builder), string(end.Candidate), end.Failure, nanos(time.Now()), job, n)
 		return err
 	})
 }
 
-// FinishRound records how round n ended: its builder run and candidate (either may be
-// empty) and, failed or rejected, its failure as the next builder reads it. A round ends
-// once.
+// FinishRound records how round n ended (RoundEnd), charging nothing more: a reservation
+// still open is spent. A round ends once.
 func (d *DB) FinishRound(ctx context.Context, job string, n int, status RoundStatus, builder, candidate digest.Digest, failure []byte) error {
 	if status == RoundRunning {
 		return errors.New("state: finish round: a finished round is not running")
 	}
-	return d.tx(ctx, fmt.Sprintf("finish round %d of job %s", n, job), func(tx *sql.Tx) error {
-		r, err := tx.ExecContext(ctx, `UPDATE job_rounds SET status = ?, builder_action = ?, candidate = ?, failure = ?, finished = ?
-WHERE job_id = ? AND n = ? AND status = 'running'`, string(status), string(builder), string(candidate), failure, nanos(time.Now()), job, n)
-		if err != nil {
-			return err
-		}
-		if k, _ := r.RowsAffected(); k != 1 {
-			return fmt.Errorf("round %d is not running", n)
-		}
-		return nil
-	})
+	return d.Charge(ctx, job, n, "", Usage{}, &RoundEnd{Status: status, Builder: builder, Candidate: candidate, Failure: failure})
 }
 
 // Rounds returns job's rounds in order.
 func (d *DB) Rounds(ctx context.Context, job string) ([]Round, error) {
-	rows, err := d.db.QueryContext(ctx, `SELECT n, source, run_id, status, builder_action, candidate, failure, brief, used, attempts, started, finished
+	rows, err := d.db.QueryContext(ctx, `SELECT n, source, run_id, status, builder_action, candidate, failure, brief, used, reserved, proposal_charged, attempts, started, finished
 FROM job_rounds WHERE job_id = ? ORDER BY n`, job)
 	if err != nil {
 		return nil, fmt.Errorf("state: rounds of job %s: %w", job, err)
@@ -310,14 +421,20 @@ FROM job_rounds WHERE job_id = ? ORDER BY n`, job)
 		var (
 			r                           Round
 			status, builder, cand, used string
-			brief                       string
+			brief, reserved             string
 			started, finished           sql.NullInt64
 		)
-		if err := rows.Scan(&r.N, &r.Source, &r.RunID, &status, &builder, &cand, &r.Failure, &brief, &used, &r.Attempts, &started, &finished); err != nil {
+		if err := rows.Scan(&r.N, &r.Source, &r.RunID, &status, &builder, &cand, &r.Failure, &brief, &used, &reserved, &r.ProposalCharged, &r.Attempts, &started, &finished); err != nil {
 			return nil, fmt.Errorf("state: rounds of job %s: %w", job, err)
 		}
 		if err := json.Unmarshal([]byte(used), &r.Used); err != nil {
 			return nil, fmt.Errorf("state: round %d of job %s: usage: %w", r.N, job, err)
+		}
+		if reserved != "" {
+			r.Reserved = new(Reservation)
+			if err := json.Unmarshal([]byte(reserved), r.Reserved); err != nil {
+				return nil, fmt.Errorf("state: round %d of job %s: reservation: %w", r.N, job, err)
+			}
 		}
 		r.Job, r.Status, r.Builder, r.Candidate, r.Brief = job, RoundStatus(status), digest.Digest(builder), digest.Digest(cand), digest.Digest(brief)
 		r.Started, r.Finished = fromNanos(started), fromNanos(finished)

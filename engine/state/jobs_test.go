@@ -37,15 +37,42 @@ func TestJobLifecycle(t *testing.T) {
 	if err := db.StartRound(ctx, id, 1, "builder", "run-1"); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.ChargeRound(ctx, id, 1, Usage{Wall: time.Second, PeakMemory: 10, Probes: 2, Spend: 0.5}); err != nil {
+	t0 := time.Now().Add(-time.Hour)
+	if res, err := db.Reserve(ctx, id, 1, Reservation{Part: PartProposal, Wall: time.Minute, At: t0}); err != nil || !res.At.Equal(t0) {
+		t.Fatalf("reserve: %+v %v", res, err)
+	}
+	if err := db.Charge(ctx, id, 1, PartProposal, Usage{Wall: time.Second, PeakMemory: 10, Spend: 0.5}, nil); err != nil {
 		t.Fatal(err)
 	}
-	// The apply dies; the next resumes round 1: what was charged stays.
+	if _, err := db.Reserve(ctx, id, 1, Reservation{Part: PartEvaluation, Wall: time.Minute, Probes: 2, At: t0}); err != nil {
+		t.Fatal(err)
+	}
+	// The apply dies in the evaluation; the next resumes round 1: what was charged stays,
+	// the proposal is marked charged, and the evaluation's reservation is the one in force.
 	if err := db.StartRound(ctx, id, 1, "builder", "run-2"); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.ChargeRound(ctx, id, 1, Usage{Wall: time.Second, PeakMemory: 4, Probes: 1}); err != nil {
+	rs, err := db.Rounds(ctx, id)
+	if err != nil || len(rs) != 1 || !rs[0].ProposalCharged || rs[0].Reserved == nil || rs[0].Reserved.Part != PartEvaluation || rs[0].Reserved.Probes != 2 {
+		t.Fatalf("the resumed round: %+v %v", rs, err)
+	}
+	if res, err := db.Reserve(ctx, id, 1, Reservation{Part: PartEvaluation, Wall: time.Minute, Probes: 2, At: time.Now()}); err != nil || !res.At.Equal(t0) {
+		t.Errorf("reserving again: %+v %v; want the reservation in force, made at %v", res, err, t0)
+	}
+	if _, err := db.Reserve(ctx, id, 1, Reservation{Part: PartProposal, Wall: time.Minute, At: time.Now()}); err == nil {
+		t.Error("a part was reserved while another's reservation is open")
+	}
+	// An open reservation counts as spent (up to what it reserved) when the part is charged
+	// with it, as the caller does, or when the round ends with it open.
+	spent := rs[0].Reserved.Spent(time.Now())
+	if spent.Wall != time.Minute || spent.CasesWall != time.Minute || spent.Probes != 2 || spent.BuilderWall != 0 {
+		t.Errorf("spent %+v", spent)
+	}
+	if err := db.Charge(ctx, id, 1, PartEvaluation, Usage{Wall: time.Second, PeakMemory: 4, Probes: 1}.Add(spent), nil); err != nil {
 		t.Fatal(err)
+	}
+	if rs, _ := db.Rounds(ctx, id); len(rs) != 1 || rs[0].Reserved != nil {
+		t.Errorf("the charge left the reservation open: %+v", rs)
 	}
 	if err := db.FinishRound(ctx, id, 1, RoundRejected, "sha256:b", "sha256:c", []byte(`{"round":1}`)); err != nil {
 		t.Fatal(err)
@@ -56,7 +83,7 @@ func TestJobLifecycle(t *testing.T) {
 	if err := db.StartRound(ctx, id, 1, "builder", "run-3"); err == nil {
 		t.Error("a round that ended was dispatched again")
 	}
-	rs, err := db.Rounds(ctx, id)
+	rs, err = db.Rounds(ctx, id)
 	if err != nil || len(rs) != 1 {
 		t.Fatalf("rounds: %+v %v", rs, err)
 	}
@@ -64,8 +91,21 @@ func TestJobLifecycle(t *testing.T) {
 	if r.Status != RoundRejected || r.RunID != "run-2" || r.Attempts != 2 || string(r.Failure) != `{"round":1}` {
 		t.Errorf("a finished round was dispatched again, or its record is wrong: %+v", r)
 	}
-	if want := (Usage{Wall: 2 * time.Second, PeakMemory: 10, Probes: 3, Spend: 0.5}); r.Used != want {
+	if want := (Usage{Wall: 2*time.Second + time.Minute, CasesWall: time.Minute, PeakMemory: 10, Probes: 3, Spend: 0.5}); r.Used != want {
 		t.Errorf("usage %+v, want %+v", r.Used, want)
+	}
+	// A round that ends with a reservation open (found admitted elsewhere) spends it.
+	if err := db.StartRound(ctx, id, 2, "builder", "run-2"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Reserve(ctx, id, 2, Reservation{Part: PartProposal, Wall: time.Minute, At: t0}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.FinishRound(ctx, id, 2, RoundAdmitted, "", "sha256:c", nil); err != nil {
+		t.Fatal(err)
+	}
+	if rs, err := db.Rounds(ctx, id); err != nil || len(rs) != 2 || rs[1].Reserved != nil || rs[1].Used != (Usage{Wall: time.Minute, BuilderWall: time.Minute}) {
+		t.Errorf("round 2 ended with its reservation open: %+v %v", rs, err)
 	}
 	if s, err := db.JobsSpend(ctx); err != nil || s != 0.5 {
 		t.Errorf("spend of all jobs %v %v", s, err)

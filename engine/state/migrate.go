@@ -233,6 +233,14 @@ CREATE TABLE release_channels (
 	PRIMARY KEY (product, destination)
 );
 `,
+	// 11: a round's open reservation (what the part of it an apply dispatched may take,
+	// recorded before dispatch and cleared when that part is charged) and whether its
+	// proposal was charged, so that a round an apply died in is charged each part exactly
+	// once, and a reservation never released counts as spent (spec/capability.md §5a).
+	`
+ALTER TABLE job_rounds ADD COLUMN reserved TEXT NOT NULL DEFAULT '';
+ALTER TABLE job_rounds ADD COLUMN proposal_charged INTEGER NOT NULL DEFAULT 0 CHECK (proposal_charged IN (0, 1));
+`,
 }
 
 // Version is the schema version this binary writes.
