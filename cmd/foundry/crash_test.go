@@ -247,22 +247,22 @@ func TestPublishCrashLeavesOnePublish(t *testing.T) {
 				t.Fatalf("plan after the resumed apply: exit %d %+v\n%s", code, p.Capabilities[0], errs)
 			}
 			pin := p.Capabilities[0].Pinned
-			if vsas, pkgs := publishAttestations(t, filepath.Join(dir, ".foundry", "registry"), pin.Digest); vsas != 1 || pkgs != 1 {
+			l, err := registry.OpenLayout(filepath.Join(dir, ".foundry", "registry"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if vsas, pkgs := publishAttestations(t, l, pin.Digest); vsas != 1 || pkgs != 1 {
 				t.Errorf("the manifest %s has %d verification summaries and %d packaging provenances, want one of each", pin.Digest, vsas, pkgs)
 			}
 		})
 	}
 }
 
-// publishAttestations counts what a publish attaches to manifest m in the layout at dir,
-// once per publish: verification summaries, and provenances naming m (the packaging's).
-func publishAttestations(t *testing.T, dir string, m digest.Digest) (vsas, pkgs int) {
+// publishAttestations counts what a publish attaches to manifest m in registry s, once per
+// publish: verification summaries, and provenances naming m (the packaging's).
+func publishAttestations(t *testing.T, s registry.Store, m digest.Digest) (vsas, pkgs int) {
 	t.Helper()
-	l, err := registry.OpenLayout(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	atts, _, err := registry.Referrers(context.Background(), l, m)
+	atts, _, err := registry.Referrers(context.Background(), s, m)
 	if err != nil {
 		t.Fatal(err)
 	}
