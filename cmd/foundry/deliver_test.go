@@ -333,6 +333,45 @@ func TestDeliverToOCILayout(t *testing.T) {
 	}
 }
 
+// A delivery a kill left unknown, at a layout whose index cannot be read, cannot be told: the
+// apply fails naming 'foundry effects resolve', writes nothing and leaves the effect unknown.
+// Once the index reads again, the next apply finds the release and does not deliver again.
+func TestDeliverUnknownWaitsForAReadableDestination(t *testing.T) {
+	needSandbox(t)
+	dest := filepath.Join(t.TempDir(), "oci")
+	dir := deliverFixture(t, "oci-layout:"+dest, true)
+	if r := apply(t, dir, []string{"FOUNDRY_TEST_FAULT=" + deliver.FaultBeforeRecord + ":product.app"}); r.code != -1 {
+		t.Fatalf("the faulted apply should die by SIGKILL: exit %d\n%s", r.code, r.stderr)
+	}
+	index := filepath.Join(dest, "index.json")
+	good, err := os.ReadFile(index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(index, good[:len(good)/2], 0o644) // a torn index: neither there nor not there
+	r := apply(t, dir, nil, "-progress", "plain")
+	effs := deliverEffects(t, dir)
+	if r.code != 1 || len(effs) != 1 || effs[0].Status != state.EffectUnknown {
+		t.Fatalf("apply with the layout unreadable: exit %d, effects %+v\n%s", r.code, effs, r.stderr)
+	}
+	for _, want := range []string{"has an unknown outcome", "its destination cannot tell whether it happened", "'foundry effects resolve " + effs[0].ID + " -status succeeded|failed -reason TEXT'"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("the refusal does not say %q:\n%s", want, r.stderr)
+		}
+	}
+	if got, _ := os.ReadFile(index); string(got) != string(good[:len(good)/2]) {
+		t.Errorf("the blocked apply wrote to the layout's index")
+	}
+	os.WriteFile(index, good, 0o644)
+	r = apply(t, dir, nil, "-progress", "plain")
+	if r.code != 0 || !strings.Contains(r.stderr, "so it is not performed again") {
+		t.Fatalf("apply once the layout reads again: exit %d\n%s", r.code, r.stderr)
+	}
+	if tags, receipts, _ := layoutReleases(t, dest, ""); len(tags) != 1 || receipts != 1 {
+		t.Errorf("want one release with one receipt, have tags %v and %d receipts", tags, receipts)
+	}
+}
+
 // layoutReleases lists the release tags in the layout at dest and counts the receipts and
 // other envelopes attached to the releases it holds (tagged or not). With attestations
 // set, it also requires every receipt to be stored there.

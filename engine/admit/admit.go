@@ -78,7 +78,7 @@ type Candidate struct {
 // registry with its evidence, and returns the reference and manifest digest it was published
 // as. The publish is an external effect: it goes through the outbox with a deterministic
 // ID. The outbox row is an index, never a fact to repeat: the reference returned is the one
-// this publish wrote and signed.
+// this publish wrote and signed, or the one it is found as in the registry by digest.
 func (ad *Admitter) Admit(ctx context.Context, n *graph.Node, c *Candidate) (string, digest.Digest, error) {
 	recipe, tree, tests := c.Recipe, c.Tree, c.Tests
 	if ad.Registry == nil {

@@ -444,8 +444,11 @@ func (x *layoutDest) find(ctx context.Context) (string, bool, error) {
 		return "", false, err
 	}
 	m, err := l.Resolve(ctx, x.tag())
-	if err != nil {
+	if errors.Is(err, registry.ErrNotFound) {
 		return notThere, false, nil
+	}
+	if err != nil {
+		return "", false, err // the layout cannot be read: it cannot tell
 	}
 	env, found, err := x.receiptOf(ctx, l, m)
 	if err != nil || !found {
