@@ -3,11 +3,15 @@ package provenance
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
+
+	"github.com/sigstore/sigstore/pkg/signature"
 
 	"github.com/foundry-build/foundry/provenance/dsse"
 )
@@ -189,6 +193,34 @@ func ClaimedSubjects(envelope []byte) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// SignedSubjects verifies envelope (strict DSSE, the in-toto payloadType, a signature by
+// one of keys) and returns the predicateType and the sha256 subject digests
+// ("sha256:<hex>") its statement names. It judges nothing else: it is for recognising an
+// attestation a signer already made (a publish that a crash cut short, performed again,
+// reuses the summary it attached rather than minting another), never for admitting.
+func SignedSubjects(envelope []byte, keys []*Verifier) (string, []string, error) {
+	var vs []signature.Verifier
+	for _, k := range keys {
+		if k != nil && k.v != nil {
+			vs = append(vs, k.v)
+		}
+	}
+	if len(vs) == 0 {
+		return "", nil, errors.New("no keys to verify the envelope with")
+	}
+	st, err := openVerified(envelope, vs)
+	if err != nil {
+		return "", nil, err
+	}
+	var out []string
+	for _, sub := range st.GetSubject() {
+		if h, ok := sub.GetDigest()["sha256"]; ok && !slices.Contains(out, "sha256:"+h) {
+			out = append(out, "sha256:"+h)
+		}
+	}
+	return st.GetPredicateType(), out, nil
 }
 
 // LookupEnvelope implements EnvelopeSource over the sources that implement it.

@@ -21,12 +21,12 @@ import (
 func init() {
 	register(&command{
 		name:    "effects",
-		summary: "List external effects (publishes) and resolve those left unknown",
+		summary: "List external effects (publishes, deliveries) and resolve those left unknown",
 		usage:   "foundry effects [list] [-status S] [-C DIR] [-json] | resolve ID -status succeeded|failed -reason TEXT [-result REF] [-C DIR] [-json]",
 		help: `
 Effects shows the outbox of external effects of the project at -C (default: the current
-directory): every publish of an admitted capability to its registry, with the run that
-last dispatched it and how it ended.
+directory): every publish of an admitted capability to its registry and every delivery of
+a product to its destination, with the run that last dispatched it and how it ended.
 
   list (the default)   every effect, oldest first; -status keeps those with that status
                        (intended, dispatched, succeeded, failed or unknown)
@@ -34,12 +34,16 @@ last dispatched it and how it ended.
                        -status and -reason are required; who decided and when are kept
 
 An effect is unknown when the apply that dispatched it died before it recorded the outcome
-(state.md section 5). Apply never performs an unknown effect blindly; for a publish it
-reconciles by itself the next time it admits that capability, by publishing again (that is
-idempotent). Resolve is how you record what you found out instead:
+(state.md section 5). Apply never performs an unknown effect blindly: it reconciles it by
+itself, looking for it at its destination (a publish in the registry by digest, a delivery
+by its release digest), and performs it again only when it is not there. When the
+destination cannot tell (it cannot be read: a registry that does not answer), the apply
+fails naming this command, and performs nothing until the destination answers or you
+resolve the effect. Resolve is how you record what you found out instead:
 
   -status failed      it did not happen, or you do not know: the engine performs it again
-                      (for a publish, the next apply that admits the capability publishes)
+                      (for a publish, the next apply that admits the capability publishes;
+                      for a delivery, the next apply delivers; both are idempotent)
   -status succeeded   it happened; -result may say what it produced: for a publish the
                       reference it was published under, DESTINATION@sha256:..., which must
                       be in that registry

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -19,11 +20,15 @@ import (
 	"github.com/containerd/containerd/namespaces"
 	"github.com/containerd/containerd/oci"
 
+	"github.com/foundry-build/foundry/digest"
 	"github.com/foundry-build/foundry/engine/admit"
+	"github.com/foundry-build/foundry/engine/outbox"
 	"github.com/foundry-build/foundry/engine/plan"
 	"github.com/foundry-build/foundry/engine/run"
 	"github.com/foundry-build/foundry/engine/workspace"
 	"github.com/foundry-build/foundry/executors/containerd"
+	"github.com/foundry-build/foundry/provenance"
+	"github.com/foundry-build/foundry/registry"
 )
 
 // Killing apply with SIGKILL at any point, then applying again, completes the run without
@@ -178,45 +183,99 @@ func assertClean(t *testing.T, dir string) {
 	}
 }
 
-// A kill after a capability's publish was dispatched, before its outcome was recorded,
-// leaves the publish effect unknown (here nothing reached the registry, as when the push was
-// cut short). The next apply reconciles it: publishing is idempotent, so it publishes
-// again, and the capability is admitted without running a step or a sealed suite again.
-func TestCrashAfterPublishIsReconciled(t *testing.T) {
+// A kill at each point of a capability's publish — before its dispatch, after it (nothing
+// published), after the manifest and its attestations are in the registry (not tagged), and
+// after the tag (the outcome not recorded) — and an apply again leave one succeeded publish
+// effect and one admitted version, without a second verification summary or packaging
+// provenance on its manifest, and without running a step or a sealed suite again. Each
+// effect the kill left unknown is reconciled by looking in the registry: published again
+// when the tag does not name it, settled when it does (the next plan pins it, and the pull
+// settles the effect: it never stays unknown).
+func TestPublishCrashLeavesOnePublish(t *testing.T) {
 	needSandbox(t)
-	dir := copyExample(t, "greeter")
-	r := apply(t, dir, []string{"FOUNDRY_TEST_FAULT=" + admit.FaultAfterDispatch + ":capability.greeter"}, "-progress", "plain")
-	if r.code != -1 {
-		t.Fatalf("the faulted apply should die by SIGKILL as it publishes: exit %d\n%s", r.code, r.stderr)
+	for _, c := range []struct {
+		point      string
+		reconciled string // what the resumed apply says, "" for nothing
+	}{
+		{outbox.FaultBeforeDispatch, ""},
+		{admit.FaultAfterDispatch, "does not tag contract-"},
+		{admit.FaultAfterCommit, "does not tag contract-"},
+		{admit.FaultBeforeRecord, "so it is not performed again"},
+	} {
+		t.Run(c.point, func(t *testing.T) {
+			dir := copyExample(t, "greeter")
+			first := apply(t, dir, []string{"FOUNDRY_TEST_FAULT=" + c.point + ":capability.greeter"}, "-progress", "plain")
+			if first.code != -1 {
+				t.Fatalf("the faulted apply should die by SIGKILL as it publishes: exit %d\n%s", first.code, first.stderr)
+			}
+			r := apply(t, dir, nil, "-progress", "plain")
+			if r.code != 0 {
+				t.Fatalf("the resumed apply: exit %d\n%s", r.code, r.stderr)
+			}
+			if len(r.executed) != 0 {
+				t.Errorf("steps finished before the crash ran again: %v", r.executed)
+			}
+			if strings.Contains(r.stderr, "sealed suite:") && !strings.Contains(r.stderr, "sealed suite: passed (recorded evaluation") {
+				t.Errorf("the sealed suite was evaluated again:\n%s", r.stderr)
+			}
+			tagged := c.point == admit.FaultBeforeRecord
+			admitted := strings.Count(first.stderr+r.stderr, "ADM capability.greeter")
+			if tagged && (admitted != 0 || !strings.Contains(r.stderr, "capability.greeter pinned to")) || !tagged && admitted != 1 {
+				t.Errorf("admitted %d times (tagged before the kill: %v):\n%s", admitted, tagged, r.stderr)
+			}
+			rec := strings.Contains(r.stderr, "REC capability.greeter: the publish to oci-layout:")
+			if rec != (c.reconciled != "") || !strings.Contains(r.stderr, c.reconciled) {
+				t.Errorf("reconciled: %v, want %q:\n%s", rec, c.reconciled, r.stderr)
+			}
+			ws, err := workspace.Open(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			effects, err := ws.State.Effects(context.Background(), "")
+			ws.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(effects) != 1 || effects[0].Status != "succeeded" {
+				t.Fatalf("want one succeeded publish effect, have %+v", effects)
+			}
+			// One version in the registry, pinned by the next plan, with one summary and one
+			// packaging provenance on its manifest.
+			code, out, errs := foundry(t, dir, "plan", "-json")
+			p := decodePlan(t, out)
+			if code != 0 || p.Capabilities[0].Status != plan.StatusRegistry {
+				t.Fatalf("plan after the resumed apply: exit %d %+v\n%s", code, p.Capabilities[0], errs)
+			}
+			pin := p.Capabilities[0].Pinned
+			l, err := registry.OpenLayout(filepath.Join(dir, ".foundry", "registry"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if vsas, pkgs := publishAttestations(t, l, pin.Digest); vsas != 1 || pkgs != 1 {
+				t.Errorf("the manifest %s has %d verification summaries and %d packaging provenances, want one of each", pin.Digest, vsas, pkgs)
+			}
+		})
 	}
-	r = apply(t, dir, nil, "-progress", "plain")
-	if r.code != 0 || !strings.Contains(r.stderr, "ADM capability.greeter") {
-		t.Fatalf("the resumed apply must admit the capability: exit %d\n%s", r.code, r.stderr)
-	}
-	if len(r.executed) != 0 {
-		t.Errorf("steps finished before the crash ran again: %v", r.executed)
-	}
-	if !strings.Contains(r.stderr, "REC capability.greeter: the publish to oci-layout:") || !strings.Contains(r.stderr, "sealed suite: passed (recorded evaluation") {
-		t.Errorf("the resumed apply must say it publishes again, and reuse the sealed outcomes:\n%s", r.stderr)
-	}
-	ws, err := workspace.Open(dir)
+}
+
+// publishAttestations counts what a publish attaches to manifest m in registry s, once per
+// publish: verification summaries, and provenances naming m (the packaging's).
+func publishAttestations(t *testing.T, s registry.Store, m digest.Digest) (vsas, pkgs int) {
+	t.Helper()
+	atts, _, err := registry.Referrers(context.Background(), s, m)
 	if err != nil {
 		t.Fatal(err)
 	}
-	effects, err := ws.State.Effects(context.Background(), "")
-	ws.Close()
-	if err != nil {
-		t.Fatal(err)
+	for _, a := range atts {
+		subjects, _ := provenance.ClaimedSubjects(a.Envelope)
+		switch {
+		case a.PredicateType == provenance.PredicateVSA:
+			vsas++
+		case a.PredicateType == provenance.PredicateSLSAProvenance && slices.Contains(subjects, string(m)):
+			pkgs++
+		}
 	}
-	if len(effects) != 1 || effects[0].Status != "succeeded" {
-		t.Fatalf("want one succeeded publish effect, have %+v", effects)
-	}
-	// One version in the registry, pinned by the next plan.
-	code, out, errs := foundry(t, dir, "plan", "-json")
-	p := decodePlan(t, out)
-	if code != 0 || p.Capabilities[0].Status != plan.StatusRegistry {
-		t.Fatalf("plan after the resumed apply: exit %d %+v\n%s", code, p.Capabilities[0], errs)
-	}
+	return vsas, pkgs
 }
 
 // Runtimes are shared by every project on the machine: the recovery of one project's dead

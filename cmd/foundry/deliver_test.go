@@ -12,9 +12,11 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"regexp"
 	"strings"
 	"testing"
 
+	"github.com/foundry-build/foundry/digest"
 	"github.com/foundry-build/foundry/engine/deliver"
 	"github.com/foundry-build/foundry/engine/outbox"
 	"github.com/foundry-build/foundry/engine/plan"
@@ -295,21 +297,102 @@ func TestDeliverCrashLeavesOneDelivery(t *testing.T) {
 
 // An oci-layout: destination holds the release as an artifact: the release manifest as its
 // config, the files as its layer, the evidence and the receipt attached, tagged by the
-// release's digest. A kill after the dispatch and an apply again leave that one artifact.
+// release's digest. A kill at each point of the delivery — before its dispatch, after it,
+// after the artifact and its evidence are stored (no receipt, no tag), after the tag (the
+// outcome not recorded) — and an apply again leave that one artifact with one receipt and
+// one succeeded deliver effect.
 func TestDeliverToOCILayout(t *testing.T) {
+	needSandbox(t)
+	for _, point := range []string{outbox.FaultBeforeDispatch, outbox.FaultAfterDispatch, deliver.FaultAfterCommit, deliver.FaultBeforeRecord} {
+		t.Run(point, func(t *testing.T) {
+			dest := filepath.Join(t.TempDir(), "oci")
+			dir := deliverFixture(t, "oci-layout:"+dest, true)
+			r := apply(t, dir, []string{"FOUNDRY_TEST_FAULT=" + point + ":product.app"})
+			if r.code != -1 {
+				t.Fatalf("the faulted apply should die by SIGKILL: exit %d\n%s", r.code, r.stderr)
+			}
+			if point == deliver.FaultAfterCommit {
+				// Committed: the artifact and its evidence are stored; no receipt, no tag.
+				tags, receipts, evidence := layoutReleases(t, dest, "")
+				if len(tags) != 0 || receipts != 0 || evidence == 0 {
+					t.Fatalf("at %s the layout has tags %v, %d receipts and %d evidence envelopes; want the evidence only", point, tags, receipts, evidence)
+				}
+			}
+			if r = apply(t, dir, nil, "-progress", "plain"); r.code != 0 || !strings.Contains(r.stdout, "Delivered product.app to oci-layout:"+dest+"@sha256:") {
+				t.Fatalf("apply: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+			}
+			if got, want := strings.Contains(r.stderr, "REC product.app"), point != outbox.FaultBeforeDispatch; got != want {
+				t.Errorf("reconciled = %v, want %v\n%s", got, want, r.stderr)
+			}
+			if point == deliver.FaultBeforeRecord && !strings.Contains(r.stderr, "so it is not performed again") {
+				t.Errorf("a tagged release must be found in the layout, not delivered again:\n%s", r.stderr)
+			}
+			ref := regexp.MustCompile(`oci-layout:\S+@sha256:[0-9a-f]{64}`).FindString(r.stdout)
+			if r = apply(t, dir, nil); r.code != 0 {
+				t.Fatalf("apply again: exit %d\n%s", r.code, r.stderr)
+			}
+			tags, receipts, evidence := layoutReleases(t, dest, "")
+			if len(tags) != 1 || receipts != 1 || evidence == 0 {
+				t.Fatalf("want one release tagged in the layout with its evidence and one receipt, have tags %v, %d receipts, %d evidence", tags, receipts, evidence)
+			}
+			if effs := deliverEffects(t, dir); len(effs) != 1 || effs[0].Status != state.EffectSucceeded {
+				t.Fatalf("want one succeeded deliver effect, have %+v", effs)
+			}
+			// The receipt attached is the one kept with the project's attestations.
+			_, _, _ = layoutReleases(t, dest, filepath.Join(dir, ".foundry", "attestations"))
+			// foundry verify checks the release in the layout by its attached receipt.
+			key := filepath.Join(dir, ".foundry", "keys", "signing.pub")
+			if code, out, errs := foundry(t, dir, "verify", "-key", key, ref); code != 0 || !strings.Contains(out, "PASS release") {
+				t.Fatalf("verify %s: exit %d\n%s\n%s", ref, code, out, errs)
+			}
+		})
+	}
+}
+
+// A delivery a kill left unknown, at a layout whose index cannot be read, cannot be told: the
+// apply fails naming 'foundry effects resolve', writes nothing and leaves the effect unknown.
+// Once the index reads again, the next apply finds the release and does not deliver again.
+func TestDeliverUnknownWaitsForAReadableDestination(t *testing.T) {
 	needSandbox(t)
 	dest := filepath.Join(t.TempDir(), "oci")
 	dir := deliverFixture(t, "oci-layout:"+dest, true)
-	r := apply(t, dir, []string{"FOUNDRY_TEST_FAULT=" + outbox.FaultAfterDispatch + ":product.app"})
-	if r.code != -1 {
+	if r := apply(t, dir, []string{"FOUNDRY_TEST_FAULT=" + deliver.FaultBeforeRecord + ":product.app"}); r.code != -1 {
 		t.Fatalf("the faulted apply should die by SIGKILL: exit %d\n%s", r.code, r.stderr)
 	}
-	if r = apply(t, dir, nil); r.code != 0 || !strings.Contains(r.stdout, "Delivered product.app to oci-layout:"+dest+"@sha256:") {
-		t.Fatalf("apply: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	index := filepath.Join(dest, "index.json")
+	good, err := os.ReadFile(index)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if r = apply(t, dir, nil); r.code != 0 {
-		t.Fatalf("apply again: exit %d\n%s", r.code, r.stderr)
+	os.WriteFile(index, good[:len(good)/2], 0o644) // a torn index: neither there nor not there
+	r := apply(t, dir, nil, "-progress", "plain")
+	effs := deliverEffects(t, dir)
+	if r.code != 1 || len(effs) != 1 || effs[0].Status != state.EffectUnknown {
+		t.Fatalf("apply with the layout unreadable: exit %d, effects %+v\n%s", r.code, effs, r.stderr)
 	}
+	for _, want := range []string{"has an unknown outcome", "its destination cannot tell whether it happened", "'foundry effects resolve " + effs[0].ID + " -status succeeded|failed -reason TEXT'"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("the refusal does not say %q:\n%s", want, r.stderr)
+		}
+	}
+	if got, _ := os.ReadFile(index); string(got) != string(good[:len(good)/2]) {
+		t.Errorf("the blocked apply wrote to the layout's index")
+	}
+	os.WriteFile(index, good, 0o644)
+	r = apply(t, dir, nil, "-progress", "plain")
+	if r.code != 0 || !strings.Contains(r.stderr, "so it is not performed again") {
+		t.Fatalf("apply once the layout reads again: exit %d\n%s", r.code, r.stderr)
+	}
+	if tags, receipts, _ := layoutReleases(t, dest, ""); len(tags) != 1 || receipts != 1 {
+		t.Errorf("want one release with one receipt, have tags %v and %d receipts", tags, receipts)
+	}
+}
+
+// layoutReleases lists the release tags in the layout at dest and counts the receipts and
+// other envelopes attached to the releases it holds (tagged or not). With attestations
+// set, it also requires every receipt to be stored there.
+func layoutReleases(t *testing.T, dest, attestations string) (tags []string, receipts, evidence int) {
+	t.Helper()
 	l, err := registry.OpenLayout(dest)
 	if err != nil {
 		t.Fatal(err)
@@ -318,41 +401,35 @@ func TestDeliverToOCILayout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var tags []string
+	seen := map[digest.Digest]bool{} // a tagged manifest is listed under its tag and without
 	for _, d := range descs {
-		if tag := d.Annotations["org.opencontainers.image.ref.name"]; strings.HasPrefix(tag, "release-") {
+		tag := d.Annotations["org.opencontainers.image.ref.name"]
+		if strings.HasPrefix(tag, "release-") {
 			tags = append(tags, tag)
 		}
-	}
-	if len(tags) != 1 {
-		t.Fatalf("want one release tagged in the layout, have %v", tags)
-	}
-	m, err := l.Resolve(context.Background(), tags[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	atts, _, err := registry.Referrers(context.Background(), l, m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	receipts := 0
-	for _, a := range atts {
-		if a.PredicateType == provenance.PredicateDeliveryReceipt {
+		if d.ArtifactType != "application/vnd.foundry.release.v1" || seen[digest.Digest(d.Digest)] {
+			continue
+		}
+		seen[digest.Digest(d.Digest)] = true
+		atts, _, err := registry.Referrers(context.Background(), l, digest.Digest(d.Digest))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range atts {
+			if a.PredicateType != provenance.PredicateDeliveryReceipt {
+				evidence++
+				continue
+			}
 			receipts++
+			if attestations != "" {
+				p := filepath.Join(attestations, "sha256-"+strings.TrimPrefix(string(a.Digest), "sha256:")+".intoto.json")
+				if _, err := os.Stat(p); err != nil {
+					t.Errorf("the receipt %s attached to the release is not in %s: %v", a.Digest, attestations, err)
+				}
+			}
 		}
 	}
-	if receipts != 1 || len(atts) < 2 {
-		t.Errorf("want the evidence and one receipt attached, have %+v", atts)
-	}
-	if effs := deliverEffects(t, dir); len(effs) != 1 || effs[0].Status != state.EffectSucceeded {
-		t.Fatalf("want one succeeded deliver effect, have %+v", effs)
-	}
-	// foundry verify checks the release in the layout by its attached receipt.
-	key := filepath.Join(dir, ".foundry", "keys", "signing.pub")
-	ref := "oci-layout:" + dest + "@" + string(m)
-	if code, out, errs := foundry(t, dir, "verify", "-key", key, ref); code != 0 || !strings.Contains(out, "PASS release") {
-		t.Fatalf("verify %s: exit %d\n%s\n%s", ref, code, out, errs)
-	}
+	return tags, receipts, evidence
 }
 
 // A product with an accept block is delivered only once its acceptance passed, and its

@@ -27,9 +27,19 @@ import (
 // repair suites pass, then the sealed suite passes on its one evaluation.
 const PolicyURI = "https://foundry.dev/policy/admission/v1"
 
-// FaultAfterDispatch is the fault point (engine/run's FaultInjector) between a publish's
-// dispatch, recorded in the outbox, and the publish itself.
-const FaultAfterDispatch = outbox.FaultAfterDispatch
+// Fault points of a publish (engine/run's FaultInjector), with the capability's address,
+// besides the outbox's FaultBeforeDispatch.
+const (
+	// FaultAfterDispatch: the publish's dispatch is recorded in the outbox; nothing is
+	// published yet.
+	FaultAfterDispatch = outbox.FaultAfterDispatch
+	// FaultAfterCommit: the manifest and all its attestations are in the registry; the
+	// contract tag does not name it yet, so no plan pins it.
+	FaultAfterCommit = outbox.FaultAfterCommit
+	// FaultBeforeRecord: the contract tag names it (a plan pins it); the outbox does not
+	// say the publish succeeded yet.
+	FaultBeforeRecord = outbox.FaultBeforeRecord
+)
 
 // An Admitter admits, in one run, the candidates that passed evaluation, and pulls the
 // admitted versions the plan pinned. It takes from the run only what it is given here.
@@ -46,7 +56,7 @@ type Admitter struct {
 	RunID       string                   // the run's, which names the publish effects it records
 	Scratch     string                   // the run's scratch directory, where a pull is unpacked
 	Emit        func(event.Event)        // effect_reconciled
-	Fault       func(point, node string) // called at FaultAfterDispatch
+	Fault       func(point, node string) // called at the fault points above; may be nil
 }
 
 // Candidate is a recipe's build that passed evaluation, as the run hands it to admission.
@@ -68,7 +78,7 @@ type Candidate struct {
 // registry with its evidence, and returns the reference and manifest digest it was published
 // as. The publish is an external effect: it goes through the outbox with a deterministic
 // ID. The outbox row is an index, never a fact to repeat: the reference returned is the one
-// this publish wrote and signed.
+// this publish wrote and signed, or the one it is found as in the registry by digest.
 func (ad *Admitter) Admit(ctx context.Context, n *graph.Node, c *Candidate) (string, digest.Digest, error) {
 	recipe, tree, tests := c.Recipe, c.Tree, c.Tests
 	if ad.Registry == nil {
@@ -89,34 +99,72 @@ func (ad *Admitter) Admit(ctx context.Context, n *graph.Node, c *Candidate) (str
 	for _, env := range tests {
 		inputs = append(inputs, provenance.Attestation{Source: "evaluation", Envelope: env})
 	}
-	dest := ad.Registry.String()
 	var m digest.Digest
-	ob := &outbox.Outbox{State: ad.Workspace.State, RunID: ad.RunID, Fault: ad.Fault}
-	ref, err := ob.Do(ctx, &outbox.Effect{
-		Project: ad.Graph.Config.Project.Name, Revision: string(tree), Address: n.Address, Kind: "publish", Destination: dest,
-		Perform: func(ctx context.Context) (string, error) {
-			var err error
-			if m, err = ad.publish(ctx, n, c, provEnvs, inputs); err != nil {
-				return "", err
+	e := ad.publishEffect(n, tree, recipe, &m)
+	e.Perform = func(ctx context.Context) (string, error) {
+		var err error
+		if m, err = ad.publish(ctx, n, c, provEnvs, inputs); err != nil {
+			return "", err
+		}
+		return ad.Registry.String() + "@" + string(m), nil
+	}
+	ref, err := ad.outbox().Do(ctx, e)
+	if err != nil {
+		return "", "", err
+	}
+	// The reference returned is the one this publish wrote or found, never a row's result.
+	return ref, m, nil
+}
+
+func (ad *Admitter) outbox() *outbox.Outbox {
+	return &outbox.Outbox{State: ad.Workspace.State, RunID: ad.RunID, Fault: ad.Fault}
+}
+
+// publishEffect is the outbox effect of publishing tree as capability n (recipe's
+// candidate, "" for a pinned version), with how it is found in the registry and without
+// its Perform. Found, *m is the manifest it was found as.
+func (ad *Admitter) publishEffect(n *graph.Node, tree digest.Digest, recipe string, m *digest.Digest) *outbox.Effect {
+	return &outbox.Effect{
+		Project: ad.Graph.Config.Project.Name, Revision: string(tree), Address: n.Address, Kind: "publish", Destination: ad.Registry.String(),
+		// A publish recorded as succeeded (the registry lost it, or its evidence no longer
+		// binds it), or whose outcome a crash lost, is looked for in the registry by digest;
+		// what is not there is published again, idempotently (publish reuses what an
+		// earlier, cut-short publish of the same manifest attached).
+		Find: func(ctx context.Context) (string, bool, error) {
+			adm, why, err := ad.findPublished(ctx, n, tree)
+			if err != nil || adm == nil {
+				return why, false, err
 			}
-			return dest + "@" + string(m), nil
-		},
-		// Admit is called when the plan found no admitted version: a publish recorded as
-		// succeeded (the registry lost it, or its evidence no longer binds it) or whose
-		// outcome was lost is not there. Publishing is idempotent (content-addressed;
-		// attaching adds what is missing), so it is published again.
-		Find: func(context.Context) (string, bool, error) {
-			return "publishing is idempotent, so it is published again", false, nil
+			*m = adm.Digest
+			return adm.Ref, true, nil
 		},
 		Reconciled: func(msg string) {
 			ad.Emit(event.Event{Type: "effect_reconciled", Node: n.Address, Recipe: recipe, Message: msg})
 		},
-	})
-	if err != nil {
-		return "", "", err
 	}
-	// The reference returned is the one this publish wrote, never a row's result.
-	return ref, m, nil
+}
+
+// findPublished looks in the registry for tree published as capability n, as a plan pins:
+// the contract tag must name a manifest whose verified evidence binds n's contract and
+// exactly tree (Lookup). Not there, it returns nil and why; it is an error only when the
+// registry cannot be read, so that the publish's outcome cannot be told.
+func (ad *Admitter) findPublished(ctx context.Context, n *graph.Node, tree digest.Digest) (*Admitted, string, error) {
+	dest, tag := ad.Registry.String(), ContractTag(n.Digest)
+	if _, err := ad.Registry.Resolve(ctx, tag); errors.Is(err, registry.ErrNotFound) {
+		return nil, fmt.Sprintf("%s does not tag %s, so it is published again", dest, tag), nil
+	} else if err != nil {
+		return nil, "", fmt.Errorf("the registry %s cannot be read: %w", dest, err)
+	}
+	adm, why, err := Lookup(ctx, ad.Registry, ad.TrustedKeys, ad.Workspace.State, n)
+	switch {
+	case err != nil:
+		return nil, "", fmt.Errorf("the registry %s cannot be read: %w", dest, err)
+	case adm == nil:
+		return nil, why + ", so it is published again", nil
+	case adm.Tree != tree:
+		return nil, fmt.Sprintf("%s names %s, another version (files %s), so this one is published again", tag, adm.Ref, adm.Tree), nil
+	}
+	return adm, "", nil
 }
 
 // resourceURI is the URI a verification summary names the published manifest by: the
@@ -148,24 +196,36 @@ func (ad *Admitter) publish(ctx context.Context, n *graph.Node, c *Candidate, pr
 	if err != nil {
 		return "", err
 	}
-	policy := digest.FromBytes([]byte(PolicyURI + "\ndev and repair pass; sealed passes on its one evaluation\n"))
-	vsa, err := ad.Attester.Sign(provenance.NewVerificationSummary(&provenance.Admission{
-		Subject:        provenance.Artifact{Name: n.Capability.Name, Digest: string(tree)},
-		ContractDigest: string(n.Digest),
-		Manifest:       string(m),
-		ResourceURI:    resourceURI(ad.Registry, m),
-		TimeVerified:   time.Now(),
-		Policy:         provenance.PolicyRef{URI: PolicyURI, Digest: string(policy)},
-		Inputs:         inputs,
-		Keys:           []*provenance.Verifier{pub},
-	}))
+	// What an earlier publish of this manifest, cut short by a crash, attached is reused:
+	// performed again, a publish adds no second summary or packaging provenance that
+	// differs from the first only in its time.
+	prior, err := signedReferrers(ctx, ad.Registry, m, tree, pub)
 	if err != nil {
 		return "", err
+	}
+	vsa := prior[provenance.PredicateVSA]
+	policy := digest.FromBytes([]byte(PolicyURI + "\ndev and repair pass; sealed passes on its one evaluation\n"))
+	if vsa == nil {
+		vsa, err = ad.Attester.Sign(provenance.NewVerificationSummary(&provenance.Admission{
+			Subject:        provenance.Artifact{Name: n.Capability.Name, Digest: string(tree)},
+			ContractDigest: string(n.Digest),
+			Manifest:       string(m),
+			ResourceURI:    resourceURI(ad.Registry, m),
+			TimeVerified:   time.Now(),
+			Policy:         provenance.PolicyRef{URI: PolicyURI, Digest: string(policy)},
+			Inputs:         inputs,
+			Keys:           []*provenance.Verifier{pub},
+		}))
+		if err != nil {
+			return "", err
+		}
 	}
 	// The packaging itself is an action Foundry observed (on the host, unsandboxed): its
 	// provenance names the published manifest and the tree, with the step outputs it was
 	// assembled from as dependencies.
-	if pkg, err := ad.packageProvenance(n, c, m); err != nil {
+	if pkg := prior[provenance.PredicateSLSAProvenance]; pkg != nil {
+		prov = append(prov, pkg)
+	} else if pkg, err := ad.packageProvenance(n, c, m); err != nil {
 		return "", fmt.Errorf("provenance of the package: %w", err)
 	} else if pkg != nil {
 		prov = append(prov, pkg)
@@ -180,10 +240,38 @@ func (ad *Admitter) publish(ctx context.Context, n *graph.Node, c *Candidate, pr
 			}
 		}
 	}
+	ad.fault(FaultAfterCommit, n.Address)
 	if err := ad.Registry.Tag(ctx, ContractTag(n.Digest), m); err != nil {
 		return "", err
 	}
+	ad.fault(FaultBeforeRecord, n.Address)
 	return m, nil
+}
+
+func (ad *Admitter) fault(point, node string) {
+	if ad.Fault != nil {
+		ad.Fault(point, node)
+	}
+}
+
+// signedReferrers returns, by predicateType, the first attestation attached to manifest m
+// that key signed about both m and tree: what a publish of m made (its verification
+// summary, its packaging provenance), never a step's provenance or a test result, which
+// name only their own subjects. Referrers that do not verify are not its own, and ignored.
+func signedReferrers(ctx context.Context, s registry.Store, m, tree digest.Digest, key *provenance.Verifier) (map[string][]byte, error) {
+	atts, _, err := registry.Referrers(ctx, s, m)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]byte{}
+	for _, a := range atts {
+		pt, subjects, err := provenance.SignedSubjects(a.Envelope, []*provenance.Verifier{key})
+		if err != nil || out[pt] != nil || !slices.Contains(subjects, string(m)) || !slices.Contains(subjects, string(tree)) {
+			continue
+		}
+		out[pt] = a.Envelope
+	}
+	return out, nil
 }
 
 // ContractTag is the registry tag under which the latest admitted version of a contract is
@@ -198,7 +286,19 @@ func (ad *Admitter) Pull(ctx context.Context, n *graph.Node, pin *Admitted) (dig
 		return "", errors.New("no registry is configured")
 	}
 	tree, _, err := PullPinned(ctx, ad.Workspace, ad.Registry, ad.TrustedKeys, ad.Scratch, n.Digest, pin)
-	return tree, err
+	if err != nil {
+		return "", err
+	}
+	// A publish of this version whose outcome a killed apply lost after it tagged it is
+	// settled now, by looking (the plan found it admitted): else the next plans would pin it
+	// and no Admit would ever come to reconcile it. A registry that cannot tell leaves it
+	// unknown; the pin itself stands on its evidence.
+	var m digest.Digest
+	var unknown *outbox.UnknownError
+	if _, err := ad.outbox().Reconcile(ctx, ad.publishEffect(n, tree, "", &m)); err != nil && !errors.As(err, &unknown) {
+		return "", fmt.Errorf("settling the publish of %s that a killed apply left unknown: %w", pin.Ref, err)
+	}
+	return tree, nil
 }
 
 // PullPinned fetches pin, an admitted version of the capability whose contract digest is

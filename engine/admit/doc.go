@@ -11,7 +11,9 @@
 // enough, and what an attacker pushed is reported, never an error that blocks resolution;
 // the contract tag is moved only after every attestation is attached; a publish is
 // dispatched under a deterministic effect ID, so that a killed apply's publish is reconciled
-// by publishing again (idempotent), never repeated blindly.
+// by looking in the registry by digest (found: settled, also by the pull of the version a
+// next plan pinned; not found: published again, idempotently, reusing the attestations it
+// had signed onto that manifest), never repeated blindly.
 //
 // An Admitter gets what it needs from the run (engine/run) as fields: the workspace, an
 // Attester, the graph, the registry and trusted keys, the run's ID and scratch directory,

@@ -43,12 +43,14 @@ import (
 // Fault points of a delivery, after the outbox's (outbox.FaultBeforeDispatch and
 // FaultAfterDispatch), with the product's address.
 const (
-	// FaultAfterCommit: the release is in place at the destination; its receipt is not
-	// written yet, and nothing of it is recorded locally.
-	FaultAfterCommit = "after-commit"
-	// FaultBeforeRecord: the receipt is beside the release and in .foundry/attestations;
-	// the outbox does not say the delivery succeeded yet.
-	FaultBeforeRecord = "before-record"
+	// FaultAfterCommit: the release is in place at the destination (a dir: release renamed
+	// into DEST/<hex>; an oci-layout: artifact stored with its evidence, untagged); its
+	// receipt is not written yet, and nothing of it is recorded locally.
+	FaultAfterCommit = outbox.FaultAfterCommit
+	// FaultBeforeRecord: the receipt is beside the release (attached, and the tag moved, in
+	// a layout) and in .foundry/attestations; the outbox does not say the delivery
+	// succeeded yet.
+	FaultBeforeRecord = outbox.FaultBeforeRecord
 )
 
 // ReleaseType is the type of a release manifest.
@@ -405,8 +407,9 @@ func (x *layoutDest) write(ctx context.Context) (string, error) {
 			return "", err
 		}
 	}
+	x.d.fault(FaultAfterCommit, x.rel.Product)
 	location := l.String() + "@" + string(m)
-	if _, found, err := x.receiptOf(ctx, l, m); err != nil {
+	if env, found, err := x.receiptOf(ctx, l, m); err != nil {
 		return "", err
 	} else if !found {
 		env, err := x.d.receipt(x.rel, location, m)
@@ -416,12 +419,15 @@ func (x *layoutDest) write(ctx context.Context) (string, error) {
 		if _, err := registry.Attach(ctx, l, m, env, provenance.PredicateDeliveryReceipt); err != nil {
 			return "", err
 		}
+	} else if _, err := provenance.WriteEnvelope(x.d.Workspace.AttestationDir(), env); err != nil {
+		// A receipt that an earlier, killed apply attached is kept with the project's
+		// attestations too.
+		return "", err
 	}
 	// The tag names the release only with its receipt attached.
 	if err := l.Tag(ctx, x.tag(), m); err != nil {
 		return "", err
 	}
-	x.d.fault(FaultAfterCommit, x.rel.Product)
 	x.d.fault(FaultBeforeRecord, x.rel.Product)
 	return location, nil
 }
@@ -454,13 +460,13 @@ func (x *layoutDest) find(ctx context.Context) (string, bool, error) {
 		return "", false, err
 	}
 	m, err := l.Resolve(ctx, x.tag())
-	if errors.Is(err, registry.ErrNotFound) || (err != nil && x.rel.Dest.Scheme == lang.SchemeOCILayout) {
+	if errors.Is(err, registry.ErrNotFound) {
 		return notThere, false, nil
 	}
 	if err != nil {
-		// A registry that cannot be asked leaves the outcome unknown: the effect stays
-		// unknown, and blocks, until it can be looked up (or the operator decides).
-		return "", false, fmt.Errorf("looking for release %s in %s: %w; its delivery stays unknown: apply again once the registry answers, or decide it with 'foundry effects resolve' (foundry effects lists it)", x.rel.digest.Short(), x.rel.Dest, err)
+		// A layout or registry that cannot be read leaves the outcome unknown: the effect
+		// stays unknown, and blocks, until it can be looked up (or the operator decides).
+		return "", false, fmt.Errorf("looking for release %s in %s: %w", x.rel.digest.Short(), x.rel.Dest, err)
 	}
 	env, found, err := x.receiptOf(ctx, l, m)
 	if err != nil || !found {

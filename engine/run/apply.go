@@ -72,8 +72,8 @@ type SharedCache interface {
 // CLI sets one that kills the process to prove crash safety.
 type FaultInjector func(point, node string)
 
-// Fault points, in the order a step passes them (a capability's publish has its own,
-// admit.FaultAfterDispatch).
+// Fault points, in the order a step passes them (a publish and a delivery have their own:
+// outbox.FaultBeforeDispatch, FaultAfterDispatch, FaultAfterCommit, FaultBeforeRecord).
 const (
 	FaultBeforeExec    = "before-exec"     // attempt recorded, container not yet created
 	FaultAfterExec     = "after-exec"      // process finished, outputs not yet stored
