@@ -336,3 +336,35 @@ func TestReconstructionAdmissionVerifiesItsRounds(t *testing.T) {
 		t.Errorf("verify with round 1's statement changed: exit %d\n%s%s", code, out, errs)
 	}
 }
+
+// A round's row names its builder run by action key, and the admission binds every earlier
+// round's builder provenance: a row forged to name another step's run binds nothing of
+// it, since the signed provenance of the run it names does not name the job's round.
+func TestForgedRoundBuilderBindsNothing(t *testing.T) {
+	dir := newReconstructFixture(t, "1")
+	if err := os.WriteFile(filepath.Join(dir, "other.hcl"), []byte(`step "other" {
+  image   = seed.bb
+  run     = ["sh", "-c", "echo other > /out/other"]
+  outputs = ["/out/other"]
+}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	failedApply(t, dir)
+	sqlOn(t, dir, `UPDATE job_rounds SET builder_action = (SELECT action_digest FROM nodes WHERE address = 'step.other' LIMIT 1)`)
+	if j := showJobJSON(t, dir, "sorter"); len(j.RoundList) != 1 || j.RoundList[0].Builder == "" {
+		t.Fatalf("the forged round: %+v", j.RoundList)
+	}
+	raiseCandidates(t, dir, "1", "3")
+	if r := apply(t, dir, nil); r.code != 0 {
+		t.Fatalf("apply: exit %d\n%s", r.code, r.stderr)
+	}
+	j := showJobJSON(t, dir, "sorter")
+	code, out, errs := foundry(t, dir, "verify", "-key", filepath.Join(dir, ".foundry", "keys", "signing.pub"), j.Admitted)
+	if code != 0 || j.Status != "admitted" || !strings.Contains(out, `subjects: "/out/sorter"`) {
+		t.Fatalf("verify %s: exit %d\n%s%s", j.Admitted, code, out, errs)
+	}
+	if strings.Contains(out, `"/out/other"`) {
+		t.Errorf("the admission binds step.other's provenance as round 1's builder:\n%s", out)
+	}
+}
