@@ -268,6 +268,14 @@ func TestReproposedCandidateIsNotResealed(t *testing.T) {
 	if len(results) != 2 || len(results[wrong]) != 1 || results[wrong][0].Passed() || len(results[j.RoundList[4].Candidate]) != 1 {
 		t.Errorf("signed sealed results: %d candidates, round 1's %d, round 5's %d", len(results), len(results[wrong]), len(results[j.RoundList[4].Candidate]))
 	}
+	ws, err := workspace.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	if vs, err := ws.State.Verdicts(context.Background()); err != nil || len(vs) != 2 || vs[0].Candidate == vs[1].Candidate {
+		t.Errorf("verdict rows: %+v (%v); want one per candidate", vs, err)
+	}
 }
 
 // foundry verify of a reconstructed capability's admission checks the whole chain, whose
