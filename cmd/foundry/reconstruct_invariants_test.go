@@ -376,3 +376,33 @@ func TestForgedRoundBuilderBindsNothing(t *testing.T) {
 		t.Errorf("the admission binds step.other's provenance as round 1's builder:\n%s", out)
 	}
 }
+
+// After the registry loses a reconstructed admission and its publish row is forged to name
+// another manifest, the next apply reopens the job: its next round's candidate (the same
+// as the admitted one) is settled by the sealed pass it already has, never run on the
+// sealed suite again, and published for real; the forged reference is never reported.
+func TestReconstructionForgedPublishRowIsNotEchoed(t *testing.T) {
+	dir := newReconstructFixture(t, "3")
+	if r := apply(t, dir, nil); r.code != 0 {
+		t.Fatalf("apply: exit %d\n%s", r.code, r.stderr)
+	}
+	admitted := showJobJSON(t, dir, "sorter")
+	right := admitted.RoundList[1].Candidate
+	forged := "oci-layout:/elsewhere@sha256:" + strings.Repeat("0", 64)
+	sqlOn(t, dir, `UPDATE effects SET result = '`+forged+`' WHERE kind = 'publish'`)
+	if err := os.RemoveAll(filepath.Join(dir, ".foundry", "registry")); err != nil {
+		t.Fatal(err)
+	}
+	r := apply(t, dir, nil, "-progress", "plain")
+	if r.code != 0 || strings.Contains(r.stderr, forged) || !strings.Contains(r.stderr, "sealed suite: passed (recorded evaluation") ||
+		!strings.Contains(r.stderr, "ADM capability.sorter: reconstruct round 3 admitted as oci-layout:"+dir) {
+		t.Fatalf("apply after the forgery: exit %d\n%s", r.code, r.stderr)
+	}
+	j := showJobJSON(t, dir, "sorter")
+	if j.Status != "admitted" || j.Admitted == forged || len(j.RoundList) != 3 || j.RoundList[2].Candidate != right {
+		t.Errorf("job: %+v", j)
+	}
+	if results := sealedResults(t, dir); len(results) != 2 || len(results[right]) != 1 {
+		t.Errorf("signed sealed results: %d candidates, the admitted one %d", len(results), len(results[right]))
+	}
+}
