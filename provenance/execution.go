@@ -14,6 +14,7 @@ type ExecutionClaim struct {
 	CacheKey  string            // buildDefinition.internalParameters.cacheKey
 	BuilderID string            // runDetails.builder.id
 	Subjects  map[string]string // subject name → "sha256:<hex>"
+	Inputs    map[string]string // buildDefinition.resolvedDependencies: name → URI
 }
 
 // OpenExecution verifies envelope as a step's SLSA provenance — strict DSSE, the in-toto
@@ -41,12 +42,15 @@ func OpenExecution(envelope []byte, keys []*Verifier) (*ExecutionClaim, error) {
 	if err != nil {
 		return nil, fmt.Errorf("execution: %w", err)
 	}
-	c := &ExecutionClaim{BuilderID: p.GetRunDetails().GetBuilder().GetId(), Subjects: map[string]string{}}
+	c := &ExecutionClaim{BuilderID: p.GetRunDetails().GetBuilder().GetId(), Subjects: map[string]string{}, Inputs: map[string]string{}}
 	if !slices.Contains(DefaultBuilders(), c.BuilderID) {
 		return nil, fmt.Errorf("execution: builder %q is not a sandboxed executor", c.BuilderID)
 	}
 	if v := p.GetBuildDefinition().GetInternalParameters().GetFields()["cacheKey"]; v != nil {
 		c.CacheKey = v.GetStringValue()
+	}
+	for _, d := range p.GetBuildDefinition().GetResolvedDependencies() {
+		c.Inputs[d.GetName()] = d.GetUri()
 	}
 	for _, s := range st.GetSubject() {
 		if _, dup := c.Subjects[s.GetName()]; dup {

@@ -14,7 +14,6 @@ import (
 	"github.com/foundry-build/foundry/engine/run"
 	"github.com/foundry-build/foundry/engine/state"
 	"github.com/foundry-build/foundry/engine/workspace"
-	"github.com/foundry-build/foundry/provenance"
 )
 
 // newReconstructFixture copies testdata/reconstruct with the given candidates budget: a
@@ -314,27 +313,14 @@ func TestReconstructionResumesAfterKill(t *testing.T) {
 				t.Errorf("the job used %+v, its rounds %+v", j.Used, sum)
 			}
 			// Each candidate met the sealed suite once: one signed sealed result and one verdict each.
-			keys, err := provenance.LoadVerifiers(filepath.Join(dir, ".foundry", "keys", "signing.pub"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			all, err := provenance.TestResultsIn(filepath.Join(dir, ".foundry", "attestations"), keys, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			sealed := map[string]int{}
-			for _, tr := range all {
-				if tr.Suite == provenance.SuiteSealed {
-					sealed[strings.Join(tr.Subjects, ",")]++
-				}
-			}
+			sealed := sealedResults(t, dir)
 			verdicts, err := ws.State.Verdicts(context.Background())
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(sealed) != 2 || sealed[string(j.RoundList[0].Candidate)] != 1 || sealed[string(j.RoundList[1].Candidate)] != 1 || len(verdicts) != 2 ||
+			if len(sealed) != 2 || len(sealed[j.RoundList[0].Candidate]) != 1 || len(sealed[j.RoundList[1].Candidate]) != 1 || len(verdicts) != 2 ||
 				verdicts[0].Candidate == verdicts[1].Candidate {
-				t.Errorf("sealed results by candidate %v, %d verdicts; want one of each per candidate", sealed, len(verdicts))
+				t.Errorf("sealed results for %d candidates (rounds 1 and 2: %d, %d), %d verdicts; want one of each per candidate", len(sealed), len(sealed[j.RoundList[0].Candidate]), len(sealed[j.RoundList[1].Candidate]), len(verdicts))
 			}
 			code, out, _ := foundry(t, dir, "effects", "-json")
 			var effects []effectJSON

@@ -601,7 +601,7 @@ func (b *commandBuilder) Propose(ctx context.Context, br Brief) (*Proposal, erro
 	}
 	job := input{mount: executors.Mount{Source: br.Dir, Target: lang.JobDir},
 		// The provenance names the job and the round by the URI of what /job held.
-		dep: provenance.Dependency{Name: lang.JobDir, URI: fmt.Sprintf("foundry:%s#%s/round-%d", b.n.Address, br.Job, br.Round), Digest: string(br.Tree)}}
+		dep: provenance.Dependency{Name: lang.JobDir, URI: jobURI(b.n, br.Job, br.Round), Digest: string(br.Tree)}}
 	bn, key, keyDef, err := builderNode(b.n, img.image, job, func(a string) digest.Digest {
 		if res := r.result(a); res != nil {
 			return res.tree
@@ -682,11 +682,35 @@ func (r *runner) candidateOf(ctx context.Context, n *graph.Node, job string, rou
 		}
 		if res, hit, err := r.ws.Cache.Lookup(ctx, rd.Builder); err != nil {
 			return nil, err
-		} else if hit {
+		} else if hit && r.ranFor(res, n, job, rd.N) {
 			steps[fmt.Sprintf("%s (%s, round %d)", bn, job, rd.N)] = res
 		}
 	}
 	return &admit.Candidate{Recipe: roundLabel(round), Tree: tree, Base: base, Steps: steps, Output: r.recordedOutput}, nil
+}
+
+// jobURI names round of job for capability n: the URI of the /job its builder read, in
+// the builder's provenance.
+func jobURI(n *graph.Node, job string, round int) string {
+	return fmt.Sprintf("foundry:%s#%s/round-%d", n.Address, job, round)
+}
+
+// ranFor reports whether res, the builder run a row of round of job names, is that round's
+// of capability n: its signed provenance names the job and round (jobURI). The row names an
+// action; only the signed statement says what ran, so a row naming another action binds
+// nothing to the admission.
+func (r *runner) ranFor(res *cache.Result, n *graph.Node, job string, round int) bool {
+	for _, d := range res.Attestations {
+		b, err := r.ws.Store.Get(d)
+		if err != nil {
+			continue
+		}
+		// The keys the apply verifies its own (and trusted) signatures with.
+		if c, err := provenance.OpenExecution(b, r.dlv.Keys); err == nil && c.Inputs[lang.JobDir] == jobURI(n, job, round) {
+			return true
+		}
+	}
+	return false
 }
 
 // builderNode is the builder of capability n as a step node of its own (it is not in the
