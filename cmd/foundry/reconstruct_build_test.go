@@ -1,10 +1,15 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/foundry-build/foundry/engine/run"
+	"github.com/foundry-build/foundry/engine/workspace"
 )
 
 // buildEdits turn testdata/reconstruct's builder into one that proposes source
@@ -111,5 +116,52 @@ func TestReconstructionBuildFailureSpendsTheRound(t *testing.T) {
 	}
 	if code, out, _ := foundry(t, dir, "jobs", "show", j.ID); code != 0 || !strings.Contains(out, "    build      failed: capability.sorter.reconstruct.build: exited with code 4") {
 		t.Errorf("jobs show (exit %d):\n%s", code, out)
+	}
+}
+
+// An apply killed after round 2's build was recorded, before the round was charged, resumes
+// the round: the builder's and the build's runs are taken from the action cache, not run
+// again, and charged once from their records (the build's CPU and run time among them).
+func TestReconstructionBuildResumesAfterKill(t *testing.T) {
+	dir := newReconstructFixture(t, "3", buildEdits(sedBuild)...)
+	killed := apply(t, dir, []string{"FOUNDRY_TEST_FAULT=" + run.FaultAfterCachePut + ":capability.sorter.reconstruct.build#2"})
+	if killed.code != -1 {
+		t.Fatalf("the faulted apply should die by SIGKILL: exit %d\n%s", killed.code, killed.stderr)
+	}
+	resumed := apply(t, dir, nil)
+	if resumed.code != 0 {
+		t.Fatalf("resumed apply: exit %d\n%s", resumed.code, resumed.stderr)
+	}
+	count := func(r applyRun, typ string) (n int) {
+		for _, line := range strings.Split(r.stderr, "\n") {
+			var e struct{ Type, Node string }
+			if json.Unmarshal([]byte(line), &e) == nil && e.Type == typ && e.Node == "capability.sorter.reconstruct.build" {
+				n++
+			}
+		}
+		return n
+	}
+	if a, b, c := count(killed, "node_started"), count(resumed, "node_started"), count(resumed, "node_cached"); a != 2 || b != 0 || c != 1 {
+		t.Errorf("the build started %d times in the killed apply (want 2), %d in the resumed one (want 0), cached %d (want 1)", a, b, c)
+	}
+	j := showJobJSON(t, dir, "sorter")
+	if j.Status != "admitted" || len(j.RoundList) != 2 || j.RoundList[1].Attempts != 2 {
+		t.Fatalf("job after the resume: %+v", j)
+	}
+	ws, err := workspace.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	r2 := j.RoundList[1]
+	rec, hit, err := ws.Cache.Lookup(context.Background(), r2.Builder)
+	if err != nil || !hit {
+		t.Fatalf("round 2's builder run is not in the cache: %v", err)
+	}
+	if u := r2.Used; u.BuildWall <= 0 || u.CPU <= rec.CPU || u.BuilderWall < rec.Duration || u.Wall < u.BuilderWall+u.BuildWall+u.CasesWall {
+		t.Errorf("round 2 used %+v; want the builder's recorded run (CPU %v, %v) and the build's charged", u, rec.CPU, rec.Duration)
+	}
+	if len(r2.Logs) != 2 || !slices.Contains(r2.Logs[1].StderrTail, "built with -n") {
+		t.Errorf("round 2's logs: %+v", r2.Logs)
 	}
 }

@@ -329,13 +329,19 @@ func (r *runner) runRound(ctx context.Context, n *graph.Node, jb state.Job, src 
 	}
 	u := p.Usage
 	if built != nil {
-		// The build's run is the proposal part's too: its CPU and memory as its record says
-		// (a build taken from the cache is charged as it ran), its wall time as it took.
+		// The build's run is the proposal part's too, as its record says: when it ran now, or
+		// when the builder's run was taken from the cache too (the apply that ran both died
+		// before charging them). A build taken from the cache after a fresh builder run (a
+		// proposal built before) ran in no part of this round: only its output is counted.
 		bw, err := r.written(built)
 		if err != nil {
 			return "failed", err
 		}
-		u = u.Add(state.Usage{CPU: built.CPU, PeakMemory: built.PeakMemory, Written: bw, BuildWall: built.Duration})
+		bu := state.Usage{Written: bw}
+		if !builtCached || p.Cached {
+			bu.CPU, bu.PeakMemory, bu.BuildWall = built.CPU, built.PeakMemory, built.Duration
+		}
+		u = u.Add(bu)
 	}
 	if !prior.ProposalCharged {
 		if p.Cached {
