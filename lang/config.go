@@ -152,9 +152,11 @@ type Capability struct {
 }
 
 // Reconstruct is a capability's reconstruct block: a builder, an untrusted program run as
-// a sandboxed step, proposes a candidate per round under /out; the package lays the
-// builder's declared outputs on a base seed, as a recipe's package does; the budget bounds
-// the rounds.
+// a sandboxed step, proposes a candidate per round under /out; a proposal becomes a
+// candidate one of two ways: the package lays the proposal's files on a base seed, as a
+// recipe's package does, or, with a build block, a build step runs over the proposal
+// (mounted read-only at ProposalDir) and the package lays the build's outputs instead; the
+// budget bounds the rounds.
 type Reconstruct struct {
 	// Builder is decoded as a step (image, run, env, mounts, outputs, limits; no network).
 	// It may mount project directories, inline files and capabilities, and never /job,
@@ -163,8 +165,13 @@ type Reconstruct struct {
 	// Proposals, set instead of a builder, says the proposals come from outside (a model
 	// over MCP, or a person with foundry jobs propose): the files each holds.
 	Proposals *Proposals
-	// Package.Files name the builder's outputs: kind ArtifactStepOutput, Node the
-	// builder's address (BuilderAddress), Path a declared output.
+	// Build, when set, is a step run over each proposal, decoded as the builder is (image,
+	// run, env, mounts, outputs, limits; no network): it reads the proposal's files
+	// read-only under ProposalDir and never /job. Its outputs form the candidate.
+	Build *Step
+	// Package.Files name the proposal's files (kind ArtifactStepOutput, Node the builder's
+	// address, BuilderAddress, Path a file the proposal holds) or, with a build, the
+	// build's outputs (Node BuildAddress, Path a declared output of the build).
 	Package *Package
 	Budget  ReconstructBudget
 	Range   hcl.Range
@@ -215,6 +222,12 @@ const DefaultReconstructDepth = 2
 // recorded under, and the node its package's files name.
 func BuilderAddress(capability string) string {
 	return "capability." + capability + ".reconstruct.builder"
+}
+
+// BuildAddress is the address of capability name's build step, which its package's files
+// name when it has one.
+func BuildAddress(capability string) string {
+	return "capability." + capability + ".reconstruct.build"
 }
 
 // Interface says how a capability is invoked.

@@ -867,10 +867,10 @@ func (l *loader) decodePackage(b *hcl.Block, ctx *hcl.EvalContext, scope *stepSc
 	return p
 }
 
-var reconstructSchema = &hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{{Type: "builder"}, {Type: "proposals"}, {Type: "package"}, {Type: "budget"}}}
+var reconstructSchema = &hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{{Type: "builder"}, {Type: "proposals"}, {Type: "build"}, {Type: "package"}, {Type: "budget"}}}
 
 // decodeReconstruct decodes a capability's reconstruct block: exactly one builder or
-// proposals block, one package, at most one budget.
+// proposals block, at most one build, one package, at most one budget.
 func (l *loader) decodeReconstruct(b *hcl.Block, capName string) *Reconstruct {
 	rc := &Reconstruct{Range: b.DefRange, Budget: DefaultReconstructBudget}
 	content, diags := l.content(b.Body, reconstructSchema)
@@ -887,16 +887,19 @@ func (l *loader) decodeReconstruct(b *hcl.Block, capName string) *Reconstruct {
 	case bb != nil && pb != nil:
 		l.diags = append(l.diags, errorf(pb.DefRange.Ptr(), "Builder and proposals", "A reconstruct block takes its proposals from a builder (at %s) or from outside (a proposals block), not both.", bb.DefRange))
 	case bb != nil:
-		rc.Builder = l.decodeBuilder(bb, capName)
+		rc.Builder = l.decodeReconstructStep(bb, capName)
 	case pb != nil:
 		rc.Proposals = l.decodeProposals(pb)
 	default:
 		l.diags = append(l.diags, errorf(b.DefRange.Ptr(), "Missing builder", "reconstruct needs a builder { image = seed.S, run = [...], outputs = [...] } block, the program that proposes candidates, or a proposals { outputs = [...] } block, for proposals sent from outside (foundry jobs propose, or the MCP propose tool)."))
 	}
+	if blk := seen["build"]; blk != nil {
+		rc.Build = l.decodeReconstructStep(blk, capName)
+	}
 	if blk := seen["package"]; blk != nil {
 		rc.Package = l.decodeProposalPackage(blk, rc, capName)
 	} else {
-		l.diags = append(l.diags, errorf(b.DefRange.Ptr(), "Missing package", "reconstruct needs a package { base = seed.B, files = { \"/bin/tool\" = \"/out/tool\" } } block saying which of the builder's outputs form a candidate."))
+		l.diags = append(l.diags, errorf(b.DefRange.Ptr(), "Missing package", "reconstruct needs a package { base = seed.B, files = { \"/bin/tool\" = \"/out/tool\" } } block saying which of the builder's outputs (or, with a build block, the build's) form a candidate."))
 	}
 	if blk := seen["budget"]; blk != nil {
 		rc.Budget = l.decodeBudget(blk)
@@ -904,19 +907,24 @@ func (l *loader) decodeReconstruct(b *hcl.Block, capName string) *Reconstruct {
 	return rc
 }
 
-// decodeBuilder decodes a reconstruct's builder as a step of its own scope, so that it
-// gets every rule a step has (image, run, env, limits, outputs, no network, sealed reads
-// refused), and then the builder's own: it mounts project directories, inline files and
-// capabilities (tools it builds with) only, and not at /job.
-func (l *loader) decodeBuilder(b *hcl.Block, capName string) *Step {
+// decodeReconstructStep decodes a reconstruct's builder or build block as a step of its
+// own scope, so that it gets every rule a step has (image, run, env, limits, outputs, no
+// network, sealed reads refused), and then the rules both share: it mounts project
+// directories, inline files and capabilities (tools it builds with) only, and not at /job
+// or /proposal, where apply mounts the job and, for a build, the proposal.
+func (l *loader) decodeReconstructStep(b *hcl.Block, capName string) *Step {
 	scope := newStepScope("capability."+capName+".reconstruct", 1)
-	in := instance{name: "builder"}
+	in := instance{name: b.Type}
 	scope.steps[in.name] = &scopeStep{outputs: l.declaredOutputs(b, in, false), inst: in}
 	scope.order = []string{in.name}
 	st := l.decodeStep(b, in.name, l.baseContext(), scope)
-	st.Kind = "builder"
+	st.Kind = b.Type
 	if len(st.Outputs) == 0 {
-		l.diags = append(l.diags, errorf(b.DefRange.Ptr(), "Builder without outputs", "A builder writes its proposal under /out: declare it, for example outputs = [\"/out/tool\"]."))
+		what, writes := "Builder", "its proposal"
+		if b.Type == "build" {
+			what, writes = "Build", "what the candidate is made of"
+		}
+		l.diags = append(l.diags, errorf(b.DefRange.Ptr(), what+" without outputs", "A %s writes %s under /out: declare it, for example outputs = [\"/out/tool\"].", b.Type, writes))
 	}
 	for _, target := range slices.Sorted(maps.Keys(st.Mounts)) {
 		a := st.Mounts[target]
@@ -927,8 +935,10 @@ func (l *loader) decodeBuilder(b *hcl.Block, capName string) *Step {
 		switch {
 		case target == JobDir || strings.HasPrefix(target, JobDir+"/"):
 			l.diags = append(l.diags, errorAt(rng, "Reserved mount path", "%q is reserved: apply mounts the job (contract, cases, counterexamples) at %s.", target, JobDir))
+		case target == ProposalDir || strings.HasPrefix(target, ProposalDir+"/"):
+			l.diags = append(l.diags, errorAt(rng, "Reserved mount path", "%q is reserved: apply mounts the proposal a build runs over at %s.", target, ProposalDir))
 		case a.Kind != ArtifactProjectDir && a.Kind != ArtifactInline && a.Kind != ArtifactCapability:
-			l.diags = append(l.diags, errorAt(rng, "Invalid builder mount", "A builder mounts project directories (dir(...)), inline files or capabilities only; %s is not one.", a))
+			l.diags = append(l.diags, errorAt(rng, "Invalid "+b.Type+" mount", "A %s mounts project directories (dir(...)), inline files or capabilities only; %s is not one.", b.Type, a))
 		}
 	}
 	return st
@@ -936,6 +946,10 @@ func (l *loader) decodeBuilder(b *hcl.Block, capName string) *Step {
 
 // JobDir is where a reconstruction's builder finds its job, read-only.
 const JobDir = "/job"
+
+// ProposalDir is where a reconstruction's build finds the proposal, read-only: a file the
+// proposal holds at /out/P is at /proposal/P.
+const ProposalDir = "/proposal"
 
 // decodeProposals decodes a reconstruct's proposals block: the paths a proposal holds.
 func (l *loader) decodeProposals(b *hcl.Block) *Proposals {
@@ -963,7 +977,9 @@ func (l *loader) decodeProposals(b *hcl.Block) *Proposals {
 }
 
 // decodeProposalPackage decodes a reconstruct's package: files maps an image path to one
-// of the files a proposal holds (rc.ProposalOutputs), written as its path ("/out/tool").
+// of the files a proposal holds (rc.ProposalOutputs), written as its path ("/out/tool"),
+// or, when rc has a build, to one of the build's outputs: a candidate is made one way,
+// never of both.
 func (l *loader) decodeProposalPackage(b *hcl.Block, rc *Reconstruct, capName string) *Package {
 	p := &Package{Range: b.DefRange, Files: map[string]*Artifact{}}
 	content, diags := l.content(b.Body, &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "base"}, {Name: "files", Required: true}}})
@@ -990,6 +1006,14 @@ func (l *loader) decodeProposalPackage(b *hcl.Block, rc *Reconstruct, capName st
 			l.diags = append(l.diags, errorAt(rng, "Invalid artifact path", "%q must be an absolute, clean path such as \"/bin/tool\".", path))
 			continue
 		}
+		if rc.Build != nil {
+			if !slices.Contains(rc.Build.Outputs, out) {
+				l.diags = append(l.diags, errorAt(rng, "Unknown build output", "%q = %q: with a build block, the package names the build's outputs, and the build declares no %q; it declares %s.", path, out, out, quoteList(rc.Build.Outputs)))
+				continue
+			}
+			p.Files[path] = &Artifact{Kind: ArtifactStepOutput, Node: BuildAddress(capName), Path: out, Range: rng}
+			continue
+		}
 		if outs := rc.ProposalOutputs(); (rc.Builder != nil || rc.Proposals != nil) && !slices.Contains(outs, out) {
 			l.diags = append(l.diags, errorAt(rng, "Unknown builder output", "%q = %q: a proposal holds no %q; it holds %s.", path, out, out, quoteList(outs)))
 			continue
@@ -997,7 +1021,7 @@ func (l *loader) decodeProposalPackage(b *hcl.Block, rc *Reconstruct, capName st
 		p.Files[path] = &Artifact{Kind: ArtifactStepOutput, Node: BuilderAddress(capName), Path: out, Range: rng}
 	}
 	if len(p.Files) == 0 && len(files) == 0 {
-		l.diags = append(l.diags, errorAt(rng, "Empty package", "files must name at least one of the builder's outputs."))
+		l.diags = append(l.diags, errorAt(rng, "Empty package", "files must name at least one of the builder's outputs (with a build block, the build's)."))
 	}
 	return p
 }

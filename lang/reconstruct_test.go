@@ -121,3 +121,69 @@ func TestBuilderMounts(t *testing.T) {
 		t.Errorf("a builder mounting a step output: %v", diags)
 	}
 }
+
+const goodBuild = "    build {\n      image   = seed.bb\n      run     = [\"/bin/sh\", \"-c\", \"cp /proposal/x /out/tool\"]\n      outputs = [\"/out/tool\"]\n    }\n"
+
+// A reconstruct block with a build: the build decodes as a step of its own, and the
+// package names its outputs, not the proposal's.
+func TestReconstructBuildDecodes(t *testing.T) {
+	dir := writeProject(t, map[string]string{
+		"main.hcl":           reconstructCap(goodBuilder + goodBuild + "    package {\n      files = { \"/bin/x\" = \"/out/tool\" }\n    }\n"),
+		"sealed/1.json":      "{}",
+		"builder/propose.sh": "true\n",
+	})
+	cfg, diags := Load(dir, Options{})
+	if diags.HasErrors() {
+		t.Fatal(diags.Error())
+	}
+	rc := cfg.Capabilities["c"].Reconstruct
+	if b := rc.Build; b == nil || b.Kind != "build" || b.Image.Node != "seed.bb" || b.Network != "none" || strings.Join(b.Outputs, ",") != "/out/tool" {
+		t.Fatalf("build %+v", rc.Build)
+	}
+	if f := rc.Package.Files["/bin/x"]; f == nil || f.Node != "capability.c.reconstruct.build" || f.Path != "/out/tool" {
+		t.Errorf("package %+v", rc.Package.Files)
+	}
+}
+
+// Each mistake in a build block gets one diagnostic at its line: a candidate is made of the
+// build's outputs or of the proposal's, never both; the build mounts neither /job nor
+// /proposal, and never sealed cases.
+func TestReconstructBuildDiagnostics(t *testing.T) {
+	pkg := "    package {\n      files = { \"/bin/x\" = \"/out/tool\" }\n    }\n"
+	build := func(extra string) string {
+		return "    build {\n      image   = seed.bb\n      run     = [\"true\"]\n      outputs = [\"/out/tool\"]\n" + extra + "    }\n"
+	}
+	cases := []struct {
+		name, body, summary string
+		line                int
+		detail              string
+	}{
+		{"package names the proposal", goodBuilder + goodBuild + "    package {\n      files = { \"/bin/x\" = \"/out/x\" }\n    }\n", "Unknown build output", 22, `the package names the build's outputs`},
+		{"no outputs", goodBuilder + "    build {\n      image = seed.bb\n      run   = [\"true\"]\n    }\n" + pkg, "Build without outputs", 16, "under /out"},
+		{"proposal mount", goodBuilder + build("      mounts = { \"/proposal/x\" = \"text\" }\n") + pkg, "Reserved mount path", 20, "/proposal"},
+		{"job mount", goodBuilder + build("      mounts = { \"/job\" = \"text\" }\n") + pkg, "Reserved mount path", 20, "/job"},
+		{"sealed mount", goodBuilder + build("      mounts = { \"/s\" = dir(\"sealed\") }\n") + pkg, "Configuration reads sealed cases", 20, `dir("sealed") reaches sealed/1.json`},
+		{"network", goodBuilder + build("      network = \"host\"\n") + pkg, "Network not granted", 20, "grant"},
+		{"duplicate build", goodBuilder + goodBuild + goodBuild + pkg, "Duplicate build block", 21, "one build block"},
+		{"builder proposal mount", "    builder {\n      image = seed.bb\n      run   = [\"true\"]\n      outputs = [\"/out/x\"]\n      mounts = { \"/proposal\" = \"text\" }\n    }\n" + goodBuild + pkg, "Reserved mount path", 13, "/proposal"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := writeProject(t, map[string]string{"main.hcl": reconstructCap(c.body), "sealed/1.json": "{}", "builder/propose.sh": "true\n"})
+			_, diags := Load(dir, Options{})
+			for _, d := range diags {
+				if d.Summary != c.summary {
+					continue
+				}
+				if d.Subject == nil || d.Subject.Filename != "main.hcl" || d.Subject.Start.Line != c.line {
+					t.Errorf("want main.hcl:%d, got %v", c.line, d.Subject)
+				}
+				if !strings.Contains(d.Detail, c.detail) {
+					t.Errorf("detail %q does not contain %q", d.Detail, c.detail)
+				}
+				return
+			}
+			t.Fatalf("want %q, got: %v", c.summary, diags)
+		})
+	}
+}

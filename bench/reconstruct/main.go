@@ -5,7 +5,7 @@
 // rounds really run: round 1 rejected on the sealed suite, round 2 admitted), reads the job
 // with `foundry jobs show sorter -json`, and for every round computes
 //
-//	overhead = wall - builder_wall - cases_wall
+//	overhead = wall - builder_wall - build_wall - cases_wall   (build_wall: 0 without a build block)
 //
 // builder_wall is the builder's run as its executor measured it (executors.Result's Started
 // to Finished), so what the executor leaves out of that is overhead: with containerd the
@@ -63,7 +63,9 @@ type round struct {
 	phase []time.Duration // by phases
 }
 
-func (r round) overhead() time.Duration { return r.used.Wall - r.used.BuilderWall - r.used.CasesWall }
+func (r round) overhead() time.Duration {
+	return r.used.Wall - r.used.BuilderWall - r.used.BuildWall - r.used.CasesWall
+}
 
 func (r round) share() float64 { return float64(r.overhead()) / float64(r.used.Wall) }
 

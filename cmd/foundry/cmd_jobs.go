@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
@@ -18,14 +19,16 @@ import (
 	"github.com/foundry-build/foundry/engine/run"
 	"github.com/foundry-build/foundry/engine/state"
 	"github.com/foundry-build/foundry/engine/workspace"
+	"github.com/foundry-build/foundry/internal/capped"
 	"github.com/foundry-build/foundry/lang"
+	"github.com/foundry-build/foundry/store"
 )
 
 func init() {
 	register(&command{
 		name:    "jobs",
 		summary: "List reconstruction jobs, or show one's rounds, counterexamples and spend",
-		usage:   "foundry jobs [list] [-C DIR] [-json] | show JOB|CAPABILITY [-C DIR] [-json] | brief JOB [-o DIR] [-json] | propose JOB DIR [-spend N]",
+		usage:   "foundry jobs [list] [-C DIR] [-json] | show JOB|CAPABILITY [-C DIR] [-lines N] [-json] | brief JOB [-o DIR] [-json] | propose JOB DIR [-spend N]",
 		help: `
 Jobs shows the reconstruction jobs of the project at -C (default: the current directory).
 A job acquires a capability that has no admitted version and no feasible recipe, through
@@ -38,9 +41,11 @@ resumes it.
   list (the default)   every job, the most recently updated first: its status (open,
                        admitted, exhausted, unresolved), rounds and what they spent
   show JOB             one job, round by round: the source that proposed, the candidate,
-                       how it failed (the counterexample: input, expected, got) and what
+                       how it failed (the counterexample: input, expected, got), what
                        the round used (CPU, wall time, peak memory, bytes written, probes,
-                       interventions, spend), then the job's outcome
+                       interventions, spend) and what its builder and build wrote (the
+                       last -lines lines of stderr and stdout, and why a run failed):
+                       what the builder observed. Then the job's outcome
   brief JOB            the brief of the job's round that waits for a proposal from
                        outside (a reconstruct block with a proposals block, while an
                        apply runs it): the files a builder would find at /job — the
@@ -68,6 +73,7 @@ error.`,
 			jsonOut := fs.Bool("json", false, "print JSON")
 			out := fs.String("o", "", "brief: write the brief's files under `DIR`")
 			spend := fs.Float64("spend", 0, "propose: what making the proposal cost, in the project's unit of spend")
+			lines := fs.Int("lines", defaultLogLines, "show: print the last `N` lines of each round's builder and build logs (0: all)")
 			return func(env *cliEnv, args []string) int {
 				usage := func(format string, a ...any) int { return usageError(env, "jobs", format, a...) }
 				args, err := interspersed(fs, args)
@@ -88,7 +94,10 @@ error.`,
 					if len(args) != 1 {
 						return usage("show wants exactly one job ID or capability")
 					}
-					return showJob(env, *project, args[0], *jsonOut)
+					if *lines < 0 {
+						return usage("-lines %d: want 0 (the whole log) or more", *lines)
+					}
+					return showJob(env, *project, args[0], *lines, *jsonOut)
 				case "brief":
 					if len(args) != 1 {
 						return usage("brief wants exactly one job ID or capability")
@@ -139,9 +148,67 @@ type roundJSON struct {
 	Candidate digest.Digest       `json:"candidate,omitempty"`
 	Failure   *evaluate.Rejection `json:"failure,omitempty"`
 	Used      state.Usage         `json:"used"`
-	Attempts  int                 `json:"attempts"`
-	Started   time.Time           `json:"started"`
-	Finished  *time.Time          `json:"finished,omitempty"`
+	// Logs are what the round's runs (its builder's, its build's) wrote, the last lines
+	// of each stream: what the builder observed, and why a run failed.
+	Logs     []runLogJSON `json:"logs,omitempty"`
+	Attempts int          `json:"attempts"`
+	Started  time.Time    `json:"started"`
+	Finished *time.Time   `json:"finished,omitempty"`
+}
+
+// runLogJSON is one run of a round as `foundry jobs show -json` prints it: its logs by
+// digest, their last lines (logTailLines of each), and why it failed.
+type runLogJSON struct {
+	Run        string        `json:"run"` // builder or build
+	Stdout     digest.Digest `json:"stdout,omitempty"`
+	Stderr     digest.Digest `json:"stderr,omitempty"`
+	StdoutTail []string      `json:"stdout_tail,omitempty"`
+	StderrTail []string      `json:"stderr_tail,omitempty"`
+	Error      string        `json:"error,omitempty"`
+	// Missing names a log that is no longer in the store (garbage-collected).
+	Missing []string `json:"missing,omitempty"`
+}
+
+// defaultLogLines is how many of a log's last lines jobs show prints unless -lines says.
+const defaultLogLines = 20
+
+// roundLogs reads the logs of a round's runs from the project's content store at dir: the
+// last lines of each (all of them when lines is 0).
+func roundLogs(dir string, logs []state.RunLog, lines int) ([]runLogJSON, error) {
+	if len(logs) == 0 {
+		return nil, nil
+	}
+	st, err := store.Open(filepath.Join(dir, workspace.StateDir, "blobs"))
+	if err != nil {
+		return nil, err
+	}
+	var out []runLogJSON
+	for _, l := range logs {
+		v := runLogJSON{Run: l.Run, Stdout: l.Stdout, Stderr: l.Stderr, Error: l.Error}
+		for _, s := range []struct {
+			name string
+			d    digest.Digest
+			tail *[]string
+		}{{"stdout", l.Stdout, &v.StdoutTail}, {"stderr", l.Stderr, &v.StderrTail}} {
+			if s.d == "" {
+				continue
+			}
+			b, err := st.Get(s.d)
+			if err != nil {
+				v.Missing = append(v.Missing, s.name)
+				continue
+			}
+			if len(b) > 0 {
+				n := lines
+				if n <= 0 {
+					n = bytes.Count(b, []byte("\n")) + 1
+				}
+				*s.tail = capped.TailLines(b, n)
+			}
+		}
+		out = append(out, v)
+	}
+	return out, nil
 }
 
 // openJobs opens the project's state database, or returns nil when it has none.
@@ -159,7 +226,9 @@ func openJobs(env *cliEnv, dir string) (*state.DB, bool) {
 }
 
 // jobView is job j with its rounds, as the command prints it.
-func jobView(ctx context.Context, db *state.DB, j state.Job, withRounds bool) (jobJSON, error) {
+// With rounds, dir is the project, whose content store holds the rounds' logs, of which
+// it has the last lines (all when 0).
+func jobView(ctx context.Context, db *state.DB, j state.Job, withRounds bool, dir string, lines int) (jobJSON, error) {
 	rounds, err := db.Rounds(ctx, j.ID)
 	if err != nil {
 		return jobJSON{}, err
@@ -178,6 +247,9 @@ func jobView(ctx context.Context, db *state.DB, j state.Job, withRounds bool) (j
 			Used: r.Used, Attempts: r.Attempts, Started: r.Started}
 		if !r.Finished.IsZero() {
 			rj.Finished = &r.Finished
+		}
+		if rj.Logs, err = roundLogs(dir, r.Logs, lines); err != nil {
+			return jobJSON{}, fmt.Errorf("job %s: round %d's logs: %w", j.ID, r.N, err)
 		}
 		if len(r.Failure) > 0 {
 			rj.Failure = &evaluate.Rejection{}
@@ -205,7 +277,7 @@ func listJobs(env *cliEnv, dir string, jsonOut bool) int {
 			return exitError
 		}
 		for _, j := range jobs {
-			v, err := jobView(ctx, db, j, false)
+			v, err := jobView(ctx, db, j, false, dir, 0)
 			if err != nil {
 				fmt.Fprintf(env.stderr, "foundry jobs: %v\n", err)
 				return exitError
@@ -229,7 +301,7 @@ func listJobs(env *cliEnv, dir string, jsonOut bool) int {
 	return exitOK
 }
 
-func showJob(env *cliEnv, dir, which string, jsonOut bool) int {
+func showJob(env *cliEnv, dir, which string, lines int, jsonOut bool) int {
 	failed := func(format string, a ...any) int {
 		fmt.Fprintf(env.stderr, "foundry jobs: "+format+"\n", a...)
 		return exitError
@@ -247,7 +319,7 @@ func showJob(env *cliEnv, dir, which string, jsonOut bool) int {
 	if err != nil {
 		return failed("%v", err)
 	}
-	v, err := jobView(ctx, db, j, true)
+	v, err := jobView(ctx, db, j, true, dir, lines)
 	if err != nil {
 		return failed("%v", err)
 	}
@@ -255,7 +327,7 @@ func showJob(env *cliEnv, dir, which string, jsonOut bool) int {
 		writeJSON(env.stdout, v)
 		return exitOK
 	}
-	writeJob(env.stdout, v)
+	writeJob(env.stdout, v, lines)
 	return exitOK
 }
 
@@ -383,7 +455,7 @@ func usageLine(u state.Usage, b state.JobBudget) string {
 	return fmt.Sprintf("%d/%d probes, %s/%s wall, %g/%g spend", u.Probes, b.Probes, u.Wall.Round(time.Millisecond), b.Wall, u.Spend, b.Spend)
 }
 
-func writeJob(w io.Writer, v jobJSON) {
+func writeJob(w io.Writer, v jobJSON, lines int) {
 	ts := func(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 	fmt.Fprintf(w, "%s  %s\n", v.ID, v.Status)
 	fmt.Fprintf(w, "  %-10s capability.%s, contract %s, target %s, policy %s\n", "job", v.Capability, v.Contract.Short(), v.Target, v.Policy.Short())
@@ -404,11 +476,41 @@ func writeJob(w io.Writer, v jobJSON) {
 			fmt.Fprintf(w, "    %-10s %s\n", "candidate", r.Candidate)
 		}
 		u := r.Used
-		fmt.Fprintf(w, "    %-10s %s wall (builder %s, cases %s), %s CPU, %s peak memory, %s written, %d probe(s), %d intervention(s), %g spend\n", "used",
-			u.Wall.Round(time.Millisecond), u.BuilderWall.Round(time.Millisecond), u.CasesWall.Round(time.Millisecond),
+		build := ""
+		if u.BuildWall > 0 {
+			build = ", build " + u.BuildWall.Round(time.Millisecond).String()
+		}
+		fmt.Fprintf(w, "    %-10s %s wall (builder %s%s, cases %s), %s CPU, %s peak memory, %s written, %d probe(s), %d intervention(s), %g spend\n", "used",
+			u.Wall.Round(time.Millisecond), u.BuilderWall.Round(time.Millisecond), build, u.CasesWall.Round(time.Millisecond),
 			u.CPU.Round(time.Millisecond), humanBytes(u.PeakMemory), humanBytes(u.Written), u.Probes, u.Interventions, u.Spend)
 		if f := r.Failure; f != nil {
 			fmt.Fprintf(w, "    %s\n", strings.TrimSpace(strings.ReplaceAll(f.String(), "\n", "\n  ")))
+		}
+		for _, l := range r.Logs {
+			status := "ran"
+			if l.Error != "" {
+				status = "failed: " + l.Error
+			}
+			fmt.Fprintf(w, "    %-10s %s\n", l.Run, strings.ReplaceAll(status, "\n", "\n      "))
+			for _, s := range []struct {
+				name string
+				tail []string
+			}{{"stderr", l.StderrTail}, {"stdout", l.StdoutTail}} {
+				if len(s.tail) == 0 {
+					continue
+				}
+				if lines > 0 {
+					fmt.Fprintf(w, "      %s (its last %d lines at most):\n", s.name, lines)
+				} else {
+					fmt.Fprintf(w, "      %s:\n", s.name)
+				}
+				for _, line := range s.tail {
+					fmt.Fprintf(w, "        | %s\n", line)
+				}
+			}
+			for _, m := range l.Missing {
+				fmt.Fprintf(w, "      %s: no longer in the store (garbage-collected)\n", m)
+			}
 		}
 	}
 	if v.Outcome != "" {

@@ -126,7 +126,7 @@ func (s *mcpServer) jobs(ctx context.Context) (jobsOut, error) {
 	}
 	out := jobsOut{Jobs: []jobOut{}}
 	for _, j := range all {
-		v, err := jobView(ctx, ws.State, j, false)
+		v, err := jobView(ctx, ws.State, j, false, "", 0)
 		if err != nil {
 			return jobsOut{}, err
 		}

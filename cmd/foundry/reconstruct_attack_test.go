@@ -3,6 +3,7 @@ package main
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"io"
 	"io/fs"
 	"net"
@@ -108,6 +109,40 @@ func probeLog(t *testing.T, dir string) (string, []observation) {
 		t.Fatalf("the probe observed nothing:\n%s", out)
 	}
 	return out, obs
+}
+
+// jobObserved is what round n's builder in project dir wrote to stderr, as the job's report
+// has it (foundry jobs show -lines 0 -json), with its observations; it fails the test unless
+// the text report shows the same lines.
+func jobObserved(t *testing.T, dir string, n int) (string, []observation) {
+	t.Helper()
+	code, out, errs := foundry(t, dir, "jobs", "show", "sorter", "-lines", "0", "-json")
+	if code != 0 {
+		t.Fatalf("jobs show -json: exit %d\n%s", code, errs)
+	}
+	var j jobJSON
+	if err := json.Unmarshal([]byte(out), &j); err != nil {
+		t.Fatal(err)
+	}
+	if len(j.RoundList) < n || len(j.RoundList[n-1].Logs) == 0 || j.RoundList[n-1].Logs[0].Run != "builder" {
+		t.Fatalf("the job reports no builder log for round %d: %s", n, out)
+	}
+	lines := j.RoundList[n-1].Logs[0].StderrTail
+	code, text, _ := foundry(t, dir, "jobs", "show", "sorter", "-lines", "0")
+	if want := "\n  round " + strconv.Itoa(n) + "  "; code != 0 || !strings.Contains(text, want) ||
+		!strings.Contains(text[strings.Index(text, want):], "    builder    ran\n      stderr:\n        | "+strings.Join(lines, "\n        | ")+"\n") {
+		t.Errorf("jobs show does not report round %d's builder log (exit %d):\n%s", n, code, text)
+	}
+	var obs []observation
+	for _, l := range lines {
+		if what, result, ok := strings.Cut(strings.TrimPrefix(l, "OBSERVED "), ": "); ok && strings.HasPrefix(l, "OBSERVED ") {
+			obs = append(obs, observation{what, result})
+		}
+	}
+	if len(obs) == 0 {
+		t.Fatalf("the job reports no observation of round %d:\n%s", n, strings.Join(lines, "\n"))
+	}
+	return strings.Join(lines, "\n"), obs
 }
 
 // results are the results of the observations of what.
@@ -294,6 +329,10 @@ func TestReconstructionBuilderFindsNothing(t *testing.T) {
 			for _, l := range leaks(log, obs, secretsOf(t, first, "5,4,9,8", "2,1,2")) {
 				t.Errorf("round 1: %s", l)
 			}
+			// The job's report has what the builder observed, as its log does.
+			if reported, _ := jobObserved(t, first, 1); reported != strings.TrimRight(log, "\n") {
+				t.Errorf("the job reports round 1's builder log as\n%s\nbut foundry logs has\n%s", reported, log)
+			}
 			if cx := results(obs, "counterexample"); len(cx) != 0 {
 				t.Errorf("round 1's job holds counterexamples: %q", cx)
 			}
@@ -307,6 +346,15 @@ func TestReconstructionBuilderFindsNothing(t *testing.T) {
 			log, obs = probeLog(t, second)
 			for _, l := range leaks(log, obs, secretsOf(t, second, "5,4,9,8")) {
 				t.Errorf("round 2: %s", l)
+			}
+			if reported, _ := jobObserved(t, second, 2); reported != strings.TrimRight(log, "\n") {
+				t.Errorf("the job reports round 2's builder log as\n%s\nbut foundry logs has\n%s", reported, log)
+			}
+			// Round 1's log, which foundry logs no longer shows (it shows a node's last run),
+			// is in the job's report: it leaked nothing either.
+			log1, obs1 := jobObserved(t, second, 1)
+			for _, l := range leaks(log1, obs1, secretsOf(t, second, "5,4,9,8", "2,1,2")) {
+				t.Errorf("round 1 of 3: %s", l)
 			}
 			if cx := results(obs, "counterexample"); len(cx) != 1 || !strings.HasPrefix(cx[0], "/job/counterexamples/1.json ") ||
 				!strings.Contains(cx[0], `"suite": "sealed"`) || !strings.Contains(cx[0], `"case": "sealed/dup.json"`) || !strings.Contains(cx[0], `"input": "[2,1,2]"`) {

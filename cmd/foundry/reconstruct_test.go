@@ -11,6 +11,7 @@ import (
 
 	"github.com/foundry-build/foundry/engine/admit"
 	"github.com/foundry-build/foundry/engine/evaluate"
+	"github.com/foundry-build/foundry/engine/plan"
 	"github.com/foundry-build/foundry/engine/run"
 	"github.com/foundry-build/foundry/engine/state"
 	"github.com/foundry-build/foundry/engine/workspace"
@@ -158,11 +159,35 @@ func TestReconstructionExhausted(t *testing.T) {
 		!strings.Contains(out, ", which apply opens") {
 		t.Errorf("explain before the job (exit %d):\n%s%s", code, out, errs)
 	}
+	before := explainWaits(t, dir)
+	if len(before) != 1 || before[0].Capability != "capability.sorter" || before[0].Job == nil || before[0].Job.Status != "new" ||
+		!strings.HasPrefix(before[0].Job.ID, "job-") || before[0].Budget.Candidates != 1 || before[0].Budget.Probes != 20 {
+		t.Errorf("explain -json before the job: waits_for_jobs %+v", before)
+	}
+	if code, out, _ := foundry(t, dir, "jobs", "-json"); code != 0 || strings.TrimSpace(out) != "[]" {
+		t.Errorf("jobs -json before any apply (exit %d): %s", code, out)
+	}
 	r := failedApply(t, dir)
 	id := showJobJSON(t, dir, "sorter").ID
 	if code, out, errs := foundry(t, dir, "explain", "step.use-sorter"); code != 0 ||
 		!strings.Contains(out, "reconstructed by job "+id+" (exhausted: 1 of 1 candidates, 1 of 20 probes spent; foundry jobs show "+id+")") {
 		t.Errorf("explain after the job (exit %d):\n%s%s", code, out, errs)
+	}
+	// explain -json names the same job, now with what it spent.
+	if after := explainWaits(t, dir); len(after) != 1 || after[0].Job == nil || after[0].Job.ID != id || after[0].Job.ID != before[0].Job.ID ||
+		after[0].Job.Status != "exhausted" || after[0].Job.Rounds != 1 || after[0].Job.Probes != 1 || after[0].Job.WallMillis <= 0 {
+		t.Errorf("explain -json after the job: waits_for_jobs %+v", after)
+	}
+	// jobs -json lists it: the job without its rounds.
+	code, out, errs := foundry(t, dir, "jobs", "-json")
+	var list []jobJSON
+	if code != 0 || json.Unmarshal([]byte(out), &list) != nil {
+		t.Fatalf("jobs -json: exit %d\n%s%s", code, out, errs)
+	}
+	if len(list) != 1 || list[0].ID != id || list[0].Capability != "sorter" || list[0].Status != "exhausted" || list[0].Rounds != 1 ||
+		list[0].Budget.Candidates != 1 || list[0].Used.Probes != 1 || list[0].Used.Wall <= 0 || list[0].RoundList != nil ||
+		!slices.Equal(list[0].Waiting, []string{"step.use-sorter"}) || !strings.Contains(list[0].Outcome, "exhausted its budget") {
+		t.Errorf("jobs -json: %s", out)
 	}
 	saysAll(t, "apply", r.stderr,
 		"EXH capability.sorter: reconstruction exhausted its budget (job job-",
@@ -205,6 +230,22 @@ func showJobJSON(t *testing.T, dir, which string) jobJSON {
 		t.Fatalf("jobs show -json: %v\n%s", err, out)
 	}
 	return j
+}
+
+// explainWaits is explain -json's waits_for_jobs for step.use-sorter in project dir.
+func explainWaits(t *testing.T, dir string) []plan.Wait {
+	t.Helper()
+	code, out, errs := foundry(t, dir, "explain", "-json", "step.use-sorter")
+	if code != 0 {
+		t.Fatalf("explain -json: exit %d\n%s", code, errs)
+	}
+	var e struct {
+		Waits []plan.Wait `json:"waits_for_jobs"`
+	}
+	if err := json.Unmarshal([]byte(out), &e); err != nil {
+		t.Fatalf("explain -json: %v\n%s", err, out)
+	}
+	return e.Waits
 }
 
 // jobEvents counts, in the JSON progress of applies, the builder's runs started and the

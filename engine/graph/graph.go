@@ -207,10 +207,14 @@ func (n *Node) Artifacts(ordered bool) []*lang.Artifact {
 			addMap(ac.Files)
 		}
 	case KindCapability:
-		// What a reconstruction reads: the builder's image and mounts, and the package's
-		// base. Its package's files name the builder's rounds, which are not nodes.
+		// What a reconstruction reads: the builder's and the build's images and mounts, and
+		// the package's base. Its package's files name the builder's (or the build's) runs
+		// of its rounds, which are not nodes.
 		if rc := n.Capability.Reconstruct; rc != nil {
-			if b := rc.Builder; b != nil {
+			for _, b := range []*lang.Step{rc.Builder, rc.Build} {
+				if b == nil {
+					continue
+				}
 				if b.Image != nil {
 					out = append(out, b.Image)
 				}

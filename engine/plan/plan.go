@@ -235,9 +235,20 @@ type Reconstruct struct {
 	Argv       []string `json:"argv"`
 	Candidates int      `json:"candidates"` // the budget's candidates (also in Budget), as plan format 2 had it
 	Budget     Budget   `json:"budget"`
+	// Build is the build step each proposal goes through when the block has one: the
+	// candidate is then packaged from its outputs, not the proposal's files.
+	Build *ReconstructBuild `json:"build,omitempty"`
 	// Job is the job apply opens or joins for it, when its status is reconstruct; what an
 	// earlier apply recorded of it is ForWorkspace's to say, from the state database.
 	Job *JobView `json:"job,omitempty"`
+}
+
+// ReconstructBuild is a reconstruct block's build step as the plan shows it.
+type ReconstructBuild struct {
+	Address string   `json:"address"` // what its runs are recorded under
+	Image   string   `json:"image"`   // its seed
+	Argv    []string `json:"argv"`
+	Outputs []string `json:"outputs"` // what the package takes the candidate's files from
 }
 
 // Budget is a reconstruction job's budget over all its rounds.

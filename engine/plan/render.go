@@ -123,6 +123,9 @@ func (p *Plan) WriteText(out io.Writer) {
 				} else {
 					fmt.Fprintf(w, "      reachable, not ready: %s runs %s on %s, at most %d candidates\n", rc.Builder, describeArgv(rc.Argv), rc.Image, rc.Candidates)
 				}
+				if b := rc.Build; b != nil {
+					fmt.Fprintf(w, "      each proposal is built: %s runs %s on %s over %s, and the candidate is packaged from %s\n", b.Address, describeArgv(b.Argv), b.Image, lang.ProposalDir, strings.Join(b.Outputs, ", "))
+				}
 				b := rc.Budget
 				if j := rc.Job; j == nil || j.Status == "new" {
 					id := "a job"

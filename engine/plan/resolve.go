@@ -171,23 +171,26 @@ func (r *resolver) resolve(c string, stack []string) *resolution {
 // deep it is, and whether the answer depended on the stack (a cycle).
 func (r *resolver) builderNeeds(rc *lang.Reconstruct, stack []string) (why string, depth int, cyclic bool) {
 	depth = 1
-	if rc.Builder == nil { // proposals from outside mount nothing
-		return "", depth, false
-	}
-	for _, target := range slices.Sorted(maps.Keys(rc.Builder.Mounts)) {
-		a := rc.Builder.Mounts[target]
-		if a.Kind != lang.ArtifactCapability {
+	// Proposals from outside mount nothing; a build mounts what it builds with.
+	for _, st := range []*lang.Step{rc.Builder, rc.Build} {
+		if st == nil {
 			continue
 		}
-		pr := r.resolve(a.Node, stack)
-		cyclic = cyclic || pr.witness != nil
-		switch {
-		case pr.cycle != nil:
-			return fmt.Sprintf("its builder needs %s, which needs it (a cycle: %s)", a.Node, strings.Join(pr.cycle, " → ")), 0, true
-		case pr.status == StatusMissing:
-			return fmt.Sprintf("its builder needs %s, which cannot be resolved", a.Node), 0, cyclic
-		case pr.status == StatusReconstruct:
-			depth = max(depth, pr.depth+1)
+		for _, target := range slices.Sorted(maps.Keys(st.Mounts)) {
+			a := st.Mounts[target]
+			if a.Kind != lang.ArtifactCapability {
+				continue
+			}
+			pr := r.resolve(a.Node, stack)
+			cyclic = cyclic || pr.witness != nil
+			switch {
+			case pr.cycle != nil:
+				return fmt.Sprintf("its %s needs %s, which needs it (a cycle: %s)", st.Kind, a.Node, strings.Join(pr.cycle, " → ")), 0, true
+			case pr.status == StatusMissing:
+				return fmt.Sprintf("its %s needs %s, which cannot be resolved", st.Kind, a.Node), 0, cyclic
+			case pr.status == StatusReconstruct:
+				depth = max(depth, pr.depth+1)
+			}
 		}
 	}
 	if limit := reconstructDepth(r.g.Config.Project); depth > limit {
@@ -269,6 +272,12 @@ func reconstructOf(c string, rc *lang.Reconstruct) *Reconstruct {
 		v.Argv = b.Run
 		if b.Image != nil {
 			v.Image = b.Image.Node
+		}
+	}
+	if b := rc.Build; b != nil {
+		v.Build = &ReconstructBuild{Address: lang.BuildAddress(strings.TrimPrefix(c, "capability.")), Argv: b.Run, Outputs: b.Outputs}
+		if b.Image != nil {
+			v.Build.Image = b.Image.Node
 		}
 	}
 	return v

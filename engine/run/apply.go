@@ -94,6 +94,10 @@ type StepError struct {
 	LogTail   []string // the last lines of stderr (or stdout when stderr is empty)
 	Stdout    digest.Digest
 	Stderr    digest.Digest
+	// CPU and PeakMemory are what the process used, when it ran and exited (a reconstruction
+	// charges a failing builder's or build's run as a succeeding one's).
+	CPU        time.Duration
+	PeakMemory int64
 }
 
 func (e *StepError) Error() string {

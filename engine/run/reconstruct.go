@@ -11,6 +11,7 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/foundry-build/foundry/digest"
@@ -233,9 +234,14 @@ func (r *runner) runRound(ctx context.Context, n *graph.Node, jb state.Job, src 
 	// a command builder may run (its time limit). A round whose apply died in its proposal
 	// keeps that apply's reservation, and what the dead apply spent (from its reservation to
 	// this dispatch, no more than it reserved) is charged with this one.
+	rc := n.Capability.Reconstruct
 	reserve := left
-	if b, ok := src.(*commandBuilder); ok {
-		reserve = min(left, time.Since(started)+graph.EffectiveLimits(b.n.Capability.Reconstruct.Builder.Limits).Time)
+	if _, ok := src.(*commandBuilder); ok {
+		most := graph.EffectiveLimits(rc.Builder.Limits).Time
+		if rc.Build != nil {
+			most += graph.EffectiveLimits(rc.Build.Limits).Time
+		}
+		reserve = min(left, time.Since(started)+most)
 	}
 	var res state.Reservation
 	if !prior.ProposalCharged {
@@ -250,12 +256,44 @@ func (r *runner) runRound(ctx context.Context, n *graph.Node, jb state.Job, src 
 		}
 		return u
 	}
-	ran := func() state.Usage {
+	// ran is what the proposal part used when it ended without a candidate: its wall time,
+	// and what the runs that ended (the builder's, the build's) used.
+	var proposed *Proposal  // set once the build runs over it
+	var built *cache.Result // the build's run over the proposal, with a build block
+	var builtCached bool
+	ran := func(err error) state.Usage {
 		d := time.Since(started)
-		return earlier(state.Usage{Wall: d, BuilderWall: d})
+		u := state.Usage{Wall: d, BuilderWall: d}
+		if p := proposed; p != nil {
+			u = p.Usage
+			u.Wall = d
+			u.BuildWall = max(d-p.Usage.BuilderWall, 0)
+		}
+		var se *StepError
+		if errors.As(err, &se) {
+			u.CPU += se.CPU
+			u.PeakMemory = max(u.PeakMemory, se.PeakMemory)
+		}
+		return earlier(u)
 	}
+	// The proposal and, with a build block, the build over it, within the wall time left.
 	pctx, cancel := context.WithTimeoutCause(ctx, left, errWallSpent)
 	p, err := src.Propose(pctx, brief)
+	if _, ok := src.(*commandBuilder); ok {
+		if lerr := r.roundLog(wctx, jb.ID, round, "builder", resultOf(p), err); lerr != nil {
+			cancel()
+			return "failed", lerr
+		}
+	}
+	building := false
+	if err == nil && rc.Build != nil {
+		building, proposed = true, p
+		built, builtCached, err = r.buildProposal(pctx, n, jb.ID, round, p)
+		if lerr := r.roundLog(wctx, jb.ID, round, "build", built, err); lerr != nil {
+			cancel()
+			return "failed", lerr
+		}
+	}
 	cancel()
 	var se *StepError
 	switch {
@@ -263,29 +301,56 @@ func (r *runner) runRound(ctx context.Context, n *graph.Node, jb state.Job, src 
 		// The reservation stays open: the apply that resumes the round counts it as spent.
 		return "failed", interruptedError(ctx)
 	case err != nil && errors.Is(context.Cause(pctx), errWallSpent):
-		if _, ferr := fail(state.PartProposal, ran(), state.RoundFailed, "", "", r.rejected(n, evaluate.Rejection{Recipe: roundLabel(round), Reason: "stopped: " + errWallSpent.Error()})); ferr != nil {
+		if _, ferr := fail(state.PartProposal, ran(err), state.RoundFailed, "", "", r.rejected(n, evaluate.Rejection{Recipe: roundLabel(round), Reason: "stopped: " + errWallSpent.Error()})); ferr != nil {
 			return "failed", ferr
 		}
 		return "failed", &jobEnd{state.JobExhausted, wallSpentWhy(jb)}
+	case building && errors.As(err, &se) && !se.NotRun:
+		// The build failed over the proposal: a round spent, as a failing builder's, and
+		// the next builder reads why.
+		return fail(state.PartProposal, ran(err), state.RoundFailed, p.Key, "", r.rejected(n, evaluate.Rejection{Recipe: roundLabel(round),
+			Reason: fmt.Sprintf("the build over the proposal failed: %v%s", err, tailOf(se))}))
 	case errors.As(err, &se) && !se.NotRun:
 		// The builder failed, or made no proposal: a round spent, nothing to evaluate.
-		return fail(state.PartProposal, ran(), state.RoundFailed, "", "", r.rejected(n, evaluate.Rejection{Recipe: roundLabel(round), Reason: err.Error()}))
+		return fail(state.PartProposal, ran(err), state.RoundFailed, "", "", r.rejected(n, evaluate.Rejection{Recipe: roundLabel(round), Reason: err.Error()}))
 	case err != nil:
-		if _, ferr := fail(state.PartProposal, ran(), state.RoundFailed, "", "", r.rejected(n, evaluate.Rejection{Recipe: roundLabel(round), Reason: err.Error()})); ferr != nil {
+		if _, ferr := fail(state.PartProposal, ran(err), state.RoundFailed, "", "", r.rejected(n, evaluate.Rejection{Recipe: roundLabel(round), Reason: err.Error()})); ferr != nil {
 			return "failed", ferr
 		}
-		return "failed", &jobEnd{state.JobUnresolved, fmt.Sprintf("%s cannot run: %v", src.Name(), err)}
+		what := src.Name()
+		if building {
+			what = lang.BuildAddress(n.Capability.Name)
+		}
+		return "failed", &jobEnd{state.JobUnresolved, fmt.Sprintf("%s cannot run: %v", what, err)}
 	}
-	c, err := r.candidateOf(ctx, n, jb.ID, round, p)
+	c, err := r.candidateOf(ctx, n, jb.ID, round, p, built)
 	if err != nil {
 		return "failed", fmt.Errorf("%s: packaging the proposal: %w", roundLabel(round), err)
 	}
+	u := p.Usage
+	if built != nil {
+		// The build's run is the proposal part's too, as its record says: when it ran now, or
+		// when the builder's run was taken from the cache too (the apply that ran both died
+		// before charging them). A build taken from the cache after a fresh builder run (a
+		// proposal built before) ran in no part of this round: only its output is counted.
+		bw, err := r.written(built)
+		if err != nil {
+			return "failed", err
+		}
+		bu := state.Usage{Written: bw}
+		if !builtCached || p.Cached {
+			bu.CPU, bu.PeakMemory, bu.BuildWall = built.CPU, built.PeakMemory, built.Duration
+		}
+		u = u.Add(bu)
+	}
 	if !prior.ProposalCharged {
-		u := p.Usage
 		if p.Cached {
 			// The builder ran in an apply that died before charging it: its record says what
-			// it used, in place of that apply's reservation.
+			// it used, in place of that apply's reservation (and the build's, if it ran then).
 			u.Wall = p.Usage.BuilderWall + time.Since(started)
+			if builtCached {
+				u.Wall += built.Duration
+			}
 		} else {
 			u.Wall = time.Since(started)
 			u = earlier(u)
@@ -295,9 +360,13 @@ func (r *runner) runRound(ctx context.Context, n *graph.Node, jb state.Job, src 
 		}
 	}
 	r.fault(FaultRoundProposed, n.Address)
-	if p.Usage.Written > jb.Budget.Scratch {
+	if u.Written > jb.Budget.Scratch {
+		what := "the proposal is"
+		if built != nil {
+			what = "the proposal and its build's outputs are"
+		}
 		return fail("", state.Usage{}, state.RoundFailed, p.Key, "", r.rejected(n, evaluate.Rejection{Recipe: roundLabel(round),
-			Reason: fmt.Sprintf("the proposal is %d bytes, over the scratch budget of %d bytes", p.Usage.Written, jb.Budget.Scratch)}))
+			Reason: fmt.Sprintf("%s %d bytes, over the scratch budget of %d bytes", what, u.Written, jb.Budget.Scratch)}))
 	}
 
 	// What the proposal cost is known once it is made (its sender reports it): one that takes
@@ -320,7 +389,7 @@ func (r *runner) runRound(ctx context.Context, n *graph.Node, jb state.Job, src 
 		return "failed", err
 	}
 	var ev evaluate.Result
-	var u state.Usage
+	u = state.Usage{}
 	switch recorded, ok, err := r.recordedEvaluation(ctx, n, c, prior, rej); {
 	case err != nil:
 		return "failed", err
@@ -630,6 +699,22 @@ func (b *commandBuilder) Propose(ctx context.Context, br Brief) (*Proposal, erro
 	return p, nil
 }
 
+// resultOf is p's result, nil when there is no proposal.
+func resultOf(p *Proposal) *cache.Result {
+	if p == nil {
+		return nil
+	}
+	return p.Result
+}
+
+// tailOf is the last lines of a failed run's log, to show with its failure ("" when none).
+func tailOf(se *StepError) string {
+	if len(se.LogTail) == 0 {
+		return ""
+	}
+	return "\n" + strings.Join(se.LogTail, "\n")
+}
+
 // written is the number of bytes a step's outputs hold: a file's size, a tree's files'.
 func (r *runner) written(res *cache.Result) (int64, error) {
 	var n int64
@@ -649,14 +734,91 @@ func (r *runner) written(res *cache.Result) (int64, error) {
 	return n, nil
 }
 
-// candidateOf packages round's proposal p into a candidate of n on the package's base. Its
-// provenance, an input of the admission, is the proposal's and the earlier rounds', each
-// under the job and round that made it.
-func (r *runner) candidateOf(ctx context.Context, n *graph.Node, job string, round int, p *Proposal) (*admit.Candidate, error) {
+// buildProposal runs the build of n's reconstruct block over round's proposal p: the
+// proposal's files, each at ProposalDir and its path under /out, mounted read-only and
+// checked by content like any mount (never a sealed case's), and nothing else the engine
+// holds (no /job). The same proposal for the same build is the same action, taken from the
+// action cache; cached says so. A *StepError is a build that failed.
+func (r *runner) buildProposal(ctx context.Context, n *graph.Node, job string, round int, p *Proposal) (res *cache.Result, cached bool, err error) {
 	rc := n.Capability.Reconstruct
 	bn := lang.BuilderAddress(n.Capability.Name)
-	// The package's files name the builder's outputs: this round's are its result.
 	r.setResult(bn, &nodeResult{step: p.Result})
+	files := map[string]*lang.Artifact{}
+	for _, o := range rc.ProposalOutputs() {
+		files[strings.TrimPrefix(o, "/out")] = &lang.Artifact{Kind: lang.ArtifactStepOutput, Node: bn, Path: o}
+	}
+	tree, err := r.assemble(ctx, files)
+	if err != nil {
+		return nil, false, fmt.Errorf("the proposal for its build: %w", err)
+	}
+	man, err := r.ws.Store.ReadManifest(tree)
+	if err != nil {
+		return nil, false, err
+	}
+	if err := r.refuseSealed("the proposal", man); err != nil {
+		return nil, false, &StepError{Node: lang.BuildAddress(n.Capability.Name), Reason: err.Error()}
+	}
+	src, err := r.ws.MaterializeTree(tree)
+	if err != nil {
+		return nil, false, err
+	}
+	img := r.result(rc.Build.Image.Node)
+	if img == nil {
+		return nil, false, fmt.Errorf("image %s is not built", rc.Build.Image.Node)
+	}
+	prop := input{mount: executors.Mount{Source: src, Target: lang.ProposalDir, Digest: string(tree)},
+		dep: provenance.Dependency{Name: lang.ProposalDir, URI: fmt.Sprintf("foundry:%s#%s/round-%d", bn, job, round), Digest: string(tree)}}
+	node, key, keyDef, err := reconstructNode(n, rc.Build, lang.BuildAddress(n.Capability.Name), img.image, prop, func(a string) digest.Digest {
+		if res := r.result(a); res != nil {
+			return res.tree
+		}
+		return ""
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	res, hit, err := r.ws.Cache.Lookup(ctx, key)
+	if err != nil {
+		return nil, false, err
+	}
+	if hit && r.usable(res) {
+		r.emit(event.Event{Type: "node_cached", Node: node.Address, Action: node.Digest})
+		return res, true, nil
+	}
+	res, err = r.runAction(ctx, node, key, keyDef, roundLabel(round), prop)
+	return res, false, err
+}
+
+// roundLog records the logs of run (builder or build) of round of job: res's when it
+// succeeded, the failure's (err, a *StepError) when it did not. A failure that is not a run
+// of the step (the apply was interrupted, say) records nothing.
+func (r *runner) roundLog(ctx context.Context, job string, round int, run string, res *cache.Result, err error) error {
+	l := state.RunLog{Run: run}
+	var se *StepError
+	switch {
+	case err == nil && res != nil:
+		l.Stdout, l.Stderr = res.Stdout.Digest, res.Stderr.Digest
+	case errors.As(err, &se):
+		l.Stdout, l.Stderr, l.Error = se.Stdout, se.Stderr, err.Error()
+	default:
+		return nil
+	}
+	return r.ws.State.AddRoundLog(ctx, job, round, l)
+}
+
+// candidateOf packages round's proposal p (or, when n's reconstruct block has a build,
+// built, the build's run over it) into a candidate of n on the package's base. Its
+// provenance, an input of the admission, is the proposal's, the build's and the earlier
+// rounds' proposals', each under the job and round that made it.
+func (r *runner) candidateOf(ctx context.Context, n *graph.Node, job string, round int, p *Proposal, built *cache.Result) (*admit.Candidate, error) {
+	rc := n.Capability.Reconstruct
+	bn := lang.BuilderAddress(n.Capability.Name)
+	// The package's files name the builder's outputs, or the build's: this round's are
+	// their results.
+	r.setResult(bn, &nodeResult{step: p.Result})
+	if built != nil {
+		r.setResult(lang.BuildAddress(n.Capability.Name), &nodeResult{step: built})
+	}
 	tree, err := r.assemble(ctx, rc.Package.Files)
 	if err != nil {
 		return nil, err
@@ -672,6 +834,9 @@ func (r *runner) candidateOf(ctx context.Context, n *graph.Node, job string, rou
 	// Every earlier round's proposal is there too, under its round: the admission names the
 	// job and the rounds that led to the candidate.
 	steps := map[string]*cache.Result{fmt.Sprintf("%s (%s, round %d)", bn, job, round): p.Result}
+	if built != nil {
+		steps[fmt.Sprintf("%s (%s, round %d)", lang.BuildAddress(n.Capability.Name), job, round)] = built
+	}
 	rounds, err := r.ws.State.Rounds(ctx, job)
 	if err != nil {
 		return nil, err
@@ -718,9 +883,16 @@ func (r *runner) ranFor(res *cache.Result, n *graph.Node, job string, round int)
 // admitted or pinned for it, in trees) and this round's job: the same job for the same
 // builder is the same action.
 func builderNode(n *graph.Node, img executors.Image, job input, trees func(node string) digest.Digest) (*graph.Node, digest.Digest, []byte, error) {
-	st := n.Capability.Reconstruct.Builder
-	bn := &graph.Node{Address: lang.BuilderAddress(n.Capability.Name), Kind: graph.KindStep, Step: st, Range: st.DeclRange}
-	mounts := map[string]string{job.mount.Target: job.dep.Digest}
+	return reconstructNode(n, n.Capability.Reconstruct.Builder, lang.BuilderAddress(n.Capability.Name), img, job, trees)
+}
+
+// reconstructNode is step st of capability n's reconstruct block (its builder, or its
+// build), at address addr, as a step node of its own, keyed by its kind (builder or build),
+// its definition, its image, what it mounts and extra, what apply mounts besides (the job,
+// or the proposal).
+func reconstructNode(n *graph.Node, st *lang.Step, addr string, img executors.Image, extra input, trees func(node string) digest.Digest) (*graph.Node, digest.Digest, []byte, error) {
+	bn := &graph.Node{Address: addr, Kind: graph.KindStep, Step: st, Range: st.DeclRange}
+	mounts := map[string]string{extra.mount.Target: extra.dep.Digest}
 	for target, a := range st.Mounts {
 		d := a.Digest
 		switch a.Kind {
@@ -733,7 +905,7 @@ func builderNode(n *graph.Node, img executors.Image, job input, trees func(node 
 		}
 		mounts[target] = string(d)
 	}
-	key, def, err := digest.Of(map[string]any{"kind": "builder", "v": graph.DefinitionVersion, "contract": n.Digest,
+	key, def, err := digest.Of(map[string]any{"kind": st.Kind, "v": graph.DefinitionVersion, "contract": n.Digest,
 		"step": graph.StepFields(bn), "image": img.Digest, "mounts": mounts})
 	if err != nil {
 		return nil, "", nil, err

@@ -240,7 +240,8 @@ func (r *runner) execute(ctx context.Context, n *graph.Node, exe executors.Execu
 		res.Executor, res.Isolation, res.Worker = xr.Remote.Executor, xr.Remote.Isolation, xr.Remote.Worker
 	}
 	if err := res.Success(); err != nil {
-		se := &StepError{ExitCode: xr.ExitCode, TimedOut: xr.TimedOut, OOMKilled: xr.OOMKilled, Stdout: outLog.Digest, Stderr: errLog.Digest}
+		se := &StepError{ExitCode: xr.ExitCode, TimedOut: xr.TimedOut, OOMKilled: xr.OOMKilled, Stdout: outLog.Digest, Stderr: errLog.Digest,
+			CPU: xr.Usage.CPU, PeakMemory: xr.Usage.PeakMemoryBytes}
 		se.LogTail = r.logTail(errLog, outLog, 10)
 		outcome := state.OutcomeFailed
 		if xr.TimedOut {
@@ -252,7 +253,7 @@ func (r *runner) execute(ctx context.Context, n *graph.Node, exe executors.Execu
 	outputs, err := r.collectOutputs(outDir, st.Outputs)
 	if err != nil {
 		r.ws.State.AttemptFinished(bg, r.runID, n.Address, attempt, state.OutcomeFailed, err.Error())
-		return nil, &StepError{Reason: err.Error(), Stdout: outLog.Digest, Stderr: errLog.Digest}
+		return nil, &StepError{Reason: err.Error(), Stdout: outLog.Digest, Stderr: errLog.Digest, CPU: xr.Usage.CPU, PeakMemory: xr.Usage.PeakMemoryBytes}
 	}
 	res.Outputs = outputs
 	def, err := r.ws.Store.PutBytes(keyDef)

@@ -41,9 +41,11 @@ type Usage struct {
 	Probes        int           `json:"probes"`        // dev and repair case runs
 	Interventions int           `json:"interventions"` // proposals a person made or edited
 	Spend         float64       `json:"spend"`
-	// BuilderWall and CasesWall are the parts of Wall the proposal source and the case runs
-	// took; the rest is the job's own overhead.
+	// BuilderWall, BuildWall and CasesWall are the parts of Wall the proposal source, the
+	// build run over the proposal (a reconstruct block's build) and the case runs took; the
+	// rest is the job's own overhead.
 	BuilderWall time.Duration `json:"builder_wall_ns"`
+	BuildWall   time.Duration `json:"build_wall_ns,omitempty"`
 	CasesWall   time.Duration `json:"cases_wall_ns"`
 }
 
@@ -57,6 +59,7 @@ func (t Usage) Add(u Usage) Usage {
 	t.Interventions += u.Interventions
 	t.Spend += u.Spend
 	t.BuilderWall += u.BuilderWall
+	t.BuildWall += u.BuildWall
 	t.CasesWall += u.CasesWall
 	return t
 }
@@ -112,9 +115,21 @@ type Round struct {
 	// was charged, so that a resumed round does not charge it again.
 	Reserved        *Reservation
 	ProposalCharged bool
-	Attempts        int // applies that dispatched it: more than 1 after a crash
-	Started         time.Time
-	Finished        time.Time
+	// Logs are the logs of the round's runs, in the order they ran: its builder's and, for
+	// a reconstruct block with a build, its build's; none for a proposal sent from outside.
+	Logs     []RunLog
+	Attempts int // applies that dispatched it: more than 1 after a crash
+	Started  time.Time
+	Finished time.Time
+}
+
+// RunLog is where the logs of one run of a round are (blobs in the content store), and how
+// the run ended when it failed.
+type RunLog struct {
+	Run    string        `json:"run"` // "builder" or "build"
+	Stdout digest.Digest `json:"stdout,omitempty"`
+	Stderr digest.Digest `json:"stderr,omitempty"`
+	Error  string        `json:"error,omitempty"` // why it failed; "" when it succeeded
 }
 
 // JobID is the ID of the job for a contract, target and trust policy: the same in every
@@ -410,7 +425,7 @@ func (d *DB) FinishRound(ctx context.Context, job string, n int, status RoundSta
 
 // Rounds returns job's rounds in order.
 func (d *DB) Rounds(ctx context.Context, job string) ([]Round, error) {
-	rows, err := d.db.QueryContext(ctx, `SELECT n, source, run_id, status, builder_action, candidate, failure, brief, used, reserved, proposal_charged, attempts, started, finished
+	rows, err := d.db.QueryContext(ctx, `SELECT n, source, run_id, status, builder_action, candidate, failure, brief, used, reserved, proposal_charged, logs, attempts, started, finished
 FROM job_rounds WHERE job_id = ? ORDER BY n`, job)
 	if err != nil {
 		return nil, fmt.Errorf("state: rounds of job %s: %w", job, err)
@@ -421,14 +436,19 @@ FROM job_rounds WHERE job_id = ? ORDER BY n`, job)
 		var (
 			r                           Round
 			status, builder, cand, used string
-			brief, reserved             string
+			brief, reserved, logs       string
 			started, finished           sql.NullInt64
 		)
-		if err := rows.Scan(&r.N, &r.Source, &r.RunID, &status, &builder, &cand, &r.Failure, &brief, &used, &reserved, &r.ProposalCharged, &r.Attempts, &started, &finished); err != nil {
+		if err := rows.Scan(&r.N, &r.Source, &r.RunID, &status, &builder, &cand, &r.Failure, &brief, &used, &reserved, &r.ProposalCharged, &logs, &r.Attempts, &started, &finished); err != nil {
 			return nil, fmt.Errorf("state: rounds of job %s: %w", job, err)
 		}
 		if err := json.Unmarshal([]byte(used), &r.Used); err != nil {
 			return nil, fmt.Errorf("state: round %d of job %s: usage: %w", r.N, job, err)
+		}
+		if logs != "" {
+			if err := json.Unmarshal([]byte(logs), &r.Logs); err != nil {
+				return nil, fmt.Errorf("state: round %d of job %s: logs: %w", r.N, job, err)
+			}
 		}
 		if reserved != "" {
 			r.Reserved = new(Reservation)
@@ -459,6 +479,30 @@ func (d *DB) JobsSpend(ctx context.Context) (float64, error) {
 func (d *DB) SetBrief(ctx context.Context, job string, n int, brief digest.Digest) error {
 	return d.tx(ctx, fmt.Sprintf("record the brief of round %d of job %s", n, job), func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `UPDATE job_rounds SET brief = ? WHERE job_id = ? AND n = ?`, string(brief), job, n)
+		return err
+	})
+}
+
+// AddRoundLog adds l, the logs of a run of round n of job, to the round's logs; a run of the
+// same name recorded before (by an apply that died in the round) is replaced.
+func (d *DB) AddRoundLog(ctx context.Context, job string, n int, l RunLog) error {
+	return d.tx(ctx, fmt.Sprintf("record the %s log of round %d of job %s", l.Run, n, job), func(tx *sql.Tx) error {
+		var logs string
+		if err := tx.QueryRowContext(ctx, `SELECT logs FROM job_rounds WHERE job_id = ? AND n = ?`, job, n).Scan(&logs); err != nil {
+			return err
+		}
+		var all []RunLog
+		if logs != "" {
+			if err := json.Unmarshal([]byte(logs), &all); err != nil {
+				return fmt.Errorf("its logs: %w", err)
+			}
+		}
+		all = slices.DeleteFunc(all, func(o RunLog) bool { return o.Run == l.Run })
+		b, err := json.Marshal(append(all, l))
+		if err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE job_rounds SET logs = ? WHERE job_id = ? AND n = ?`, string(b), job, n)
 		return err
 	})
 }

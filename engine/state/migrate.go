@@ -241,6 +241,11 @@ CREATE TABLE release_channels (
 ALTER TABLE job_rounds ADD COLUMN reserved TEXT NOT NULL DEFAULT '';
 ALTER TABLE job_rounds ADD COLUMN proposal_charged INTEGER NOT NULL DEFAULT 0 CHECK (proposal_charged IN (0, 1));
 `,
+	// 12: the logs of a round's runs (its builder's, its build's): what the builder
+	// observed, for foundry jobs show (a JSON list of RunLog).
+	`
+ALTER TABLE job_rounds ADD COLUMN logs TEXT NOT NULL DEFAULT '';
+`,
 }
 
 // Version is the schema version this binary writes.
