@@ -177,6 +177,13 @@ type runner struct {
 	sealedOnce sync.Once
 	sealed     map[digest.Digest]string
 	sealedErr  error
+	// sealedImages memoizes refuseSealedImage by seed: a seed's files do not change within
+	// an apply, and every step that runs in it would hash them again.
+	sealedImagesMu sync.Mutex
+	sealedImages   map[string]error
+	// keys verify this apply's own signatures and the trusted keys' (the delivery's receipts,
+	// a reconstruction's earlier rounds).
+	keys []*provenance.Verifier
 
 	// eval evaluates the candidates of the capabilities this run builds, and adm admits
 	// those that pass and pulls the pinned ones.
@@ -264,7 +271,8 @@ func Apply(ctx context.Context, ws *workspace.Workspace, g *graph.Graph, p *plan
 	if err != nil {
 		return nil, err
 	}
-	r.dlv = &deliver.Deliverer{Workspace: ws, Attester: r.att, Keys: append([]*provenance.Verifier{own}, opt.TrustedKeys...),
+	r.keys = append([]*provenance.Verifier{own}, opt.TrustedKeys...)
+	r.dlv = &deliver.Deliverer{Workspace: ws, Attester: r.att, Keys: r.keys,
 		Project: g.Config.Project.Name, RunID: run.ID, Emit: r.emit, Fault: r.fault}
 	// The scratch directory marks the run's leftovers for the next apply (recover.go) when
 	// they could not all be removed.

@@ -767,7 +767,7 @@ func (r *runner) buildProposal(ctx context.Context, n *graph.Node, job string, r
 		return nil, false, fmt.Errorf("image %s is not built", rc.Build.Image.Node)
 	}
 	prop := input{mount: executors.Mount{Source: src, Target: lang.ProposalDir, Digest: string(tree)},
-		dep: provenance.Dependency{Name: lang.ProposalDir, URI: fmt.Sprintf("foundry:%s#%s/round-%d", bn, job, round), Digest: string(tree)}}
+		dep: provenance.Dependency{Name: lang.ProposalDir, URI: roundURI(bn, job, round), Digest: string(tree)}}
 	node, key, keyDef, err := reconstructNode(n, rc.Build, lang.BuildAddress(n.Capability.Name), img.image, prop, func(a string) digest.Digest {
 		if res := r.result(a); res != nil {
 			return res.tree
@@ -857,7 +857,13 @@ func (r *runner) candidateOf(ctx context.Context, n *graph.Node, job string, rou
 // jobURI names round of job for capability n: the URI of the /job its builder read, in
 // the builder's provenance.
 func jobURI(n *graph.Node, job string, round int) string {
-	return fmt.Sprintf("foundry:%s#%s/round-%d", n.Address, job, round)
+	return roundURI(n.Address, job, round)
+}
+
+// roundURI names what node addr read in round of job (the capability's /job, the
+// builder's proposal), in the provenance of the run that read it.
+func roundURI(addr, job string, round int) string {
+	return fmt.Sprintf("foundry:%s#%s/round-%d", addr, job, round)
 }
 
 // ranFor reports whether res, the builder run a row of round of job names, is that round's
@@ -870,8 +876,7 @@ func (r *runner) ranFor(res *cache.Result, n *graph.Node, job string, round int)
 		if err != nil {
 			continue
 		}
-		// The keys the apply verifies its own (and trusted) signatures with.
-		if c, err := provenance.OpenExecution(b, r.dlv.Keys); err == nil && c.Inputs[lang.JobDir] == jobURI(n, job, round) {
+		if c, err := provenance.OpenExecution(b, r.keys); err == nil && c.Inputs[lang.JobDir] == jobURI(n, job, round) {
 			return true
 		}
 	}

@@ -702,11 +702,25 @@ func (r *runner) refuseSealed(name string, man *digest.Manifest) error {
 
 // refuseSealedImage fails when the image a step is about to run in was packed, by seed
 // (the seed itself or one its layers build on), from a file with the content of a sealed
-// case of any capability: the project's files, inline text, and host files and
-// directories inside the project. Those are the only ways the project's bytes enter an
-// image; an imported image, and a host directory elsewhere (a toolchain), are not the
-// project's and are not hashed again on every run.
+// case of any capability: the project's files, inline text, host files, and host
+// directories inside the project. Those are the ways the project's bytes enter an image;
+// an imported image, and a host directory elsewhere (a toolchain), are not the project's
+// and are not hashed. It is checked once per seed and apply.
 func (r *runner) refuseSealedImage(seedAddr string) error {
+	r.sealedImagesMu.Lock()
+	defer r.sealedImagesMu.Unlock()
+	if err, ok := r.sealedImages[seedAddr]; ok {
+		return err
+	}
+	err := r.sealedImage(seedAddr)
+	if r.sealedImages == nil {
+		r.sealedImages = map[string]error{}
+	}
+	r.sealedImages[seedAddr] = err
+	return err
+}
+
+func (r *runner) sealedImage(seedAddr string) error {
 	for addr := seedAddr; addr != ""; {
 		n := r.g.Nodes[addr]
 		if n == nil || n.Seed == nil {
