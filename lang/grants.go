@@ -74,10 +74,14 @@ func ParseDestination(s, base string) (Destination, error) {
 type Grants struct {
 	File    string        // where they were read from; "" when there was no file
 	Deliver []Destination // destinations products may be delivered to, and under them
+	Network []HostPort    // endpoints sources and egress steps may reach, exactly
 }
 
-// DeliverGrantKind is the label of the grant block that allows deliveries.
-const DeliverGrantKind = "deliver"
+// Grant kinds: the labels of grant blocks.
+const (
+	DeliverGrantKind = "deliver" // destinations products may be delivered to
+	NetworkGrantKind = "network" // host:port pairs Foundry may fetch sources from and egress steps may reach
+)
 
 // AllowsDelivery reports whether a grant allows delivering to d: a deliver grant of the
 // same scheme names d's path or a directory above it; for oci:, the same host and port and
@@ -123,41 +127,75 @@ func ParseGrants(path string, src []byte) (*Grants, *hcl.File, hcl.Diagnostics) 
 	content, d := f.Body.Content(&hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{{Type: "grant", LabelNames: []string{"kind"}}}})
 	diags = append(diags, d...)
 	for _, b := range content.Blocks {
-		if b.Labels[0] != DeliverGrantKind {
-			diags = append(diags, errorAt(b.LabelRanges[0], "Unknown grant", "A grant is for %q (destinations products may be delivered to); %q is not a kind of grant.", DeliverGrantKind, b.Labels[0]))
-			continue
-		}
-		bc, d := b.Body.Content(&hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "to", Required: true}}})
-		diags = append(diags, d...)
-		a := bc.Attributes["to"]
-		if a == nil {
-			continue
-		}
-		v, d := a.Expr.Value(nil)
-		diags = append(diags, d...)
-		if d.HasErrors() {
-			continue
-		}
-		rng := a.Expr.Range()
-		if v.IsNull() || !(v.Type().IsListType() || v.Type().IsTupleType()) {
-			diags = append(diags, errorAt(rng, "Invalid grant", "to must be a list of destinations, such as [\"dir:/srv/releases\"]."))
-			continue
-		}
-		for it := v.ElementIterator(); it.Next(); {
-			_, e := it.Element()
-			if e.IsNull() || e.Type() != cty.String {
-				diags = append(diags, errorAt(rng, "Invalid grant", "Each destination is a string, such as \"dir:/srv/releases\"."))
-				continue
-			}
-			dest, err := ParseDestination(e.AsString(), "")
-			if err != nil {
-				diags = append(diags, errorAt(rng, "Invalid grant", "%v.", err))
-				continue
-			}
-			if !slices.Contains(g.Deliver, dest) {
-				g.Deliver = append(g.Deliver, dest)
-			}
+		switch b.Labels[0] {
+		case DeliverGrantKind:
+			diags = append(diags, g.parseDeliver(b)...)
+		case NetworkGrantKind:
+			diags = append(diags, g.parseNetwork(b)...)
+		default:
+			diags = append(diags, errorAt(b.LabelRanges[0], "Unknown grant", "A grant is for %q (destinations products may be delivered to) or %q (hosts sources and egress steps may reach); %q is not a kind of grant.", DeliverGrantKind, NetworkGrantKind, b.Labels[0]))
 		}
 	}
 	return g, f, diags
+}
+
+// grantList reads the required attribute name of a grant block, a list of strings (what,
+// like example), and the range its diagnostics point at; anything else is an error.
+func grantList(b *hcl.Block, name, what, example string) ([]string, hcl.Range, hcl.Diagnostics) {
+	bc, diags := b.Body.Content(&hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: name, Required: true}}})
+	a := bc.Attributes[name]
+	if a == nil {
+		return nil, hcl.Range{}, diags
+	}
+	v, d := a.Expr.Value(nil)
+	diags = append(diags, d...)
+	rng := a.Expr.Range()
+	if d.HasErrors() {
+		return nil, rng, diags
+	}
+	if v.IsNull() || !(v.Type().IsListType() || v.Type().IsTupleType()) || !v.IsWhollyKnown() {
+		return nil, rng, append(diags, errorAt(rng, "Invalid grant", "%s must be a list of %s, such as [%q].", name, what, example))
+	}
+	var out []string
+	for it := v.ElementIterator(); it.Next(); {
+		_, e := it.Element()
+		if e.IsNull() || e.Type() != cty.String {
+			diags = append(diags, errorAt(rng, "Invalid grant", "Each element of %s is a string, such as %q.", name, example))
+			continue
+		}
+		out = append(out, e.AsString())
+	}
+	return out, rng, diags
+}
+
+// parseNetwork reads grant "network" { hosts = ["HOST:PORT", …] }.
+func (g *Grants) parseNetwork(b *hcl.Block) hcl.Diagnostics {
+	hosts, rng, diags := grantList(b, "hosts", "HOST:PORT pairs", "downloads.example:443")
+	for _, s := range hosts {
+		hp, err := ParseHostPort(s)
+		if err != nil {
+			diags = append(diags, errorAt(rng, "Invalid grant", "%v.", err))
+			continue
+		}
+		if !slices.Contains(g.Network, hp) {
+			g.Network = append(g.Network, hp)
+		}
+	}
+	return diags
+}
+
+// parseDeliver reads grant "deliver" { to = [DESTINATION, …] }.
+func (g *Grants) parseDeliver(b *hcl.Block) hcl.Diagnostics {
+	to, rng, diags := grantList(b, "to", "destinations", "dir:/srv/releases")
+	for _, s := range to {
+		dest, err := ParseDestination(s, "")
+		if err != nil {
+			diags = append(diags, errorAt(rng, "Invalid grant", "%v.", err))
+			continue
+		}
+		if !slices.Contains(g.Deliver, dest) {
+			g.Deliver = append(g.Deliver, dest)
+		}
+	}
+	return diags
 }
