@@ -76,6 +76,10 @@ type Limits struct {
 const (
 	NetworkNone = "none" // a new network namespace with loopback only
 	NetworkHost = "host" // only with an operator grant
+	// NetworkEgress is a network namespace of the action's own with loopback only, where
+	// Action.Egress serves a listener, made before the process starts, whose URL the
+	// process gets in ProxyVars: its only way out (see Egress).
+	NetworkEgress = "egress"
 )
 
 // Action is one process to run.
@@ -106,6 +110,13 @@ type Action struct {
 	// Stdout and Stderr receive the process output as it is produced. The engine bounds them.
 	Stdout io.Writer
 	Stderr io.Writer
+	// Egress serves the action's only way out when Network is NetworkEgress, and is nil
+	// otherwise. A sandboxed executor calls it, before the process starts, with a listener
+	// on loopback inside the sandbox's network namespace (StartEgress), and sets ProxyVars
+	// to its URL; the local executor, whose process is on the host's network, with one on
+	// the host's loopback. Its context ends when the process has ended; Run waits for it to
+	// return, and fails with its error.
+	Egress EgressFunc
 	// Attach, when set, makes the action a service: once its process has started, Attach is
 	// called with a Dialer that connects from inside the sandbox's network namespace (the
 	// host's for the local executor). When Attach returns, the executor kills the action and

@@ -227,7 +227,13 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 		return nil, fmt.Errorf("containerd executor: action %s: image %s: %w", a.ID, a.Image.Digest, err)
 	}
 	cgroupsPath := "/" + e.ns + "/" + a.ID
-	so := runc.SpecOptions{RootPath: "rootfs", CgroupsPath: cgroupsPath, Seccomp: e.seccomp}
+	// An egress action's network is made, and its broker listening, before it starts.
+	egress, err := executors.StartEgress(a)
+	if err != nil {
+		return nil, fmt.Errorf("containerd executor: %w", err)
+	}
+	defer egress.Stop()
+	so := runc.SpecOptions{RootPath: "rootfs", CgroupsPath: cgroupsPath, Seccomp: e.seccomp, Egress: egress}
 	// A shared shim serves one task creation at a time (its Create holds a lock across
 	// `runc create`), so an action holds its shim only until its task exists.
 	shim := e.shims.acquire()
@@ -394,6 +400,10 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 	if err := at.Stop(); err != nil {
 		task.Delete(cctx, containerd.WithProcessKill)
 		return fail("attach", err)
+	}
+	if err := egress.Stop(); err != nil {
+		task.Delete(cctx, containerd.WithProcessKill)
+		return fail("egress", err)
 	}
 	tr.Mark("exit")
 	code, _, serr := st.Result()

@@ -48,6 +48,7 @@ func Run(t *testing.T, c Config) {
 	t.Run("Service", s.service)
 	t.Run("ServiceExits", s.serviceExits)
 	t.Run("Usage", s.usage)
+	t.Run("Egress", s.egress)
 	if c.Sandboxed {
 		t.Run("Identity", s.identity)
 		t.Run("ReadOnlyMounts", s.readOnlyMounts)
@@ -518,6 +519,100 @@ if echo hi | nc -w 2 127.0.0.1 %d; then echo CONNECTED; fi`, port))...)
 	// flags 0x9 = IFF_UP|IFF_LOOPBACK (operstate of lo is "unknown" when up).
 	if r.ExitCode != 0 || len(lines) < 3 || lines[0] != "lo" || lines[1] != "unknown" || lines[2] != "0x9" {
 		t.Errorf("want only lo, up: exit %d stdout %q stderr %q", r.ExitCode, st.stdout.String(), st.stderr.String())
+	}
+}
+
+// egress runs a step with network egress: its Egress function is called with a listener
+// before the process starts, the step finds it through the proxy variables (busybox wget
+// reads http_proxy) and reaches nothing else; Run waits for Egress to return after the
+// process ended. In a sandbox the listener is in the step's own namespace: lo is its only
+// interface, the host's loopback is out of reach, and the listener is not on the host's.
+func (s *suite) egress(t *testing.T) {
+	host, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer host.Close()
+	var hostAccepted atomic.Int64
+	go func() {
+		for {
+			c, err := host.Accept()
+			if err != nil {
+				return
+			}
+			hostAccepted.Add(1)
+			c.Close()
+		}
+	}()
+	marker := randHex(6)
+	var mu sync.Mutex
+	var asked []string
+	var listenAddr string
+	var ended atomic.Bool
+	var accepted atomic.Int64
+	st := s.newStep(t, sh(fmt.Sprintf(`echo "proxy=$HTTP_PROXY $HTTPS_PROXY $http_proxy $https_proxy"
+ls /sys/class/net | tr '\n' ' '; echo
+wget -q -O - http://egress.test/fetch-%s
+if echo hi | nc -w 2 127.0.0.1 %d; then echo HOST-REACHED; fi`, marker, host.Addr().(*net.TCPAddr).Port))...)
+	st.a.Network = executors.NetworkEgress
+	st.a.Egress = func(ctx context.Context, l net.Listener) error {
+		defer ended.Store(true)
+		mu.Lock()
+		listenAddr = l.Addr().String()
+		mu.Unlock()
+		if s.c.Sandboxed {
+			// Were the listener on the host's loopback, this would be a second connection.
+			if c, err := net.DialTimeout("tcp", listenAddr, time.Second); err == nil {
+				c.Close()
+			}
+		}
+		srv := &http.Server{
+			Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				asked = append(asked, r.RequestURI)
+				mu.Unlock()
+				fmt.Fprintf(w, "egress-served %s\n", r.URL.Path)
+			}),
+			ConnState: func(_ net.Conn, cs http.ConnState) {
+				if cs == http.StateNew {
+					accepted.Add(1)
+				}
+			},
+		}
+		go func() { <-ctx.Done(); srv.Close() }()
+		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+		return nil
+	}
+	r := s.run(t, st)
+	if !ended.Load() {
+		t.Errorf("Run returned before the Egress function did")
+	}
+	out := st.stdout.String()
+	proxy := "http://" + listenAddr
+	if !strings.Contains(out, fmt.Sprintf("proxy=%s %s %s %s", proxy, proxy, proxy, proxy)) {
+		t.Errorf("the proxy variables are not %s: stdout %q", proxy, out)
+	}
+	if r.ExitCode != 0 || !strings.Contains(out, "egress-served /fetch-"+marker) {
+		t.Errorf("the step did not reach its Egress through the proxy: exit %d stdout %q stderr %q", r.ExitCode, out, st.stderr.String())
+	}
+	mu.Lock()
+	if len(asked) != 1 || asked[0] != "http://egress.test/fetch-"+marker {
+		t.Errorf("Egress got %q, want the one proxy request", asked)
+	}
+	mu.Unlock()
+	if !s.c.Sandboxed {
+		return
+	}
+	if n := accepted.Load(); n != 1 {
+		t.Errorf("the egress listener accepted %d connections, want the step's one: the host reached it at %s", n, listenAddr)
+	}
+	if strings.Contains(out, "HOST-REACHED") || hostAccepted.Load() != 0 {
+		t.Errorf("the egress step reached the host's loopback: stdout %q", out)
+	}
+	if lines := strings.Split(out, "\n"); len(lines) < 2 || lines[1] != "lo " {
+		t.Errorf("want lo as the only interface: stdout %q", out)
 	}
 }
 

@@ -11,7 +11,9 @@
 //   - Mounts cannot be made visible at their targets, so an action with mounts is refused
 //     (Run returns an error) rather than run against whatever the host has at those paths.
 //   - There is no network, user, memory or pids isolation: Network, User and Limits other than
-//     Timeout are not enforced (User must be empty or the current uid:gid).
+//     Timeout are not enforced (User must be empty or the current uid:gid). An egress action's
+//     broker listens on the host's loopback and its proxy variables are set, but nothing
+//     keeps the process from going around it.
 //   - The deadline kills the process group the action starts in. A descendant that leaves the
 //     group (setsid) escapes it; only the sandboxed executors kill every process of a step.
 //   - Usage comes from the rusage wait4 returns for the action's process, which covers it and
@@ -92,6 +94,19 @@ func (*Executor) Run(ctx context.Context, a *executors.Action) (*executors.Resul
 		env = a.Image.Env
 	}
 	env = append(append([]string(nil), env...), OutEnv+"="+a.OutDir)
+	if (a.Network == executors.NetworkEgress) != (a.Egress != nil) {
+		return nil, fmt.Errorf("local executor: action %s: network %q and an Egress function go together", a.ID, executors.NetworkEgress)
+	}
+	// Unsandboxed, the process is on the host's network anyway: its broker listens on the
+	// host's loopback, so that it finds its proxy where a sandbox would.
+	egress, err := executors.StartHostEgress(a)
+	if err != nil {
+		return nil, fmt.Errorf("local executor: %w", err)
+	}
+	defer egress.Stop()
+	if egress != nil {
+		env = executors.ProxyEnv(env, egress.ProxyURL())
+	}
 	dir := a.Workdir
 	if dir == "" {
 		dir = a.OutDir
@@ -144,6 +159,9 @@ func (*Executor) Run(ctx context.Context, a *executors.Action) (*executors.Resul
 	res.Finished = time.Now()
 	if err := at.Stop(); err != nil {
 		return nil, fmt.Errorf("local executor: action %s: attach: %w", a.ID, err)
+	}
+	if err := egress.Stop(); err != nil {
+		return nil, fmt.Errorf("local executor: action %s: egress: %w", a.ID, err)
 	}
 	var exitErr *exec.ExitError
 	if werr != nil && !errors.As(werr, &exitErr) && !errors.Is(werr, exec.ErrWaitDelay) {

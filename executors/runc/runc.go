@@ -134,7 +134,13 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 		return nil, fmt.Errorf("runc executor: action %s: image rootfs %s is not a directory (%v)", a.ID, a.Image.Rootfs, err)
 	}
 	cgroupsPath := e.cgroupParent + "/" + a.ID
-	spec, err := Spec(a, SpecOptions{RootPath: "rootfs", CgroupsPath: cgroupsPath, Seccomp: e.seccomp})
+	// An egress action's network is made, and its broker listening, before it starts.
+	egress, err := executors.StartEgress(a)
+	if err != nil {
+		return nil, fmt.Errorf("runc executor: %w", err)
+	}
+	defer egress.Stop()
+	spec, err := Spec(a, SpecOptions{RootPath: "rootfs", CgroupsPath: cgroupsPath, Seccomp: e.seccomp, Egress: egress})
 	if err != nil {
 		return nil, fmt.Errorf("runc executor: %w", err)
 	}
@@ -201,6 +207,9 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 	res.Finished = time.Now()
 	if err := at.Stop(); err != nil {
 		return nil, fmt.Errorf("runc executor: action %s: attach: %w", a.ID, err)
+	}
+	if err := egress.Stop(); err != nil {
+		return nil, fmt.Errorf("runc executor: action %s: egress: %w", a.ID, err)
 	}
 	tr.Mark("run")
 

@@ -63,11 +63,15 @@ type SpecOptions struct {
 	Seccomp bool
 	// Annotations are copied into the spec (the containerd executor uses one to share shims).
 	Annotations map[string]string
+	// Egress is the network an action with network egress runs in (executors.StartEgress):
+	// the spec joins its namespace by path and sets the proxy variables to its listener.
+	Egress *executors.Egress
 }
 
 // Spec builds the complete OCI runtime spec of the sandbox for a: read-only root, input mounts
 // read-only, /out (a.OutDir) read-write, /tmp a tmpfs, a private network namespace with only
-// loopback (runc brings lo up) unless a.Network is "host", a non-root user, no capabilities,
+// loopback (runc brings lo up) unless a.Network is "host" (the host's) or "egress" (the namespace
+// o.Egress made, its proxy variables set), a non-root user, no capabilities,
 // no-new-privileges, the default masked and read-only /proc and /sys paths, and memory, pids and
 // CPU limits. Processes are in new pid, ipc, uts and mount namespaces, so killing the init
 // process (or the whole cgroup) ends every process of the step.
@@ -86,6 +90,12 @@ func Spec(a *executors.Action, o SpecOptions) (*specs.Spec, error) {
 		env = a.Image.Env
 	}
 	env = withDefaultPath(env)
+	if a.Network == executors.NetworkEgress {
+		if o.Egress == nil {
+			return nil, fmt.Errorf("action %s: network %q without its network (executors.StartEgress)", a.ID, executors.NetworkEgress)
+		}
+		env = executors.ProxyEnv(env, o.Egress.ProxyURL())
+	}
 	cwd := a.Workdir
 	if cwd == "" {
 		cwd = a.Image.Workdir
@@ -120,7 +130,12 @@ func Spec(a *executors.Action, o SpecOptions) (*specs.Spec, error) {
 		// The step sees its own cgroup as the root of /sys/fs/cgroup, not the host's tree.
 		{Type: specs.CgroupNamespace},
 	}
-	if a.Network != executors.NetworkHost {
+	switch a.Network {
+	case executors.NetworkHost:
+	case executors.NetworkEgress:
+		// The namespace made for it, with loopback up and the broker's listener in it.
+		nss = append(nss, specs.LinuxNamespace{Type: specs.NetworkNamespace, Path: o.Egress.Path()})
+	default:
 		// An empty network namespace: runc configures loopback and nothing else.
 		nss = append(nss, specs.LinuxNamespace{Type: specs.NetworkNamespace})
 	}
@@ -237,9 +252,12 @@ func Validate(a *executors.Action) error {
 		return fmt.Errorf("action %s: workdir %q must be absolute", a.ID, a.Workdir)
 	}
 	switch a.Network {
-	case "", executors.NetworkNone, executors.NetworkHost:
+	case "", executors.NetworkNone, executors.NetworkHost, executors.NetworkEgress:
 	default:
-		return fmt.Errorf("action %s: unknown network policy %q (want %q or %q)", a.ID, a.Network, executors.NetworkNone, executors.NetworkHost)
+		return fmt.Errorf("action %s: unknown network policy %q (want %q, %q or %q)", a.ID, a.Network, executors.NetworkNone, executors.NetworkEgress, executors.NetworkHost)
+	}
+	if (a.Network == executors.NetworkEgress) != (a.Egress != nil) {
+		return fmt.Errorf("action %s: network %q and an Egress function go together", a.ID, executors.NetworkEgress)
 	}
 	seen := map[string]bool{}
 	for _, m := range a.Mounts {
