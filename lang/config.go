@@ -298,7 +298,12 @@ type Step struct {
 	Mounts      map[string]*Artifact // sandbox path → content
 	Outputs     []string             // absolute paths under /out, sorted
 	Limits      Limits
-	Network     string
+	// Network is NetworkNone, or NetworkEgress for a fixed-output step (spec/language.md
+	// §9a): it reaches Egress, each endpoint granted by the operator, through the broker,
+	// and its outputs must have the tree digest OutputDigest.
+	Network      string
+	Egress       []HostPort    // sorted by String, without duplicates; only with NetworkEgress
+	OutputDigest digest.Digest // only with NetworkEgress
 	// Instance says which instance of a block with for_each or count the step is; nil for
 	// a block without.
 	Instance  *Instance
@@ -328,6 +333,9 @@ type Limits struct {
 	Pids        int64
 	Time        time.Duration
 	OutputBytes int64
+	// EgressBytes bounds what a fixed-output step's broker relays, both ways and all
+	// connections together; only with network egress.
+	EgressBytes int64
 }
 
 // Product is a deliverable: steps that assemble it, acceptance checks, and where it goes.

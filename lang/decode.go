@@ -469,14 +469,14 @@ var stepSchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{
 		{Name: "description"}, {Name: "image", Required: true}, {Name: "run", Required: true},
 		{Name: "env"}, {Name: "workdir"}, {Name: "user"}, {Name: "platform"},
-		{Name: "mounts"}, {Name: "outputs"}, {Name: "network"},
+		{Name: "mounts"}, {Name: "outputs"}, {Name: "network"}, {Name: "egress"}, {Name: "output_digest"},
 		repetitionArgs[0], repetitionArgs[1], // decoded by instances
 	},
 	Blocks: []hcl.BlockHeaderSchema{{Type: "limits"}},
 }
 
 var limitsSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
-	{Name: "memory"}, {Name: "cpus"}, {Name: "pids"}, {Name: "time"}, {Name: "output"},
+	{Name: "memory"}, {Name: "cpus"}, {Name: "pids"}, {Name: "time"}, {Name: "output"}, {Name: "egress"},
 }}
 
 // reservedTargets are sandbox paths a mount may not cover.
@@ -623,15 +623,7 @@ func (l *loader) decodeStep(b *hcl.Block, name string, ctx *hcl.EvalContext, sco
 			l.checkPlatform(s, rng)
 		}
 	}
-	if v, rng, ok := evalAttr("network"); ok {
-		if s, ok := l.str(v, rng, "network"); ok {
-			st.Network = s
-			if s != "none" {
-				l.diags = append(l.diags, errorAt(rng, "Network not granted",
-					"network = %q: steps run with loopback only. Network access needs an operator grant, which this version of Foundry does not support yet; use \"none\".", s))
-			}
-		}
-	}
+	l.decodeNetwork(st, b, content, evalAttr)
 	if mounts, rng, ok := l.decodeMounts(content.Attributes["mounts"], ctx, scope); ok {
 		st.Mounts = mounts
 		// check reports what is wrong with one mount, if report is set, and whether anything is.
@@ -679,6 +671,7 @@ func (l *loader) decodeStep(b *hcl.Block, name string, ctx *hcl.EvalContext, sco
 	}
 	for _, lb := range content.Blocks {
 		st.Limits = l.decodeLimits(lb, ctx)
+		l.checkEgressLimit(st, lb)
 	}
 	if len(content.Blocks) > 1 {
 		l.diags = append(l.diags, errorf(content.Blocks[1].DefRange.Ptr(), "Duplicate limits block", "A step has at most one limits block."))
@@ -737,7 +730,7 @@ func (l *loader) decodeLimits(b *hcl.Block, ctx *hcl.EvalContext) Limits {
 		v, d := l.eval(a.Expr, ctx, nil)
 		return v, a.Expr.Range(), !d.HasErrors()
 	}
-	for name, dst := range map[string]*int64{"memory": &lim.MemoryBytes, "output": &lim.OutputBytes} {
+	for name, dst := range map[string]*int64{"memory": &lim.MemoryBytes, "output": &lim.OutputBytes, "egress": &lim.EgressBytes} {
 		if v, rng, ok := get(name); ok {
 			if s, ok := l.str(v, rng, name); ok {
 				n, err := ParseSize(s)
@@ -919,6 +912,7 @@ func (l *loader) decodeReconstructStep(b *hcl.Block, capName string) *Step {
 	scope.order = []string{in.name}
 	st := l.decodeStep(b, in.name, l.baseContext(), scope)
 	st.Kind = b.Type
+	l.refuseNetwork(st, b, "A "+b.Type+" of a reconstruction")
 	if len(st.Outputs) == 0 {
 		what, writes := "Builder", "its proposal"
 		if b.Type == "build" {
@@ -1146,6 +1140,7 @@ func (l *loader) decodeProduct(b *hcl.Block) {
 		for _, in := range insts {
 			chk := l.decodeStep(cb, in.name, withInstance(sctx, in, r != nil && r.count), scope)
 			chk.Kind, chk.Instance = "check", in.of(cb.Labels[0], r != nil && r.count)
+			l.refuseNetwork(chk, cb, "A check")
 			// decodeStep takes outputs from the scope, where a same-named step may have put
 			// its own: a check has none.
 			chk.Outputs = nil

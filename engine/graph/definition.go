@@ -29,6 +29,8 @@ const (
 	DefaultPids        = 1024
 	DefaultTime        = time.Hour
 	DefaultOutputBytes = 16 << 20
+	// DefaultEgressBytes bounds what the broker of a step with network egress relays.
+	DefaultEgressBytes = 1 << 30
 )
 
 // EffectiveLimits fills a step's unset limits with the defaults.
@@ -387,6 +389,11 @@ type StepDefinition struct {
 	Outputs  []string          `json:"outputs"`
 	Limits   LimitsDefinition  `json:"limits"`
 	Network  string            `json:"network"`
+	// Egress and OutputDigest are a fixed-output step's (network egress): the endpoints it
+	// reaches and the tree digest its outputs must have. Absent for every other step, whose
+	// definition is as it was before they existed.
+	Egress       []string `json:"egress,omitempty"`
+	OutputDigest string   `json:"output_digest,omitempty"`
 }
 
 // LimitsDefinition is a step's effective limits, as its definition and its plan view hold them.
@@ -396,6 +403,8 @@ type LimitsDefinition struct {
 	Pids        int64  `json:"pids"`
 	TimeMillis  int64  `json:"time_ms"`
 	OutputBytes int64  `json:"output_bytes"`
+	// EgressBytes is set for a step with network egress only.
+	EgressBytes int64 `json:"egress_bytes,omitempty"`
 }
 
 // canonical is digest.Canonical(d), written directly: steps are most of a large graph's
@@ -418,6 +427,10 @@ func (d StepDefinition) write(holes *[]int32) ([]byte, error) {
 	e.Open('{')
 	e.Key("argv")
 	e.Strings(d.Argv)
+	if len(d.Egress) > 0 {
+		e.Key("egress")
+		e.Strings(d.Egress)
+	}
 	e.Key("env")
 	e.StringMap(d.Env)
 	note := func(at int) {
@@ -444,6 +457,7 @@ func (d StepDefinition) write(holes *[]int32) ([]byte, error) {
 	e.Open('{')
 	e.Key("cpus")
 	e.String(d.Limits.CPUs)
+	e.OmitEmptyInt("egress_bytes", d.Limits.EgressBytes)
 	e.Key("memory_bytes")
 	e.Int(d.Limits.MemoryBytes)
 	e.Key("output_bytes")
@@ -455,6 +469,7 @@ func (d StepDefinition) write(holes *[]int32) ([]byte, error) {
 	e.Close('}')
 	e.Key("network")
 	e.String(d.Network)
+	e.OmitEmptyString("output_digest", d.OutputDigest)
 	e.Key("outputs")
 	e.Strings(d.Outputs)
 	e.Key("platform")
@@ -514,10 +529,30 @@ func (g *Graph) stepDefinition(n *Node) StepDefinition {
 // nodes they come from: what a plan shows of the step (with its mounts).
 func StepFields(n *Node) StepDefinition {
 	s := n.Step
-	return StepDefinition{
+	def := StepDefinition{
 		Kind: string(n.Kind), V: DefinitionVersion, Argv: nonNil(s.Run), Env: s.Env, Workdir: s.Workdir,
 		User: s.User, Platform: s.Platform, Outputs: nonNil(s.Outputs), Network: s.Network, Limits: limitsOf(s.Limits),
 	}
+	if s.Network == lang.NetworkEgress {
+		def.Limits.EgressBytes = EgressBytes(s)
+		def.OutputDigest = string(s.OutputDigest)
+		for _, h := range s.Egress {
+			def.Egress = append(def.Egress, h.String())
+		}
+	}
+	return def
+}
+
+// EgressBytes is the bound on what a fixed-output step's broker relays: its
+// limits.egress, or DefaultEgressBytes; 0 for a step without network egress.
+func EgressBytes(s *lang.Step) int64 {
+	switch {
+	case s.Network != lang.NetworkEgress:
+		return 0
+	case s.Limits.EgressBytes > 0:
+		return s.Limits.EgressBytes
+	}
+	return DefaultEgressBytes
 }
 
 // limitsOf is the definition form of a step's effective limits.
