@@ -7,8 +7,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -52,6 +54,9 @@ const (
 	// AnnotationProducer on a resolved dependency is the cache key of the Foundry step
 	// execution that produced it; Verify follows such dependencies and verifies them too.
 	AnnotationProducer = "foundry_producer"
+	// AnnotationEgress on a byproduct named "egress/N" is the Nth connection the step's
+	// egress broker handled (a Connection, as JSON).
+	AnnotationEgress = "foundry_egress"
 )
 
 var (
@@ -131,6 +136,9 @@ type Execution struct {
 	Outputs []Artifact
 	// Logs are the captured stdout/stderr blobs (runDetails.byproducts).
 	Logs []Artifact
+	// Egress are the connections the egress broker of a step with network egress handled,
+	// admitted or refused, in the order they were made (runDetails.byproducts "egress/N").
+	Egress []Connection
 
 	StartedOn  time.Time
 	FinishedOn time.Time
@@ -138,11 +146,29 @@ type Execution struct {
 
 // Network is the network policy the sandbox enforced.
 type Network struct {
-	// Mode is "none" (a new network namespace with loopback only, the default) or "host"
-	// (the host's network, only with an operator grant), as in package executors.
+	// Mode is "none" (a new network namespace with loopback only, the default), "egress"
+	// (that, and a broker in it reaching Hosts, a fixed-output step's) or "host" (the host's
+	// network, only with an operator grant), as in package executors.
 	Mode string `json:"mode"`
-	// Hosts are the hosts the grant named, when it named any.
+	// Hosts are the HOST:PORT endpoints the broker admitted (mode egress): the step's
+	// egress, each granted.
 	Hosts []string `json:"hosts,omitempty"`
+	// OutputDigest is the tree digest a fixed-output step's outputs were checked to have
+	// before they were stored (mode egress).
+	OutputDigest string `json:"outputDigest,omitempty"`
+}
+
+// Connection is one connection of a fixed-output step to its egress broker, as the broker
+// observed it (package egress records it; spec/provenance.md).
+type Connection struct {
+	Method   string `json:"method"`            // "CONNECT", or a plain request's method
+	Host     string `json:"host"`              // what the step asked for: a canonical host, or the raw text
+	Port     uint16 `json:"port"`              // 0 when it could not be read
+	Address  string `json:"address,omitempty"` // the IP:port dialed, when one was
+	Outcome  string `json:"outcome"`           // relayed, refused, failed, limit or ended
+	Reason   string `json:"reason,omitempty"`
+	Sent     int64  `json:"sent"`     // bytes sent upstream
+	Received int64  `json:"received"` // bytes read from upstream
 }
 
 // Limits are the resource limits the sandbox enforced, after the executor's defaults were
@@ -153,6 +179,8 @@ type Limits struct {
 	Pids          int64   `json:"pids,omitempty"`
 	TimeoutMillis int64   `json:"timeoutMillis,omitempty"`
 	OutputBytes   int64   `json:"outputBytes,omitempty"`
+	// EgressBytes bounds what a fixed-output step's broker relayed.
+	EgressBytes int64 `json:"egressBytes,omitempty"`
 }
 
 // Artifact is a named blob or tree, by digest.
@@ -210,12 +238,16 @@ func NewProvenance(e *Execution) (*Statement, error) {
 	}
 	switch e.Network.Mode {
 	case "none":
-		if len(e.Network.Hosts) != 0 {
-			return nil, errors.New("provenance: network mode none with hosts")
+		if len(e.Network.Hosts) != 0 || len(e.Egress) != 0 || e.Network.OutputDigest != "" {
+			return nil, errors.New("provenance: network mode none with hosts, connections or an output digest")
+		}
+	case "egress":
+		if len(e.Network.Hosts) == 0 || !digestRE.MatchString(e.Network.OutputDigest) {
+			return nil, errors.New("provenance: network mode egress needs its hosts and output digest")
 		}
 	case "host":
 	default:
-		return nil, fmt.Errorf("provenance: network mode %q: want none or host", e.Network.Mode)
+		return nil, fmt.Errorf("provenance: network mode %q: want none, egress or host", e.Network.Mode)
 	}
 
 	ext, err := stepStruct(e.Step)
@@ -275,6 +307,13 @@ func NewProvenance(e *Execution) (*Statement, error) {
 	logs, err := artifactRDs(e.Logs, "log")
 	if err != nil {
 		return nil, fmt.Errorf("provenance: %w", err)
+	}
+	for i, c := range e.Egress {
+		rd, err := connectionRD(i, c)
+		if err != nil {
+			return nil, fmt.Errorf("provenance: egress connection %d: %w", i, err)
+		}
+		logs = append(logs, rd)
 	}
 
 	pred := &slsa.Provenance{
@@ -405,6 +444,28 @@ func dependencyRD(d Dependency, role string) (*intoto.ResourceDescriptor, error)
 		return nil, err
 	}
 	return &intoto.ResourceDescriptor{Name: d.Name, Uri: d.URI, Digest: ds, MediaType: d.MediaType, Annotations: as}, nil
+}
+
+// connectionRD is the byproduct of the ith egress connection: named egress/i, with the
+// endpoint as a tcp:// URI when the step named one, and the connection in an annotation.
+func connectionRD(i int, c Connection) (*intoto.ResourceDescriptor, error) {
+	b, err := json.Marshal(c)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	as, err := structpb.NewStruct(map[string]any{AnnotationRole: "egress", AnnotationEgress: m})
+	if err != nil {
+		return nil, err
+	}
+	rd := &intoto.ResourceDescriptor{Name: fmt.Sprintf("egress/%d", i), Annotations: as}
+	if c.Port != 0 {
+		rd.Uri = "tcp://" + net.JoinHostPort(c.Host, strconv.Itoa(int(c.Port)))
+	}
+	return rd, nil
 }
 
 func artifactRDs(as []Artifact, what string) ([]*intoto.ResourceDescriptor, error) {

@@ -34,8 +34,9 @@ const (
 	// StatusReconstruct is a capability with no admitted version and no feasible recipe
 	// that its reconstruct block will acquire at apply time: reachable, not ready.
 	StatusReconstruct = "reconstruct"
-	// StatusNeedsGrant is a product whose deliver destination no grant of the operator's
-	// grants file allows: apply refuses to run it, and writes nothing.
+	// StatusNeedsGrant is a product whose deliver destination, or a step that would run
+	// and reaches an endpoint, no grant of the operator's grants file allows: apply refuses
+	// to run it, and writes nothing.
 	StatusNeedsGrant = "needs-grant"
 )
 
@@ -101,6 +102,9 @@ type Node struct {
 	// Deliver is, for a product with a deliver block, where it goes and whether a grant
 	// allows it.
 	Deliver *Delivery `json:"deliver,omitempty"`
+	// Egress is, for a fixed-output step, the endpoints it reaches and whether a grant
+	// allows each (egress.go).
+	Egress *Egress `json:"egress,omitempty"`
 }
 
 // Delivery is a product's destination as the plan shows it.
@@ -157,6 +161,9 @@ type StepView struct {
 	Outputs []string               `json:"outputs"`
 	Limits  graph.LimitsDefinition `json:"limits"`
 	Network string                 `json:"network"`
+	// Egress and OutputDigest are a fixed-output step's (network egress).
+	Egress       []string `json:"egress,omitempty"`
+	OutputDigest string   `json:"output_digest,omitempty"`
 }
 
 // Mounts are a step's mounts as a plan shows them: each sandbox path with a description of
@@ -281,7 +288,7 @@ type Summary struct {
 	Missing  int `json:"missing"`
 	// Reconstruct counts the capabilities to reconstruct.
 	Reconstruct int `json:"reconstruct,omitempty"`
-	// NeedsGrant counts the products whose destination no grant allows.
+	// NeedsGrant counts the products and steps that need a grant.
 	NeedsGrant int `json:"needs_grant,omitempty"`
 }
 
@@ -427,6 +434,7 @@ func Make(g *graph.Graph, opt Options) (*Plan, error) {
 		}
 	}
 	markGrants(g, byNum, opt.Grants)
+	markEgress(g, byNum, opt.Grants)
 	// A node that needs a missing node is missing too; say which one, and call a node built
 	// from a quarantined one affected.
 	origin := map[int32]string{} // node number -> the quarantined node it is built from
@@ -530,7 +538,8 @@ func markGrants(g *graph.Graph, byNum []*Node, grants *lang.Grants) {
 	}
 }
 
-// NeedsGrant returns the products of the plan whose destination no grant allows.
+// NeedsGrant returns the nodes of the plan that need a grant: products whose destination
+// no grant allows, steps that reach an endpoint none allows.
 func (p *Plan) NeedsGrant() []*Node {
 	var out []*Node
 	for _, n := range p.Nodes {
@@ -679,7 +688,7 @@ func StepViewOf(n *graph.Node) *StepView {
 	// which the view shows as mounts instead.
 	d := graph.StepFields(n)
 	v := &StepView{Argv: d.Argv, Env: d.Env, Workdir: d.Workdir, Mounts: Mounts{arts: s.Mounts},
-		Outputs: d.Outputs, Limits: d.Limits, Network: d.Network}
+		Outputs: d.Outputs, Limits: d.Limits, Network: d.Network, Egress: d.Egress, OutputDigest: d.OutputDigest}
 	if s.Image != nil {
 		v.Image = s.Image.Node
 	}

@@ -44,6 +44,14 @@ func (p *Plan) WriteText(out io.Writer) {
 		if n.Step != nil {
 			extra = "  " + describeArgv(n.Step.Argv)
 		}
+		if e := n.Egress; e != nil {
+			for _, h := range e.Hosts {
+				extra += "  egress " + h.Host
+				if h.Granted {
+					extra += " (granted)"
+				}
+			}
+		}
 		line(indent, n, extra)
 	}
 

@@ -102,7 +102,8 @@ func (r *runner) runAction(ctx context.Context, n *graph.Node, key digest.Digest
 		return nil, fmt.Errorf("%s must run, but no executor is configured", n.Address)
 	}
 	exe := r.opt.Steps
-	if exe == nil {
+	// A fixed-output step's broker runs beside its sandbox: it runs on this machine.
+	if exe == nil || n.Step.Network == lang.NetworkEgress {
 		var err error
 		if exe, err = r.executor(ctx, n.Address); err != nil {
 			return nil, err
@@ -208,6 +209,11 @@ func (r *runner) execute(ctx context.Context, n *graph.Node, exe executors.Execu
 		Limits: executors.Limits{MemoryBytes: lim.MemoryBytes, CPUs: lim.CPUs, Pids: lim.Pids, Timeout: lim.Time},
 		Stdout: stdout, Stderr: stderr,
 	}
+	fixed, err := r.fixedOutputFor(n, action)
+	if err != nil {
+		r.ws.State.AttemptFinished(context.WithoutCancel(ctx), r.runID, n.Address, attempt, state.OutcomeError, err.Error())
+		return nil, err
+	}
 	xr, err := exe.Run(ctx, action)
 	// Once the process has ended, its result is recorded even if the apply is being
 	// interrupted: that takes milliseconds, and a step that finished stays finished.
@@ -243,6 +249,7 @@ func (r *runner) execute(ctx context.Context, n *graph.Node, exe executors.Execu
 		se := &StepError{ExitCode: xr.ExitCode, TimedOut: xr.TimedOut, OOMKilled: xr.OOMKilled, Stdout: outLog.Digest, Stderr: errLog.Digest,
 			CPU: xr.Usage.CPU, PeakMemory: xr.Usage.PeakMemoryBytes}
 		se.LogTail = r.logTail(errLog, outLog, 10)
+		fixed.explain(se)
 		outcome := state.OutcomeFailed
 		if xr.TimedOut {
 			outcome = state.OutcomeTimedOut
@@ -250,7 +257,11 @@ func (r *runner) execute(ctx context.Context, n *graph.Node, exe executors.Execu
 		r.ws.State.AttemptFinished(bg, r.runID, n.Address, attempt, outcome, logDetail(outLog, errLog))
 		return nil, se
 	}
-	outputs, err := r.collectOutputs(outDir, st.Outputs)
+	err = fixed.check(outDir)
+	var outputs []cache.Output
+	if err == nil {
+		outputs, err = r.collectOutputs(outDir, st.Outputs)
+	}
 	if err != nil {
 		r.ws.State.AttemptFinished(bg, r.runID, n.Address, attempt, state.OutcomeFailed, err.Error())
 		return nil, &StepError{Reason: err.Error(), Stdout: outLog.Digest, Stderr: errLog.Digest, CPU: xr.Usage.CPU, PeakMemory: xr.Usage.PeakMemoryBytes}
@@ -267,7 +278,7 @@ func (r *runner) execute(ctx context.Context, n *graph.Node, exe executors.Execu
 	// by the cache key it is recorded under: the acceptance evidence a delivery names. A
 	// step that makes nothing has no subject for it.
 	if len(res.Outputs) > 0 || n.Kind == graph.KindCheck {
-		env, err := r.attest(n, attempt, base.image, inputs, res, lim)
+		env, err := r.attest(n, attempt, base.image, inputs, res, lim, fixed)
 		if err != nil {
 			return nil, fmt.Errorf("%s: provenance: %w", n.Address, err)
 		}
@@ -387,7 +398,7 @@ func (r *runner) mounts(ctx context.Context, st *lang.Step) ([]input, error) {
 
 // attest mints, signs and stores the provenance of one execution, and returns the digest of
 // the envelope's exact bytes.
-func (r *runner) attest(n *graph.Node, attempt int, img executors.Image, inputs []input, res *cache.Result, lim lang.Limits) (digest.Digest, error) {
+func (r *runner) attest(n *graph.Node, attempt int, img executors.Image, inputs []input, res *cache.Result, lim lang.Limits, fixed *fixedOutput) (digest.Digest, error) {
 	view, err := json.Marshal(plan.StepViewOf(n))
 	if err != nil {
 		return "", err
@@ -402,13 +413,13 @@ func (r *runner) attest(n *graph.Node, attempt int, img executors.Image, inputs 
 		Versions:     r.builderVersions(res),
 		Step:         view,
 		ActionDigest: string(n.Digest), CacheKey: string(res.Action), Platform: n.Step.Platform, User: user,
-		Network: provenance.Network{Mode: executors.NetworkNone},
 		Limits: provenance.Limits{MemoryBytes: lim.MemoryBytes, CPUs: lim.CPUs, Pids: lim.Pids,
-			TimeoutMillis: lim.Time.Milliseconds(), OutputBytes: lim.OutputBytes},
+			TimeoutMillis: lim.Time.Milliseconds(), OutputBytes: lim.OutputBytes, EgressBytes: graph.EgressBytes(n.Step)},
 		Image:      provenance.Dependency{Name: "image", URI: "foundry:" + n.Step.Image.Node, Digest: img.Digest},
 		StartedOn:  res.Started,
 		FinishedOn: res.Finished,
 	}
+	e.Network, e.Egress = fixed.network()
 	for _, in := range inputs {
 		e.Inputs = append(e.Inputs, in.dep)
 	}
