@@ -475,7 +475,8 @@ variable "digest"  { default = "` + zeroDigest + `" }
 
 seed "go" {
   layer {
-    files    = { "/bin/busybox" = host_file("/bin/busybox") }
+    # The machine's CA certificates: the module proxy is reached over TLS.
+    files    = { "/bin/busybox" = host_file("/bin/busybox"), "/etc/ssl/certs/ca-certificates.crt" = host_file("/etc/ssl/certs/ca-certificates.crt") }
     symlinks = { "/bin/sh" = "busybox", "/bin/mkdir" = "busybox", "/bin/cp" = "busybox" }
   }
   layer {
