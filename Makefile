@@ -67,7 +67,7 @@ bench: deps build test-tools
 	# engine, and the Temporal path's per-step overhead (a Temporal server in process).
 	cd devtemporal && $(GO) run ./cmd/bench-temporal -foundry ../$(BIN)
 
-# example runs examples/hello, greeter, int-sort, matrix, reconstruct and scores end to end.
+# example runs examples/hello, greeter, int-sort, matrix, reconstruct, scores and fetch end to end.
 example: deps build
 	cd examples/hello && ../../$(BIN) validate && ../../$(BIN) plan && \
 	  ../../$(BIN) apply -auto-approve -progress plain && \
@@ -94,6 +94,13 @@ example: deps build
 	    sed -n -e p -e 's/^Delivered product.scores to dir:\(.*\)\.$$/\1/w .foundry/release' && \
 	  rel=$$(cat .foundry/release) && test -n "$$rel" && \
 	  ls -l $$(dirname $$rel) $$rel/files/srv && ../../$(BIN) verify -key .foundry/keys/signing.pub $$rel
+	# fetch: gojq from the module proxy, fetched by a fixed-output step through the egress
+	# broker and built offline. The proxy is the operator's (go env GOPROXY): its grant and
+	# variables are made into .foundry/operator, never into the project's files.
+	cd examples/fetch && sh operator/from-environment.sh .foundry/operator && \
+	  ../../$(BIN) apply -auto-approve -progress plain -grants .foundry/operator/grants.hcl \
+	    -var-file .foundry/operator/proxy.vars && \
+	  ../../$(BIN) output step.smoke /out/result.json
 
 clean:
 	rm -rf bin
