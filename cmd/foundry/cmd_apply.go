@@ -50,6 +50,11 @@ the operator's grants file allows (-grants FILE, else .foundry/grants.hcl): a pl
 product that needs a grant is refused before anything runs, naming the grant to add. The
 release gets a signed delivery receipt that 'foundry verify' checks (spec/grants.md).
 
+A fixed-output step (network = "egress") reaches the network only through the broker
+Foundry runs for it, to the hosts it names that the grants file allows (grant "network"),
+and only with its outputs pinned by output_digest: other outputs fail it, and nothing of
+them is stored. A plan with such a step that needs a grant is refused the same way.
+
 One project is applied by one process at a time: an apply started while another holds the
 project's lock (.foundry/apply.lock, released by the kernel if its holder dies) says once
 that it is waiting, naming the holder's pid and since when, and starts once it is free, so

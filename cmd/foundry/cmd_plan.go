@@ -27,7 +27,8 @@ graph and says, for every node, what apply would do with it:
   @  registry  a capability pinned to an admitted version by digest
   !  missing   cannot be produced; the reason says why
   ?  alternative  a recipe kept as a fallback for its capability
-  #  needs-grant   a product whose deliver destination no grant allows: apply refuses
+  #  needs-grant   a product whose deliver destination, or a fixed-output step that would
+               run and reaches a host (network = "egress"), no grant allows: apply refuses
                it; the operator's grants file (-grants, or .foundry/grants.hcl) can allow it
 
 Nothing is executed and nothing is written, except the plan file with -out.
