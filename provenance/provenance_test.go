@@ -5,11 +5,15 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
 )
 
 func sha(s string) string {
@@ -244,6 +248,13 @@ func TestNewProvenanceRefusesIncompleteExecution(t *testing.T) {
 		"hosts with none":     func(e *Execution) { e.Network.Hosts = []string{"example.com"} },
 		"bad producer digest": func(e *Execution) { e.Inputs[0].Producer = "step.build" },
 		"bad runtime spec":    func(e *Execution) { e.RuntimeSpecDigest = "config.json" },
+		"connections with none": func(e *Execution) {
+			e.Egress = []Connection{{Method: "CONNECT", Host: "example.com", Port: 443, Outcome: "relayed"}}
+		},
+		"egress without hosts": func(e *Execution) { e.Network = Network{Mode: "egress", OutputDigest: sha("tree")} },
+		"egress without digest": func(e *Execution) {
+			e.Network = Network{Mode: "egress", Hosts: []string{"example.com:443"}}
+		},
 	}
 	for name, mutate := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -332,5 +343,66 @@ func TestBuilderID(t *testing.T) {
 		if _, err := BuilderID(bad[0], bad[1]); err == nil {
 			t.Errorf("BuilderID(%q, %q) accepted", bad[0], bad[1])
 		}
+	}
+}
+
+// A fixed-output step's provenance carries its network (mode, hosts, output digest) and
+// every connection of its broker, refused ones too, as byproducts egress/N in order.
+func TestEgressConnectionsInProvenance(t *testing.T) {
+	e := testExecution(sha("out"))
+	e.Network = Network{Mode: "egress", Hosts: []string{"proxy.example:443"}, OutputDigest: sha("tree")}
+	e.Egress = []Connection{
+		{Method: "CONNECT", Host: "evil.example", Port: 443, Outcome: "refused", Reason: "no grant allows evil.example:443"},
+		{Method: "CONNECT", Host: "proxy.example", Port: 443, Address: "192.0.2.7:443", Outcome: "relayed", Sent: 900, Received: 123456},
+		{Method: "", Host: "", Outcome: "refused", Reason: "not an HTTP request"},
+	}
+	st, err := NewProvenance(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := protojson.Marshal(st.InToto())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Predicate struct {
+			BuildDefinition struct {
+				InternalParameters struct {
+					Network Network `json:"network"`
+				} `json:"internalParameters"`
+			} `json:"buildDefinition"`
+			RunDetails struct {
+				Byproducts []struct {
+					Name        string `json:"name"`
+					URI         string `json:"uri"`
+					Annotations struct {
+						Role   string     `json:"foundry_role"`
+						Egress Connection `json:"foundry_egress"`
+					} `json:"annotations"`
+				} `json:"byproducts"`
+			} `json:"runDetails"`
+		} `json:"predicate"`
+	}
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	if nw := got.Predicate.BuildDefinition.InternalParameters.Network; nw.Mode != "egress" || len(nw.Hosts) != 1 || nw.OutputDigest != sha("tree") {
+		t.Errorf("network %+v", nw)
+	}
+	var conns []Connection
+	for _, bp := range got.Predicate.RunDetails.Byproducts {
+		if bp.Annotations.Role != "egress" {
+			continue
+		}
+		if want := fmt.Sprintf("egress/%d", len(conns)); bp.Name != want {
+			t.Errorf("byproduct %q, want %q", bp.Name, want)
+		}
+		if c := bp.Annotations.Egress; c.Port != 0 && bp.URI != fmt.Sprintf("tcp://%s:%d", c.Host, c.Port) {
+			t.Errorf("byproduct %s: uri %q", bp.Name, bp.URI)
+		}
+		conns = append(conns, bp.Annotations.Egress)
+	}
+	if !reflect.DeepEqual(conns, e.Egress) {
+		t.Errorf("connections\n got %+v\nwant %+v", conns, e.Egress)
 	}
 }
