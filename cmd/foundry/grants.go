@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -17,7 +18,7 @@ var defaultGrants = filepath.Join(workspace.StateDir, "grants.hcl")
 
 // registerGrants adds -grants to plan and apply.
 func registerGrants(fs *flag.FlagSet) *string {
-	return fs.String("grants", "", "the operator's grants `FILE` (spec/grants.md): the destinations products may be delivered to (default DIR/"+defaultGrants+", if it exists)")
+	return fs.String("grants", "", "the operator's grants `FILE` (spec/grants.md): the destinations products may be delivered to, the hosts sources are fetched from (default DIR/"+defaultGrants+", if it exists)")
 }
 
 // loadGrants reads the operator's grants for the project in dir: file, or the project's
@@ -37,8 +38,8 @@ func loadGrants(env *cliEnv, cmd, dir, file string) (*lang.Grants, bool) {
 	return g, true
 }
 
-// refuseUngranted says which products' destinations no grant allows, and the grant that
-// would: it returns false when there are some.
+// refuseUngranted says which products' destinations and which sources' hosts no grant
+// allows, and the grants that would: it returns false when there are some.
 func refuseUngranted(env *cliEnv, cmd string, p *plan.Plan, grants *lang.Grants, dir string) bool {
 	ng := p.NeedsGrant()
 	if len(ng) == 0 {
@@ -48,12 +49,25 @@ func refuseUngranted(env *cliEnv, cmd string, p *plan.Plan, grants *lang.Grants,
 	if file == "" {
 		file = filepath.Join(dir, defaultGrants)
 	}
-	var to []string
+	var to, hosts []string
 	for _, n := range ng {
-		fmt.Fprintf(env.stderr, "foundry %s: %s delivers to %s, which no grant allows.\n", cmd, n.Address, n.Deliver.To)
-		to = append(to, strconv.Quote(n.Deliver.To))
+		switch {
+		case n.Deliver != nil:
+			fmt.Fprintf(env.stderr, "foundry %s: %s delivers to %s, which no grant allows.\n", cmd, n.Address, n.Deliver.To)
+			to = append(to, strconv.Quote(n.Deliver.To))
+		case n.Fetch != nil:
+			fmt.Fprintf(env.stderr, "foundry %s: %s is fetched from %s, which no grant allows.\n", cmd, n.Address, strings.Join(n.Fetch.Hosts, " or "))
+			if len(n.Fetch.Hosts) > 0 && !slices.Contains(hosts, strconv.Quote(n.Fetch.Hosts[0])) {
+				hosts = append(hosts, strconv.Quote(n.Fetch.Hosts[0]))
+			}
+		}
 	}
-	fmt.Fprintf(env.stderr, "Nothing was run or written. To allow it, the operator adds to the grants file %s (or the file -grants names):\n\n  grant %q {\n    to = [%s]\n  }\n",
-		file, lang.DeliverGrantKind, strings.Join(to, ", "))
+	fmt.Fprintf(env.stderr, "Nothing was run, fetched or written. To allow it, the operator adds to the grants file %s (or the file -grants names):\n", file)
+	if len(to) > 0 {
+		fmt.Fprintf(env.stderr, "\n  grant %q {\n    to = [%s]\n  }\n", lang.DeliverGrantKind, strings.Join(to, ", "))
+	}
+	if len(hosts) > 0 {
+		fmt.Fprintf(env.stderr, "\n  grant %q {\n    hosts = [%s]\n  }\n", lang.NetworkGrantKind, strings.Join(hosts, ", "))
+	}
 	return false
 }

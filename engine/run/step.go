@@ -374,6 +374,8 @@ func (r *runner) mounts(ctx context.Context, st *lang.Step) ([]input, error) {
 			}
 			src, err = r.ws.MaterializeTree(prod.tree)
 			dep.URI, dep.Digest = "foundry:"+a.Node, string(prod.tree)
+		case lang.ArtifactSource:
+			src, dep, err = r.sourceInput(a, target) // source.go
 		default:
 			return nil, fmt.Errorf("input %s: cannot mount %s", target, a)
 		}
@@ -542,6 +544,8 @@ func (r *runner) assemble(ctx context.Context, files map[string]*lang.Artifact) 
 			src, _, _, err = r.stepOutput(a)
 		case lang.ArtifactProjectDir:
 			src = r.hostPath(a)
+		case lang.ArtifactSource:
+			src, err = r.sourceTree(a)
 		case lang.ArtifactInline:
 			src, _, err = r.inlineFile(a.Inline)
 		case lang.ArtifactCapability:
