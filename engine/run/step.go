@@ -382,7 +382,11 @@ func (r *runner) mounts(ctx context.Context, st *lang.Step) ([]input, error) {
 		if err != nil {
 			return nil, fmt.Errorf("input %s: %w", target, err)
 		}
-		out = append(out, input{mount: executors.Mount{Source: src, Target: target, Digest: dep.Digest}, dep: dep})
+		md := dep.Digest // what the mount holds: for a source, its tree, not its pin
+		if dep.Tree != "" {
+			md = dep.Tree
+		}
+		out = append(out, input{mount: executors.Mount{Source: src, Target: target, Digest: md}, dep: dep})
 	}
 	return out, nil
 }
