@@ -352,3 +352,34 @@ func TestFetchGit(t *testing.T) {
 		}
 	}
 }
+
+// The environment's proxy is used as any Go client uses it: the grant is checked on the
+// URL requested (the proxy itself need not be granted), and a URL no grant allows never
+// reaches the proxy.
+func TestFetchThroughTheEnvironmentProxy(t *testing.T) {
+	body := []byte("through the proxy")
+	var asked atomic.Int64
+	var hosts []string
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked.Add(1)
+		hosts = append(hosts, r.URL.Host)
+		if r.URL.Host == "files.test" && r.URL.Path == "/x" {
+			w.Write(body)
+			return
+		}
+		http.NotFound(w, r)
+	}))
+	defer proxy.Close()
+	t.Setenv("HTTP_PROXY", proxy.URL)
+	t.Setenv("http_proxy", proxy.URL)
+	t.Setenv("NO_PROXY", "")
+	t.Setenv("no_proxy", "")
+	x := newFixture(t, "files.test:80") // the proxy's own address is not granted
+	res, err := x.fetch(t, httpSource([]string{"http://files.test/x"}, sum(body), lang.ArchiveFile, 0))
+	if err != nil || x.manifest(t, res)["blob.bin"] != string(body) || len(hosts) != 1 || hosts[0] != "files.test" {
+		t.Fatalf("through the proxy: %v, the proxy was asked for %v", err, hosts)
+	}
+	if _, err := x.fetch(t, httpSource([]string{"http://other.test/x"}, sum(body), lang.ArchiveFile, 0)); !errors.Is(err, ErrNotGranted) || asked.Load() != 1 {
+		t.Errorf("an ungranted host through the proxy: %v, the proxy was asked %d times", err, asked.Load())
+	}
+}
