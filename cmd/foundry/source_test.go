@@ -2,11 +2,13 @@ package main
 
 import (
 	"archive/tar"
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -447,7 +449,7 @@ func imageWith(t *testing.T, files map[string]string) v1.Image {
 		entries = append(entries, fetchtest.Entry{Name: p, Body: b})
 	}
 	tb := fetchtest.Tar(t, entries...)
-	l, err := tarball.LayerFromReader(strings.NewReader(string(tb)))
+	l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(tb)), nil })
 	if err != nil {
 		t.Fatal(err)
 	}

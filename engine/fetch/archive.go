@@ -113,7 +113,7 @@ func tarEntry(t *tree, tr *tar.Reader, hdr *tar.Header, stripN int, layer bool) 
 
 func tarAdd(t *tree, tr *tar.Reader, hdr *tar.Header, name string, stripN int) error {
 	switch hdr.Typeflag {
-	case tar.TypeReg, tar.TypeRegA, tar.TypeGNUSparse:
+	case tar.TypeReg, tar.TypeGNUSparse: // the reader reports the old TypeRegA as TypeReg
 		return t.file(name, hdr.Mode, tr)
 	case tar.TypeDir:
 		return t.dir(name)

@@ -78,7 +78,7 @@ func TestSourceDigests(t *testing.T) {
 		return k
 	}
 	t1, t2 := digest.FromBytes([]byte("1")), digest.FromBytes([]byte("2"))
-	if key(t1) == key(t2) || key(t1) != key(t1) || key(t1) == n.Digest {
+	if k1, again := key(t1), key(t1); k1 == key(t2) || k1 != again || k1 == n.Digest {
 		t.Error("the cache key does not follow the tree mounted")
 	}
 }
