@@ -83,7 +83,7 @@ func (l *loader) decodeAccept(b *hcl.Block, product string, scope *stepScope) *A
 	}
 	if a := content.Attributes["files"]; a != nil {
 		if v, d := l.eval(a.Expr, ctx, scope); !d.HasErrors() {
-			ac.Files = l.artifactMap(v, a.Expr.Range(), "files", true, ArtifactStepOutput, ArtifactProjectDir)
+			ac.Files = l.artifactMap(v, a.Expr.Range(), "files", true, ArtifactStepOutput, ArtifactProjectDir, ArtifactSource)
 			l.checkArtifactPaths(ac.Files, a.Expr.Range(), "/app/server")
 		}
 	}

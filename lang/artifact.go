@@ -24,6 +24,7 @@ const (
 	ArtifactSeed        ArtifactKind = "seed"         // the image of a seed block
 	ArtifactCapability  ArtifactKind = "capability"   // the packaged files of a capability
 	ArtifactStepOutput  ArtifactKind = "step_output"  // a declared output of a step
+	ArtifactSource      ArtifactKind = "source"       // the tree of a source block, fetched by Foundry
 )
 
 // Artifact is the value of a reference or of an input function: content the engine can
@@ -42,7 +43,7 @@ type Artifact struct {
 
 func (a *Artifact) String() string {
 	switch a.Kind {
-	case ArtifactSeed, ArtifactCapability:
+	case ArtifactSeed, ArtifactCapability, ArtifactSource:
 		return a.Node
 	case ArtifactStepOutput:
 		return a.Node + ".output[" + strconv.Quote(a.Path) + "]" // as %q, a plan's hot path

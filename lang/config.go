@@ -29,9 +29,12 @@ type Config struct {
 	Files   map[string]*hcl.File // parsed sources by file name, for rendering diagnostics
 	Project *Project
 
-	Variables    map[string]*Variable
-	Locals       map[string]cty.Value
-	Seeds        map[string]*Seed
+	Variables map[string]*Variable
+	Locals    map[string]cty.Value
+	Seeds     map[string]*Seed
+	// Sources hold the top-level ones by name, and those of modules by address
+	// (module.M.source.NAME), as Seeds do.
+	Sources      map[string]*Source
 	Capabilities map[string]*Capability
 	Recipes      map[string]*Recipe
 	// Seeds and Steps hold the top-level ones by name, and those of modules by address

@@ -125,7 +125,7 @@ func (l *loader) decodeLayer(b *hcl.Block, ctx *hcl.EvalContext) *SeedLayer {
 	}
 	if a := content.Attributes["dir"]; a != nil {
 		if v, d := l.eval(a.Expr, ctx, nil); !d.HasErrors() {
-			ly.Dir = l.artifact(v, a.Expr.Range(), "dir", false, ArtifactHostDir, ArtifactProjectDir)
+			ly.Dir = l.artifact(v, a.Expr.Range(), "dir", false, ArtifactHostDir, ArtifactProjectDir, ArtifactSource)
 		}
 		ly.At = "/"
 		l.optString(content, "at", ctx, &ly.At)
@@ -680,7 +680,7 @@ func (l *loader) decodeStep(b *hcl.Block, name string, ctx *hcl.EvalContext, sco
 }
 
 // mountKinds are what a step may mount, besides inline content.
-var mountKinds = []ArtifactKind{ArtifactProjectDir, ArtifactStepOutput, ArtifactCapability}
+var mountKinds = []ArtifactKind{ArtifactProjectDir, ArtifactStepOutput, ArtifactCapability, ArtifactSource}
 
 // decodeMounts evaluates a step's mounts attribute, if present and without errors.
 func (l *loader) decodeMounts(a *hcl.Attribute, ctx *hcl.EvalContext, scope *stepScope) (map[string]*Artifact, hcl.Range, bool) {
@@ -853,7 +853,7 @@ func (l *loader) decodePackage(b *hcl.Block, ctx *hcl.EvalContext, scope *stepSc
 	}
 	if a := content.Attributes["files"]; a != nil {
 		if v, d := l.eval(a.Expr, ctx, scope); !d.HasErrors() {
-			p.Files = l.artifactMap(v, a.Expr.Range(), "files", true, ArtifactStepOutput, ArtifactProjectDir)
+			p.Files = l.artifactMap(v, a.Expr.Range(), "files", true, ArtifactStepOutput, ArtifactProjectDir, ArtifactSource)
 			l.checkArtifactPaths(p.Files, a.Expr.Range(), "/bin/tool")
 		}
 	}
@@ -1173,7 +1173,7 @@ func (l *loader) decodeProduct(b *hcl.Block) {
 		}
 		if a := dc.Attributes["files"]; a != nil {
 			if v, dd := l.eval(a.Expr, sctx, scope); !dd.HasErrors() {
-				d.Files = l.artifactMap(v, a.Expr.Range(), "files", true, ArtifactStepOutput, ArtifactCapability, ArtifactProjectDir)
+				d.Files = l.artifactMap(v, a.Expr.Range(), "files", true, ArtifactStepOutput, ArtifactCapability, ArtifactProjectDir, ArtifactSource)
 				l.checkArtifactPaths(d.Files, a.Expr.Range(), "/bin/app")
 			}
 		}

@@ -271,6 +271,7 @@ func (l *loader) baseContext() *hcl.EvalContext {
 	}
 	seeds := map[string]cty.Value{}
 	caps := map[string]cty.Value{}
+	sources := map[string]cty.Value{}
 	for addr := range l.declared {
 		kind, name, _ := strings.Cut(addr, ".")
 		switch kind {
@@ -284,6 +285,8 @@ func (l *loader) baseContext() *hcl.EvalContext {
 			}
 		case "capability":
 			caps[name] = artifactVal(&Artifact{Kind: ArtifactCapability, Node: addr})
+		case "source":
+			sources[name] = l.sourceValue(name)
 		}
 	}
 	ctx := &hcl.EvalContext{
@@ -292,6 +295,7 @@ func (l *loader) baseContext() *hcl.EvalContext {
 			"local":      cty.ObjectVal(l.cfg.Locals),
 			"seed":       cty.ObjectVal(seeds),
 			"capability": cty.ObjectVal(caps),
+			"source":     cty.ObjectVal(sources),
 		},
 		Functions: l.budget.functions(l.in.functions()),
 	}
@@ -327,7 +331,7 @@ func withSteps(ctx *hcl.EvalContext, s *stepScope) *hcl.EvalContext {
 	return &hcl.EvalContext{Variables: vars, Functions: ctx.Functions}
 }
 
-var refRoots = []string{"var", "local", "seed", "capability", "step", "each", "count", "module"}
+var refRoots = []string{"var", "local", "seed", "source", "capability", "step", "each", "count", "module"}
 
 // eval checks every reference in expr against what is declared, then evaluates it. Checking
 // first gives one precise diagnostic per bad reference, with a suggestion, instead of cty's
@@ -377,7 +381,7 @@ func (l *loader) checkRef(t hcl.Traversal, ctx *hcl.EvalContext, scope *stepScop
 		return nil
 	case "module":
 		return l.checkModuleRef(t, scope)
-	case "var", "local", "seed", "capability", "step":
+	case "var", "local", "seed", "source", "capability", "step":
 		if !ok {
 			return errorAt(rng, "Invalid reference", "A reference to %s needs a name, for example %s.NAME.", root, root)
 		}
@@ -394,7 +398,7 @@ func (l *loader) checkRef(t hcl.Traversal, ctx *hcl.EvalContext, scope *stepScop
 		if _, ok := l.cfg.Locals[name]; !ok {
 			return errorAt(rng, "Reference to undeclared local value", "No local value %q is defined (or it is defined later in a cycle).%s", name, didYouMean(name, sortedKeys(l.cfg.Locals)))
 		}
-	case "seed", "capability":
+	case "seed", "source", "capability":
 		if r := l.seedGroups[name]; root == "seed" && r != nil {
 			return checkInstance(t, 2, "seed", name, r)
 		}
@@ -778,6 +782,8 @@ func describeKind(k ArtifactKind) string {
 		return "a capability (capability.NAME)"
 	case ArtifactStepOutput:
 		return "a step output (step.NAME.output[\"/out/...\"])"
+	case ArtifactSource:
+		return "a source (source.NAME)"
 	}
 	return string(k)
 }

@@ -43,6 +43,7 @@ var rootSchema = &hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{
 	{Type: "variable", LabelNames: []string{"name"}},
 	{Type: "locals"},
 	{Type: "seed", LabelNames: []string{"name"}},
+	{Type: "source", LabelNames: []string{"name"}},
 	{Type: "capability", LabelNames: []string{"name"}},
 	{Type: "recipe", LabelNames: []string{"name"}},
 	{Type: "step", LabelNames: []string{"name"}},
@@ -122,7 +123,7 @@ func newLoader(in *inputs, b *budget) *loader {
 		cfg: &Config{
 			Dir: in.dir, Files: map[string]*hcl.File{},
 			Variables: map[string]*Variable{}, Locals: map[string]cty.Value{},
-			Seeds: map[string]*Seed{}, Capabilities: map[string]*Capability{},
+			Seeds: map[string]*Seed{}, Sources: map[string]*Source{}, Capabilities: map[string]*Capability{},
 			Recipes: map[string]*Recipe{}, Steps: map[string]*Step{}, Products: map[string]*Product{},
 		},
 		in:       in,
@@ -224,6 +225,10 @@ func (l *loader) decodeGlobals(byType map[string][]*hcl.Block, opts Options) boo
 	}
 	if l.module == nil {
 		l.decodeProject(byType["project"]) // a module's is the project's
+	}
+	// Sources before seeds: a seed's layer may be a source's tree.
+	for _, b := range byType["source"] {
+		l.decodeSource(b)
 	}
 	for _, s := range seeds {
 		l.decodeSeed(s.b, s.in, s.count)

@@ -44,7 +44,7 @@ type moduleRef struct {
 var moduleMeta = map[string]bool{"source": true, "for_each": true, "count": true}
 
 // moduleBlockTypes are the blocks a module's files may hold.
-var moduleBlockTypes = map[string]bool{"variable": true, "locals": true, "seed": true, "step": true, "output": true, "module": true}
+var moduleBlockTypes = map[string]bool{"variable": true, "locals": true, "seed": true, "source": true, "step": true, "output": true, "module": true}
 
 // addr is the address of block kind.name in the configuration l loads.
 func (l *loader) addr(kind, name string) string {
@@ -249,7 +249,7 @@ func (l *loader) loadModule() {
 		if !moduleBlockTypes[t] {
 			for _, b := range bs {
 				l.diags = append(l.diags, errorf(b.DefRange.Ptr(), "Block not allowed in a module",
-					"A module holds variable, locals, seed, step, output and module blocks; a %s block belongs in the project's own files.", t))
+					"A module holds variable, locals, seed, source, step, output and module blocks; a %s block belongs in the project's own files.", t))
 			}
 		}
 	}
@@ -294,6 +294,9 @@ func (l *loader) mergeModule(c *loader) {
 	l.diags = append(l.diags, c.diags...)
 	for _, s := range c.cfg.Seeds {
 		l.cfg.Seeds[strings.TrimPrefix(s.Address(), "seed.")] = s
+	}
+	for _, s := range c.cfg.Sources {
+		l.cfg.Sources[strings.TrimPrefix(s.Address(), "source.")] = s
 	}
 	for _, s := range c.cfg.stepOrder {
 		l.cfg.Steps[strings.TrimPrefix(s.Address(), "step.")] = s

@@ -57,11 +57,16 @@ const (
 	// AnnotationEgress on a byproduct named "egress/N" is the Nth connection the step's
 	// egress broker handled (a Connection, as JSON).
 	AnnotationEgress = "foundry_egress"
+	// AnnotationSource on a resolved dependency is the address of the source block
+	// (source.NAME) whose tree was mounted, with AnnotationTree that tree's digest: the
+	// dependency's uri and digest say where the pinned content came from and what pins it.
+	AnnotationSource = "foundry_source"
 )
 
 var (
-	executorRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
-	digestRE   = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+	gitCommitRE = regexp.MustCompile(`^[0-9a-f]{40}$`)
+	executorRE  = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
+	digestRE    = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 )
 
 // BuilderID is the builder.id for an executor running with the given isolation, e.g.
@@ -199,6 +204,13 @@ type Dependency struct {
 	// Producer is the action digest of the Foundry step that produced this input, if any.
 	// Verify follows such dependencies to their own provenance.
 	Producer string
+	// Source is set for the tree of a source block: the source's address, and Tree the tree
+	// mounted ("sha256:<hex>"). URI is where the pinned content was fetched from; Digest
+	// the pin of an http source (its bytes) or an oci one (its manifest), and for a git
+	// source GitCommit is the pin (the commit id) and Digest is empty.
+	Source    string
+	Tree      string
+	GitCommit string
 }
 
 // Statement is an in-toto Statement minted by this package. It has no exported fields and
@@ -425,14 +437,26 @@ func digestSet(d string) (map[string]string, error) {
 }
 
 func dependencyRD(d Dependency, role string) (*intoto.ResourceDescriptor, error) {
-	ds, err := digestSet(d.Digest)
-	if err != nil {
+	var ds map[string]string
+	var err error
+	if d.GitCommit != "" && d.Digest == "" {
+		if !gitCommitRE.MatchString(d.GitCommit) {
+			return nil, fmt.Errorf("git commit %q is not 40 lowercase hex digits", d.GitCommit)
+		}
+		ds = map[string]string{"gitCommit": d.GitCommit}
+	} else if ds, err = digestSet(d.Digest); err != nil {
 		return nil, err
 	}
 	if d.Name == "" && d.URI == "" {
 		return nil, errors.New("needs a name or a uri")
 	}
 	ann := map[string]any{AnnotationRole: role}
+	if d.Source != "" {
+		if !digestRE.MatchString(d.Tree) {
+			return nil, fmt.Errorf("source %s: tree %q is not a digest", d.Source, d.Tree)
+		}
+		ann[AnnotationSource], ann[AnnotationTree] = d.Source, d.Tree
+	}
 	if d.Producer != "" {
 		if !digestRE.MatchString(d.Producer) {
 			return nil, fmt.Errorf("producer %q is not an action digest", d.Producer)

@@ -352,9 +352,13 @@ func applyProject(ctx context.Context, env *cliEnv, req applyRequest) (out apply
 	for _, d := range res.Delivered {
 		fmt.Fprintf(env.stdout, "Delivered %s to %s.\n", d.Product, d.Location)
 	}
-	fmt.Fprintf(env.stdout, "Apply %s: %d executed, %d cached, %d failed, %d skipped in %s.\n",
+	fetched := ""
+	if res.Fetched > 0 {
+		fetched = fmt.Sprintf("%d fetched, ", res.Fetched)
+	}
+	fmt.Fprintf(env.stdout, "Apply %s: %s%d executed, %d cached, %d failed, %d skipped in %s.\n",
 		map[bool]string{true: "complete", false: "failed"}[len(res.Failed) == 0 && planned.Summary.Missing == 0],
-		res.Executed, res.Cached, len(res.Failed), len(res.Skipped), res.Elapsed.Round(1e6))
+		fetched, res.Executed, res.Cached, len(res.Failed), len(res.Skipped), res.Elapsed.Round(1e6))
 	if len(res.Failed) > 0 {
 		return out, exitError
 	}

@@ -21,15 +21,19 @@ Plan compiles the project in DIR (default: the current directory) into a content
 graph and says, for every node, what apply would do with it:
 
   +  run       a step that will execute in a sandbox
-  =  cached    a step whose exact action digest already has a result, or a seed
-               whose image is already built
+  =  cached    a step whose exact action digest already has a result, a seed
+               whose image is already built, or a source already stored
+  <  fetch     a source (url, git or oci, pinned) that apply fetches, from the hosts
+               the operator's network grant allows
   +  build     a seed image, package or recipe that will be assembled
   @  registry  a capability pinned to an admitted version by digest
   !  missing   cannot be produced; the reason says why
   ?  alternative  a recipe kept as a fallback for its capability
-  #  needs-grant   a product whose deliver destination, or a fixed-output step that would
-               run and reaches a host (network = "egress"), no grant allows: apply refuses
-               it; the operator's grants file (-grants, or .foundry/grants.hcl) can allow it
+  #  needs-grant   a product whose deliver destination no grant allows, a source not
+               stored whose hosts no network grant allows, or a fixed-output step that
+               would run and reaches a host (network = "egress") no network grant allows:
+               apply refuses it; the operator's grants file (-grants, or
+               .foundry/grants.hcl) can allow it
 
 Nothing is executed and nothing is written, except the plan file with -out.
 
@@ -42,8 +46,8 @@ Examples:
   foundry plan -target module.sum -replace step.test # a module; and a step run again
 
 Exit codes: 0 success, 1 configuration errors, 2 usage error,
-3 with -detailed-exitcode when a step will run or a seed or recipe will be built (0 then
-means nothing to do), 4 internal error.`,
+3 with -detailed-exitcode when a step will run, a seed or recipe will be built or a
+source fetched (0 then means nothing to do), 4 internal error.`,
 		setup: func(fs *flag.FlagSet) func(*cliEnv, []string) int {
 			var v varFlags
 			v.register(fs)
@@ -97,7 +101,7 @@ means nothing to do), 4 internal error.`,
 						fmt.Fprintf(env.stdout, "Saved the plan to %s; run 'foundry apply %s' to carry it out.\n", *out, *out)
 					}
 				}
-				if *detailed && p.Summary.Run+p.Summary.Build+p.Summary.Reconstruct > 0 {
+				if *detailed && p.Summary.Run+p.Summary.Build+p.Summary.Reconstruct+p.Summary.Fetch > 0 {
 					return exitDiffers
 				}
 				return exitOK

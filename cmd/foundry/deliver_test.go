@@ -144,7 +144,7 @@ func TestDeliverUngrantedIsRefused(t *testing.T) {
 	if r.code != 1 || len(r.executed) != 0 {
 		t.Fatalf("apply of an ungranted delivery: exit %d, executed %v\n%s", r.code, r.executed, r.stderr)
 	}
-	for _, want := range []string{"product.app delivers to dir:" + dest + ", which no grant allows", "Nothing was run or written", `grant "deliver" {`, `to = ["dir:` + dest + `"]`} {
+	for _, want := range []string{"product.app delivers to dir:" + dest + ", which no grant allows", "Nothing was run, fetched or written", `grant "deliver" {`, `to = ["dir:` + dest + `"]`} {
 		if !strings.Contains(r.stderr, want) {
 			t.Errorf("the refusal does not say %q:\n%s", want, r.stderr)
 		}

@@ -18,7 +18,7 @@ var defaultGrants = filepath.Join(workspace.StateDir, "grants.hcl")
 
 // registerGrants adds -grants to plan and apply.
 func registerGrants(fs *flag.FlagSet) *string {
-	return fs.String("grants", "", "the operator's grants `FILE` (spec/grants.md): the destinations products may be delivered to, the hosts fixed-output steps may reach (default DIR/"+defaultGrants+", if it exists)")
+	return fs.String("grants", "", "the operator's grants `FILE` (spec/grants.md): the destinations products may be delivered to, the hosts sources are fetched from and fixed-output steps reach (default DIR/"+defaultGrants+", if it exists)")
 }
 
 // loadGrants reads the operator's grants for the project in dir: file, or the project's
@@ -38,8 +38,8 @@ func loadGrants(env *cliEnv, cmd, dir, file string) (*lang.Grants, bool) {
 	return g, true
 }
 
-// refuseUngranted says which products' destinations and which steps' endpoints no grant
-// allows, and the grants that would: it returns false when there are some.
+// refuseUngranted says which products' destinations, which sources' hosts and which steps'
+// endpoints no grant allows, and the grants that would: it returns false when there are some.
 func refuseUngranted(env *cliEnv, cmd string, p *plan.Plan, grants *lang.Grants, dir string) bool {
 	ng := p.NeedsGrant()
 	if len(ng) == 0 {
@@ -55,21 +55,26 @@ func refuseUngranted(env *cliEnv, cmd string, p *plan.Plan, grants *lang.Grants,
 		case n.Deliver != nil:
 			fmt.Fprintf(env.stderr, "foundry %s: %s delivers to %s, which no grant allows.\n", cmd, n.Address, n.Deliver.To)
 			to = append(to, strconv.Quote(n.Deliver.To))
+		case n.Fetch != nil:
+			fmt.Fprintf(env.stderr, "foundry %s: %s is fetched from %s, which no grant allows.\n", cmd, n.Address, strings.Join(n.Fetch.Hosts, " or "))
+			if len(n.Fetch.Hosts) > 0 && !slices.Contains(hosts, strconv.Quote(n.Fetch.Hosts[0])) {
+				hosts = append(hosts, strconv.Quote(n.Fetch.Hosts[0]))
+			}
 		case n.Egress != nil:
 			for _, h := range n.Egress.Ungranted() {
 				fmt.Fprintf(env.stderr, "foundry %s: %s reaches %s, which no grant allows.\n", cmd, n.Address, h)
-				if !slices.Contains(hosts, h) {
-					hosts = append(hosts, h)
+				if !slices.Contains(hosts, strconv.Quote(h)) {
+					hosts = append(hosts, strconv.Quote(h))
 				}
 			}
 		}
 	}
-	fmt.Fprintf(env.stderr, "Nothing was run or written. To allow it, the operator adds to the grants file %s (or the file -grants names):\n\n", file)
+	fmt.Fprintf(env.stderr, "Nothing was run, fetched or written. To allow it, the operator adds to the grants file %s (or the file -grants names):\n", file)
 	if len(to) > 0 {
-		fmt.Fprintf(env.stderr, "  grant %q {\n    to = [%s]\n  }\n", lang.DeliverGrantKind, strings.Join(to, ", "))
+		fmt.Fprintf(env.stderr, "\n  grant %q {\n    to = [%s]\n  }\n", lang.DeliverGrantKind, strings.Join(to, ", "))
 	}
 	if len(hosts) > 0 {
-		fmt.Fprint(env.stderr, plan.NetworkGrantBlock(hosts))
+		fmt.Fprintf(env.stderr, "\n  grant %q {\n    hosts = [%s]\n  }\n", lang.NetworkGrantKind, strings.Join(hosts, ", "))
 	}
 	return false
 }

@@ -107,6 +107,10 @@ type Result struct {
 	// Worker is the identity of the Temporal worker that ran the step, "" when this
 	// machine ran it (spec/temporal.md).
 	Worker string `json:"worker,omitempty"`
+	// Origin is, for the record of a fetched source (engine/fetch), where its bytes came
+	// from: the URL (of a mirror, maybe) that served them, the repository, or the registry
+	// reference. Empty for a step.
+	Origin string `json:"origin,omitempty"`
 
 	// Attestations are blobs (DSSE envelopes) minted about this execution by provenance,
 	// added after the fact with AddAttestation.

@@ -210,7 +210,7 @@ func (g *Graph) ref(a *lang.Artifact) inputRef {
 // evaluation).
 func refTo(a *lang.Artifact, from digest.Digest) inputRef {
 	switch a.Kind {
-	case lang.ArtifactSeed, lang.ArtifactCapability:
+	case lang.ArtifactSeed, lang.ArtifactCapability, lang.ArtifactSource:
 		return inputRef{Kind: string(a.Kind), From: from}
 	case lang.ArtifactStepOutput:
 		return inputRef{Kind: string(a.Kind), From: from, Path: a.Path}
@@ -279,6 +279,8 @@ func (g *Graph) definition(n *Node) (any, error) {
 	switch n.Kind {
 	case KindSeed:
 		return g.seedDefinition(n.Seed), nil
+	case KindSource:
+		return SourceDefinition(n.Source), nil
 	case KindCapability:
 		return contractDefinition(n.Capability)
 	case KindStep, KindCheck:
@@ -614,4 +616,23 @@ func interfaceDefinition(it *lang.Interface) map[string]any {
 		}
 	}
 	return idef
+}
+
+// SourceDefinition is a source's definition (spec/language.md §16): what it is, by its pin,
+// and how its bytes become the tree steps see. It deliberately leaves out where the bytes
+// come from (url, mirrors, repository, registry) and the fetch's limits: neither changes
+// the content, so moving a source to a mirror changes no digest. The tree a source makes is
+// known only once it is fetched; a step that mounts one names it here by this definition's
+// digest, and its cache key by the tree's digest (CacheKey).
+func SourceDefinition(s *lang.Source) any {
+	def := map[string]any{"kind": "source", "v": DefinitionVersion, "type": s.Type, "pin": s.Pin}
+	if s.Type == lang.SourceHTTP {
+		def["archive"] = s.Archive
+		if s.Archive == lang.ArchiveFile {
+			def["file"] = s.File
+		} else {
+			def["strip"] = s.Strip
+		}
+	}
+	return def
 }

@@ -19,6 +19,7 @@ type NodeKind string
 
 const (
 	KindSeed       NodeKind = "seed"
+	KindSource     NodeKind = "source"
 	KindCapability NodeKind = "capability"
 	KindRecipe     NodeKind = "recipe"
 	KindPackage    NodeKind = "package"
@@ -43,6 +44,7 @@ type Node struct {
 	Range      hcl.Range
 
 	Seed       *lang.Seed
+	Source     *lang.Source
 	Capability *lang.Capability
 	Recipe     *lang.Recipe
 	Package    *lang.Package
@@ -66,6 +68,8 @@ func (n *Node) Module() string {
 		scope = n.Step.Scope
 	case n.Seed != nil:
 		scope = n.Seed.Scope
+	case n.Source != nil:
+		scope = n.Source.Scope
 	}
 	if strings.HasPrefix(scope, "module.") {
 		return scope
@@ -119,6 +123,9 @@ func (g *Graph) addNodes() []*Node {
 	var made []*Node
 	for _, s := range c.Seeds {
 		made = append(made, &Node{Address: s.Address(), Kind: KindSeed, Seed: s, Range: s.DeclRange})
+	}
+	for _, s := range c.Sources {
+		made = append(made, &Node{Address: s.Address(), Kind: KindSource, Source: s, Range: s.DeclRange})
 	}
 	for name, cp := range c.Capabilities {
 		made = append(made, &Node{Address: "capability." + name, Kind: KindCapability, Capability: cp, Range: cp.DeclRange})

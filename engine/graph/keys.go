@@ -38,9 +38,10 @@ func TreeContent(d digest.Digest) Content {
 // false when it is not known (yet).
 type ContentOf func(a *lang.Artifact) (c Content, ok bool)
 
-// dynamic reports whether a mount's content is known only once something is built.
+// dynamic reports whether a mount's content is known only once something is built or
+// fetched.
 func dynamic(a *lang.Artifact) bool {
-	return a.Kind == lang.ArtifactStepOutput || a.Kind == lang.ArtifactCapability
+	return a.Kind == lang.ArtifactStepOutput || a.Kind == lang.ArtifactCapability || a.Kind == lang.ArtifactSource
 }
 
 // hasDynamicMounts reports whether a step mounts a step output or a capability.

@@ -15,7 +15,7 @@ func (g *Graph) WriteDOT(out io.Writer, keep func(addr string) bool) {
 	fmt.Fprintln(w, "digraph foundry {")
 	fmt.Fprintln(w, "  rankdir=LR;")
 	fmt.Fprintln(w, "  node [shape=box, fontname=\"monospace\"];")
-	shapes := map[NodeKind]string{KindSeed: "cylinder", KindCapability: "hexagon", KindRecipe: "folder", KindPackage: "box3d", KindStep: "box", KindCheck: "diamond", KindProduct: "doubleoctagon"}
+	shapes := map[NodeKind]string{KindSeed: "cylinder", KindSource: "note", KindCapability: "hexagon", KindRecipe: "folder", KindPackage: "box3d", KindStep: "box", KindCheck: "diamond", KindProduct: "doubleoctagon"}
 	nodes, modules, order := g.drawn(keep)
 	for _, a := range modules[""] {
 		n := g.Nodes[a]
@@ -78,6 +78,8 @@ func (g *Graph) WriteMermaid(out io.Writer, keep func(addr string) bool) {
 		switch g.Nodes[a].Kind {
 		case KindSeed:
 			open, close = "[(", ")]"
+		case KindSource:
+			open, close = "[/", "/]"
 		case KindCapability:
 			open, close = "{{", "}}"
 		case KindCheck:

@@ -55,6 +55,7 @@ type entry struct {
 	Dir       string
 	Project   *lang.Project
 	Seeds     map[string]*lang.Seed
+	Sources   map[string]*lang.Source
 	Caps      map[string]*lang.Capability
 	Recipes   map[string]*lang.Recipe
 	Products  map[string]*lang.Product
@@ -215,7 +216,7 @@ func lookup(path, key string, stat *digest.StatCache) (*graph.Graph, string) {
 	}
 	cfg := &lang.Config{Dir: e.Dir, Files: map[string]*hcl.File{}, Project: e.Project,
 		Variables: map[string]*lang.Variable{}, Locals: map[string]cty.Value{},
-		Seeds: orEmpty(e.Seeds), Capabilities: orEmpty(e.Caps), Recipes: orEmpty(e.Recipes), Products: orEmpty(e.Products),
+		Seeds: orEmpty(e.Seeds), Sources: orEmpty(e.Sources), Capabilities: orEmpty(e.Caps), Recipes: orEmpty(e.Recipes), Products: orEmpty(e.Products),
 		Steps: make(map[string]*lang.Step, len(e.Steps)), Inputs: e.Inputs, Globs: e.Globs, EvalUsage: e.EvalUsage}
 	for _, s := range e.Steps {
 		if s == nil {
@@ -270,7 +271,7 @@ func store(path, key string, g *graph.Graph) error {
 	c := g.Config
 	nodes, order := g.Compiled()
 	e := &entry{Key: key, Inputs: c.Inputs, Globs: c.Globs, Dir: c.Dir, Project: c.Project,
-		Seeds: c.Seeds, Caps: c.Capabilities, Recipes: c.Recipes, Products: c.Products,
+		Seeds: c.Seeds, Sources: c.Sources, Caps: c.Capabilities, Recipes: c.Recipes, Products: c.Products,
 		Steps: c.DeclaredSteps(), EvalUsage: c.EvalUsage, Nodes: nodes, Order: order}
 	var body bytes.Buffer
 	if err := gob.NewEncoder(&body).Encode(e); err != nil {

@@ -2,7 +2,6 @@ package plan
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/foundry-build/foundry/engine/graph"
@@ -66,13 +65,4 @@ func markEgress(g *graph.Graph, byNum []*Node, grants *lang.Grants) {
 			pn.Reason = fmt.Sprintf("no grant allows reaching %s: add it to a grant %q in the operator's grants file", strings.Join(e.Ungranted(), ", "), lang.NetworkGrantKind)
 		}
 	}
-}
-
-// NetworkGrantBlock is the grant "network" block that allows hosts, as the operator adds it.
-func NetworkGrantBlock(hosts []string) string {
-	q := make([]string, len(hosts))
-	for i, h := range hosts {
-		q[i] = strconv.Quote(h)
-	}
-	return fmt.Sprintf("  grant %q {\n    hosts = [%s]\n  }\n", lang.NetworkGrantKind, strings.Join(q, ", "))
 }

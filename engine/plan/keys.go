@@ -26,7 +26,7 @@ type lookupFunc = func(keys []digest.Digest) (map[digest.Digest]cache.Entry, err
 // step left out runs unless what it mounts comes out unchanged (see waitsOn). Only steps
 // the plan will run or take from the cache are keyed.
 func plannedKeys(g *graph.Graph, p *Plan, lookup lookupFunc) (map[string]*Keyed, error) {
-	pinned := pinnedTrees(p)
+	pinned, fetched := pinnedTrees(p), sourceTrees(p)
 	status := make(map[string]string, len(p.Nodes))
 	for _, pn := range p.Nodes {
 		status[pn.Address] = pn.Status
@@ -50,6 +50,9 @@ func plannedKeys(g *graph.Graph, p *Plan, lookup lookupFunc) (map[string]*Keyed,
 			case lang.ArtifactCapability:
 				_, ok := pinned[m.Node]
 				known = known && ok
+			case lang.ArtifactSource:
+				_, ok := fetched[m.Node]
+				known = known && ok
 			}
 		}
 		if !known {
@@ -63,8 +66,12 @@ func plannedKeys(g *graph.Graph, p *Plan, lookup lookupFunc) (map[string]*Keyed,
 	}
 	out := map[string]*Keyed{}
 	content := func(a *lang.Artifact) (graph.Content, bool) {
-		if a.Kind == lang.ArtifactCapability {
+		switch a.Kind {
+		case lang.ArtifactCapability:
 			t, ok := pinned[a.Node]
+			return graph.TreeContent(t), ok
+		case lang.ArtifactSource:
+			t, ok := fetched[a.Node]
 			return graph.TreeContent(t), ok
 		}
 		k := out[a.Node]
@@ -120,8 +127,8 @@ func pinnedTrees(p *Plan) map[string]digest.Digest {
 }
 
 // waitsOn names what a step that could not be keyed before the apply waits for: the
-// producers of what it mounts that will run or be built first.
-func waitsOn(n *graph.Node, keys map[string]*Keyed, pinned map[string]digest.Digest) []string {
+// producers of what it mounts that will run, be built or be fetched first.
+func waitsOn(n *graph.Node, keys map[string]*Keyed, pinned, fetched map[string]digest.Digest) []string {
 	var out []string
 	for _, m := range n.Step.Mounts {
 		switch m.Kind {
@@ -131,6 +138,10 @@ func waitsOn(n *graph.Node, keys map[string]*Keyed, pinned map[string]digest.Dig
 			}
 		case lang.ArtifactCapability:
 			if _, ok := pinned[m.Node]; !ok {
+				out = append(out, m.Node)
+			}
+		case lang.ArtifactSource:
+			if _, ok := fetched[m.Node]; !ok {
 				out = append(out, m.Node)
 			}
 		}

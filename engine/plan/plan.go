@@ -34,10 +34,14 @@ const (
 	// StatusReconstruct is a capability with no admitted version and no feasible recipe
 	// that its reconstruct block will acquire at apply time: reachable, not ready.
 	StatusReconstruct = "reconstruct"
-	// StatusNeedsGrant is a product whose deliver destination, or a step that would run
-	// and reaches an endpoint, no grant of the operator's grants file allows: apply refuses
-	// to run it, and writes nothing.
+	// StatusNeedsGrant is a product whose deliver destination no grant of the operator's
+	// grants file allows, a source not stored that no network grant lets Foundry fetch, or
+	// a fixed-output step that would run and reaches an endpoint no network grant allows:
+	// apply refuses to run the plan, and fetches and writes nothing.
 	StatusNeedsGrant = "needs-grant"
+	// StatusFetch is a source that apply fetches into the content store (StatusCached: it
+	// is stored already, and apply needs no network for it).
+	StatusFetch = "fetch"
 )
 
 // Plan says, before anything runs, what each node of the graph will do and why.
@@ -62,6 +66,9 @@ type Plan struct {
 	// keysHold is the hold of the workspace's apply lock the keys were found under; 0 when
 	// it was not held, and apply looks them up again.
 	keysHold uint64
+	// grants are the operator's grants the plan was made under (Selection.Grants): apply
+	// fetches sources under them.
+	grants *lang.Grants
 	// Invocation is how the plan was made (variables), so that applying a saved plan
 	// evaluates the configuration the same way. It is not part of the plan digest: the
 	// node digests already cover every value a variable fed into.
@@ -105,6 +112,9 @@ type Node struct {
 	// Egress is, for a fixed-output step, the endpoints it reaches and whether a grant
 	// allows each (egress.go).
 	Egress *Egress `json:"egress,omitempty"`
+	// Fetch is, for a source, what pins it, where it comes from and whether a grant allows
+	// fetching it (source.go).
+	Fetch *Fetch `json:"fetch,omitempty"`
 }
 
 // Delivery is a product's destination as the plan shows it.
@@ -288,8 +298,11 @@ type Summary struct {
 	Missing  int `json:"missing"`
 	// Reconstruct counts the capabilities to reconstruct.
 	Reconstruct int `json:"reconstruct,omitempty"`
-	// NeedsGrant counts the products and steps that need a grant.
+	// NeedsGrant counts the products whose destination no grant allows, the sources not
+	// stored whose hosts no grant allows, and the steps that reach an endpoint none allows.
 	NeedsGrant int `json:"needs_grant,omitempty"`
+	// Fetch counts the sources apply fetches.
+	Fetch int `json:"fetch,omitempty"`
 }
 
 // Options are what a plan consults beyond the configuration.
@@ -328,6 +341,7 @@ func Make(g *graph.Graph, opt Options) (*Plan, error) {
 		FormatVersion: FormatVersion,
 		Project:       Project{Name: cfg.Project.Name, Dir: cfg.Dir, Platform: cfg.Project.Platform, Registry: cfg.Project.Registry},
 		Inputs:        cfg.Inputs,
+		grants:        opt.Grants,
 	}
 	if p.Inputs == nil {
 		p.Inputs = []lang.InputRecord{}
@@ -398,6 +412,8 @@ func Make(g *graph.Graph, opt Options) (*Plan, error) {
 			if opt.SeedBuilt != nil && opt.SeedBuilt(ix.Nodes[k]) {
 				pn.Status = StatusCached
 			}
+		case graph.KindSource:
+			pn.Status = StatusFetch // or cached, or needs-grant: see markSources
 		default:
 			pn.Status = StatusBuild
 		}
@@ -412,6 +428,10 @@ func Make(g *graph.Graph, opt Options) (*Plan, error) {
 	// (a cache miss each).
 	if unchosen {
 		markUnneededSeeds(g, byNum)
+	}
+	// Sources before the cache keys: a step mounting a source stored is keyed by its tree.
+	if err := markSources(g, byNum, opt); err != nil {
+		return nil, err
 	}
 	if opt.Lookup != nil {
 		if err := markCached(g, p, byNum, opt.Lookup); err != nil {
@@ -490,6 +510,8 @@ func Make(g *graph.Graph, opt Options) (*Plan, error) {
 			p.Summary.Reconstruct++
 		case StatusNeedsGrant:
 			p.Summary.NeedsGrant++
+		case StatusFetch:
+			p.Summary.Fetch++
 		case StatusMissing:
 			if pn.Kind == graph.KindCapability || pn.Kind == graph.KindStep || pn.Kind == graph.KindProduct {
 				p.Summary.Missing++
@@ -538,8 +560,13 @@ func markGrants(g *graph.Graph, byNum []*Node, grants *lang.Grants) {
 	}
 }
 
+// Grants are the operator's grants the plan was made under; nil (no grants) for a plan read
+// from a file.
+func (p *Plan) Grants() *lang.Grants { return p.grants }
+
 // NeedsGrant returns the nodes of the plan that need a grant: products whose destination
-// no grant allows, steps that reach an endpoint none allows.
+// no grant allows, sources not stored whose hosts no grant allows, fixed-output steps that
+// reach an endpoint none allows.
 func (p *Plan) NeedsGrant() []*Node {
 	var out []*Node
 	for _, n := range p.Nodes {
@@ -559,7 +586,7 @@ func markCached(g *graph.Graph, p *Plan, byNum []*Node, lookup lookupFunc) error
 		return err
 	}
 	p.keys = keys
-	pinned := pinnedTrees(p)
+	pinned, fetched := pinnedTrees(p), sourceTrees(p)
 	ix := g.Index()
 	for _, k := range ix.Made {
 		pn := byNum[k]
@@ -577,7 +604,7 @@ func markCached(g *graph.Graph, p *Plan, byNum []*Node, lookup lookupFunc) error
 			}
 			continue
 		}
-		if w := waitsOn(n, keys, pinned); len(w) > 0 {
+		if w := waitsOn(n, keys, pinned, fetched); len(w) > 0 {
 			pn.Reason = "runs unless its inputs come out unchanged: it mounts what " + strings.Join(w, ", ") + " makes in this apply"
 		}
 	}

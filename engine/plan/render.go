@@ -7,13 +7,14 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/foundry-build/foundry/digest"
 	"github.com/foundry-build/foundry/engine/graph"
 	"github.com/foundry-build/foundry/lang"
 )
 
 var statusMark = map[string]string{
 	StatusRun: "+", StatusCached: "=", StatusBuild: "+", StatusRegistry: "@", StatusMissing: "!", StatusAlternative: "?",
-	StatusReconstruct: "~", StatusNeedsGrant: "#",
+	StatusReconstruct: "~", StatusNeedsGrant: "#", StatusFetch: "<",
 }
 
 // WriteText renders the plan for people, grouped by capability, recipe and step. It
@@ -86,7 +87,7 @@ func (p *Plan) WriteText(out io.Writer) {
 			}
 		}
 	}
-	var seeds, steps, products []*Node
+	var seeds, sources, steps, products []*Node
 	modules := map[string][]*Node{}
 	var moduleOrder []string
 	for _, n := range p.Nodes {
@@ -98,6 +99,8 @@ func (p *Plan) WriteText(out io.Writer) {
 			modules[n.Module] = append(modules[n.Module], n)
 		case n.Kind == graph.KindSeed:
 			seeds = append(seeds, n)
+		case n.Kind == graph.KindSource:
+			sources = append(sources, n)
 		case (n.Kind == graph.KindStep) && !strings.Contains(n.Address, "."+string(graph.KindStep)+"."):
 			steps = append(steps, n)
 		case n.Kind == graph.KindProduct:
@@ -107,6 +110,12 @@ func (p *Plan) WriteText(out io.Writer) {
 	if len(seeds) > 0 {
 		fmt.Fprintln(w, "\nSeeds")
 		grouped("  ", seeds, func(indent string, n *Node) { line(indent, n, "") })
+	}
+	if len(sources) > 0 {
+		fmt.Fprintln(w, "\nSources")
+		for _, n := range sources {
+			line("  ", n, "  "+describeFetch(n.Fetch))
+		}
 	}
 	if len(p.Capabilities) > 0 {
 		fmt.Fprintln(w, "\nCapabilities")
@@ -232,10 +241,41 @@ func (p *Plan) WriteText(out io.Writer) {
 	if s.Reconstruct > 0 {
 		more = fmt.Sprintf(", %d to reconstruct", s.Reconstruct)
 	}
+	if s.Fetch > 0 {
+		more += fmt.Sprintf(", %d to fetch", s.Fetch)
+	}
 	if s.NeedsGrant > 0 {
 		more += fmt.Sprintf(", %d needs grant", s.NeedsGrant)
 	}
 	fmt.Fprintf(w, "\nPlan: %d to run, %d cached, %d to build, %d from registry%s, %d missing.\n", s.Run, s.Cached, s.Build, s.Registry, more, s.Missing)
+}
+
+// describeFetch says on one line what a source is and where it comes from: its first URL
+// (and how many mirrors), its pin, and the tree it made when stored.
+func describeFetch(f *Fetch) string {
+	if f == nil || len(f.URLs) == 0 {
+		return ""
+	}
+	s := f.URLs[0]
+	if len(f.URLs) > 1 {
+		s += fmt.Sprintf(" (+%d mirrors)", len(f.URLs)-1)
+	}
+	pin := f.Pin
+	if d := digest.Digest(pin); d.Validate() == nil {
+		pin = d.Short()
+	} else if len(pin) > 12 {
+		pin = pin[:12]
+	}
+	switch f.Type {
+	case lang.SourceGit:
+		s += " commit " + pin
+	case lang.SourceHTTP:
+		s += " sha256 " + strings.TrimPrefix(pin, "sha256:") + ", " + f.Archive
+	}
+	if f.Tree != "" {
+		s += ", tree " + f.Tree.Short()
+	}
+	return s
 }
 
 // describeArgv abbreviates a command line for one line of output.

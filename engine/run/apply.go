@@ -130,6 +130,7 @@ type Result struct {
 	Executed int
 	Cached   int
 	Built    int // seeds, packages
+	Fetched  int // sources fetched in this apply (those already stored count as cached)
 	Failed   []*StepError
 	Skipped  []string // nodes not run because something they need failed
 	// Interrupted are the nodes that were running when the apply's context was cancelled:
@@ -222,9 +223,10 @@ func ContainerPrefixOf(runID string) string {
 
 // nodeResult is what a finished node produced, for the nodes that use it.
 type nodeResult struct {
-	image executors.Image // seeds
-	step  *cache.Result   // steps and checks
-	tree  digest.Digest   // packages and capabilities: the artifact tree; an accepted product's service
+	image  executors.Image // seeds
+	step   *cache.Result   // steps and checks
+	tree   digest.Digest   // packages and capabilities: the artifact tree; an accepted product's service; a source's tree
+	source *cache.Result   // sources: the record of the fetch (source.go)
 
 	// accepted is an accepted product's evidence: the envelope digest of its signed
 	// acceptance result, and the envelope (see acceptanceOf).
@@ -391,7 +393,7 @@ func (r *runner) content(a *lang.Artifact) (graph.Content, bool) {
 	switch {
 	case prod == nil:
 		return graph.Content{}, false
-	case a.Kind == lang.ArtifactCapability:
+	case a.Kind == lang.ArtifactCapability || a.Kind == lang.ArtifactSource:
 		return graph.TreeContent(prod.tree), prod.tree != ""
 	case prod.step == nil:
 		return graph.Content{}, false
@@ -518,6 +520,8 @@ func (r *runner) walk(ctx context.Context, active []string, deps map[string][]st
 			res.Cached++
 		case "built":
 			res.Built++
+		case "fetched":
+			res.Fetched++
 		}
 		if d.err != nil && ctx.Err() != nil {
 			// Whatever ended with an error once the apply was cancelled was stopped by it
@@ -619,6 +623,8 @@ func (r *runner) settle(ctx context.Context, n *graph.Node) (string, error) {
 		}
 		r.setResult(n.Address, &nodeResult{image: img})
 		return "built", nil
+	case graph.KindSource:
+		return r.settleSource(ctx, n) // source.go
 	case graph.KindStep, graph.KindCheck:
 		return r.runStep(ctx, n) // precached ones are settled by walk
 	case graph.KindPackage:
@@ -704,6 +710,12 @@ func (r *runner) buildSeed(ctx context.Context, n *graph.Node) (executors.Image,
 					files[p] = hp
 				}
 				spec.Layers = append(spec.Layers, seed.Layer{Files: files, Symlinks: l.Symlinks})
+			case l.Dir != nil && l.Dir.Kind == lang.ArtifactSource:
+				dir, err := r.sourceTree(l.Dir)
+				if err != nil {
+					return executors.Image{}, err
+				}
+				spec.Layers = append(spec.Layers, seed.Layer{Dir: dir, At: l.At})
 			case l.Dir != nil:
 				spec.Layers = append(spec.Layers, seed.Layer{Dir: r.hostPath(l.Dir), At: l.At})
 			}

@@ -385,13 +385,19 @@ func (r *runner) mounts(ctx context.Context, st *lang.Step) ([]input, error) {
 			}
 			src, err = r.ws.MaterializeTree(prod.tree)
 			dep.URI, dep.Digest = "foundry:"+a.Node, string(prod.tree)
+		case lang.ArtifactSource:
+			src, dep, err = r.sourceInput(a, target) // source.go
 		default:
 			return nil, fmt.Errorf("input %s: cannot mount %s", target, a)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("input %s: %w", target, err)
 		}
-		out = append(out, input{mount: executors.Mount{Source: src, Target: target, Digest: dep.Digest}, dep: dep})
+		md := dep.Digest // what the mount holds: for a source, its tree, not its pin
+		if dep.Tree != "" {
+			md = dep.Tree
+		}
+		out = append(out, input{mount: executors.Mount{Source: src, Target: target, Digest: md}, dep: dep})
 	}
 	return out, nil
 }
@@ -553,6 +559,8 @@ func (r *runner) assemble(ctx context.Context, files map[string]*lang.Artifact) 
 			src, _, _, err = r.stepOutput(a)
 		case lang.ArtifactProjectDir:
 			src = r.hostPath(a)
+		case lang.ArtifactSource:
+			src, err = r.sourceTree(a)
 		case lang.ArtifactInline:
 			src, _, err = r.inlineFile(a.Inline)
 		case lang.ArtifactCapability:
