@@ -23,6 +23,7 @@ import (
 	"github.com/foundry-build/foundry/engine/event"
 	"github.com/foundry-build/foundry/engine/graph"
 	"github.com/foundry-build/foundry/engine/plan"
+	"github.com/foundry-build/foundry/engine/reconstruct"
 	"github.com/foundry-build/foundry/engine/seed"
 	"github.com/foundry-build/foundry/engine/state"
 	"github.com/foundry-build/foundry/engine/workspace"
@@ -170,10 +171,6 @@ type runner struct {
 	// caps records what happens to capabilities in this run, for foundry status.
 	caps *capabilityLog
 
-	// reconWall is the wall time reconstruction rounds took in this apply, all jobs
-	// together: the project's reconstruct_deadline bounds it.
-	reconWall atomic.Int64
-
 	sealedOnce sync.Once
 	sealed     map[digest.Digest]string
 	sealedErr  error
@@ -186,9 +183,10 @@ type runner struct {
 	keys []*provenance.Verifier
 
 	// eval evaluates the candidates of the capabilities this run builds, and adm admits
-	// those that pass and pulls the pinned ones.
+	// those that pass and pulls the pinned ones; rec settles those it reconstructs.
 	eval *evaluate.Evaluator
 	adm  *admit.Admitter
+	rec  *reconstruct.Reconstructor
 	// dlv delivers the products whose checks passed; delivered are those it delivered.
 	dlv       *deliver.Deliverer
 	delivered []Delivered
@@ -274,6 +272,8 @@ func Apply(ctx context.Context, ws *workspace.Workspace, g *graph.Graph, p *plan
 	r.keys = append([]*provenance.Verifier{own}, opt.TrustedKeys...)
 	r.dlv = &deliver.Deliverer{Workspace: ws, Attester: r.att, Keys: r.keys,
 		Project: g.Config.Project.Name, RunID: run.ID, Emit: r.emit, Fault: r.fault}
+	r.rec = &reconstruct.Reconstructor{Workspace: ws, Graph: g, Apply: rounds{r}, Evaluator: r.eval,
+		TrustedKeys: opt.TrustedKeys, Keys: r.keys, RunID: run.ID, Scratch: r.scratch, Emit: r.emit, Fault: r.fault}
 	// The scratch directory marks the run's leftovers for the next apply (recover.go) when
 	// they could not all be removed.
 	keepScratch := false

@@ -46,7 +46,15 @@ func (r *runner) settleCapability(ctx context.Context, n *graph.Node) (string, e
 		return "failed", fmt.Errorf("%s is not in the plan", n.Address)
 	}
 	if cp.Status == plan.StatusReconstruct {
-		return r.reconstruct(ctx, n)
+		rejected, err := r.rec.Settle(ctx, n)
+		if err != nil {
+			return "failed", err
+		}
+		// The rounds rejected before the admission go to the apply's report, as a recipe's do.
+		r.mu.Lock()
+		r.rejections = append(r.rejections, rejected...)
+		r.mu.Unlock()
+		return "built", nil
 	}
 	capErr := &CapabilityError{Capability: n.Address}
 	if cp.Status == plan.StatusRegistry {
@@ -55,7 +63,7 @@ func (r *runner) settleCapability(ctx context.Context, n *graph.Node) (string, e
 			r.setResult(n.Address, &nodeResult{tree: tree})
 			r.emit(event.Event{Type: "capability_pinned", Node: n.Address, Ref: cp.Pinned.Ref, Message: cp.Pinned.Ref})
 			if n.Capability.Reconstruct != nil {
-				return "", r.jobAdmittedElsewhere(ctx, n, cp.Pinned)
+				return "", r.rec.AdmittedElsewhere(ctx, n, cp.Pinned)
 			}
 			return "", nil
 		}
@@ -192,7 +200,7 @@ func (r *runner) buildCandidate(ctx context.Context, recipe string) (digest.Dige
 
 // rejected reports a candidate's rejection (event candidate_rejected) and returns it.
 func (r *runner) rejected(n *graph.Node, rej evaluate.Rejection) evaluate.Rejection {
-	r.emit(event.Event{Type: "candidate_rejected", Node: n.Address, Recipe: rej.Recipe, Suite: rej.Suite, Message: rej.String()})
+	r.emit(rej.Event(n.Address))
 	return rej
 }
 
