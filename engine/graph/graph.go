@@ -58,6 +58,16 @@ type Node struct {
 	defErr   error
 }
 
+// Parts are the nodes of recipe node n's block, its package and its steps (nil for any
+// other node): a recipe depends on them and on nothing else (addNodeEdges), so they are
+// its Deps.
+func (n *Node) Parts() []string {
+	if n.Kind != KindRecipe {
+		return nil
+	}
+	return n.Deps
+}
+
 // Module is the address of the module instance the node belongs to, "" for none.
 func (n *Node) Module() string {
 	scope := ""
