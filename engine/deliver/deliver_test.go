@@ -75,7 +75,7 @@ func newFixture(t *testing.T) *fixture {
 // deliver runs one delivery in a run of its own, on its own handle of the workspace (a
 // process of its own): killed at crashAt, if set, it closes that handle, so the run is
 // dead, and parks what it dispatched as the next apply's recovery does.
-func (f *fixture) deliver(t *testing.T, crashAt string) (loc string, err error, crashed bool, events []event.Event) {
+func (f *fixture) deliver(t *testing.T, crashAt string) (loc string, crashed bool, events []event.Event, err error) {
 	t.Helper()
 	ctx := context.Background()
 	ws, err := workspace.Open(f.project)
@@ -119,7 +119,7 @@ func (f *fixture) deliver(t *testing.T, crashAt string) (loc string, err error, 
 	loc, err = d.Deliver(ctx, &Request{Product: "product.app", Revision: digest.FromBytes([]byte("rev")), Source: digest.FromBytes([]byte("plan")),
 		Target: "linux/amd64", Start: []string{"/bin/app"}, Dest: lang.Destination{Scheme: lang.SchemeDir, Path: f.dest}, Tree: tree,
 		Checks: []Check{{Address: "product.app.check.works", Result: f.result, Envelopes: [][]byte{f.check}}}})
-	return loc, err, false, events
+	return loc, false, events, err
 }
 
 // A delivery killed at any point of its effect is completed by the next one, once: it is
@@ -129,10 +129,10 @@ func TestDirDeliveryIsOnceAcrossCrashes(t *testing.T) {
 	for _, point := range []string{outbox.FaultBeforeDispatch, outbox.FaultAfterDispatch, FaultAfterCommit, FaultBeforeRecord} {
 		t.Run(point, func(t *testing.T) {
 			f := newFixture(t)
-			if _, err, crashed, _ := f.deliver(t, point); !crashed {
+			if _, crashed, _, err := f.deliver(t, point); !crashed {
 				t.Fatalf("the delivery did not reach %s: %v", point, err)
 			}
-			loc, err, _, events := f.deliver(t, "")
+			loc, _, events, err := f.deliver(t, "")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -181,7 +181,7 @@ func TestDirDeliveryIsOnceAcrossCrashes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if again, err, _, _ := f.deliver(t, ""); err != nil || again != loc {
+			if again, _, _, err := f.deliver(t, ""); err != nil || again != loc {
 				t.Fatalf("delivered again to %q, %v", again, err)
 			}
 			if after, err := os.Stat(filepath.Join(f.dest, hex, ReceiptFile)); err != nil || !after.ModTime().Equal(before.ModTime()) {
