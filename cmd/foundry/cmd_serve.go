@@ -153,7 +153,7 @@ listen errors, 2 usage error.`,
 						return exe, nil
 					}}
 				defer exe.Close()
-				h, err := newServeHandler(g.Config.Project.Name, served, iv.Call, log.New(env.stderr, "serve: ", log.LstdFlags))
+				h, err := newServeHandler(g.Config.Project.Name, served, iv.Run, log.New(env.stderr, "serve: ", log.LstdFlags))
 				if err != nil {
 					return failed("%v", err)
 				}
