@@ -2,11 +2,14 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"strconv"
 	"strings"
@@ -14,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/foundry-build/foundry/digest"
 	"github.com/foundry-build/foundry/engine/invoke"
 )
 
@@ -136,4 +140,43 @@ func vmHWM(t *testing.T, pid int) int64 {
 	}
 	t.Fatalf("no VmHWM in /proc/%d/status", pid)
 	return 0
+}
+
+// FuzzServeBody: whatever the body of a call, serve's body path (the size check, the
+// budgets, the value count, the strict check, the schema) answers 200 with the input the
+// capability was handed (here a stand-in that echoes it: the checked input, compacted),
+// or a 400 or 413 problem that names no function of Foundry's; never a panic or a 5xx.
+func FuzzServeBody(f *testing.F) {
+	c := invoke.Capability{Name: "any", Address: "capability.any", Kind: "cli", Contract: digest.FromBytes([]byte("c")),
+		Ref: "oci-layout:/r@sha256:" + strings.Repeat("a", 64), InputSchema: json.RawMessage(`{"type":"array","items":{"type":"integer"},"maxItems":3}`)}
+	run := func(_ context.Context, _ invoke.Capability, in invoke.Input) (*invoke.Result, error) {
+		return &invoke.Result{Output: in.JSON()}, nil
+	}
+	h, err := newServeHandler("p", []invoke.Capability{c}, run, log.New(io.Discard, "", 0))
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, s := range []string{`[1, 2]`, `[1,2,3,4]`, `x`, `[1.5]`, `{"a":1,"a":2}`, "[\"\xff\"]", `[1e400]`, ` [ ] `,
+		strings.Repeat("[", 1001) + strings.Repeat("]", 1001), `[` + strings.Repeat(`1,`, 300) + `1]`, `["\ud800"]`, `[1] x`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("POST", "/capabilities/any", bytes.NewReader(body)))
+		switch rec.Code {
+		case 200:
+			var want bytes.Buffer
+			if err := json.Compact(&want, body); err != nil || rec.Body.String() != want.String()+"\n" {
+				t.Fatalf("200 for %q: %q", body, rec.Body.String())
+			}
+		case 400, 413:
+			var p struct{ Type, Detail string }
+			if err := json.Unmarshal(rec.Body.Bytes(), &p); err != nil || rec.Header().Get("Content-Type") != "application/problem+json" ||
+				p.Detail == "" || strings.Contains(p.Detail, "digest:") || strings.Contains(p.Detail, "canonicalize") {
+				t.Fatalf("%d for %q: %s", rec.Code, body, rec.Body.String())
+			}
+		default:
+			t.Fatalf("%d for %q: %s", rec.Code, body, rec.Body.String())
+		}
+	})
 }

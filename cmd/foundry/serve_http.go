@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log"
 	"maps"
 	"net/http"
@@ -119,7 +118,12 @@ func (h *serveHandler) call(w http.ResponseWriter, r *http.Request) {
 	defer held.release()
 	rc := http.NewResponseController(w)
 	rc.SetReadDeadline(time.Now().Add(bodyReadTimeout))
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxCallInput))
+	var buf bytes.Buffer
+	if r.ContentLength >= 0 { // read into its size at once, not through doublings
+		buf.Grow(int(r.ContentLength) + bytes.MinRead)
+	}
+	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, maxCallInput))
+	body := buf.Bytes()
 	rc.SetReadDeadline(time.Time{})
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) {
