@@ -3,6 +3,7 @@ package digest
 import (
 	"encoding"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"reflect"
@@ -47,7 +48,7 @@ func (e *SyntaxError) Error() string {
 // Numbers are otherwise rounded to the nearest double, as RFC 8785 requires
 // (so 1e-400 canonicalizes to 0, and 0.10000000000000001 to 0.1).
 func Canonicalize(raw []byte) ([]byte, error) {
-	if err := check(raw); err != nil {
+	if _, err := check(raw, 0); err != nil {
 		return nil, err
 	}
 	out, err := jcs.Transform(raw)
@@ -63,7 +64,17 @@ func Canonicalize(raw []byte) ([]byte, error) {
 // it would, without building the canonical form: for a caller that needs a value exactly
 // as strict as content addressing and not its canonical bytes. FuzzCanonicalize checks
 // that the two agree.
-func Check(raw []byte) error { return check(raw) }
+func Check(raw []byte) error {
+	_, err := check(raw, 0)
+	return err
+}
+
+// CheckCount is Check that also counts the JSON values raw holds: every array, object,
+// string, number and literal, members' values included and member names not. It stops
+// once there are more than max (max > 0) and returns max+1 and no error, leaving the rest
+// of raw unchecked: so that a caller can bound what decoding raw would cost before paying
+// it, in time proportional to the part read.
+func CheckCount(raw []byte, max int) (int, error) { return check(raw, max) }
 
 // Canonical marshals v with encoding/json and returns the canonical (RFC 8785)
 // form of the result.
@@ -190,35 +201,42 @@ func checkUTF8(s, path string) error {
 // validator for RFC 8259 JSON with the I-JSON restrictions that RFC 8785
 // relies on; it builds nothing except the decoded member names needed to find
 // duplicates.
-func check(raw []byte) error {
+func check(raw []byte, max int) (int, error) {
 	if raw == nil {
-		return &SyntaxError{0, "no input"}
+		return 0, &SyntaxError{0, "no input"}
 	}
 	// Validate the encoding first, so that every later error is about JSON
 	// and not about bytes that do not form characters.
 	for i := 0; i < len(raw); {
 		r, size := utf8.DecodeRune(raw[i:])
 		if r == utf8.RuneError && size == 1 {
-			return &SyntaxError{i, fmt.Sprintf("invalid UTF-8 byte 0x%02x", raw[i])}
+			return 0, &SyntaxError{i, fmt.Sprintf("invalid UTF-8 byte 0x%02x", raw[i])}
 		}
 		i += size
 	}
-	c := &checker{b: raw}
+	c := &checker{b: raw, max: max}
 	c.skipSpace()
-	if err := c.value(); err != nil {
-		return err
+	if err := c.value(); err == errTooMany {
+		return c.values, nil
+	} else if err != nil {
+		return c.values, err
 	}
 	c.skipSpace()
 	if c.i < len(c.b) {
-		return c.errorf("trailing data after the JSON value")
+		return c.values, c.errorf("trailing data after the JSON value")
 	}
-	return nil
+	return c.values, nil
 }
 
+// errTooMany stops a count at its maximum (CheckCount).
+var errTooMany = errors.New("too many values")
+
 type checker struct {
-	b     []byte
-	i     int
-	depth int
+	b      []byte
+	i      int
+	depth  int
+	values int // counted so far
+	max    int // stop after this many values; 0: no limit
 }
 
 func (c *checker) errorf(format string, args ...any) error {
@@ -249,6 +267,10 @@ func (c *checker) unexpected(want string) error {
 func (c *checker) value() error {
 	if c.i >= len(c.b) {
 		return c.unexpected("a JSON value")
+	}
+	c.values++
+	if c.max > 0 && c.values > c.max {
+		return errTooMany
 	}
 	switch b := c.b[c.i]; {
 	case b == '{':

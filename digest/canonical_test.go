@@ -426,3 +426,32 @@ func TestEncoderFindsEveryByteToEscape(t *testing.T) {
 		}
 	}
 }
+
+// CheckCount counts every value, members' values and not their names, and stops at its
+// maximum without reading further (a syntax error past it is not reached).
+func TestCheckCount(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		max  int
+		want int
+		err  bool
+	}{
+		{`1`, 0, 1, false},
+		{`[]`, 0, 1, false},
+		{`[1, "a", true, null, {"k": [2]}]`, 0, 8, false},
+		{`{"a": 1, "b": {"c": "d"}}`, 0, 4, false},
+		{`[1, 2, 3]`, 4, 4, false},
+		{`[1, 2, 3]`, 3, 4, false},
+		{`[1, 2, 3, x]`, 3, 4, false},
+		{`[1, x, 3]`, 3, 3, true},
+		{`[1, 2] x`, 0, 3, true},
+	} {
+		n, err := CheckCount([]byte(c.in), c.max)
+		if n != c.want || (err != nil) != c.err {
+			t.Errorf("CheckCount(%s, %d) = %d, %v; want %d, error %v", c.in, c.max, n, err, c.want, c.err)
+		}
+		if c.max == 0 && (Check([]byte(c.in)) != nil) != c.err {
+			t.Errorf("Check(%s) disagrees with CheckCount", c.in)
+		}
+	}
+}

@@ -260,7 +260,7 @@ func TestServePersists(t *testing.T) {
 	if _, err := Pull(bg, s2, "stable", filepath.Join(t.TempDir(), "out"), PullOptions{Keys: f.keys}); err != nil {
 		t.Fatalf("pull after restart: %v", err)
 	}
-	// Other repository names are not served.
+	// Tags are per repository: another repository does not have this one.
 	s3, _ := Open(addr2 + "/other")
 	if _, err := s3.Resolve(bg, "stable"); err == nil {
 		t.Fatal("resolved a tag in a repository the server does not serve")

@@ -10,7 +10,9 @@ import (
 	"log"
 	"net/http"
 	"os"
+	"regexp"
 	"strings"
+	"sync"
 
 	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -18,9 +20,9 @@ import (
 	"github.com/foundry-build/foundry/digest"
 )
 
-// Handler serves the layout l over the OCI distribution API as repository repo, for
-// `foundry registry serve`. It is go-containerregistry's registry implementation
-// (pkg/registry, with the referrers API) made persistent:
+// Handler serves the layout l over the OCI distribution API, for `foundry registry serve`.
+// It is go-containerregistry's registry implementation (pkg/registry, with the referrers
+// API) made persistent:
 //
 //   - blobs are read from the layout's blobs/ directory, and uploads stream into it (a file
 //     per upload with a running SHA-256, renamed into place once the digest checks out;
@@ -32,41 +34,118 @@ import (
 //   - deletes are refused (405): an embedded store is garbage-collected by Foundry, not by
 //     its clients.
 //
-// Only repo is served; other names answer NAME_UNKNOWN, so a mistyped reference fails
-// loudly instead of landing in a repository nobody reads. A pushed manifest must hash to the
-// digest it is pushed under and be at most MaxManifestSize bytes.
+// Any number of repositories are served, all over the one layout, which is one content
+// store: every repository sees every blob and every manifest by digest (so a blob mount
+// from any repository succeeds when the blob is there), and tags are per repository.
+// Repository repo (the default) keeps the layout's plain tags, as Foundry writes them;
+// a tag T of another repository R is the index.json reference name "R:T" (the image
+// spec's grammar for it allows ':' and '/'). A repository exists once it has a tag in the
+// layout or something was pushed to it; others answer NAME_UNKNOWN. Names, tags and
+// digests that the distribution spec does not allow are refused with 400. A pushed
+// manifest must hash to the digest it is pushed under and be at most MaxManifestSize bytes.
 func Handler(l *Layout, repo string, logger *log.Logger) (http.Handler, error) {
-	if repo == "" || strings.Trim(repo, "/") != repo {
-		return nil, fmt.Errorf("serve: repository name %q", repo)
+	if !repoName.MatchString(repo) {
+		return nil, fmt.Errorf("serve: repository name %q is not a distribution-spec name", repo)
 	}
 	if logger == nil {
 		logger = log.New(io.Discard, "", 0)
 	}
 	inner := ggcrregistry.New(ggcrregistry.WithReferrersSupport(true),
 		ggcrregistry.WithBlobHandler(layoutBlobs{l}), ggcrregistry.Logger(logger))
-	h := &serveHandler{l: l, repo: repo, inner: inner, log: logger, uploads: newUploads(l)}
+	h := &serveHandler{l: l, repo: repo, inner: inner, log: logger, uploads: newUploads(l),
+		loaded: map[string]bool{}, exists: map[string]bool{repo: true}}
 	if err := h.load(); err != nil {
 		return nil, err
 	}
 	return h, nil
 }
 
+// The distribution spec's grammar of repository names and tags.
+var (
+	repoName = regexp.MustCompile(`^[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*(/[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*)*$`)
+	tagName  = regexp.MustCompile(`^[a-zA-Z0-9_][a-zA-Z0-9._-]{0,127}$`)
+)
+
 type serveHandler struct {
 	l       *Layout
-	repo    string
+	repo    string // the default repository, whose tags are the layout's plain tags
 	inner   http.Handler
 	log     *log.Logger
 	uploads *uploads
+
+	mu sync.Mutex
+	// manifests are the layout's manifests by digest, in an order the inner handler takes
+	// them in (an index after its children); each is put in every repository loaded.
+	manifests []Descriptor
+	loaded    map[string]bool // repositories put into the inner handler
+	exists    map[string]bool // repositories with a tag in the layout, or pushed to
 }
 
-// load replays the layout's manifests into the in-memory manifest table: image manifests
-// first, then indexes (which the implementation requires to come after their children).
+// layoutTag is the index.json reference name of tag in repository repo.
+func (h *serveHandler) layoutTag(repo, tag string) string {
+	if repo == h.repo {
+		return tag
+	}
+	return repo + ":" + tag
+}
+
+// repoTag splits an index.json reference name into repository and tag ("" when it is
+// no tag of a repository served: a name outside the grammar).
+func (h *serveHandler) repoTag(ref string) (repo, tag string) {
+	repo, tag = h.repo, ref
+	if i := strings.LastIndex(ref, ":"); i >= 0 {
+		repo, tag = ref[:i], ref[i+1:]
+	}
+	if !repoName.MatchString(repo) || !tagName.MatchString(tag) {
+		return "", ""
+	}
+	return repo, tag
+}
+
+// load records the layout's manifests and repositories, and loads the default repository.
 func (h *serveHandler) load() error {
 	descs, err := h.l.Descriptors()
 	if err != nil {
 		return err
 	}
-	pending := descs
+	seen := map[digest.Digest]bool{}
+	for _, d := range descs {
+		if repo, _ := h.repoTag(d.Annotations[AnnotationRefName]); repo != "" {
+			h.exists[repo] = true
+		}
+		if !seen[d.Digest] {
+			seen[d.Digest] = true
+			h.manifests = append(h.manifests, d)
+		}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.loadRepo(h.repo)
+}
+
+// loadRepo puts every manifest of the layout and the repository's tags into the inner
+// handler, once; h.mu is held.
+func (h *serveHandler) loadRepo(repo string) error {
+	if h.loaded[repo] {
+		return nil
+	}
+	h.loaded[repo] = true
+	descs, err := h.l.Descriptors()
+	if err != nil {
+		return err
+	}
+	var pending []Descriptor
+	for _, d := range h.manifests {
+		pending = append(pending, Descriptor{MediaType: d.MediaType, Digest: d.Digest})
+	}
+	for _, d := range descs {
+		if r, tag := h.repoTag(d.Annotations[AnnotationRefName]); r == repo {
+			pending = append(pending, Descriptor{MediaType: d.MediaType, Digest: d.Digest,
+				Annotations: map[string]string{AnnotationRefName: tag}})
+		}
+	}
+	// Image manifests first, then indexes (which the implementation requires to come
+	// after their children): each round puts what it can, until a round puts nothing.
 	for len(pending) > 0 {
 		var next []Descriptor
 		var firstErr error
@@ -79,13 +158,13 @@ func (h *serveHandler) load() error {
 			if t := d.Annotations[AnnotationRefName]; t != "" {
 				target = t
 			}
-			code, body := h.put(target, d.MediaType, raw)
+			code, body := h.put(repo, target, d.MediaType, raw)
 			if code == http.StatusCreated {
 				continue
 			}
 			next = append(next, d)
 			if firstErr == nil {
-				firstErr = fmt.Errorf("serve: loading %s (%s): %d %s", target, d.Digest, code, body)
+				firstErr = fmt.Errorf("serve: loading %s (%s) into %s: %d %s", target, d.Digest, repo, code, body)
 			}
 		}
 		if len(next) == len(pending) {
@@ -100,8 +179,11 @@ func (h *serveHandler) load() error {
 }
 
 // put stores a manifest through the inner handler, as a client's PUT would.
-func (h *serveHandler) put(target, mediaType string, raw []byte) (int, string) {
-	req, _ := http.NewRequest(http.MethodPut, "/v2/"+h.repo+"/manifests/"+target, bytes.NewReader(raw))
+func (h *serveHandler) put(repo, target, mediaType string, raw []byte) (int, string) {
+	req, err := http.NewRequest(http.MethodPut, "/v2/"+repo+"/manifests/"+target, bytes.NewReader(raw))
+	if err != nil { // not reached: repository and target are checked before
+		return http.StatusBadRequest, err.Error()
+	}
 	req.Header.Set("Content-Type", mediaType)
 	rec := &recorder{header: http.Header{}}
 	h.inner.ServeHTTP(rec, req)
@@ -138,27 +220,54 @@ func (h *serveHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.inner.ServeHTTP(w, r)
 		return
 	}
-	if repo != h.repo {
-		regError(w, http.StatusNotFound, "NAME_UNKNOWN", fmt.Sprintf("repository %q is not served here (this is %q)", repo, h.repo))
+	if !repoName.MatchString(repo) {
+		regError(w, http.StatusBadRequest, "NAME_INVALID", fmt.Sprintf("%.200q is not a repository name", repo))
 		return
 	}
 	if r.Method == http.MethodDelete {
 		regError(w, http.StatusMethodNotAllowed, "UNSUPPORTED", "deletes are not supported by foundry registry serve")
 		return
 	}
-	if kind == "manifests" && r.Method == http.MethodPut {
-		h.putManifest(w, r, target)
-		return
-	}
 	if kind == "blobs" && (target == "uploads" || strings.HasPrefix(target, "uploads/")) {
 		h.uploads.serve(w, r, repo, strings.Trim(strings.TrimPrefix(target, "uploads"), "/"))
+		return
+	}
+	if kind == "blobs" {
+		h.inner.ServeHTTP(w, r) // every repository sees every blob
+		return
+	}
+	if kind == "manifests" && !tagName.MatchString(target) {
+		if _, err := digest.Parse(target); err != nil {
+			// Nothing can be stored under it (400), so nothing is found under it (404).
+			if r.Method == http.MethodPut {
+				regError(w, http.StatusBadRequest, "MANIFEST_INVALID", fmt.Sprintf("%.200q is neither a tag nor a digest", target))
+			} else {
+				regError(w, http.StatusNotFound, "MANIFEST_UNKNOWN", fmt.Sprintf("%.200q is neither a tag nor a digest", target))
+			}
+			return
+		}
+	}
+	if kind == "manifests" && r.Method == http.MethodPut {
+		h.putManifest(w, r, repo, target)
+		return
+	}
+	// Reads of a repository that exists load it first; others answer NAME_UNKNOWN.
+	h.mu.Lock()
+	var err error
+	if h.exists[repo] {
+		err = h.loadRepo(repo)
+	}
+	h.mu.Unlock()
+	if err != nil {
+		regError(w, http.StatusInternalServerError, "UNKNOWN", err.Error())
 		return
 	}
 	h.inner.ServeHTTP(w, r)
 }
 
-// putManifest checks a pushed manifest, stores it in the layout, then in memory.
-func (h *serveHandler) putManifest(w http.ResponseWriter, r *http.Request, target string) {
+// putManifest checks a pushed manifest, stores it in the layout, then in memory: in its
+// repository by target and in every repository loaded by digest.
+func (h *serveHandler) putManifest(w http.ResponseWriter, r *http.Request, repo, target string) {
 	raw, err := io.ReadAll(io.LimitReader(r.Body, MaxManifestSize+1))
 	if err != nil {
 		regError(w, http.StatusBadRequest, "MANIFEST_INVALID", err.Error())
@@ -175,7 +284,13 @@ func (h *serveHandler) putManifest(w http.ResponseWriter, r *http.Request, targe
 		return
 	}
 	mt := r.Header.Get("Content-Type")
-	code, body := h.put(target, mt, raw)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := h.loadRepo(repo); err != nil {
+		regError(w, http.StatusInternalServerError, "UNKNOWN", err.Error())
+		return
+	}
+	code, body := h.put(repo, target, mt, raw)
 	if code != http.StatusCreated {
 		w.WriteHeader(code)
 		io.WriteString(w, body)
@@ -184,15 +299,28 @@ func (h *serveHandler) putManifest(w http.ResponseWriter, r *http.Request, targe
 	// Persist before answering: a client that saw 201 must find the manifest after a restart.
 	_, err = h.l.PutManifest(r.Context(), raw, mt)
 	if err == nil && !isDigest {
-		err = h.l.Tag(r.Context(), target, d)
+		err = h.l.Tag(r.Context(), h.layoutTag(repo, target), d)
 	}
 	if err != nil {
 		h.log.Printf("persisting manifest %s: %v", d, err)
 		regError(w, http.StatusInternalServerError, "UNKNOWN", "persisting manifest: "+err.Error())
 		return
 	}
+	h.exists[repo] = true
+	known := false
+	for _, m := range h.manifests {
+		known = known || m.Digest == d
+	}
+	if !known {
+		h.manifests = append(h.manifests, Descriptor{MediaType: mt, Digest: d})
+		for other := range h.loaded {
+			if other != repo {
+				h.put(other, string(d), mt, raw)
+			}
+		}
+	}
 	w.Header().Set("Docker-Content-Digest", string(d))
-	w.Header().Set("Location", "/v2/"+h.repo+"/manifests/"+string(d))
+	w.Header().Set("Location", "/v2/"+repo+"/manifests/"+string(d))
 	if sub := subjectOf(raw); sub != "" {
 		w.Header().Set("OCI-Subject", sub)
 	}

@@ -54,6 +54,8 @@ func newUploads(l *Layout) *uploads {
 func (u *uploads) serve(w http.ResponseWriter, r *http.Request, repo, id string) {
 	base := "/v2/" + repo + "/blobs/uploads/"
 	switch {
+	case r.Method == http.MethodPost && id == "" && r.URL.Query().Get("mount") != "" && r.URL.Query().Get("from") != "" && u.mount(w, repo, r.URL.Query().Get("mount")):
+		// mounted: every repository of the layout sees its blobs
 	case r.Method == http.MethodPost && id == "":
 		up, newID, err := u.start()
 		if err != nil {
@@ -115,6 +117,19 @@ func (u *uploads) serve(w http.ResponseWriter, r *http.Request, repo, id string)
 			regError(w, http.StatusMethodNotAllowed, "UNSUPPORTED", r.Method+" on an upload")
 		}
 	}
+}
+
+// mount answers a cross-repository mount of blob d with 201 when the layout holds it, and
+// returns false (a new upload is started instead, as the spec says) when it does not.
+func (u *uploads) mount(w http.ResponseWriter, repo, d string) bool {
+	dg, err := digest.Parse(d)
+	if err != nil || !u.l.hasBlob(dg, -1) {
+		return false
+	}
+	w.Header().Set("Location", "/v2/"+repo+"/blobs/"+string(dg))
+	w.Header().Set("Docker-Content-Digest", string(dg))
+	w.WriteHeader(http.StatusCreated)
+	return true
 }
 
 func (u *uploads) start() (*upload, string, error) {

@@ -16,7 +16,7 @@ import (
 
 	"github.com/foundry-build/foundry/digest"
 	"github.com/foundry-build/foundry/engine/evaluate"
-	"github.com/foundry-build/foundry/engine/run"
+	"github.com/foundry-build/foundry/engine/reconstruct"
 	"github.com/foundry-build/foundry/engine/state"
 	"github.com/foundry-build/foundry/engine/workspace"
 	"github.com/foundry-build/foundry/internal/capped"
@@ -343,7 +343,7 @@ func jobBrief(env *cliEnv, dir, which, out string, jsonOut bool) int {
 		return failed("%v", err)
 	}
 	defer ws.Close()
-	b, err := run.WaitingBrief(context.Background(), ws, j.ID)
+	b, err := reconstruct.WaitingBrief(context.Background(), ws, j.ID)
 	if err != nil {
 		return failed("%v", err)
 	}
@@ -391,7 +391,7 @@ func jobPropose(env *cliEnv, dir, which, src string, spend float64, jsonOut bool
 		return failed("%v", err)
 	}
 	defer ws.Close()
-	n, err := run.SubmitProposal(context.Background(), ws, j.ID, src, "cli", operator(), spend)
+	n, err := reconstruct.SubmitProposal(context.Background(), ws, j.ID, src, "cli", operator(), spend)
 	if err != nil {
 		return failed("%v", err)
 	}

@@ -4,13 +4,10 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
-
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 func init() {
@@ -114,9 +111,9 @@ Exit codes: 0 when the client closed the session, 1 when the server failed, 2 us
 				defer srv.Close()
 				ctx, stop := notifyInterrupt(context.Background())
 				defer stop()
-				// The protocol's newline-delimited JSON-RPC on env's streams: os.Stdin and
-				// os.Stdout when run as a command.
-				t := &mcp.IOTransport{Reader: io.NopCloser(env.stdin), Writer: nopWriteCloser{env.stdout}}
+				// The protocol's newline-delimited JSON-RPC on env's streams (os.Stdin and
+				// os.Stdout when run as a command), each line checked (mcp_lines.go).
+				t := &lineTransport{r: env.stdin, w: env.stdout}
 				if err := srv.Run(ctx, t); err != nil && ctx.Err() == nil {
 					fmt.Fprintf(env.stderr, "foundry mcp: %v\n", err)
 					return exitError
@@ -163,8 +160,3 @@ func allowList(allow map[string]bool) []string {
 	sort.Strings(out)
 	return out
 }
-
-// nopWriteCloser leaves the stream open when the session ends: it is the process's.
-type nopWriteCloser struct{ io.Writer }
-
-func (nopWriteCloser) Close() error { return nil }

@@ -44,8 +44,14 @@ referrers API. It is go-containerregistry's registry implementation backed by th
   deletes    refused; the layout is garbage-collected by Foundry, not by clients
 
 So whatever was pushed survives a restart, and 'foundry pull oci-layout:PATH...' sees it
-too. One repository is served, named -repo (default "foundry"): pull
-HOST:PORT/foundry@sha256:... Other names answer NAME_UNKNOWN.
+too. Any number of repositories are served over the one layout, which is one content
+store: every repository sees every blob and manifest by digest (a cross-repository blob
+mount succeeds whenever the blob is there), and tags are per repository. The -repo
+repository (default "foundry") has the layout's own tags, the ones Foundry writes: pull
+HOST:PORT/foundry@sha256:...; a tag T pushed to another repository R is recorded in
+index.json as "R:T". A repository exists once it has a tag or was pushed to; others
+answer NAME_UNKNOWN. Names, tags and digests outside the distribution spec's grammar are
+refused (400).
 
 The server speaks plain HTTP and has no authentication. On a loopback address it accepts
 pushes; on any other address it is read-only unless -allow-push is given (then anyone who
@@ -65,7 +71,7 @@ error.`,
 		setup: func(fs *flag.FlagSet) func(*cliEnv, []string) int {
 			addr := fs.String("addr", "127.0.0.1:5000", "listen on `HOST:PORT`")
 			root := fs.String("root", "", "the OCI layout to serve, created if missing (default DIR/.foundry/registry)")
-			repo := fs.String("repo", "foundry", "repository `NAME` the layout is served as")
+			repo := fs.String("repo", "foundry", "the repository `NAME` whose tags are the layout's own")
 			allowPush := fs.Bool("allow-push", false, "accept pushes on a non-loopback address (no authentication!)")
 			project := fs.String("C", ".", "project `DIR`")
 			return func(env *cliEnv, args []string) int {

@@ -48,15 +48,21 @@ against the output schema. Numbers pass through exactly as written (922337203685
 3.0). The status says who is at fault:
 
   200  the output
-  400  the input is not JSON or violates the input schema; nothing ran (the validator's
-       message is in "detail")
+  400  the input is not JSON (at which byte, and what) or violates the input schema;
+       nothing ran (the validator's message is in "detail")
   422  the capability exited with a declared error: {"error": NAME, "exit_code": N,
        "stderr": the end of its stderr}
   403  the version is quarantined ('foundry quarantine'); 404 no such capability;
-       413 input over 16 MiB
+       413 input over 16 MiB or over 262144 JSON values (refused before it is decoded)
   502  the capability broke its contract: output that is not JSON or violates the output
        schema, an undeclared exit code, killed at the deadline or the memory limit
-  500  it could not be run (registry, sandbox, executor); 503 serve is stopping
+  500  it could not be run (registry, sandbox, executor); 503 serve is stopping, or busy:
+       inputs in flight hold the memory this one needs (Retry-After: 1)
+
+What inputs may hold in memory is bounded: bodies being read or waiting to run share
+64 MiB (each counted twice, for the copy the capability reads), inputs being decoded and
+validated 192 MiB (twice their size and 512 bytes per JSON value); a call that finds no
+room within 10 s is answered 503. A body must arrive within 60 s.
 
 Every status but 200 and 422 answers an RFC 9457 problem (application/problem+json:
 type, title, status, detail), so a domain error is never mistaken for a failure to call.
@@ -153,7 +159,7 @@ listen errors, 2 usage error.`,
 						return exe, nil
 					}}
 				defer exe.Close()
-				h, err := newServeHandler(g.Config.Project.Name, served, iv.Call, log.New(env.stderr, "serve: ", log.LstdFlags))
+				h, err := newServeHandler(g.Config.Project.Name, served, iv.Run, log.New(env.stderr, "serve: ", log.LstdFlags))
 				if err != nil {
 					return failed("%v", err)
 				}

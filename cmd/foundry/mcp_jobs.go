@@ -15,7 +15,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/foundry-build/foundry/engine/run"
+	"github.com/foundry-build/foundry/engine/reconstruct"
 	"github.com/foundry-build/foundry/engine/state"
 	"github.com/foundry-build/foundry/engine/workspace"
 )
@@ -23,7 +23,7 @@ import (
 // The reconstruction tools (spec/mcp.md): a model acts as an untrusted builder of a job whose
 // reconstruct block takes proposals from outside. jobs and job_brief read; propose, served
 // only with -allow propose, sends a proposal into the job's loop exactly as
-// `foundry jobs propose` does (run.SubmitProposal), charged to the same budget. A brief
+// `foundry jobs propose` does (reconstruct.SubmitProposal), charged to the same budget. A brief
 // holds what a builder's /job holds, never a sealed case; a proposal becomes a candidate
 // only through the package block and is admitted only on a sealed pass, by the apply that
 // runs the round. None of these tools takes the server's lock: the apply that waits for a
@@ -130,7 +130,7 @@ func (s *mcpServer) jobs(ctx context.Context) (jobsOut, error) {
 		if err != nil {
 			return jobsOut{}, err
 		}
-		n, _, _, err := ws.State.Waiting(ctx, j.ID, run.ExternalSource)
+		n, _, _, err := ws.State.Waiting(ctx, j.ID, reconstruct.ExternalSource)
 		if err != nil {
 			return jobsOut{}, err
 		}
@@ -161,7 +161,7 @@ func (s *mcpServer) brief(ctx context.Context, job string) (briefOut, error) {
 	if err := s.ownJob(ctx, ws, job); err != nil {
 		return briefOut{}, err
 	}
-	b, err := run.WaitingBrief(ctx, ws, job)
+	b, err := reconstruct.WaitingBrief(ctx, ws, job)
 	if err != nil {
 		return briefOut{}, err
 	}
@@ -225,7 +225,7 @@ func (s *mcpServer) propose(ctx context.Context, in proposeIn, by string) (propo
 			return proposeOut{}, err
 		}
 	}
-	n, err := run.SubmitProposal(ctx, ws, in.Job, dir, "mcp", by, in.Spend)
+	n, err := reconstruct.SubmitProposal(ctx, ws, in.Job, dir, "mcp", by, in.Spend)
 	if err != nil {
 		return proposeOut{}, err
 	}

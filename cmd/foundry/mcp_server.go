@@ -70,6 +70,7 @@ func newMCPServer(cfg *mcpConfig) (*mcpServer, error) {
 		// inventory, which an apply can change: the list changes then, and says so.
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
 	})
+	s.srv.AddReceivingMiddleware(boundToolErrors)
 	s.addProjectTools()
 	if cfg.allow["apply"] {
 		s.addApplyTool()

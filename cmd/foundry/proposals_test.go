@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/foundry-build/foundry/engine/run"
+	"github.com/foundry-build/foundry/engine/reconstruct"
 )
 
 // builderBlock is the fixture's builder, which proposalsFixture replaces by a proposals
@@ -197,7 +197,7 @@ func TestReconstructionSpendBudgets(t *testing.T) {
 // proposal's row without charging it again: its spend and its intervention count once.
 func TestProposalChargedOnceAfterKill(t *testing.T) {
 	dir := spendFixture(t, "budget {\n      candidates = 3\n      spend = 1\n    }", "project \"reconstruct\" {\n  reconstruct_spend = 1\n}")
-	t.Setenv("FOUNDRY_TEST_FAULT", run.FaultRoundProposed+":capability.sorter#2")
+	t.Setenv("FOUNDRY_TEST_FAULT", reconstruct.FaultRoundProposed+":capability.sorter#2")
 	ra := startApply(t, dir, "runc")
 	ra.waitFor(t, "reconstruct_waiting", "capability.sorter")
 	if code, _, errs := foundry(t, dir, "jobs", "propose", "sorter", writeProposal(t, sorterScript(true)), "-spend", "0.5"); code != 0 {

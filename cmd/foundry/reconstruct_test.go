@@ -12,6 +12,7 @@ import (
 	"github.com/foundry-build/foundry/engine/admit"
 	"github.com/foundry-build/foundry/engine/evaluate"
 	"github.com/foundry-build/foundry/engine/plan"
+	"github.com/foundry-build/foundry/engine/reconstruct"
 	"github.com/foundry-build/foundry/engine/run"
 	"github.com/foundry-build/foundry/engine/state"
 	"github.com/foundry-build/foundry/engine/workspace"
@@ -288,15 +289,15 @@ func TestReconstructionResumesAfterKill(t *testing.T) {
 		{"round 1 builder before exec", run.FaultBeforeExec + ":" + builder, 1, 3, 1, [2]int{1, 2}},
 		{"round 2 builder after exec", run.FaultAfterExec + ":" + builder + "#2", 2, 3, 2, [2]int{1, 2}},
 		{"round 2 builder cached", run.FaultAfterCachePut + ":" + builder + "#2", 2, 2, 0, [2]int{1, 2}},
-		{"round 1 proposed", run.FaultRoundProposed + ":capability.sorter", 1, 2, 0, [2]int{1, 2}},
+		{"round 1 proposed", reconstruct.FaultRoundProposed + ":capability.sorter", 1, 2, 0, [2]int{1, 2}},
 		// The dev case ran before the kill and runs again: both runs are spent.
 		{"round 1 before sealed", evaluate.FaultBeforeSealed + ":capability.sorter", 1, 2, 0, [2]int{2, 2}},
 		{"round 1 after sealed", evaluate.FaultAfterSealed + ":capability.sorter", 1, 2, 0, [2]int{1, 2}},
-		{"round 1 evaluated", run.FaultRoundEvaluated + ":capability.sorter", 0, 2, 0, [2]int{1, 2}},
-		{"between rounds", run.FaultRoundFinished + ":capability.sorter", 0, 2, 0, [2]int{1, 2}},
-		{"round 2 evaluated", run.FaultRoundEvaluated + ":capability.sorter#2", 2, 2, 0, [2]int{1, 2}},
+		{"round 1 evaluated", reconstruct.FaultRoundEvaluated + ":capability.sorter", 0, 2, 0, [2]int{1, 2}},
+		{"between rounds", reconstruct.FaultRoundFinished + ":capability.sorter", 0, 2, 0, [2]int{1, 2}},
+		{"round 2 evaluated", reconstruct.FaultRoundEvaluated + ":capability.sorter#2", 2, 2, 0, [2]int{1, 2}},
 		{"round 2 publish dispatched", admit.FaultAfterDispatch + ":capability.sorter", 2, 2, 0, [2]int{1, 2}},
-		{"round 2 admitted", run.FaultRoundAdmitted + ":capability.sorter", 0, 2, 0, [2]int{1, 2}},
+		{"round 2 admitted", reconstruct.FaultRoundAdmitted + ":capability.sorter", 0, 2, 0, [2]int{1, 2}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

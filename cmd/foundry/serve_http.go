@@ -6,8 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log"
+	"maps"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -33,20 +33,23 @@ const problemBase = "https://foundry.dev/problems/"
 type serveHandler struct {
 	mux    *http.ServeMux
 	caps   map[string]invoke.Capability
-	invoke func(context.Context, invoke.Capability, json.RawMessage) (*invoke.Result, error) // an Invoker's Call
-	doc    []byte
+	run    func(context.Context, invoke.Capability, invoke.Input) (*invoke.Result, error) // an Invoker's Run
+	doc    map[string]any                                                                 // the OpenAPI document but its servers
 	logger *log.Logger
 	slots  chan struct{} // calls running at once
 	calls  sync.WaitGroup
+	// bodies and checks are the memory budgets of inputs (serve_budget.go).
+	bodies, checks *memoryBudget
 }
 
-func newServeHandler(project string, caps []invoke.Capability, call func(context.Context, invoke.Capability, json.RawMessage) (*invoke.Result, error), logger *log.Logger) (*serveHandler, error) {
+func newServeHandler(project string, caps []invoke.Capability, run func(context.Context, invoke.Capability, invoke.Input) (*invoke.Result, error), logger *log.Logger) (*serveHandler, error) {
 	doc, err := openAPIDocument(project, caps)
 	if err != nil {
 		return nil, err
 	}
-	h := &serveHandler{mux: http.NewServeMux(), caps: map[string]invoke.Capability{}, invoke: call, doc: doc, logger: logger,
-		slots: make(chan struct{}, max(1, runtime.NumCPU()))}
+	h := &serveHandler{mux: http.NewServeMux(), caps: map[string]invoke.Capability{}, run: run, doc: doc, logger: logger,
+		slots:  make(chan struct{}, max(1, runtime.NumCPU())),
+		bodies: newMemoryBudget(bodyMemory), checks: newMemoryBudget(checkMemory)}
 	for _, c := range caps {
 		h.caps[c.Name] = c
 	}
@@ -69,8 +72,17 @@ func (h *serveHandler) openAPI(w http.ResponseWriter, r *http.Request) {
 		problem(w, http.StatusMethodNotAllowed, "method-not-allowed", "method not allowed", r.Method+" /openapi.json: use GET")
 		return
 	}
+	// The servers are this server as the client reached it (its Host), so that a client
+	// generated from the document calls it there.
+	doc := maps.Clone(h.doc)
+	doc["servers"] = []any{map[string]any{"url": "http://" + r.Host, "description": "this foundry serve"}}
+	b, err := encodeDocument(doc)
+	if err != nil {
+		problem(w, http.StatusInternalServerError, "call-failed", "the document could not be written", err.Error())
+		return
+	}
 	w.Header().Set("Content-Type", "application/json")
-	w.Write(h.doc)
+	w.Write(b)
 }
 
 // call runs one capability on the request body and maps the outcome to a status: the
@@ -88,15 +100,52 @@ func (h *serveHandler) call(w http.ResponseWriter, r *http.Request) {
 		problem(w, http.StatusMethodNotAllowed, "method-not-allowed", "method not allowed", r.Method+" "+r.URL.Path+": use POST with the input as the body")
 		return
 	}
-	// The body is read as JSON whatever its Content-Type says (curl --data sends a form's).
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxCallInput))
+	// The body is read as JSON whatever its Content-Type says (curl --data sends a form's),
+	// under the memory budgets of serve_budget.go.
+	if r.ContentLength > maxCallInput {
+		problem(w, http.StatusRequestEntityTooLarge, "input-too-large", "the input is too large", fmt.Sprintf("%d bytes; a call takes at most %d", r.ContentLength, maxCallInput))
+		return
+	}
+	want := int64(maxCallInput)
+	if r.ContentLength >= 0 {
+		want = r.ContentLength
+	}
+	held := h.bodies.reserve(r.Context(), 2*want)
+	if held == nil {
+		busy(w, r)
+		return
+	}
+	defer held.release()
+	rc := http.NewResponseController(w)
+	rc.SetReadDeadline(time.Now().Add(bodyReadTimeout))
+	var buf bytes.Buffer
+	if r.ContentLength >= 0 { // read into its size at once, not through doublings
+		buf.Grow(int(r.ContentLength) + bytes.MinRead)
+	}
+	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, maxCallInput))
+	body := buf.Bytes()
+	rc.SetReadDeadline(time.Time{})
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) {
-		problem(w, http.StatusRequestEntityTooLarge, "input-too-large", "the input is too large", fmt.Sprintf("at most %d bytes", maxCallInput))
+		problem(w, http.StatusRequestEntityTooLarge, "input-too-large", "the input is too large", fmt.Sprintf("a call takes at most %d bytes", maxCallInput))
 		return
 	}
 	if err != nil {
-		problem(w, http.StatusBadRequest, "unreadable-input", "the input could not be read", err.Error())
+		problem(w, http.StatusBadRequest, "unreadable-input", "the input could not be read", "the body could not be read to its end")
+		return
+	}
+	held.shrink(2 * int64(len(body)))
+	in, err := h.check(r, c, body)
+	if err != nil {
+		var inputErr *invoke.InputError
+		switch {
+		case errors.As(err, &inputErr) && inputErr.TooLarge:
+			problem(w, http.StatusRequestEntityTooLarge, "input-too-large", "the input is too large", inputErr.Reason)
+		case errors.As(err, &inputErr):
+			problem(w, http.StatusBadRequest, "input-invalid", "the input violates the capability's input schema", inputErr.Reason)
+		default:
+			busy(w, r)
+		}
 		return
 	}
 	h.calls.Add(1)
@@ -109,9 +158,40 @@ func (h *serveHandler) call(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	started := time.Now()
-	res, err := h.invoke(r.Context(), c, body)
+	res, err := h.run(r.Context(), c, in)
 	status := h.answer(w, r, c, res, err)
 	h.logger.Printf("POST /capabilities/%s %d %v", name, status, time.Since(started).Round(time.Millisecond))
+}
+
+// errBusy is a check that could not get its memory in time.
+var errBusy = errors.New("busy")
+
+// check checks a call's input under the check budget: its values are counted first (a
+// scan that decodes nothing), so that decoding and validating it is paid for before it
+// starts. An *invoke.InputError says why the input is refused; errBusy that there was no
+// room in time.
+func (h *serveHandler) check(r *http.Request, c invoke.Capability, body []byte) (invoke.Input, error) {
+	values, err := invoke.InputValues(body)
+	if err != nil {
+		return invoke.Input{}, err
+	}
+	held := h.checks.reserve(r.Context(), checkCost(len(body), values))
+	if held == nil {
+		return invoke.Input{}, errBusy
+	}
+	defer held.release()
+	return invoke.CheckInput(c, body)
+}
+
+// busy answers 503 to a call that found no room in serve's memory budget in time.
+func busy(w http.ResponseWriter, r *http.Request) {
+	if r.Context().Err() != nil {
+		problem(w, http.StatusServiceUnavailable, "stopping", "the call was cancelled", "the server is stopping or the client went away")
+		return
+	}
+	w.Header().Set("Retry-After", "1")
+	problem(w, http.StatusServiceUnavailable, "busy", "the server is busy",
+		fmt.Sprintf("other calls' inputs hold the memory this one needs; retry later (the server waited %v)", budgetWait))
 }
 
 // answer writes a call's outcome and returns its status.
@@ -128,7 +208,7 @@ func (h *serveHandler) answer(w http.ResponseWriter, r *http.Request, c invoke.C
 		w.Header().Set("Content-Type", "application/json")
 		w.Write(append(res.Output, '\n'))
 		return http.StatusOK
-	case errors.As(err, &inputErr):
+	case errors.As(err, &inputErr): // checked before the run: not reached
 		return problem(w, http.StatusBadRequest, "input-invalid", "the input violates the capability's input schema", inputErr.Reason)
 	case errors.As(err, &outputErr):
 		return problem(w, http.StatusBadGateway, "contract-broken", c.Address+" broke its contract", outputErr.Reason)
@@ -166,7 +246,7 @@ var componentName = regexp.MustCompile(`^[a-zA-Z0-9._-]+$`)
 // openAPIDocument is the OpenAPI 3.1 document of the capabilities served: one POST
 // operation each, its request and 200 response schemas the contract's schemas exactly as
 // stored (JSON Schema 2020-12, which OpenAPI 3.1 takes as is), in components.schemas.
-func openAPIDocument(project string, caps []invoke.Capability) ([]byte, error) {
+func openAPIDocument(project string, caps []invoke.Capability) (map[string]any, error) {
 	paths := map[string]any{}
 	schemas := map[string]any{"Problem": map[string]any{
 		"type":        "object",
@@ -198,10 +278,10 @@ func openAPIDocument(project string, caps []invoke.Capability) ([]byte, error) {
 				"content": map[string]any{"application/json": map[string]any{"schema": map[string]any{"$ref": "#/components/schemas/" + key + ".output"}}}},
 			"400": problemRef("The input is not JSON or violates the input schema (the validator's message is the detail); nothing ran."),
 			"403": problemRef("The admitted version is quarantined."),
-			"413": problemRef("The input is larger than 16 MiB."),
+			"413": problemRef(fmt.Sprintf("The input is larger than 16 MiB, or holds more than %d JSON values.", invoke.MaxInputValues)),
 			"500": problemRef("The capability could not be run (registry, sandbox or executor failure)."),
 			"502": problemRef("The capability broke its contract: output not JSON or not valid under the output schema, an undeclared exit code, killed at a limit."),
-			"503": problemRef("The server is stopping."),
+			"503": problemRef("The server is stopping, or busy: other calls' inputs hold the memory this one needs (retry after the Retry-After header's seconds)."),
 		}
 		if len(c.Errors) > 0 {
 			var names []string
@@ -254,6 +334,14 @@ func openAPIDocument(project string, caps []invoke.Capability) ([]byte, error) {
 		"paths":      paths,
 		"components": map[string]any{"schemas": schemas},
 	}
+	if _, err := encodeDocument(doc); err != nil {
+		return nil, err
+	}
+	return doc, nil
+}
+
+// encodeDocument writes the OpenAPI document as served: indented, "<" and ">" as written.
+func encodeDocument(doc map[string]any) ([]byte, error) {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)

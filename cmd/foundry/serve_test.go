@@ -34,14 +34,12 @@ func TestServeHandlerMapsOutcomes(t *testing.T) {
 	sorter := invoke.Capability{Name: "sorter", Address: "capability.sorter", Kind: "cli", Contract: digest.FromBytes([]byte("c")),
 		Ref: "oci-layout:/r@sha256:" + strings.Repeat("a", 64), InputSchema: json.RawMessage(`{"type":"array"}`),
 		OutputSchema: json.RawMessage(`{"$defs":{"n":{"type":"integer"}},"type":"array","items":{"$ref":"#/$defs/n"}}`), Errors: map[string]int{"invalid_input": 2}}
-	call := func(ctx context.Context, c invoke.Capability, in json.RawMessage) (*invoke.Result, error) {
-		switch string(in) {
-		case `[2, 1]`:
+	call := func(ctx context.Context, c invoke.Capability, in invoke.Input) (*invoke.Result, error) {
+		switch string(in.JSON()) {
+		case `[2,1]`:
 			return &invoke.Result{Output: json.RawMessage(`[1,2]`)}, nil
 		case `[0]`:
 			return &invoke.Result{ExitCode: 2, Error: "invalid_input", Stderr: "no zeros"}, nil
-		case `"x"`:
-			return nil, &invoke.InputError{Reason: "the input violates the input schema: at '': got string, want array"}
 		case `[1]`:
 			return nil, &invoke.OutputError{Reason: "it exited with 3, which is not a declared error code"}
 		case `[2]`:
@@ -63,6 +61,8 @@ func TestServeHandlerMapsOutcomes(t *testing.T) {
 		{"POST", "/capabilities/sorter", `[2, 1]`, 200, "[1,2]\n"},
 		{"POST", "/capabilities/sorter", `[0]`, 422, `{"error":"invalid_input","exit_code":2,"stderr":"no zeros"}` + "\n"},
 		{"POST", "/capabilities/sorter", `"x"`, 400, `"type":"https://foundry.dev/problems/input-invalid"`},
+		{"POST", "/capabilities/sorter", `x`, 400, `"detail":"the input is not JSON: at byte 0: unexpected 'x', want a JSON value"`},
+		{"POST", "/capabilities/sorter", "[" + strings.Repeat("1,", invoke.MaxInputValues) + "1]", 413, `more than 262144 JSON values`},
 		{"POST", "/capabilities/sorter", `[1]`, 502, `"detail":"it exited with 3, which is not a declared error code"`},
 		{"POST", "/capabilities/sorter", `[2]`, 403, `withdrawn`},
 		{"POST", "/capabilities/sorter", `[3]`, 500, `runc: no such file`},
@@ -96,13 +96,27 @@ func TestServeHandlerMapsOutcomes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	schemas := openAPISchemas(t, resp.Body)
+	doc, _ := io.ReadAll(resp.Body)
+	if got := openAPIServer(t, doc); got != srv.URL {
+		t.Errorf("the document's server is %q, want %q (where it was fetched)", got, srv.URL)
+	}
+	schemas := openAPISchemas(t, bytes.NewReader(doc))
 	if got := compactJSON(t, schemas["sorter.input"]); got != `{"type":"array"}` {
 		t.Errorf("input schema served as %s", got)
 	}
 	if got := compactJSON(t, schemas["sorter.output"]); got != `{"$id":"urn:foundry:capability:sorter:output","$defs":{"n":{"type":"integer"}},"type":"array","items":{"$ref":"#/$defs/n"}}` {
 		t.Errorf("output schema served as %s", got)
 	}
+}
+
+// openAPIServer returns the URL of an OpenAPI document's one server.
+func openAPIServer(t *testing.T, doc []byte) string {
+	t.Helper()
+	var d struct{ Servers []struct{ URL string } }
+	if err := json.Unmarshal(doc, &d); err != nil || len(d.Servers) != 1 {
+		t.Fatalf("servers of the document: %v %+v", err, d.Servers)
+	}
+	return d.Servers[0].URL
 }
 
 // openAPISchemas returns the component schemas of an OpenAPI document, as served.
@@ -201,6 +215,9 @@ func TestServeIntSort(t *testing.T) {
 	doc, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	validOpenAPI(t, doc)
+	if got := openAPIServer(t, doc); got != base {
+		t.Errorf("the document's server is %q, want %q", got, base)
+	}
 	schemas := openAPISchemas(t, bytes.NewReader(doc))
 	in, out, tree := storedSchemas(t, dir)
 	if got := compactJSON(t, schemas["int-sort.input"]); got != in {
@@ -275,6 +292,13 @@ func storedSchemas(t *testing.T, dir string) (in, out string, tree digest.Digest
 // SIGTERM at the end of the test, and must then exit 0.
 func startServe(t *testing.T, dir string) string {
 	t.Helper()
+	base, _ := startServeProcess(t, dir)
+	return base
+}
+
+// startServeProcess is startServe that also returns the server's process.
+func startServeProcess(t *testing.T, dir string) (string, *os.Process) {
+	t.Helper()
 	cmd := exec.Command(foundryBin, "serve", "-addr", "127.0.0.1:0", "-executor", "runc")
 	cmd.Dir = dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -315,13 +339,13 @@ func startServe(t *testing.T, dir string) string {
 	})
 	select {
 	case u := <-listening:
-		return u
+		return u, cmd.Process
 	case <-done:
 		t.Fatalf("serve exited before listening:\n%s", logs.String())
 	case <-time.After(2 * time.Minute):
 		t.Fatalf("serve did not listen within 2 minutes:\n%s", logs.String())
 	}
-	return ""
+	return "", nil
 }
 
 // The same domain error and the same invalid input, over HTTP and over MCP, from one

@@ -15,8 +15,10 @@
 // from a row of the state database; a sealed case shown as a counterexample is recorded as
 // disclosed in the signed result, and moves to repair for every later candidate.
 //
-// An Evaluator gets what it needs from the run that drives it (engine/run) as fields: the
-// workspace, an Attester, the trusted keys, the project, a way to get the executor, the
-// run's scratch directory and container prefix, and where to emit events. It imports
-// engine/graph, engine/workspace and engine/event, never the plan or the run.
+// An Evaluator gets what it needs from the run that drives it (engine/run, and the rounds
+// of engine/reconstruct) as fields: the workspace, an Attester, the trusted keys, the
+// project, a way to get the executor, the run's scratch directory and container prefix,
+// and where to emit events. It imports engine/graph, engine/workspace, engine/verdict,
+// engine/seed (a candidate's image), engine/state (verdict rows, an index) and
+// engine/event; never the plan, admit, reconstruct or the run.
 package evaluate

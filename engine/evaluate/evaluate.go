@@ -91,6 +91,12 @@ func (r Rejection) String() string {
 	return s
 }
 
+// Event is the event that reports r as the rejection of a candidate of capability node
+// (candidate_rejected), a recipe's or a reconstruction round's.
+func (r Rejection) Event(node string) event.Event {
+	return event.Event{Type: "candidate_rejected", Node: node, Recipe: r.Recipe, Suite: r.Suite, Message: r.String()}
+}
+
 // suiteCase is one parsed case with its content digest. A case from a sealed suite is
 // published by its digest only (name), never by its file name.
 type suiteCase struct {

@@ -60,6 +60,16 @@ type Node struct {
 	defErr   error
 }
 
+// Parts are the nodes of recipe node n's block, its package and its steps (nil for any
+// other node): a recipe depends on them and on nothing else (addNodeEdges), so they are
+// its Deps.
+func (n *Node) Parts() []string {
+	if n.Kind != KindRecipe {
+		return nil
+	}
+	return n.Deps
+}
+
 // Module is the address of the module instance the node belongs to, "" for none.
 func (n *Node) Module() string {
 	scope := ""
@@ -190,6 +200,9 @@ func (n *Node) Artifacts(ordered bool) []*lang.Artifact {
 		for _, l := range n.Seed.Layers {
 			if l.From != nil {
 				out = append(out, l.From)
+			}
+			if l.Dir != nil && l.Dir.Kind == lang.ArtifactSource {
+				out = append(out, l.Dir) // a source's tree is settled before the image is built
 			}
 		}
 	case KindStep, KindCheck:

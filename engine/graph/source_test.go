@@ -3,6 +3,7 @@ package graph
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -25,6 +26,13 @@ step "use" {
   mounts  = { "/src" = source.pkg }
   run     = ["true"]
   outputs = ["/out/x"]
+}
+seed "tools" {
+  layer { from = seed.bb }
+  layer {
+    dir = source.pkg
+    at  = "/opt/pkg"
+  }
 }
 `
 
@@ -80,5 +88,14 @@ func TestSourceDigests(t *testing.T) {
 	t1, t2 := digest.FromBytes([]byte("1")), digest.FromBytes([]byte("2"))
 	if k1, again := key(t1), key(t1); k1 == key(t2) || k1 != again || k1 == n.Digest {
 		t.Error("the cache key does not follow the tree mounted")
+	}
+}
+
+// A seed with a source's tree as a layer waits for the source: the walk settles the source
+// before it builds the image (once, a race let the seed look for a tree not yet fetched).
+func TestSeedLayerOfASourceDependsOnIt(t *testing.T) {
+	g := compileSource(t, "https://a.example/p.tgz", "[]", strings.Repeat("ab", 32), "1")
+	if deps := g.Nodes["seed.tools"].Deps; !slices.Contains(deps, "source.pkg") {
+		t.Fatalf("seed.tools depends on %v, not on source.pkg", deps)
 	}
 }

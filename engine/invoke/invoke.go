@@ -88,7 +88,10 @@ func raw(schema string) json.RawMessage {
 var ErrUnsupported = errors.New("not supported yet")
 
 // InputError is a call's input that is not JSON or violates the input schema: nothing ran.
-type InputError struct{ Reason string }
+type InputError struct {
+	Reason   string
+	TooLarge bool // more than MaxInputValues values: refused before it was decoded
+}
 
 func (e *InputError) Error() string { return e.Reason }
 
@@ -144,16 +147,29 @@ type version struct {
 
 // Call runs capability c once in a fresh sandbox through its declared interface (cli: the
 // input on stdin, the output on stdout, no network, the evaluation limits) and returns its
-// result. The input is checked first: not JSON, or in violation of c.InputSchema, is an
-// *InputError and nothing runs. Then the version c.Ref names is pulled (on the first call)
-// and must be admitted for c.Contract, whose interface must be c's; a quarantined digest
-// is refused (*registry.QuarantinedError). After the run, an exit with a declared error
-// code is a Result with Error set, not a Go error; exit 0 must print JSON valid under
-// c.OutputSchema, and anything else is an *OutputError. Other errors are failures to run
-// it at all (registry, sandbox, executor).
+// result. The input is checked first (CheckInput): not JSON, too many values, or in
+// violation of c.InputSchema, is an *InputError and nothing runs. Then the version c.Ref
+// names is pulled (on the first call) and must be admitted for c.Contract, whose interface
+// must be c's; a quarantined digest is refused (*registry.QuarantinedError). After the
+// run, an exit with a declared error code is a Result with Error set, not a Go error; exit
+// 0 must print JSON valid under c.OutputSchema, and anything else is an *OutputError.
+// Other errors are failures to run it at all (registry, sandbox, executor).
 func (iv *Invoker) Call(ctx context.Context, c Capability, input json.RawMessage) (*Result, error) {
+	in, err := CheckInput(c, input)
+	if err != nil {
+		return nil, err
+	}
+	return iv.Run(ctx, c, in)
+}
+
+// Run is Call on an input CheckInput accepted for c: for a caller that checks inputs under
+// a budget of its own before it runs them.
+func (iv *Invoker) Run(ctx context.Context, c Capability, in Input) (*Result, error) {
 	if c.Kind != "cli" {
 		return nil, fmt.Errorf("%s is a %s capability: calling one is %w (only cli capabilities can be called)", c.Address, c.Kind, ErrUnsupported)
+	}
+	if in.stdin == nil {
+		return nil, errors.New("invoke: Run of an input CheckInput did not accept")
 	}
 	exe, err := iv.Executor(ctx)
 	if err != nil {
@@ -162,9 +178,6 @@ func (iv *Invoker) Call(ctx context.Context, c Capability, input json.RawMessage
 	if err := Sandboxed(exe); err != nil {
 		return nil, err
 	}
-	if err := check(c.InputSchema, input, "input"); err != nil {
-		return nil, &InputError{Reason: err.Error()}
-	}
 	v, err := iv.version(ctx, c)
 	if err != nil {
 		return nil, err
@@ -172,15 +185,12 @@ func (iv *Invoker) Call(ctx context.Context, c Capability, input json.RawMessage
 	if err := iv.refuseQuarantined(ctx, v); err != nil {
 		return nil, err
 	}
-	var stdin bytes.Buffer
-	json.Compact(&stdin, input) // valid: checked above
-	stdin.WriteByte('\n')       // as a case's input is fed (spec/capability-cases.md §3)
 	sb := evaluate.Sandbox{
 		Executor:        func(context.Context, string) (executors.Executor, error) { return exe, nil },
 		Scratch:         iv.Scratch,
 		ContainerPrefix: iv.containerPrefix(),
 	}
-	o, err := sb.RunCLI(ctx, "a call of "+c.Address, v.entrypoint, v.image, stdin.Bytes())
+	o, err := sb.RunCLI(ctx, "a call of "+c.Address, v.entrypoint, v.image, in.stdin)
 	if errors.Is(err, executors.ErrNotStarted) {
 		return nil, fmt.Errorf("calling %s: its entrypoint %s could not be started on the admitted files alone (the artifact holds the package tree, not its base image): %w",
 			c.Address, v.entrypoint[0], err)
@@ -236,21 +246,6 @@ func judge(c Capability, o verdict.Observation) (*Result, error) {
 	json.Compact(&out, o.Stdout) // valid: checked above
 	res.Output = out.Bytes()
 	return res, nil
-}
-
-// check parses b strictly (numbers kept exact) and validates it against schema, if any.
-func check(schema json.RawMessage, b []byte, what string) error {
-	v, err := verdict.DecodeJSON(b)
-	if err != nil {
-		return fmt.Errorf("the %s is not JSON: %v", what, err)
-	}
-	if len(schema) == 0 {
-		return nil
-	}
-	if err := verdict.Validate(string(schema), v); err != nil {
-		return fmt.Errorf("the %s violates the %s schema: %v", what, what, err)
-	}
-	return nil
 }
 
 func stderrNote(r *Result) string {

@@ -122,7 +122,9 @@ func (o *Outbox) Do(ctx context.Context, e *Effect) (string, error) {
 	o.fault(FaultAfterDispatch, e.Address)
 	result, err := e.Perform(ctx)
 	if err != nil {
-		o.State.EffectFinished(context.WithoutCancel(ctx), id, state.EffectFailed, err.Error())
+		if ferr := o.State.EffectFinished(context.WithoutCancel(ctx), id, state.EffectFailed, err.Error()); ferr != nil {
+			return "", errors.Join(err, fmt.Errorf("recording effect %s as failed: %w", id, ferr))
+		}
 		return "", err
 	}
 	if err := o.State.EffectFinished(ctx, id, state.EffectSucceeded, result); err != nil {

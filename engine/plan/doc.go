@@ -1,5 +1,6 @@
 // Package plan says, before anything runs, what each node of a compiled graph will do and
-// why: its status (run, cached, build, registry, missing, alternative) and reason, how every
+// why: its status (run, cached, build, registry, missing, alternative, reconstruct,
+// needs-grant) and reason, how every
 // capability resolves (an admitted version in the registry, else its recipes by cost and
 // name, with the smallest missing sets and cycle witnesses), and the renderings for people
 // (WriteText) and tools (WriteJSON, spec/plan-json.md). Make plans a graph against what
@@ -17,6 +18,7 @@
 // input's, is quarantined is missing, with everything built from it (invariant 5).
 //
 // It imports engine/graph, engine/admit (what an admitted version is, and how the
-// registry's is judged) and engine/evaluate (a capability's sealed suite as it stands),
-// never engine/run.
+// registry's is judged), engine/evaluate (a capability's sealed suite as it stands) and,
+// below them, engine/workspace, engine/cache and engine/state; never engine/run or
+// engine/reconstruct.
 package plan

@@ -26,9 +26,9 @@ type Explanation struct {
 	Reason   string        `json:"reason,omitempty"`
 	// PreviousAction is the definition digest it last completed with, if it ever did, and
 	// Changes what changed in its definition since.
-	PreviousAction digest.Digest  `json:"previous_action,omitempty"`
-	HasPrevious    bool           `json:"has_previous"`
-	Changes        []state.Change `json:"changes"`
+	PreviousAction digest.Digest `json:"previous_action,omitempty"`
+	HasPrevious    bool          `json:"has_previous"`
+	Changes        []Change      `json:"changes"`
 	// Unchanged are the inputs whose producer ran again in the run that last settled this
 	// step from the cache: their bytes came out as before, so it stayed cached.
 	Unchanged []UnchangedInput `json:"unchanged_inputs"`
@@ -59,7 +59,7 @@ func Explain(ctx context.Context, w *workspace.Workspace, g *graph.Graph, p *Pla
 	if n == nil || (n.Kind != graph.KindStep && n.Kind != graph.KindCheck) {
 		return nil, fmt.Errorf("%s is not a step or check", addr)
 	}
-	e := &Explanation{Node: addr, Action: n.Digest, Changes: []state.Change{}, Unchanged: []UnchangedInput{}}
+	e := &Explanation{Node: addr, Action: n.Digest, Changes: []Change{}, Unchanged: []UnchangedInput{}}
 	for _, pn := range p.Nodes {
 		if pn.Address == addr {
 			e.Status, e.Reason = pn.Status, pn.Reason
@@ -79,7 +79,7 @@ func Explain(ctx context.Context, w *workspace.Workspace, g *graph.Graph, p *Pla
 	if found {
 		e.PreviousAction = prev.Action
 		if prev.Action != n.Digest {
-			if e.Changes, err = state.DiffJSON(prev.JSON, n.Definition); err != nil {
+			if e.Changes, err = DiffJSON(prev.JSON, n.Definition); err != nil {
 				return nil, err
 			}
 		}

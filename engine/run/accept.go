@@ -30,29 +30,29 @@ func (e *AcceptanceError) Error() string {
 // dependencies): a product with an accept block is accepted now, through its service's
 // interface (evaluate.Evaluator.Accept). A passing acceptance leaves its evidence in the
 // product's result (acceptanceOf); a failing one fails the product with the report.
-func (r *runner) settleProduct(ctx context.Context, n *graph.Node) (string, error) {
+func (r *runner) settleProduct(ctx context.Context, n *graph.Node) error {
 	ac := n.Product.Accept
 	if ac == nil {
-		return "", nil
+		return nil
 	}
 	base := r.result(ac.Image.Node)
 	if base == nil {
-		return "failed", fmt.Errorf("%s is not built", ac.Image.Node)
+		return fmt.Errorf("%s is not built", ac.Image.Node)
 	}
 	tree, err := r.assemble(ctx, ac.Files)
 	if err != nil {
-		return "failed", fmt.Errorf("assembling the service of %s: %w", n.Address, err)
+		return fmt.Errorf("assembling the service of %s: %w", n.Address, err)
 	}
 	res, err := r.eval.Accept(ctx, n, tree, base.image)
 	if err != nil {
-		return "failed", fmt.Errorf("accepting %s: %w", n.Address, err)
+		return fmt.Errorf("accepting %s: %w", n.Address, err)
 	}
 	passed := res.Passed
 	e := event.Event{Node: n.Address, Suite: provenance.SuiteAcceptance, Passed: &passed, Cases: &res.Cases, CasesPassed: &res.CasesPassed, Ref: string(res.Digest)}
 	if !passed {
 		e.Type, e.Message = "acceptance_failed", fmt.Sprintf("%d of %d cases passed; %s: %s", res.CasesPassed, res.Cases, res.Failure.Case, res.Failure.Reason)
 		r.emit(e)
-		return "failed", &AcceptanceError{Product: n.Address, Failure: *res.Failure, Evidence: res.Digest}
+		return &AcceptanceError{Product: n.Address, Failure: *res.Failure, Evidence: res.Digest}
 	}
 	e.Type, e.Message = "product_accepted", fmt.Sprintf("%d of %d cases passed (evidence %s)", res.CasesPassed, res.Cases, res.Digest.Short())
 	if res.Reused {
@@ -60,7 +60,7 @@ func (r *runner) settleProduct(ctx context.Context, n *graph.Node) (string, erro
 	}
 	r.emit(e)
 	r.setResult(n.Address, &nodeResult{tree: tree, accepted: res.Digest, acceptance: res.Evidence})
-	return "", nil
+	return nil
 }
 
 // acceptanceOf returns the evidence that product (an address, "product.NAME") passed its

@@ -4,12 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"os"
 	"path/filepath"
-	"runtime/debug"
-	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,6 +19,7 @@ import (
 	"github.com/foundry-build/foundry/engine/event"
 	"github.com/foundry-build/foundry/engine/graph"
 	"github.com/foundry-build/foundry/engine/plan"
+	"github.com/foundry-build/foundry/engine/reconstruct"
 	"github.com/foundry-build/foundry/engine/seed"
 	"github.com/foundry-build/foundry/engine/state"
 	"github.com/foundry-build/foundry/engine/workspace"
@@ -152,6 +149,7 @@ type runner struct {
 	att     *workspace.Attester // signs with opt.Signer
 	g       *graph.Graph
 	plan    *plan.Plan
+	planned planIndex // the plan's nodes and capabilities by address
 	opt     Options
 	runID   string
 	scratch string
@@ -171,10 +169,6 @@ type runner struct {
 	// caps records what happens to capabilities in this run, for foundry status.
 	caps *capabilityLog
 
-	// reconWall is the wall time reconstruction rounds took in this apply, all jobs
-	// together: the project's reconstruct_deadline bounds it.
-	reconWall atomic.Int64
-
 	sealedOnce sync.Once
 	sealed     map[digest.Digest]string
 	sealedErr  error
@@ -187,16 +181,18 @@ type runner struct {
 	keys []*provenance.Verifier
 
 	// eval evaluates the candidates of the capabilities this run builds, and adm admits
-	// those that pass and pulls the pinned ones.
+	// those that pass and pulls the pinned ones; rec settles those it reconstructs.
 	eval *evaluate.Evaluator
 	adm  *admit.Admitter
+	rec  *reconstruct.Reconstructor
 	// dlv delivers the products whose checks passed; delivered are those it delivered.
 	dlv       *deliver.Deliverer
 	delivered []Delivered
 
-	// The executor, opened and cleaned up after dead runs on first use (recover.go); fatal
-	// is set when that fails, and stops the walk. sweptAgain is closed when the second
-	// sweep of dead runs' leftovers is done.
+	// The executor, opened and cleaned up after dead runs on first use (recover.go). fatal
+	// is set when that fails, or when the state database cannot be written (stop), and
+	// stops the walk. sweptAgain is closed when the second sweep of dead runs' leftovers is
+	// done.
 	exeOnce    sync.Once
 	exe        executors.Executor
 	exeErr     error
@@ -251,7 +247,7 @@ func Apply(ctx context.Context, ws *workspace.Workspace, g *graph.Graph, p *plan
 		return nil, err
 	}
 	defer unlock()
-	r := &runner{ws: ws, att: ws.Attester(opt.Signer), g: g, plan: p, opt: opt, results: map[string]*nodeResult{}}
+	r := &runner{ws: ws, att: ws.Attester(opt.Signer), g: g, plan: p, planned: indexPlan(p), opt: opt, results: map[string]*nodeResult{}}
 	if err := r.recoverRuns(ctx); err != nil {
 		return nil, err
 	}
@@ -276,6 +272,8 @@ func Apply(ctx context.Context, ws *workspace.Workspace, g *graph.Graph, p *plan
 	r.keys = append([]*provenance.Verifier{own}, opt.TrustedKeys...)
 	r.dlv = &deliver.Deliverer{Workspace: ws, Attester: r.att, Keys: r.keys,
 		Project: g.Config.Project.Name, RunID: run.ID, Emit: r.emit, Fault: r.fault}
+	r.rec = &reconstruct.Reconstructor{Workspace: ws, Graph: g, Apply: rounds{r}, Evaluator: r.eval,
+		TrustedKeys: opt.TrustedKeys, Keys: r.keys, RunID: run.ID, Scratch: r.scratch, Emit: r.emit, Fault: r.fault}
 	// The scratch directory marks the run's leftovers for the next apply (recover.go) when
 	// they could not all be removed.
 	keepScratch := false
@@ -296,7 +294,7 @@ func Apply(ctx context.Context, ws *workspace.Workspace, g *graph.Graph, p *plan
 	}
 	building := 0
 	for _, a := range active {
-		if st := r.capStatus(a); g.Nodes[a].Kind == graph.KindCapability && (st == plan.StatusBuild || st == plan.StatusReconstruct) {
+		if c := r.planned.capabilities[a]; c != nil && (c.Status == plan.StatusBuild || c.Status == plan.StatusReconstruct) {
 			building++
 		}
 	}
@@ -403,252 +401,6 @@ func (r *runner) content(a *lang.Artifact) (graph.Content, bool) {
 		return graph.Content{}, false
 	}
 	return plan.OutputContent(o), true
-}
-
-// capStatus is the planned status of capability a.
-func (r *runner) capStatus(a string) string {
-	for _, c := range r.plan.Capabilities {
-		if c.Address == a {
-			return c.Status
-		}
-	}
-	return ""
-}
-
-// activeNodes returns the nodes this apply must settle, in graph order, and each one's
-// execution dependencies. Missing nodes are left out. Recipes are not walked here: the
-// capability they provide drives them, one candidate at a time, so a capability depends on
-// whatever its recipes need from outside themselves (seeds, other capabilities).
-func (r *runner) activeNodes() ([]string, map[string][]string) {
-	status := map[string]*plan.Node{}
-	for _, n := range r.plan.Nodes {
-		status[n.Address] = n
-	}
-	inRecipe := func(a string) string {
-		if strings.HasPrefix(a, "recipe.") {
-			rest := strings.TrimPrefix(a, "recipe.")
-			name, _, _ := strings.Cut(rest, ".")
-			return "recipe." + name
-		}
-		return ""
-	}
-	deps := map[string][]string{}
-	// What the recipes of capabilities being built need from outside themselves: a seed
-	// that only a fallback recipe uses is planned as an alternative, but must be ready in
-	// case the fallback is tried.
-	fallbackNeeds := map[string]bool{}
-	for _, c := range r.plan.Capabilities {
-		if c.Status != plan.StatusBuild {
-			continue
-		}
-		need := map[string]bool{}
-		for _, o := range c.Recipes {
-			if o.Status != plan.StatusBuild && o.Status != plan.StatusAlternative {
-				continue
-			}
-			for a, n := range r.g.Nodes {
-				if inRecipe(a) != o.Address {
-					continue
-				}
-				for _, d := range n.Deps {
-					if inRecipe(d) == "" {
-						need[d] = true
-					}
-				}
-			}
-		}
-		deps[c.Address] = append(deps[c.Address], slices.Sorted(maps.Keys(need))...)
-		for d := range need {
-			fallbackNeeds[d] = true
-		}
-	}
-	var active []string
-	for _, a := range r.g.Order {
-		pn := status[a]
-		if pn == nil || pn.Status == plan.StatusMissing || inRecipe(a) != "" {
-			continue
-		}
-		if pn.Status == plan.StatusAlternative && !fallbackNeeds[a] {
-			continue
-		}
-		active = append(active, a)
-		// A capability's own dependencies are what its reconstruction reads: they are
-		// waited for (and built) only when it is to be reconstructed.
-		if n := r.g.Nodes[a]; n.Kind != graph.KindCapability || pn.Status == plan.StatusReconstruct {
-			deps[a] = append(deps[a], n.Deps...)
-		}
-	}
-	return active, deps
-}
-
-// walk runs the active nodes with at most Parallelism steps at once.
-func (r *runner) walk(ctx context.Context, active []string, deps map[string][]string) *Result {
-	res := &Result{}
-	users := map[string][]string{}
-	waiting := map[string]int{}
-	for _, a := range active {
-		waiting[a] = len(deps[a])
-		for _, d := range deps[a] {
-			users[d] = append(users[d], a)
-		}
-	}
-	type done struct {
-		addr  string
-		err   error
-		kind  string // "executed", "cached", "built", "failed", "skipped"
-		panic *Panic // settling the node panicked: raised again here
-	}
-	// Buffered for every node, so that no goroutine is left blocked on a walk that stopped
-	// early to raise a panic.
-	results := make(chan done, len(active))
-	sem := make(chan struct{}, r.opt.Parallelism)
-	failed := map[string]string{} // node → root failure it is blocked by
-	var ready []string
-	for _, a := range active {
-		if waiting[a] == 0 {
-			ready = append(ready, a)
-		}
-	}
-	running := 0
-	remaining := len(active)
-	finish := func(d done) {
-		remaining--
-		switch d.kind {
-		case "executed":
-			res.Executed++
-		case "cached":
-			res.Cached++
-		case "built":
-			res.Built++
-		case "fetched":
-			res.Fetched++
-		}
-		if d.err != nil && ctx.Err() != nil {
-			// Whatever ended with an error once the apply was cancelled was stopped by it
-			// (or lost the race with it): it runs again next time, and no user of it is
-			// started now anyway.
-			res.Interrupted = append(res.Interrupted, d.addr)
-		} else if d.err != nil {
-			var se *StepError
-			if !errors.As(d.err, &se) {
-				se = &StepError{Node: d.addr, Reason: d.err.Error()}
-			}
-			res.Failed = append(res.Failed, se)
-		}
-		for _, u := range users[d.addr] {
-			if d.err != nil {
-				if _, already := failed[u]; !already {
-					failed[u] = d.addr
-				}
-			}
-			waiting[u]--
-			if waiting[u] == 0 {
-				ready = append(ready, u)
-			}
-		}
-	}
-	for remaining > 0 {
-		for len(ready) > 0 && ctx.Err() == nil && r.fatalErr() == nil {
-			a := ready[0]
-			ready = ready[1:]
-			if cause, blocked := failed[a]; blocked {
-				res.Skipped = append(res.Skipped, a)
-				if n := r.g.Nodes[a]; n.Kind == graph.KindStep || n.Kind == graph.KindCheck {
-					r.ws.State.NodeFinished(ctx, r.runID, a, state.NodeResult{Status: state.NodeSkipped, Error: "needs " + cause + ", which failed"})
-					r.emit(event.Event{Type: "node_skipped", Node: a, Message: "needs " + cause + ", which failed"})
-				} else if n.Kind == graph.KindProduct && n.Product.Deliver != nil {
-					r.emit(event.Event{Type: "node_skipped", Node: a, Message: "not delivered: needs " + cause + ", which failed"})
-				}
-				remaining--
-				for _, u := range users[a] {
-					if _, already := failed[u]; !already {
-						failed[u] = cause
-					}
-					waiting[u]--
-					if waiting[u] == 0 {
-						ready = append(ready, u)
-					}
-				}
-				continue
-			}
-			if r.precachedHit(r.g.Nodes[a]) {
-				// Settled from the cache lookup made before the walk: no work, so no
-				// goroutine to hand it to.
-				r.emit(event.Event{Type: "node_cached", Node: a, Action: r.g.Nodes[a].Digest})
-				finish(done{addr: a, kind: "cached"})
-				continue
-			}
-			running++
-			go func(a string) {
-				defer func() {
-					if v := recover(); v != nil {
-						p, ok := v.(*Panic) // from a nested walk: it keeps its own node and stack
-						if !ok {
-							p = &Panic{Node: a, Value: v, Stack: debug.Stack()}
-						}
-						results <- done{addr: a, kind: "failed", panic: p}
-					}
-				}()
-				n := r.g.Nodes[a]
-				if n.Kind == graph.KindStep || n.Kind == graph.KindCheck {
-					sem <- struct{}{}
-					defer func() { <-sem }()
-				}
-				kind, err := r.settle(ctx, n)
-				results <- done{addr: a, err: err, kind: kind}
-			}(a)
-		}
-		if running == 0 {
-			break // cancelled: nothing more will finish
-		}
-		running--
-		d := <-results
-		if d.panic != nil {
-			panic(d.panic)
-		}
-		finish(d)
-	}
-	sort.Strings(res.Skipped)
-	sort.Strings(res.Interrupted)
-	return res
-}
-
-// settle produces one node's result.
-func (r *runner) settle(ctx context.Context, n *graph.Node) (string, error) {
-	switch n.Kind {
-	case graph.KindSeed:
-		img, err := r.buildSeed(ctx, n)
-		if err != nil {
-			return "failed", fmt.Errorf("building the image of %s: %w", n.Address, err)
-		}
-		r.setResult(n.Address, &nodeResult{image: img})
-		return "built", nil
-	case graph.KindSource:
-		return r.settleSource(ctx, n) // source.go
-	case graph.KindStep, graph.KindCheck:
-		return r.runStep(ctx, n) // precached ones are settled by walk
-	case graph.KindPackage:
-		tree, err := r.assemble(ctx, n.Package.Files)
-		if err != nil {
-			return "failed", fmt.Errorf("packaging %s: %w", n.Address, err)
-		}
-		r.setResult(n.Address, &nodeResult{tree: tree})
-		return "built", nil
-	case graph.KindRecipe:
-		r.setResult(n.Address, r.result(n.Address+".package"))
-		return "", nil
-	case graph.KindCapability:
-		kind, err := r.settleCapability(ctx, n)
-		r.caps.settled(n, err)
-		return kind, err
-	case graph.KindProduct:
-		// Accepted first (accept.go), then delivered (deliver.go).
-		if kind, err := r.settleProduct(ctx, n); err != nil {
-			return kind, err
-		}
-		return r.deliverProduct(ctx, n)
-	}
-	return "failed", fmt.Errorf("%s: unknown node kind %s", n.Address, n.Kind)
 }
 
 func (r *runner) setResult(a string, nr *nodeResult) {

@@ -34,19 +34,23 @@ func (e *CapabilityError) Error() string {
 // pinned, or else its recipes in plan order — each built, evaluated on dev and repair
 // cases, then once on the sealed cases; the first that passes is admitted (signed test
 // results and a verification summary) and published. A rejected recipe is reported with
-// its smallest counterexample and the next one is tried.
-func (r *runner) settleCapability(ctx context.Context, n *graph.Node) (string, error) {
-	var cp *plan.Capability
-	for _, c := range r.plan.Capabilities {
-		if c.Address == n.Address {
-			cp = c
-		}
-	}
+// its smallest counterexample and the next one is tried. A capability the plan marks
+// reconstruct is settled by its reconstruction job (engine/reconstruct).
+func (r *runner) settleCapability(ctx context.Context, n *graph.Node) (outcome, error) {
+	cp := r.planned.capabilities[n.Address]
 	if cp == nil {
-		return "failed", fmt.Errorf("%s is not in the plan", n.Address)
+		return 0, fmt.Errorf("%s is not in the plan", n.Address)
 	}
 	if cp.Status == plan.StatusReconstruct {
-		return r.reconstruct(ctx, n)
+		rejected, err := r.rec.Settle(ctx, n)
+		if err != nil {
+			return 0, err
+		}
+		// The rounds rejected before the admission go to the apply's report, as a recipe's do.
+		r.mu.Lock()
+		r.rejections = append(r.rejections, rejected...)
+		r.mu.Unlock()
+		return built, nil
 	}
 	capErr := &CapabilityError{Capability: n.Address}
 	if cp.Status == plan.StatusRegistry {
@@ -55,12 +59,12 @@ func (r *runner) settleCapability(ctx context.Context, n *graph.Node) (string, e
 			r.setResult(n.Address, &nodeResult{tree: tree})
 			r.emit(event.Event{Type: "capability_pinned", Node: n.Address, Ref: cp.Pinned.Ref, Message: cp.Pinned.Ref})
 			if n.Capability.Reconstruct != nil {
-				return "", r.jobAdmittedElsewhere(ctx, n, cp.Pinned)
+				return settled, r.rec.AdmittedElsewhere(ctx, n, cp.Pinned)
 			}
-			return "", nil
+			return settled, nil
 		}
 		if ctx.Err() != nil {
-			return "failed", fmt.Errorf("%s: %w", n.Address, err)
+			return 0, fmt.Errorf("%s: %w", n.Address, err)
 		}
 		// The pin is no longer usable (quarantined since the plan, or its evidence no
 		// longer binds it): the recipes the plan kept as alternatives are tried instead.
@@ -71,39 +75,39 @@ func (r *runner) settleCapability(ctx context.Context, n *graph.Node) (string, e
 		if o.Status != plan.StatusBuild && o.Status != plan.StatusAlternative {
 			continue
 		}
-		tree, base, err := r.buildCandidate(ctx, o.Address)
+		recipe := r.g.Nodes[o.Address]
+		tree, base, err := r.buildCandidate(ctx, recipe)
 		if err != nil {
 			capErr.Rejections = append(capErr.Rejections, r.rejected(n, evaluate.Rejection{Recipe: o.Address, Reason: err.Error()}))
 			continue
 		}
-		c := &admit.Candidate{Recipe: o.Address, Tree: tree, Base: base, Steps: r.stepResults(o.Address), Output: r.recordedOutput}
-		if kind, _, err := r.offer(ctx, n, c, &capErr.Rejections); kind != "" {
-			return kind, err
+		c := &admit.Candidate{Recipe: o.Address, Tree: tree, Base: base, Steps: r.stepResults(recipe), Output: r.recordedOutput}
+		if admitted, err := r.offer(ctx, n, c, &capErr.Rejections); err != nil {
+			return 0, err
+		} else if admitted {
+			return built, nil
 		}
 	}
-	return "failed", capErr
+	return 0, capErr
 }
 
 // tryCandidate settles capability n with candidate c if it can: a candidate whose files
 // are quarantined is refused; else it is evaluated (dev and repair, then sealed once), and
 // one that passes is admitted and published, unless its manifest is quarantined. It
 // returns the rejection (reported as candidate_rejected), or nil once n's result is the
-// admitted tree (capability_admitted). The same for a recipe's candidate and a
-// reconstruction's. ev is what its evaluation took (zero when it was refused before one).
-func (r *runner) tryCandidate(ctx context.Context, n *graph.Node, c *admit.Candidate) (rej *evaluate.Rejection, ev evaluate.Result, err error) {
+// admitted tree (capability_admitted).
+func (r *runner) tryCandidate(ctx context.Context, n *graph.Node, c *admit.Candidate) (*evaluate.Rejection, error) {
 	if rej, err := r.refuseQuarantined(ctx, n, c); rej != nil || err != nil {
-		return rej, ev, err
+		return rej, err
 	}
-	res, err := r.eval.Evaluate(ctx, n, c.Recipe, c.Tree, c.Base)
+	ev, err := r.eval.Evaluate(ctx, n, c.Recipe, c.Tree, c.Base)
 	if err != nil {
-		return nil, ev, fmt.Errorf("evaluating %s for %s: %w", c.Recipe, n.Address, err)
+		return nil, fmt.Errorf("evaluating %s for %s: %w", c.Recipe, n.Address, err)
 	}
-	ev = *res
 	if ev.Rejection != nil {
-		return r.rejectCandidate(n, c, *ev.Rejection), ev, nil
+		return r.rejectCandidate(n, c, *ev.Rejection), nil
 	}
-	rej, err = r.admitCandidate(ctx, n, c, ev.Tests)
-	return rej, ev, err
+	return r.admitCandidate(ctx, n, c, ev.Tests)
 }
 
 // rejectCandidate reports candidate c's rejection rj (candidate_rejected) and returns it.
@@ -143,23 +147,22 @@ func (r *runner) admitCandidate(ctx context.Context, n *graph.Node, c *admit.Can
 	return nil, nil
 }
 
-// buildCandidate runs a recipe's steps and package and returns the package tree and the
-// base image the candidate runs on (zero when the package has no base).
-func (r *runner) buildCandidate(ctx context.Context, recipe string) (digest.Digest, executors.Image, error) {
+// buildCandidate runs recipe's steps and package (recipe.Parts) and returns the package
+// tree and the base image the candidate runs on (zero when the package has no base).
+func (r *runner) buildCandidate(ctx context.Context, recipe *graph.Node) (digest.Digest, executors.Image, error) {
+	inRecipe := map[string]bool{recipe.Address: true}
+	for _, p := range recipe.Parts() {
+		inRecipe[p] = true
+	}
 	var nodes []string
-	for _, a := range r.g.Order {
-		if a == recipe || strings.HasPrefix(a, recipe+".") {
-			nodes = append(nodes, a)
-		}
-	}
 	deps := map[string][]string{}
-	inSub := map[string]bool{}
-	for _, a := range nodes {
-		inSub[a] = true
-	}
-	for _, a := range nodes {
+	for _, a := range r.g.Order {
+		if !inRecipe[a] {
+			continue
+		}
+		nodes = append(nodes, a)
 		for _, d := range r.g.Nodes[a].Deps {
-			if inSub[d] { // everything outside the recipe was settled before the capability
+			if inRecipe[d] { // everything outside the recipe was settled before the capability
 				deps[a] = append(deps[a], d)
 			}
 		}
@@ -175,15 +178,15 @@ func (r *runner) buildCandidate(ctx context.Context, recipe string) (digest.Dige
 		}
 		return "", executors.Image{}, errors.New(strings.Join(reasons, "; "))
 	}
-	pkg := r.result(recipe + ".package")
+	pkg := r.result(packageOf(r.g, recipe))
 	if pkg == nil || pkg.tree == "" {
-		return "", executors.Image{}, fmt.Errorf("%s produced no package", recipe)
+		return "", executors.Image{}, fmt.Errorf("%s produced no package", recipe.Address)
 	}
 	var base executors.Image
-	if b := r.g.Nodes[recipe].Recipe.Package.Base; b != nil {
+	if b := recipe.Recipe.Package.Base; b != nil {
 		br := r.result(b.Node)
 		if br == nil {
-			return "", executors.Image{}, fmt.Errorf("%s: base %s is not built", recipe, b.Node)
+			return "", executors.Image{}, fmt.Errorf("%s: base %s is not built", recipe.Address, b.Node)
 		}
 		base = br.image
 	}
@@ -192,27 +195,26 @@ func (r *runner) buildCandidate(ctx context.Context, recipe string) (digest.Dige
 
 // rejected reports a candidate's rejection (event candidate_rejected) and returns it.
 func (r *runner) rejected(n *graph.Node, rej evaluate.Rejection) evaluate.Rejection {
-	r.emit(event.Event{Type: "candidate_rejected", Node: n.Address, Recipe: rej.Recipe, Suite: rej.Suite, Message: rej.String()})
+	r.emit(rej.Event(n.Address))
 	return rej
 }
 
 // offer tries candidate c of capability n (tryCandidate). Rejected, it is added to
-// rejected and offer returns "": the caller tries its next candidate. Admitted, the
-// candidates rejected before it go to the apply's report, and offer returns "built"; on
-// an error, "failed". ev is what the evaluation took.
-func (r *runner) offer(ctx context.Context, n *graph.Node, c *admit.Candidate, rejected *[]evaluate.Rejection) (kind string, ev evaluate.Result, err error) {
-	rej, ev, err := r.tryCandidate(ctx, n, c)
+// rejected and offer returns false: the caller tries its next candidate. Admitted, the
+// candidates rejected before it go to the apply's report.
+func (r *runner) offer(ctx context.Context, n *graph.Node, c *admit.Candidate, rejected *[]evaluate.Rejection) (admitted bool, err error) {
+	rej, err := r.tryCandidate(ctx, n, c)
 	switch {
 	case err != nil:
-		return "failed", ev, err
+		return false, err
 	case rej != nil:
 		*rejected = append(*rejected, *rej)
-		return "", ev, nil
+		return false, nil
 	}
 	r.mu.Lock()
 	r.rejections = append(r.rejections, *rejected...)
 	r.mu.Unlock()
-	return "built", ev, nil
+	return true, nil
 }
 
 // quarantined returns why digest d is quarantined, or "".
@@ -225,13 +227,14 @@ func (r *runner) quarantined(ctx context.Context, d digest.Digest) (string, erro
 }
 
 // stepResults are the results of recipe's steps, by address.
-func (r *runner) stepResults(recipe string) map[string]*cache.Result {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+func (r *runner) stepResults(recipe *graph.Node) map[string]*cache.Result {
 	out := map[string]*cache.Result{}
-	for a, nr := range r.results {
-		if strings.HasPrefix(a, recipe+".step.") && nr.step != nil {
-			out[a] = nr.step
+	for _, p := range recipe.Parts() {
+		if k := r.g.Nodes[p].Kind; k != graph.KindStep && k != graph.KindCheck {
+			continue
+		}
+		if nr := r.result(p); nr != nil && nr.step != nil {
+			out[p] = nr.step
 		}
 	}
 	return out

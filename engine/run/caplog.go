@@ -8,6 +8,7 @@ import (
 
 	"github.com/foundry-build/foundry/engine/event"
 	"github.com/foundry-build/foundry/engine/graph"
+	"github.com/foundry-build/foundry/engine/reconstruct"
 	"github.com/foundry-build/foundry/engine/state"
 )
 
@@ -52,12 +53,12 @@ func (l *capabilityLog) settled(n *graph.Node, err error) {
 	}
 	msg := err.Error()
 	var capErr *CapabilityError
-	var recErr *ReconstructionError
+	var recErr *reconstruct.Error
 	switch {
 	case errors.As(err, &capErr):
 		msg = "no recipe was admitted"
 	case errors.As(err, &recErr):
-		msg = recErr.headline()
+		msg = recErr.Headline()
 	}
 	l.record(state.CapabilityEvent{RunID: l.run, Type: "capability_failed", Capability: n.Address, Message: msg})
 }

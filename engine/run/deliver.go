@@ -25,17 +25,17 @@ type Delivered struct {
 // their signed evidence. A product with an accept block delivers the tree its acceptance
 // ran on, or nothing (the receipt binds the two; provenance.AcceptanceOf). A product the
 // plan did not find granted is refused here too, whatever the caller did with the plan.
-func (r *runner) deliverProduct(ctx context.Context, n *graph.Node) (string, error) {
+func (r *runner) deliverProduct(ctx context.Context, n *graph.Node) error {
 	dv := n.Product.Deliver
 	if dv == nil {
-		return "", nil
+		return nil
 	}
-	if pn := r.planNode(n.Address); pn == nil || pn.Status != plan.StatusBuild || pn.Deliver == nil || !pn.Deliver.Granted {
-		return "failed", fmt.Errorf("%s: no grant allows delivering to %s; nothing was delivered", n.Address, dv.Dest)
+	if pn := r.planned.nodes[n.Address]; pn == nil || pn.Status != plan.StatusBuild || pn.Deliver == nil || !pn.Deliver.Granted {
+		return fmt.Errorf("%s: no grant allows delivering to %s; nothing was delivered", n.Address, dv.Dest)
 	}
 	tree, err := r.assemble(ctx, dv.Files)
 	if err != nil {
-		return "failed", fmt.Errorf("assembling the release of %s: %w", n.Address, err)
+		return fmt.Errorf("assembling the release of %s: %w", n.Address, err)
 	}
 	req := &deliver.Request{Product: n.Address, Revision: n.Digest, Source: r.plan.Digest, Target: r.g.Config.Project.Platform,
 		Start: dv.Start, Dest: dv.Dest, Tree: tree}
@@ -43,17 +43,17 @@ func (r *runner) deliverProduct(ctx context.Context, n *graph.Node) (string, err
 		a := n.Address + ".check." + name
 		res := r.result(a)
 		if res == nil || res.step == nil {
-			return "failed", fmt.Errorf("%s: check %s has no result", n.Address, a)
+			return fmt.Errorf("%s: check %s has no result", n.Address, a)
 		}
 		if len(res.step.Attestations) == 0 {
 			// Evidence before rows: a passed check is named by its signed provenance.
-			return "failed", fmt.Errorf("%s: check %s passed without signed evidence (a result an older Foundry cached); run it again with -replace %s", n.Address, a, a)
+			return fmt.Errorf("%s: check %s passed without signed evidence (a result an older Foundry cached); run it again with -replace %s", n.Address, a, a)
 		}
 		c := deliver.Check{Address: a, Result: res.step.Action}
 		for _, d := range res.step.Attestations {
 			env, err := r.ws.Store.Get(d)
 			if err != nil {
-				return "failed", fmt.Errorf("%s: the evidence of %s: %w", n.Address, a, err)
+				return fmt.Errorf("%s: the evidence of %s: %w", n.Address, a, err)
 			}
 			c.Envelopes = append(c.Envelopes, env)
 		}
@@ -62,31 +62,21 @@ func (r *runner) deliverProduct(ctx context.Context, n *graph.Node) (string, err
 	if n.Product.Accept != nil {
 		d, env, ok := r.acceptanceOf(n.Address)
 		if !ok {
-			return "failed", fmt.Errorf("%s: its acceptance has no passing result; nothing was delivered", n.Address)
+			return fmt.Errorf("%s: its acceptance has no passing result; nothing was delivered", n.Address)
 		}
 		if accepted := r.result(n.Address).tree; accepted != tree {
-			return "failed", fmt.Errorf("%s: its deliver files (tree %s) are not the files its acceptance ran on (its accept block's files, tree %s): a release holds what was accepted, so deliver the accept block's files; nothing was delivered",
+			return fmt.Errorf("%s: its deliver files (tree %s) are not the files its acceptance ran on (its accept block's files, tree %s): a release holds what was accepted, so deliver the accept block's files; nothing was delivered",
 				n.Address, tree, accepted)
 		}
 		req.Checks = append(req.Checks, deliver.Check{Address: n.Address + ".accept", Result: d, Envelopes: [][]byte{env}})
 	}
 	loc, err := r.dlv.Deliver(ctx, req)
 	if err != nil {
-		return "failed", err
+		return err
 	}
 	r.mu.Lock()
 	r.delivered = append(r.delivered, Delivered{Product: n.Address, Location: loc})
 	r.mu.Unlock()
 	r.emit(event.Event{Type: "product_delivered", Node: n.Address, Ref: loc, Message: "delivered to " + loc})
-	return "", nil
-}
-
-// planNode is the plan's node at address a.
-func (r *runner) planNode(a string) *plan.Node {
-	for _, n := range r.plan.Nodes {
-		if n.Address == a {
-			return n
-		}
-	}
 	return nil
 }

@@ -1,11 +1,18 @@
-// Package run carries out a plan: Apply walks the graph in dependency order, in parallel,
-// and settles each node the plan gives work to. It builds seed images, runs steps in the
-// executor's sandbox or takes them from the action cache, assembles packages, and settles
-// each capability: it pulls the pinned admitted version, or builds its recipes one
-// candidate at a time, has engine/evaluate evaluate each and engine/admit admit the first
-// that passes; and delivers each product with a deliver block once its steps and checks
-// passed, with engine/deliver. It records everything in the workspace, emits progress events
-// (engine/event), recovers from a killed apply, and stops at named fault points for tests.
+// Package run carries out a plan: Apply walks the graph in dependency order, in parallel
+// (walk.go), and settles each node the plan gives work to. It builds seed images, runs
+// steps in the executor's sandbox or takes them from the action cache, assembles packages,
+// and settles each capability: it pulls the pinned admitted version, or builds its recipes
+// one candidate at a time, has engine/evaluate evaluate each and engine/admit admit the
+// first that passes; a capability the plan marks reconstruct is settled by
+// engine/reconstruct, whose rounds run their builder and build here as steps are run
+// (reconstruct.go implements reconstruct.Apply). It delivers each product with a deliver
+// block once its steps and checks passed, with engine/deliver. It records everything in
+// the workspace, emits progress events (engine/event), recovers from a killed apply, and
+// stops at named fault points for tests.
+//
+// A node settles with an outcome (executed, cached, built, settled) or an error; a node
+// that needs a failed one is skipped, with the failure that blocked it, and so are its
+// users. A write to the state database that fails stops the apply with that error.
 //
 // It holds invariants 2, 3, 4, 5, 6, 7 and 10 of ARCHITECTURE.md for its part: a step mounts
 // no file with a sealed case's content; a step's provenance is minted from what the
@@ -16,8 +23,11 @@
 // runtime is removed before anything new runs; a step's sandbox has no network; a product
 // the plan did not find granted is not delivered.
 //
-// Run is the top of the engine: it imports engine/plan, engine/evaluate, engine/admit,
-// engine/deliver, engine/workspace, engine/graph and engine/event, and nothing imports it but the CLI.
-// The runner of an apply holds the walk and the nodes' results; evaluation and admission
-// and delivery are the Evaluator, the Admitter and the Deliverer it builds, each given the few things it needs.
+// Run is the top of the engine: it imports engine/plan, engine/reconstruct,
+// engine/evaluate, engine/admit, engine/deliver, engine/workspace, engine/graph and
+// engine/event (and below them engine/cache, engine/seed and engine/state), and nothing
+// imports it but the CLI and its tests' helper, engine/run/runtest. The runner of an apply
+// holds the walk and the nodes' results; evaluation, admission, reconstruction and
+// delivery are the Evaluator, the Admitter, the Reconstructor and the Deliverer it builds,
+// each given the few things it needs.
 package run

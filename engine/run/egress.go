@@ -32,7 +32,7 @@ func (r *runner) fixedOutputFor(n *graph.Node, a *executors.Action) (*fixedOutpu
 	if st.Network != lang.NetworkEgress {
 		return nil, nil
 	}
-	pn := r.planNode(n.Address)
+	pn := r.planned.nodes[n.Address]
 	if pn == nil || pn.Egress == nil || !pn.Egress.Granted() {
 		var hosts []string
 		if pn != nil && pn.Egress != nil {

@@ -131,7 +131,7 @@ func (r *runner) executor(ctx context.Context, what string) (executors.Executor,
 		if err != nil {
 			err = fmt.Errorf("cannot run %s: %w", what, err)
 			if ctx.Err() == nil {
-				r.fatal.Store(&err)
+				r.stop(err)
 			}
 		}
 		r.exe, r.exeErr = exe, err

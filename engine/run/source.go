@@ -22,35 +22,35 @@ import (
 // settleSource takes a source from the store, or fetches it when the plan marks it fetch.
 // A source the plan found no grant for is refused again here, whatever a caller did with
 // the plan: nothing is fetched.
-func (r *runner) settleSource(ctx context.Context, n *graph.Node) (string, error) {
-	pn := r.planNode(n.Address)
+func (r *runner) settleSource(ctx context.Context, n *graph.Node) (outcome, error) {
+	pn := r.planned.nodes[n.Address]
 	if pn == nil || pn.Status == plan.StatusNeedsGrant {
-		return "failed", fmt.Errorf("%s: no grant allows fetching it; nothing was fetched", n.Address)
+		return 0, fmt.Errorf("%s: no grant allows fetching it; nothing was fetched", n.Address)
 	}
 	f := &fetch.Fetcher{Store: r.ws.Store, Cache: r.ws.Cache, Grants: r.plan.Grants(), Scratch: r.scratch}
 	res, ok, err := f.Stored(ctx, n.Digest)
 	if err != nil {
-		return "failed", err
+		return 0, err
 	}
 	if ok {
 		r.setSource(n.Address, res)
 		r.emit(event.Event{Type: "node_cached", Node: n.Address, Action: n.Digest, Message: "stored"})
-		return "", nil // not a step: the apply's cached count is of steps
+		return settled, nil // not a step: the apply's cached count is of steps
 	}
 	start := time.Now()
 	r.emit(event.Event{Type: "node_started", Node: n.Address, Action: n.Digest, Message: "fetching " + n.Source.URLs[0]})
 	if err := os.MkdirAll(r.scratch, 0o755); err != nil {
-		return "failed", err
+		return 0, err
 	}
 	res, err = f.Fetch(ctx, n.Source, n.Digest, n.Definition)
 	if err != nil {
 		err = fmt.Errorf("fetching %s: %w", n.Address, err)
 		r.emit(event.Event{Type: "node_failed", Node: n.Address, Action: n.Digest, Elapsed: time.Since(start), Message: err.Error()})
-		return "failed", err
+		return 0, err
 	}
 	r.setSource(n.Address, res)
 	r.emit(event.Event{Type: "node_done", Node: n.Address, Action: n.Digest, Elapsed: time.Since(start), Message: "fetched from " + res.Origin})
-	return "fetched", nil
+	return fetched, nil
 }
 
 func (r *runner) setSource(a string, res *cache.Result) {

@@ -33,17 +33,17 @@ import (
 // runStep settles a step: from the action cache when its action digest has a result this
 // apply may use (see usable), else by executing it. Only a success observed by the executor
 // is cached.
-func (r *runner) runStep(ctx context.Context, n *graph.Node) (string, error) {
+func (r *runner) runStep(ctx context.Context, n *graph.Node) (outcome, error) {
 	key, keyDef, ok, err := r.g.CacheKey(n, r.content)
 	if err == nil && !ok {
 		err = fmt.Errorf("%s: what it mounts was not built", n.Address)
 	}
 	if err != nil {
-		return "failed", err
+		return 0, err
 	}
 	res, hit, err := r.ws.Cache.Lookup(ctx, key)
 	if err != nil {
-		return "failed", err
+		return 0, err
 	}
 	shared := ""
 	if !hit && r.opt.Shared != nil && !r.plan.Replaced(n.Address) {
@@ -59,23 +59,23 @@ func (r *runner) runStep(ctx context.Context, n *graph.Node) (string, error) {
 	if hit {
 		r.setResult(n.Address, &nodeResult{step: res})
 		if err := r.ws.State.NodesCached(ctx, r.runID, []state.NodeRef{{Address: n.Address, Action: key}}); err != nil {
-			return "failed", err
+			return 0, err
 		}
 		if err := r.ws.State.RecordDefinition(ctx, n.Address, n.Digest, n.Definition); err != nil {
-			return "failed", err
+			return 0, err
 		}
 		r.emit(event.Event{Type: "node_cached", Node: n.Address, Action: n.Digest, Message: shared})
-		return "cached", nil
+		return cached, nil
 	}
 	if rerun == "" && shared != "" {
 		rerun = shared
 	}
 	res, err = r.runAction(ctx, n, key, keyDef, rerun)
 	if err != nil {
-		return "failed", err
+		return 0, err
 	}
 	r.setResult(n.Address, &nodeResult{step: res})
-	return "executed", nil
+	return executed, nil
 }
 
 // lookupShared looks key up in the shared cache. It says where a hit came from, or why the
@@ -220,11 +220,11 @@ func (r *runner) execute(ctx context.Context, n *graph.Node, exe executors.Execu
 	bg := context.WithoutCancel(ctx)
 	if err != nil && ctx.Err() != nil {
 		// The executor killed it; its container is removed by the time the executor closes.
-		r.ws.State.AttemptFinished(bg, r.runID, n.Address, attempt, state.OutcomeInterrupted, interruptedError(ctx).Error())
+		r.attemptFinished(bg, n, attempt, state.OutcomeInterrupted, interruptedError(ctx).Error())
 		return nil, interruptedError(ctx)
 	}
 	if err != nil {
-		r.ws.State.AttemptFinished(bg, r.runID, n.Address, attempt, state.OutcomeError, err.Error())
+		r.attemptFinished(bg, n, attempt, state.OutcomeError, err.Error())
 		return nil, &StepError{Reason: fmt.Sprintf("the %s executor could not run it: %v", exe.Name(), err), ExitCode: -1, NotRun: true}
 	}
 	r.fault(FaultAfterExec, n.Address)
@@ -254,7 +254,7 @@ func (r *runner) execute(ctx context.Context, n *graph.Node, exe executors.Execu
 		if xr.TimedOut {
 			outcome = state.OutcomeTimedOut
 		}
-		r.ws.State.AttemptFinished(bg, r.runID, n.Address, attempt, outcome, logDetail(outLog, errLog))
+		r.attemptFinished(bg, n, attempt, outcome, logDetail(outLog, errLog))
 		return nil, se
 	}
 	err = fixed.check(outDir)
@@ -263,7 +263,7 @@ func (r *runner) execute(ctx context.Context, n *graph.Node, exe executors.Execu
 		outputs, err = r.collectOutputs(outDir, st.Outputs)
 	}
 	if err != nil {
-		r.ws.State.AttemptFinished(bg, r.runID, n.Address, attempt, state.OutcomeFailed, err.Error())
+		r.attemptFinished(bg, n, attempt, state.OutcomeFailed, err.Error())
 		return nil, &StepError{Reason: err.Error(), Stdout: outLog.Digest, Stderr: errLog.Digest, CPU: xr.Usage.CPU, PeakMemory: xr.Usage.PeakMemoryBytes}
 	}
 	res.Outputs = outputs
@@ -307,6 +307,15 @@ func (r *runner) execute(ctx context.Context, n *graph.Node, exe executors.Execu
 	}
 	os.RemoveAll(scratch)
 	return res, nil
+}
+
+// attemptFinished records how attempt of n ended when it did not succeed. The step's
+// failure does not wait on it: an apply whose state database cannot be written stops
+// (stop), and fails with that error.
+func (r *runner) attemptFinished(ctx context.Context, n *graph.Node, attempt int, outcome state.Outcome, detail string) {
+	if err := r.ws.State.AttemptFinished(ctx, r.runID, n.Address, attempt, outcome, detail); err != nil {
+		r.stop(fmt.Errorf("recording attempt %d of %s: %w", attempt, n.Address, err))
+	}
 }
 
 // logDetail records an attempt's log blobs in its detail, for `foundry logs`.

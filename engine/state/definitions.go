@@ -123,19 +123,3 @@ func (d *DB) LastDefinition(ctx context.Context, address string) (def Definition
 	def.Address, def.Action, def.Updated = address, digest.Digest(action), fromNanos(updated)
 	return def, true, nil
 }
-
-// ExplainChange compares a node address's recorded definition with its current canonical
-// definition and returns what changed, for `foundry explain`. found is false when the
-// address has no recorded definition (it never completed); equal definitions give no
-// changes.
-func (d *DB) ExplainChange(ctx context.Context, address string, current []byte) (changes []Change, found bool, err error) {
-	def, found, err := d.LastDefinition(ctx, address)
-	if err != nil || !found {
-		return nil, found, err
-	}
-	changes, err = DiffJSON(def.JSON, current)
-	if err != nil {
-		return nil, true, fmt.Errorf("state: explain %s: %w", address, err)
-	}
-	return changes, true, nil
-}

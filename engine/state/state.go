@@ -26,7 +26,8 @@
 //
 // What it must never do: decide whether an action succeeded (the engine does, from what
 // the executor observed), hold blobs (those live in package store), or interpret cache
-// records (engine/cache does; this package stores their bytes).
+// records or definitions (engine/cache reads the records, engine/plan compares the
+// definitions for explain; this package stores their bytes).
 package state
 
 import (

@@ -19,6 +19,8 @@
 // outbox, so a retried step never duplicates them. Evaluations and acceptance stay on the
 // apply's own sandbox: sealed cases never reach a registry or a worker.
 //
-// It imports executors, registry, store, digest and engine/workspace (a worker's store,
-// inputs and seed images are a workspace), and nothing else of the engine.
+// It imports executors, registry, store, digest, engine/workspace (a worker's store,
+// inputs and seed images are a workspace), engine/seed (a seed image's layout) and
+// engine/cache (a step's result record), and nothing else of the engine: never graph,
+// plan or run.
 package temporal

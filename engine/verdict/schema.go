@@ -81,11 +81,28 @@ func validate(text string, v any) error {
 	if err := s.Validate(v); err != nil {
 		var ve *jsonschema.ValidationError
 		if errors.As(err, &ve) {
+			pruneCauses(ve)
 			exactBounds(ve)
 		}
 		return fmt.Errorf("%s", oneLine(err.Error()))
 	}
 	return nil
+}
+
+// maxCauses is how many causes of each error are kept for its message: more than its
+// maxShown bytes can show.
+const maxCauses = 16
+
+// pruneCauses keeps the first maxCauses causes at each level of e. A value with a million
+// invalid items has a million causes; formatting them all would cost time and memory out
+// of all proportion to the message, which shows a few.
+func pruneCauses(e *jsonschema.ValidationError) {
+	if len(e.Causes) > maxCauses {
+		e.Causes = e.Causes[:maxCauses]
+	}
+	for _, c := range e.Causes {
+		pruneCauses(c)
+	}
 }
 
 // exactBounds makes the validator's messages about bounds exact. It prints numeric bounds

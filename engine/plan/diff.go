@@ -1,4 +1,4 @@
-package state
+package plan
 
 import (
 	"bytes"
@@ -29,32 +29,23 @@ type Change struct {
 	New  json.RawMessage `json:"new,omitempty"` // nil when Removed
 }
 
-// DiffJSON compares two JSON documents — normally the previous and the current canonical
-// action definitions of a node — and returns the smallest paths whose values differ, in a
+// DiffJSON compares two JSON documents — the previous and the current canonical action
+// definitions of a node, for explain — and returns the smallest paths whose values differ, in a
 // stable order (object members sorted by name, array elements by index). Equal documents
 // give no changes. Arrays are compared element by element: an element inserted in the
 // middle shows as changes from that index on, which is what changed argv positions mean.
 func DiffJSON(old, new []byte) ([]Change, error) {
 	a, err := decodeJSON(old)
 	if err != nil {
-		return nil, fmt.Errorf("state: diff: old document: %w", err)
+		return nil, fmt.Errorf("diff: old document: %w", err)
 	}
 	b, err := decodeJSON(new)
 	if err != nil {
-		return nil, fmt.Errorf("state: diff: new document: %w", err)
+		return nil, fmt.Errorf("diff: new document: %w", err)
 	}
 	var out []Change
 	diffValue("", a, b, &out)
 	return out, nil
-}
-
-// ChangedPaths returns just the paths of DiffJSON's changes.
-func ChangedPaths(changes []Change) []string {
-	out := make([]string, len(changes))
-	for i, c := range changes {
-		out[i] = c.Path
-	}
-	return out
 }
 
 func decodeJSON(b []byte) (any, error) {

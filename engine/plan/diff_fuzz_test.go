@@ -1,4 +1,4 @@
-package state
+package plan
 
 import (
 	"encoding/json"
