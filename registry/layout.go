@@ -217,21 +217,12 @@ func (l *Layout) Manifest(_ context.Context, d digest.Digest) ([]byte, string, e
 
 func (l *Layout) PutManifest(_ context.Context, raw []byte, mediaType string) (digest.Digest, error) {
 	desc := descriptorOf(mediaType, raw)
-	var head struct {
-		ArtifactType string      `json:"artifactType"`
-		Subject      *Descriptor `json:"subject"`
-		Config       struct {
-			MediaType string `json:"mediaType"`
-		} `json:"config"`
-	}
-	if err := json.Unmarshal(raw, &head); err != nil {
+	head, err := parseManifestHead(raw)
+	if err != nil {
 		return "", fmt.Errorf("%s: put manifest: %w", l, err)
 	}
 	desc.ArtifactType = head.ArtifactType
 	if head.Subject != nil {
-		if err := head.Subject.Digest.Validate(); err != nil {
-			return "", fmt.Errorf("%s: put manifest: subject: %w", l, err)
-		}
 		desc.Annotations = map[string]string{AnnotationLayoutSubject: string(head.Subject.Digest)}
 		if desc.ArtifactType == "" {
 			desc.ArtifactType = head.Config.MediaType // as the referrers API reports it
@@ -240,7 +231,7 @@ func (l *Layout) PutManifest(_ context.Context, raw []byte, mediaType string) (d
 	if err := l.putBytes(desc.Digest, raw); err != nil {
 		return "", err
 	}
-	err := l.update(func(ix *Index) bool {
+	err = l.update(func(ix *Index) bool {
 		for _, e := range ix.Manifests {
 			if e.Digest == desc.Digest && e.Annotations[AnnotationRefName] == "" {
 				return false
@@ -485,4 +476,28 @@ func (l *Layout) writeBlob(r io.Reader, check func(got digest.Digest, n int64) e
 		return "", 0, err
 	}
 	return d, n, nil
+}
+
+// manifestHead is what the layout indexes of a manifest: its artifact type and subject.
+type manifestHead struct {
+	ArtifactType string      `json:"artifactType"`
+	Subject      *Descriptor `json:"subject"`
+	Config       struct {
+		MediaType string `json:"mediaType"`
+	} `json:"config"`
+}
+
+// parseManifestHead reads a manifest's head; anything but a JSON object with a valid
+// subject digest (if any) is refused.
+func parseManifestHead(raw []byte) (manifestHead, error) {
+	var head manifestHead
+	if err := json.Unmarshal(raw, &head); err != nil {
+		return head, err
+	}
+	if head.Subject != nil {
+		if err := head.Subject.Digest.Validate(); err != nil {
+			return head, fmt.Errorf("subject: %w", err)
+		}
+	}
+	return head, nil
 }

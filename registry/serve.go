@@ -211,6 +211,12 @@ func regError(w http.ResponseWriter, status int, code, msg string) {
 }
 
 func (h *serveHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !strings.HasPrefix(r.URL.Path, "/") {
+		// The inner handler indexes path elements and panics on a path without a leading
+		// slash (an absolute-form or empty request target).
+		regError(w, http.StatusBadRequest, "UNSUPPORTED", fmt.Sprintf("%.200q is not an absolute path", r.URL.Path))
+		return
+	}
 	if r.URL.Path == "/v2/" || r.URL.Path == "/v2" || r.URL.Path == "/v2/_catalog" {
 		h.inner.ServeHTTP(w, r)
 		return
@@ -281,6 +287,11 @@ func (h *serveHandler) putManifest(w http.ResponseWriter, r *http.Request, repo,
 	isDigest := strings.Contains(target, ":")
 	if isDigest && digest.Digest(target) != d {
 		regError(w, http.StatusBadRequest, "DIGEST_INVALID", fmt.Sprintf("manifest hashes to %s, not %s", d, target))
+		return
+	}
+	if _, err := parseManifestHead(raw); err != nil {
+		// Refused before the inner handler holds it, so memory and the layout agree.
+		regError(w, http.StatusBadRequest, "MANIFEST_INVALID", err.Error())
 		return
 	}
 	mt := r.Header.Get("Content-Type")
