@@ -17,6 +17,7 @@ import (
 	"github.com/foundry-build/foundry/engine/event"
 	"github.com/foundry-build/foundry/engine/graph"
 	"github.com/foundry-build/foundry/engine/state"
+	"github.com/foundry-build/foundry/engine/trace"
 	"github.com/foundry-build/foundry/engine/verdict"
 	"github.com/foundry-build/foundry/engine/workspace"
 	"github.com/foundry-build/foundry/executors"
@@ -564,7 +565,11 @@ func (ev *Evaluator) runSuite(ctx context.Context, n *graph.Node, recipe string,
 	var results []provenance.CaseResult
 	var worst *rejection
 	var worstName string
+	span := trace.Start(ctx, "suite "+suite, "evaluation")
+	defer span.End()
+	span.Set("cases", len(cases))
 	for _, sc := range cases {
+		cs := trace.Start(ctx, "case "+sc.name, "evaluation")
 		var v verdict.Verdict
 		var shown string
 		var err error
@@ -574,6 +579,8 @@ func (ev *Evaluator) runSuite(ctx context.Context, n *graph.Node, recipe string,
 			v, err = ev.runCase(ctx, capb, img, sc.c)
 			shown = string(sc.c.Input)
 		}
+		cs.Set("pass", err == nil && v.Pass)
+		cs.End()
 		if err != nil {
 			return nil, nil, err
 		}

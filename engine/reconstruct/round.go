@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/foundry-build/foundry/engine/event"
 	"github.com/foundry-build/foundry/engine/graph"
 	"github.com/foundry-build/foundry/engine/state"
+	"github.com/foundry-build/foundry/engine/trace"
 	"github.com/foundry-build/foundry/executors"
 	"github.com/foundry-build/foundry/lang"
 	"github.com/foundry-build/foundry/provenance"
@@ -56,11 +58,26 @@ func (rd *round) run(ctx context.Context) (admitted bool, err error) {
 	if err := rd.begin(ctx); err != nil {
 		return false, err
 	}
-	for _, phase := range []func(context.Context) (bool, error){rd.propose, rd.pack, rd.evaluate} {
-		if done, err := phase(ctx); done || err != nil {
+	span := trace.Start(ctx, "round "+strconv.Itoa(rd.num), "reconstruction")
+	defer func() {
+		span.Set("admitted", admitted)
+		span.Set("job_spent", spendOf(rd.rep.Used)) // the job's spend as this round ended
+		span.End()
+	}()
+	phases := []struct {
+		name string
+		fn   func(context.Context) (bool, error)
+	}{{"propose", rd.propose}, {"pack", rd.pack}, {"evaluate", rd.evaluate}}
+	for _, phase := range phases {
+		sp := trace.Start(ctx, phase.name, "reconstruction")
+		done, err := phase.fn(ctx)
+		sp.End()
+		if done || err != nil {
 			return false, err
 		}
 	}
+	sp := trace.Start(ctx, "admit", "reconstruction")
+	defer sp.End()
 	return rd.admit(ctx)
 }
 

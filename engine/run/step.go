@@ -1,6 +1,7 @@
 package run
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -23,6 +24,7 @@ import (
 	"github.com/foundry-build/foundry/engine/plan"
 	"github.com/foundry-build/foundry/engine/seed"
 	"github.com/foundry-build/foundry/engine/state"
+	"github.com/foundry-build/foundry/engine/trace"
 	"github.com/foundry-build/foundry/engine/workspace"
 	"github.com/foundry-build/foundry/executors"
 	"github.com/foundry-build/foundry/internal/capped"
@@ -41,14 +43,17 @@ func (r *runner) runStep(ctx context.Context, n *graph.Node) (outcome, error) {
 	if err != nil {
 		return 0, err
 	}
+	sp := trace.Start(ctx, "cache lookup", "phase")
 	res, hit, err := r.ws.Cache.Lookup(ctx, key)
 	if err != nil {
+		sp.End()
 		return 0, err
 	}
 	shared := ""
 	if !hit && r.opt.Shared != nil && !r.plan.Replaced(n.Address) {
 		res, shared, hit = r.lookupShared(ctx, key)
 	}
+	sp.End()
 	rerun := ""
 	switch {
 	case r.plan.Replaced(n.Address):
@@ -65,6 +70,7 @@ func (r *runner) runStep(ctx context.Context, n *graph.Node) (outcome, error) {
 			return 0, err
 		}
 		r.emit(event.Event{Type: "node_cached", Node: n.Address, Action: n.Digest, Message: shared})
+		trace.Instant(ctx, n.Address, "cache", map[string]any{"hit": cmp.Or(shared, "action cache"), "key": string(key)})
 		return cached, nil
 	}
 	if rerun == "" && shared != "" {
@@ -163,7 +169,9 @@ func (r *runner) execute(ctx context.Context, n *graph.Node, exe executors.Execu
 	if err := r.refuseSealedImage(st.Image.Node); err != nil {
 		return nil, &StepError{Reason: err.Error()}
 	}
+	sp := trace.Start(ctx, "inputs", "phase")
 	inputs, err := r.mounts(ctx, st)
+	sp.End()
 	if err != nil {
 		return nil, &StepError{Reason: err.Error()}
 	}
@@ -214,7 +222,13 @@ func (r *runner) execute(ctx context.Context, n *graph.Node, exe executors.Execu
 		r.ws.State.AttemptFinished(context.WithoutCancel(ctx), r.runID, n.Address, attempt, state.OutcomeError, err.Error())
 		return nil, err
 	}
+	ran := time.Now()
 	xr, err := exe.Run(ctx, action)
+	if err == nil {
+		// The executor's times of the process: before it, the sandbox was being started.
+		trace.Phase(ctx, "sandbox start", "phase", ran, xr.Started, ran)
+		trace.Phase(ctx, "run", "phase", xr.Started, xr.Finished, ran)
+	}
 	// Once the process has ended, its result is recorded even if the apply is being
 	// interrupted: that takes milliseconds, and a step that finished stays finished.
 	bg := context.WithoutCancel(ctx)
@@ -228,6 +242,8 @@ func (r *runner) execute(ctx context.Context, n *graph.Node, exe executors.Execu
 		return nil, &StepError{Reason: fmt.Sprintf("the %s executor could not run it: %v", exe.Name(), err), ExitCode: -1, NotRun: true}
 	}
 	r.fault(FaultAfterExec, n.Address)
+	sp = trace.Start(ctx, "store outputs", "phase")
+	defer func() { sp.End() }() // ended as the phases below begin; a failure ends it here
 	outLog, err := stdout.store(r)
 	if err != nil {
 		return nil, err
@@ -277,14 +293,19 @@ func (r *runner) execute(ctx context.Context, n *graph.Node, exe executors.Execu
 	// its evidence. It is about what a step made; a check makes its passing result, named
 	// by the cache key it is recorded under: the acceptance evidence a delivery names. A
 	// step that makes nothing has no subject for it.
+	sp.End()
+	sp = nil
 	if len(res.Outputs) > 0 || n.Kind == graph.KindCheck {
+		sign := trace.Start(ctx, "sign", "phase")
 		env, err := r.attest(n, attempt, base.image, inputs, res, lim, fixed)
 		if err != nil {
 			return nil, fmt.Errorf("%s: provenance: %w", n.Address, err)
 		}
+		sign.End()
 		res.Attestations = []digest.Digest{env}
 	}
 	r.fault(FaultAfterOutputs, n.Address)
+	sp = trace.Start(ctx, "cache write", "phase")
 	if err := r.ws.Cache.Put(bg, res); err != nil {
 		return nil, err
 	}
@@ -294,6 +315,8 @@ func (r *runner) execute(ctx context.Context, n *graph.Node, exe executors.Execu
 			r.emit(event.Event{Type: "record_not_shared", Node: n.Address, Action: n.Digest, Message: err.Error()})
 		}
 	}
+	sp.End()
+	sp = nil
 	r.fault(FaultAfterCachePut, n.Address)
 	if err := r.ws.State.AttemptFinished(bg, r.runID, n.Address, attempt, state.OutcomeSucceeded, logDetail(outLog, errLog)); err != nil {
 		return nil, err
