@@ -294,6 +294,9 @@ func (w *walker) trace(d done, cause string) {
 		tn.Outcome, tn.Error = "interrupted", d.err.Error()
 	case d.err != nil:
 		tn.Outcome, tn.Error = "failed", d.err.Error()
+		if se := (*StepError)(nil); errors.As(d.err, &se) {
+			tn.Log = se.LogTail
+		}
 	}
 	w.r.trace.Settled(tn, d.tid, d.start, d.end)
 }

@@ -17,6 +17,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -77,6 +79,7 @@ type Node struct {
 	Digest  string   `json:"digest,omitempty"`
 	Cause   string   `json:"cause,omitempty"` // skipped: the failed node it needs
 	Error   string   `json:"error,omitempty"`
+	Log     []string `json:"log_tail,omitempty"` // a failed step's last lines of output
 	// StartUS and EndUS are when it was settled, in microseconds from the start of the
 	// apply; Track is the track it was settled on (0 when the walk settled it itself).
 	StartUS  int64 `json:"start_us"`
@@ -285,6 +288,7 @@ type Summary struct {
 	Counts   map[string]int `json:"counts"`
 	Nodes    []*Node        `json:"nodes"`
 	Critical []string       `json:"critical_path"`
+	Tracks   map[int]string `json:"tracks"` // the tracks' names: "slot 1", "engine 2"
 }
 
 // Finish ends the trace at end: the apply's span, the critical path marked (on its
@@ -322,7 +326,13 @@ func (r *Recorder) Finish(runID, status string, end time.Time) (*File, *Summary)
 		}
 		return cmp.Compare(durOf(b), durOf(a))
 	})
-	s := &Summary{Run: runID, Status: status, Started: r.start.UTC(), WallUS: wall, Counts: map[string]int{}, Critical: critical}
+	s := &Summary{Run: runID, Status: status, Started: r.start.UTC(), WallUS: wall, Counts: map[string]int{}, Critical: critical,
+		Tracks: map[int]string{TrackApply: "apply", TrackCritical: "critical path"}}
+	for key, tid := range r.tids {
+		pool, i, _ := strings.Cut(key, "/")
+		n, _ := strconv.Atoi(i)
+		s.Tracks[tid] = fmt.Sprintf("%s %d", pool, n+1)
+	}
 	for _, n := range r.nodes {
 		s.Nodes = append(s.Nodes, n)
 		s.Counts[n.Outcome]++
