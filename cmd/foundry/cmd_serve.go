@@ -163,6 +163,7 @@ listen errors, 2 usage error.`,
 				if err != nil {
 					return failed("%v", err)
 				}
+				h.report = func(ctx context.Context, run string) (*runReport, error) { return runReportOf(ctx, ws, run) }
 				ln, err := net.Listen("tcp", *addr)
 				if err != nil {
 					return failed("%v", err)

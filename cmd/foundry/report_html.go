@@ -8,6 +8,7 @@ import (
 	"html/template"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/foundry-build/foundry/engine/trace"
@@ -45,12 +46,13 @@ const (
 
 type reportNode struct {
 	*trace.Node
-	ID       string // its anchor: n<index>
-	Key      string // a step's cache key (or definition digest while pending)
-	ExitCode string
-	X, Y     int
-	W, H     int
-	Label    string
+	ID        string // its anchor: n<index>
+	Key       string // a step's cache key (or definition digest while pending)
+	ExitCode  string
+	X, Y      int
+	W, H      int
+	Label     string
+	TrackName string
 }
 
 type reportEdge struct{ X1, Y1, X2, Y2 int }
@@ -120,7 +122,7 @@ func viewOf(rep *runReport) *reportView {
 	byAddr := map[string]*reportNode{}
 	nodes := make([]*reportNode, len(rep.Nodes))
 	for i, n := range rep.Nodes {
-		rn := &reportNode{Node: n, ID: fmt.Sprintf("n%d", i), Label: n.Address}
+		rn := &reportNode{Node: n, ID: fmt.Sprintf("n%d", i), Label: n.Address, TrackName: rep.Tracks[strconv.Itoa(n.Track)]}
 		if j, ok := steps[n.Address]; ok {
 			s := rep.Steps[j]
 			rn.Key = string(s.Action)
@@ -229,7 +231,7 @@ func (v *reportView) timeline(nodes []*reportNode) {
 	slices.Sort(tracks)
 	for i, t := range tracks {
 		rows[t] = i
-		name := v.Tracks[t]
+		name := v.Tracks[strconv.Itoa(t)]
 		if name == "" {
 			name = fmt.Sprintf("track %d", t)
 		}

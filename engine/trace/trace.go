@@ -281,14 +281,14 @@ func (r *Recorder) Settled(n Node, tid int, start, end time.Time) {
 // Summary is what a report shows of a run, and what `foundry serve` (GET /runs/RUN) and
 // the MCP tool run_summary return (spec/cli.md).
 type Summary struct {
-	Run      string         `json:"run"`
-	Status   string         `json:"status"`
-	Started  time.Time      `json:"started"`
-	WallUS   int64          `json:"wall_us"`
-	Counts   map[string]int `json:"counts"`
-	Nodes    []*Node        `json:"nodes"`
-	Critical []string       `json:"critical_path"`
-	Tracks   map[int]string `json:"tracks"` // the tracks' names: "slot 1", "engine 2"
+	Run      string            `json:"run"`
+	Status   string            `json:"status"`
+	Started  time.Time         `json:"started"`
+	WallUS   int64             `json:"wall_us"`
+	Counts   map[string]int    `json:"counts"`
+	Nodes    []*Node           `json:"nodes"`
+	Critical []string          `json:"critical_path"`
+	Tracks   map[string]string `json:"tracks"` // each track's name ("slot 1", "engine 2") by its number
 }
 
 // Finish ends the trace at end: the apply's span, the critical path marked (on its
@@ -327,11 +327,11 @@ func (r *Recorder) Finish(runID, status string, end time.Time) (*File, *Summary)
 		return cmp.Compare(durOf(b), durOf(a))
 	})
 	s := &Summary{Run: runID, Status: status, Started: r.start.UTC(), WallUS: wall, Counts: map[string]int{}, Critical: critical,
-		Tracks: map[int]string{TrackApply: "apply", TrackCritical: "critical path"}}
+		Tracks: map[string]string{strconv.Itoa(TrackApply): "apply", strconv.Itoa(TrackCritical): "critical path"}}
 	for key, tid := range r.tids {
 		pool, i, _ := strings.Cut(key, "/")
 		n, _ := strconv.Atoi(i)
-		s.Tracks[tid] = fmt.Sprintf("%s %d", pool, n+1)
+		s.Tracks[strconv.Itoa(tid)] = fmt.Sprintf("%s %d", pool, n+1)
 	}
 	for _, n := range r.nodes {
 		s.Nodes = append(s.Nodes, n)
