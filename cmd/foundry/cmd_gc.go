@@ -3,15 +3,20 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/foundry-build/foundry/digest"
 	"github.com/foundry-build/foundry/engine/cache"
 	"github.com/foundry-build/foundry/engine/graphcache"
+	"github.com/foundry-build/foundry/engine/state"
+	"github.com/foundry-build/foundry/engine/workspace"
 	"github.com/foundry-build/foundry/store"
 )
 
@@ -104,6 +109,12 @@ Exit codes: 0 success, 1 failure, 2 usage error.`,
 						fmt.Fprintf(env.stderr, "foundry gc: %v\n", err)
 						return exitError
 					}
+					if !*dry {
+						if err := pruneTraces(context.Background(), ws); err != nil {
+							fmt.Fprintf(env.stderr, "foundry gc: %v\n", err)
+							return exitError
+						}
+					}
 				}
 				graphs, graphBytes, err := graphcache.Prune(filepath.Join(ws.Dir, "graph-cache"), *keepGraphs, *dry)
 				if err != nil {
@@ -138,4 +149,32 @@ Exit codes: 0 success, 1 failure, 2 usage error.`,
 			}
 		},
 	})
+}
+
+// pruneTraces removes the traces kept with runs the state database no longer has (a trace
+// is kept with its run: spec/state.md).
+func pruneTraces(ctx context.Context, ws *workspace.Workspace) error {
+	events, _ := ws.TracePaths("x")
+	dir := filepath.Dir(events)
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		id, _, _ := strings.Cut(e.Name(), ".")
+		if id == "" {
+			continue
+		}
+		if _, err := ws.State.GetRun(ctx, id); errors.Is(err, state.ErrNotFound) {
+			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
+				return err
+			}
+		} else if err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"image/png"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -246,4 +248,61 @@ func TestReportOfTenThousandNodes(t *testing.T) {
 		t.Errorf("10,000 nodes: %d drawn, console %v, requests %v, dangling links %d", len(p.nodes), p.console, p.requests, len(p.links))
 	}
 	notBlank(t, p.shot)
+}
+
+// foundry trace and foundry report name the run they cannot read; gc removes the traces of
+// the runs it prunes and keeps the others'.
+func TestTracesOfPrunedRunsAreRemoved(t *testing.T) {
+	dir := t.TempDir()
+	project := `
+seed "host" {
+  layer { files = { "/marker" = "host" } }
+  env = { PATH = "/usr/bin:/bin" }
+}
+step "s" {
+  image   = seed.host
+  run     = ["sh", "-c", "echo $RANDOM_ARG > $FOUNDRY_OUT/o"]
+  env     = { RANDOM_ARG = "%d" }
+  outputs = ["/out/o"]
+}
+`
+	if code, _, errs := foundry(t, dir, "trace"); code != exitError || !strings.Contains(errs, "nothing has been applied") {
+		t.Errorf("trace before any apply: exit %d: %s", code, errs)
+	}
+	var ids []string
+	for i := range 2 {
+		if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(fmt.Sprintf(project, i)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(foundryBin, "apply", "-auto-approve", "-executor", "local", "-unsandboxed", "-progress", "plain")
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("apply: %v\n%s", err, out)
+		}
+		code, out, errs := foundry(t, dir, "report", "-json")
+		var rep runReport
+		if code != 0 || json.Unmarshal([]byte(out), &rep) != nil {
+			t.Fatalf("report -json: exit %d: %s", code, errs)
+		}
+		ids = append(ids, rep.Run)
+	}
+	if code, _, errs := foundry(t, dir, "report", "r20000101t000000-00000000"); code != exitError || !strings.Contains(errs, "no run r20000101t000000-00000000") {
+		t.Errorf("report of an unknown run: exit %d: %s", code, errs)
+	}
+	if code, _, errs := foundry(t, dir, "gc", "-keep-runs", "1"); code != 0 {
+		t.Fatalf("gc: exit %d: %s", code, errs)
+	}
+	if code, _, errs := foundry(t, dir, "trace", ids[0]); code != exitError || !strings.Contains(errs, "no run") {
+		t.Errorf("trace of the pruned run: exit %d: %s", code, errs)
+	}
+	for _, name := range []string{ids[0] + ".json", ids[0] + ".summary.json"} {
+		if _, err := os.Stat(filepath.Join(dir, ".foundry", "traces", name)); !os.IsNotExist(err) {
+			t.Errorf("%s of the pruned run is still there (%v)", name, err)
+		}
+	}
+	if code, out, errs := foundry(t, dir, "trace", ids[1]); code != 0 {
+		t.Errorf("trace of the kept run: exit %d: %s", code, errs)
+	} else if _, err := tracetest.Check([]byte(out)); err != nil {
+		t.Errorf("trace of the kept run: %v", err)
+	}
 }
