@@ -6,9 +6,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"image/png"
+	"io"
+	"log"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -304,5 +308,42 @@ step "s" {
 		t.Errorf("trace of the kept run: exit %d: %s", code, errs)
 	} else if _, err := tracetest.Check([]byte(out)); err != nil {
 		t.Errorf("trace of the kept run: %v", err)
+	}
+}
+
+// GET /runs/RUN answers the summary runReportOf reads, latest for the newest; a run it does
+// not have and a path that is no run ID are 404 problems; other methods are not served.
+func TestServeRunSummary(t *testing.T) {
+	h, err := newServeHandler("p", nil, nil, log.New(io.Discard, "", 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	asked := []string{}
+	h.report = func(_ context.Context, run string) (*runReport, error) {
+		asked = append(asked, run)
+		if run != "" && run != "r1" {
+			return nil, fmt.Errorf("no run %s in this project", run)
+		}
+		return &runReport{Summary: trace.Summary{Run: "r1", Status: "succeeded"}}, nil
+	}
+	for _, tc := range []struct {
+		method, path string
+		status       int
+		body         string
+	}{
+		{"GET", "/runs/r1", 200, `"run":"r1"`},
+		{"GET", "/runs/latest", 200, `"status":"succeeded"`},
+		{"GET", "/runs/r2", 404, "no run r2"},
+		{"GET", "/runs/..%2f..%2fetc", 404, "not a run ID"},
+		{"POST", "/runs/r1", 404, "no such resource"},
+	} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(tc.method, tc.path, nil))
+		if rec.Code != tc.status || !strings.Contains(rec.Body.String(), tc.body) {
+			t.Errorf("%s %s: %d %s, want %d with %q", tc.method, tc.path, rec.Code, rec.Body, tc.status, tc.body)
+		}
+	}
+	if want := []string{"r1", "", "r2"}; !slices.Equal(asked, want) {
+		t.Errorf("runs read %q, want %q", asked, want)
 	}
 }
