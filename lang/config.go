@@ -299,8 +299,11 @@ type Step struct {
 	User        string
 	Platform    string
 	Mounts      map[string]*Artifact // sandbox path → content
-	Outputs     []string             // absolute paths under /out, sorted
-	Limits      Limits
+	// Caches are the cache volumes it mounts, writable, by sandbox path (§9b); nil for
+	// none. Not in its definition: what a cache holds never changes what a step means.
+	Caches  map[string]*Cache
+	Outputs []string // absolute paths under /out, sorted
+	Limits  Limits
 	// Network is NetworkNone, or NetworkEgress for a fixed-output step (spec/language.md
 	// §9a): it reaches Egress, each endpoint granted by the operator, through the broker,
 	// and its outputs must have the tree digest OutputDigest.

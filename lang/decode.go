@@ -470,6 +470,7 @@ var stepSchema = &hcl.BodySchema{
 		{Name: "description"}, {Name: "image", Required: true}, {Name: "run", Required: true},
 		{Name: "env"}, {Name: "workdir"}, {Name: "user"}, {Name: "platform"},
 		{Name: "mounts"}, {Name: "outputs"}, {Name: "network"}, {Name: "egress"}, {Name: "output_digest"},
+		{Name: "caches"},
 		repetitionArgs[0], repetitionArgs[1], // decoded by instances
 	},
 	Blocks: []hcl.BlockHeaderSchema{{Type: "limits"}},
@@ -669,6 +670,7 @@ func (l *loader) decodeStep(b *hcl.Block, name string, ctx *hcl.EvalContext, sco
 			}
 		}
 	}
+	l.decodeCaches(st, content.Attributes["caches"], ctx, scope)
 	for _, lb := range content.Blocks {
 		st.Limits = l.decodeLimits(lb, ctx)
 		l.checkEgressLimit(st, lb)
@@ -913,6 +915,12 @@ func (l *loader) decodeReconstructStep(b *hcl.Block, capName string) *Step {
 	st := l.decodeStep(b, in.name, l.baseContext(), scope)
 	st.Kind = b.Type
 	l.refuseNetwork(st, b, "A "+b.Type+" of a reconstruction")
+	if attr, _ := b.Body.JustAttributes(); attr["caches"] != nil {
+		// A builder is a proposer from outside the project's trust: it must neither read
+		// what the project's steps left in a cache nor leave anything there for them.
+		l.diags = append(l.diags, errorAt(attr["caches"].NameRange, "Cache in a reconstruction", "A %s of a reconstruction mounts no cache: a cache volume belongs to the project's own steps, and a builder must neither read what they left there nor leave anything for them.", b.Type))
+		st.Caches = nil
+	}
 	if len(st.Outputs) == 0 {
 		what, writes := "Builder", "its proposal"
 		if b.Type == "build" {

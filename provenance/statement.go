@@ -135,6 +135,9 @@ type Execution struct {
 	// carry a digest; they become buildDefinition.resolvedDependencies, image first.
 	Image  Dependency
 	Inputs []Dependency
+	// Caches are the cache volumes the step mounted, writable (internalParameters.caches):
+	// non-hermetic inputs, whose content no digest names. Sorted by Path.
+	Caches []CacheMount
 
 	// Outputs are the declared outputs the executor collected (the statement's subjects).
 	// A directory output's digest is its canonical tree-manifest digest (digest.Dir).
@@ -147,6 +150,20 @@ type Execution struct {
 
 	StartedOn  time.Time
 	FinishedOn time.Time
+}
+
+// CacheMount is one cache volume a step mounted (spec/language.md §9b).
+type CacheMount struct {
+	Path    string `json:"path"`    // where the step saw it
+	Name    string `json:"name"`    // the cache's name
+	Sharing string `json:"sharing"` // shared, locked or private
+	// Volume is the volume's key: the digest of its project, trust domain, name, image and
+	// platform (engine/volume), as hex.
+	Volume   string `json:"volume"`
+	Instance int    `json:"instance,omitempty"` // a private instance (0: the volume's own)
+	// Hermetic is always false: what a cache held when the step started is named by no
+	// digest. It is written so that a reader need not know the field to know that.
+	Hermetic bool `json:"hermetic"`
 }
 
 // Network is the network policy the sandbox enforced.
@@ -280,6 +297,17 @@ func NewProvenance(e *Execution) (*Statement, error) {
 			return nil, fmt.Errorf("provenance: cache key %q is not sha256:<64 hex>", e.CacheKey)
 		}
 		internalMap["cacheKey"] = e.CacheKey
+	}
+	if len(e.Caches) > 0 {
+		cs := make([]CacheMount, len(e.Caches))
+		for i, c := range e.Caches {
+			if c.Path == "" || c.Name == "" || c.Volume == "" {
+				return nil, fmt.Errorf("provenance: cache %d: path, name and volume are required", i)
+			}
+			c.Hermetic = false
+			cs[i] = c
+		}
+		internalMap["caches"] = cs
 	}
 	if e.RuntimeSpecDigest != "" {
 		if !digestRE.MatchString(e.RuntimeSpecDigest) {

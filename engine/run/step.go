@@ -102,8 +102,9 @@ func (r *runner) runAction(ctx context.Context, n *graph.Node, key digest.Digest
 		return nil, fmt.Errorf("%s must run, but no executor is configured", n.Address)
 	}
 	exe := r.opt.Steps
-	// A fixed-output step's broker runs beside its sandbox: it runs on this machine.
-	if exe == nil || n.Step.Network == lang.NetworkEgress {
+	// A fixed-output step's broker runs beside its sandbox, and a step's cache volumes are
+	// this machine's: such a step runs on this machine.
+	if exe == nil || n.Step.Network == lang.NetworkEgress || len(n.Step.Caches) > 0 {
 		var err error
 		if exe, err = r.executor(ctx, n.Address); err != nil {
 			return nil, err
@@ -214,7 +215,19 @@ func (r *runner) execute(ctx context.Context, n *graph.Node, exe executors.Execu
 		r.ws.State.AttemptFinished(context.WithoutCancel(ctx), r.runID, n.Address, attempt, state.OutcomeError, err.Error())
 		return nil, err
 	}
+	leases, err := r.acquireCaches(ctx, n, base.image)
+	if err != nil {
+		r.attemptFinished(context.WithoutCancel(ctx), n, attempt, state.OutcomeError, err.Error())
+		if ctx.Err() != nil {
+			return nil, interruptedError(ctx)
+		}
+		return nil, &StepError{Reason: err.Error(), ExitCode: -1, NotRun: true}
+	}
+	for _, c := range leases {
+		action.Mounts = append(action.Mounts, executors.Mount{Source: c.lease.Path, Target: c.target, Writable: true})
+	}
 	xr, err := exe.Run(ctx, action)
+	releaseCaches(leases)
 	// Once the process has ended, its result is recorded even if the apply is being
 	// interrupted: that takes milliseconds, and a step that finished stays finished.
 	bg := context.WithoutCancel(ctx)
@@ -278,7 +291,7 @@ func (r *runner) execute(ctx context.Context, n *graph.Node, exe executors.Execu
 	// by the cache key it is recorded under: the acceptance evidence a delivery names. A
 	// step that makes nothing has no subject for it.
 	if len(res.Outputs) > 0 || n.Kind == graph.KindCheck {
-		env, err := r.attest(n, attempt, base.image, inputs, res, lim, fixed)
+		env, err := r.attest(n, attempt, base.image, inputs, leases, res, lim, fixed)
 		if err != nil {
 			return nil, fmt.Errorf("%s: provenance: %w", n.Address, err)
 		}
@@ -413,7 +426,7 @@ func (r *runner) mounts(ctx context.Context, st *lang.Step) ([]input, error) {
 
 // attest mints, signs and stores the provenance of one execution, and returns the digest of
 // the envelope's exact bytes.
-func (r *runner) attest(n *graph.Node, attempt int, img executors.Image, inputs []input, res *cache.Result, lim lang.Limits, fixed *fixedOutput) (digest.Digest, error) {
+func (r *runner) attest(n *graph.Node, attempt int, img executors.Image, inputs []input, caches []cacheLease, res *cache.Result, lim lang.Limits, fixed *fixedOutput) (digest.Digest, error) {
 	view, err := json.Marshal(plan.StepViewOf(n))
 	if err != nil {
 		return "", err
@@ -437,6 +450,9 @@ func (r *runner) attest(n *graph.Node, attempt int, img executors.Image, inputs 
 	e.Network, e.Egress = fixed.network()
 	for _, in := range inputs {
 		e.Inputs = append(e.Inputs, in.dep)
+	}
+	for _, c := range caches {
+		e.Caches = append(e.Caches, provenance.CacheMount{Path: c.target, Name: c.name, Sharing: c.lease.Sharing, Volume: c.lease.Key, Instance: c.lease.Instance})
 	}
 	for _, o := range res.Outputs {
 		e.Outputs = append(e.Outputs, provenance.Artifact{Name: o.Path, Digest: string(o.Digest)})
