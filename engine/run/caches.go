@@ -14,9 +14,18 @@ import (
 
 // cacheLease is one cache volume a step mounts while it runs (spec/language.md §9b).
 type cacheLease struct {
-	target string // where the step sees it
-	name   string // the cache's name
-	lease  *volume.Lease
+	target string        // where the step sees it
+	name   string        // the cache's name
+	lease  *volume.Lease // nil for a rebuild's empty directory
+	empty  string        // a rebuild's empty directory (emptyCacheDirs)
+}
+
+// source is the host directory mounted.
+func (c cacheLease) source() string {
+	if c.lease == nil {
+		return c.empty
+	}
+	return c.lease.Path
 }
 
 // cacheDomain is the trust domain of a step's caches: the project's own steps share one
@@ -57,6 +66,6 @@ func (r *runner) acquireCaches(ctx context.Context, n *graph.Node, img executors
 // releaseCaches ends the leases: other steps may take the volumes.
 func releaseCaches(ls []cacheLease) {
 	for _, l := range ls {
-		l.lease.Release()
+		l.lease.Release() // nil-safe
 	}
 }
