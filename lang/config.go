@@ -263,12 +263,16 @@ type Suite struct {
 
 // Recipe is one way to provide a capability.
 type Recipe struct {
-	Name      string
-	Provides  *Artifact // kind ArtifactCapability
-	Cost      int64
-	Steps     map[string]*Step
-	Package   *Package
-	DeclRange hcl.Range
+	Name     string
+	Provides *Artifact // kind ArtifactCapability
+	Cost     int64
+	// Reproducible requires, before a candidate it builds is evaluated, that each of its
+	// steps be rebuilt in a fresh sandbox with empty caches and make the same bytes (as
+	// apply -rebuild does; spec/language.md §8).
+	Reproducible bool
+	Steps        map[string]*Step
+	Package      *Package
+	DeclRange    hcl.Range
 }
 
 // Package assembles a recipe's outputs into the capability artifact.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/convert"
 
 	"github.com/foundry-build/foundry/digest"
 	"github.com/foundry-build/foundry/internal/parallel"
@@ -797,7 +798,7 @@ func ParseSize(s string) (int64, error) {
 }
 
 var recipeSchema = &hcl.BodySchema{
-	Attributes: []hcl.AttributeSchema{{Name: "provides", Required: true}, {Name: "cost"}},
+	Attributes: []hcl.AttributeSchema{{Name: "provides", Required: true}, {Name: "cost"}, {Name: "reproducible"}},
 	Blocks:     []hcl.BlockHeaderSchema{{Type: "step", LabelNames: []string{"name"}}, {Type: "package"}},
 }
 
@@ -818,6 +819,15 @@ func (l *loader) decodeRecipe(b *hcl.Block) {
 					l.diags = append(l.diags, errorf(a.Expr.Range().Ptr(), "Invalid cost", "cost = %v must be a non-negative integer.", n))
 				}
 				r.Cost = int64(n)
+			}
+		}
+	}
+	if a := content.Attributes["reproducible"]; a != nil {
+		if v, d := l.eval(a.Expr, ctx, nil); !d.HasErrors() {
+			if b, err := convert.Convert(v, cty.Bool); err != nil || b.IsNull() || !b.IsKnown() {
+				l.typeErr(a.Expr.Range(), "reproducible", "true or false", v)
+			} else {
+				r.Reproducible = b.True()
 			}
 		}
 	}

@@ -93,3 +93,60 @@ func TestRebuildChecksReproducibility(t *testing.T) {
 		t.Fatalf("an identical file is reported:\n%s", r.stderr)
 	}
 }
+
+// TestReproducibleRecipeRebuiltBeforeAdmission: a recipe with reproducible = true is
+// evaluated only once each of its steps made the same bytes again in a fresh sandbox with
+// empty caches. One that writes the time into a correct sorter is rejected before any
+// evaluation; a reproducible one is admitted, with the rebuild's signed evidence.
+func TestReproducibleRecipeRebuiltBeforeAdmission(t *testing.T) {
+	needSandbox(t)
+	dir := t.TempDir()
+	copyTree(t, filepath.Join("testdata", "trust"), dir)
+	tmpl, err := os.ReadFile(filepath.Join(dir, "main.hcl.tmpl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := strings.ReplaceAll(string(tmpl), "REGISTRY", "oci-layout:.foundry/registry")
+	src = strings.Replace(src, "  cost     = 2\n", "  cost     = 2\n  reproducible = true\n", 1)
+	src += `
+recipe "stamped" {
+  provides     = capability.sorter
+  cost         = 0
+  reproducible = true
+  step "build" {
+    image   = seed.bb
+    mounts  = { "/src" = dir("src") }
+    run     = ["sh", "-c", "cp /src/good.sh /out/sorter; read u _ < /proc/uptime; echo \"# built at $u\" >> /out/sorter"]
+    outputs = ["/out/sorter"]
+  }
+  package {
+    base  = seed.bb
+    files = { "/bin/sorter" = step.build.output["/out/sorter"] }
+  }
+}
+`
+	if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := apply(t, dir, nil, "-progress", "plain")
+	if r.code != 0 || !strings.Contains(r.stderr, "ADM capability.sorter: recipe.good admitted") {
+		t.Fatalf("apply: exit %d\n%s", r.code, r.stderr)
+	}
+	for _, want := range []string{"recipe.stamped has reproducible = true", "not reproducible", "/out/sorter differs: cached sha256:"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Fatalf("apply output lacks %q:\n%s", want, r.stderr)
+		}
+	}
+	if strings.Contains(r.stderr, "eval capability.sorter: recipe.stamped") {
+		t.Fatalf("the non-reproducible recipe was evaluated:\n%s", r.stderr)
+	}
+	reproduced := 0
+	for _, st := range statements(t, dir) {
+		if strings.Contains(string(st), `"reproduces"`) && strings.Contains(string(st), "recipe.good") {
+			reproduced++
+		}
+	}
+	if reproduced != 1 {
+		t.Fatalf("%d rebuild attestations of recipe.good, want 1", reproduced)
+	}
+}

@@ -35,6 +35,33 @@ func (r *runner) rebuildStep(ctx context.Context, n *graph.Node, key digest.Dige
 	return err
 }
 
+// rebuildRecipe rebuilds each step of a recipe with reproducible = true (nodes, in order),
+// once its steps have been built: a candidate is evaluated only when every one made the
+// same bytes again in a fresh sandbox with empty caches.
+func (r *runner) rebuildRecipe(ctx context.Context, nodes []string) error {
+	for _, a := range nodes {
+		n := r.g.Nodes[a]
+		if n.Kind != graph.KindStep {
+			continue
+		}
+		key, keyDef, ok, err := r.g.CacheKey(n, r.content)
+		if err == nil && !ok {
+			err = fmt.Errorf("%s: what it mounts was not built", n.Address)
+		}
+		if err != nil {
+			return err
+		}
+		res := r.result(a)
+		if res == nil || res.step == nil {
+			return fmt.Errorf("%s has no result to rebuild", a)
+		}
+		if err := r.rebuildStep(ctx, n, key, keyDef, res.step); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // rebuildMode is how execute runs a rebuild: against orig, caching nothing.
 type rebuildMode struct {
 	orig *cache.Result
