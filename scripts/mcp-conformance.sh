@@ -7,9 +7,11 @@
 # registry, with npm's lock of what it resolved kept beside it. CI runs this before `go test`
 # (make test-tools); with CI=true the test fails instead of skipping when it is missing.
 #
+# 0.1.13 is the newest that runs on Node 20 (0.1.14 on calls fs.globSync, Node 22).
+#
 # Usage: scripts/mcp-conformance.sh
 set -euo pipefail
-version=0.1.16
+version=0.1.13
 pkg=@modelcontextprotocol/conformance
 root=$(cd "$(dirname "$0")/.." && pwd)
 dir=$root/.test-tools/mcp-conformance

@@ -105,7 +105,7 @@ func (a *mcpAuth) protect(mux *http.ServeMux, resource string, next http.Handler
 		mux.Handle("/.well-known/oauth-protected-resource"+u.Path, h)
 	}
 	bearer := auth.RequireBearerToken(a.verify, &auth.RequireBearerTokenOptions{ResourceMetadataURL: a.metadata})
-	return bearer(untilExpiry(next)), nil
+	return bearer(next), nil
 }
 
 // verify checks a bearer token: a JWS signed with ES256 or EdDSA by a key of its issuer,
@@ -135,19 +135,6 @@ func (a *mcpAuth) verify(_ context.Context, token string, _ *http.Request) (*aut
 		// another issuer's or subject's token.
 		UserID: claims.Issuer + " " + claims.Subject,
 	}, nil
-}
-
-// untilExpiry ends a request's context when its token expires: a stream (GET) held open
-// stops delivering once the token that opened it has no authority left.
-func untilExpiry(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if ti := auth.TokenInfoFromContext(r.Context()); ti != nil && r.Method == http.MethodGet {
-			ctx, cancel := context.WithDeadline(r.Context(), ti.Expiration)
-			defer cancel()
-			r = r.WithContext(ctx)
-		}
-		next.ServeHTTP(w, r)
-	})
 }
 
 // requiredScope is the scope a JSON-RPC message needs, "" for none beyond a valid token

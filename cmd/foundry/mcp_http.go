@@ -149,7 +149,7 @@ func (s *mcpServer) httpHandler(hc *mcpHTTPConfig) (http.Handler, error) {
 		return nil, fmt.Errorf("-resource %q: want an absolute URL", hc.resource)
 	}
 	g := &mcpGuard{srv: s.srv, next: sdk, maxSessions: hc.sessions,
-		origins: append([]string{own.Scheme + "://" + own.Host}, hc.origins...)}
+		origins: append(ownOrigins(own), hc.origins...)}
 	mux := http.NewServeMux()
 	var endpoint http.Handler = g
 	if hc.auth != nil {
@@ -161,6 +161,22 @@ func (s *mcpServer) httpHandler(hc *mcpHTTPConfig) (http.Handler, error) {
 	}
 	mux.Handle(mcpHTTPPath, originChecked(g.origins, endpoint))
 	return mux, nil
+}
+
+// ownOrigins are the origins of the server itself: its resource URL's, and on a loopback
+// address the same port under each loopback name (localhost, 127.0.0.1, [::1]), which a
+// browser on this machine may use for it. Another port is another site.
+func ownOrigins(own *url.URL) []string {
+	origins := []string{own.Scheme + "://" + own.Host}
+	host, port := own.Hostname(), own.Port()
+	if ip := net.ParseIP(host); host == "localhost" || ip != nil && ip.IsLoopback() {
+		for _, h := range []string{"localhost", "127.0.0.1", "[::1]"} {
+			if o := own.Scheme + "://" + h + ":" + port; !slices.Contains(origins, o) {
+				origins = append(origins, o)
+			}
+		}
+	}
+	return origins
 }
 
 // originChecked refuses (403) a request whose Origin header names an origin other than the
