@@ -20,12 +20,13 @@ deps:
 	bash scripts/deps.sh
 
 # test-tools installs the pinned interop tools the tests drive (cosign, crane, and the MCP
-# Inspector and conformance suite from npm into .test-tools/).
+# Inspector, conformance suite and TypeScript SDK from npm into .test-tools/).
 test-tools:
 	bash scripts/cosign.sh
 	bash scripts/crane.sh
 	bash scripts/mcp-inspector.sh
 	bash scripts/mcp-conformance.sh
+	bash scripts/mcp-sdk.sh
 
 # vet also fails on a tracked Go file gofmt would change.
 vet:
