@@ -103,7 +103,7 @@ func TestMCPTypeScriptClient(t *testing.T) {
 	if stdio[2].text() != http[2].text() {
 		t.Errorf("the declared error differs:\n%s\n%s", stdio[2].text(), http[2].text())
 	}
-	if e := http[3].Error; !strings.Contains(e, "insufficient_scope") || !strings.Contains(e, `"apply"`) {
+	if e := http[3].Error; !strings.Contains(e, "insufficient_scope") || !strings.Contains(e, `needs the scope \"apply\"`) {
 		t.Errorf("apply outside the token's scopes: %+v", http[3])
 	}
 
