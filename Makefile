@@ -60,7 +60,8 @@ bench: deps build test-tools
 	$(GO) run ./bench/reconstruct -foundry $(BIN) -executor runc
 	# Issue 20: a call of int-sort as an MCP tools/call and as an HTTP POST, each against a
 	# direct sandboxed run of its entrypoint by the same executor, interleaved in one run
-	# (examples/int-sort applied once in a fresh copy; goal: each <= 1.2x the direct run).
+	# (examples/int-sort applied once in a fresh copy; goal: each <= 1.2x the direct run);
+	# issue 35 adds the same tools/call over HTTP with a bearer token (foundry mcp -http).
 	$(GO) run ./bench/invoke -foundry $(BIN) -executor runc
 	$(GO) run ./bench/invoke -foundry $(BIN) -executor containerd
 	bash scripts/bench.sh
