@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto"
 	"crypto/ecdsa"
@@ -18,7 +19,9 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
+	segjson "github.com/segmentio/encoding/json"
 
 	"github.com/foundry-build/foundry/provenance"
 )
@@ -138,37 +141,45 @@ func (a *mcpAuth) verify(_ context.Context, token string, _ *http.Request) (*aut
 }
 
 // requiredScope is the scope a JSON-RPC message needs, "" for none beyond a valid token
-// (initialize, ping, tools/list, notifications), and the message's id.
+// (initialize, ping, tools/list, notifications), and the message's id. It reads the message
+// as go-sdk will: its own decoder for the message, and for the call's params the JSON
+// library and mode go-sdk's internal decoder uses (segmentio, field names matched exactly),
+// so that a body cannot name one tool to this check and another to the SDK (encoding/json
+// would take "NAME" for "name", the SDK does not).
 func requiredScope(body []byte) (scope string, id json.RawMessage) {
-	var m struct {
-		ID     json.RawMessage `json:"id"`
-		Method string          `json:"method"`
-		Params struct {
-			Name      string `json:"name"`
-			Arguments struct {
-				Job json.RawMessage `json:"job"`
-			} `json:"arguments"`
-		} `json:"params"`
-	}
-	if json.Unmarshal(body, &m) != nil || m.Method != "tools/call" {
+	msg, err := jsonrpc.DecodeMessage(body)
+	req, ok := msg.(*jsonrpc.Request)
+	if err != nil || !ok || req.Method != "tools/call" {
 		return "", nil
 	}
-	name := m.Params.Name
+	id = requestID(body)
+	var params struct {
+		Name      string `json:"name"`
+		Arguments struct {
+			Job json.RawMessage `json:"job"`
+		} `json:"arguments"`
+	}
+	dec := segjson.NewDecoder(bytes.NewReader(req.Params))
+	dec.DontMatchCaseInsensitiveStructFields()
+	if dec.Decode(&params) != nil {
+		return scopeRead, id // go-sdk refuses the params; a refusal still needs a token that reads
+	}
+	name := params.Name
 	switch {
 	case name == "apply":
-		return scopeApply, m.ID
+		return scopeApply, id
 	case name == "propose":
 		var job string
-		if json.Unmarshal(m.Params.Arguments.Job, &job) != nil {
+		if segjson.Unmarshal(params.Arguments.Job, &job) != nil {
 			job = "" // go-sdk's validation refuses it; it still needs a propose scope
 		}
-		return scopePropose + job, m.ID
+		return scopePropose + job, id
 	case strings.HasPrefix(name, capToolPrefix):
-		return scopeCall + strings.TrimPrefix(name, capToolPrefix), m.ID
+		return scopeCall + strings.TrimPrefix(name, capToolPrefix), id
 	}
 	// Every other project tool reads (spec/mcp.md §2): a tool that changes anything must
 	// have a scope of its own above. A name that is no tool needs read too.
-	return scopeRead, m.ID
+	return scopeRead, id
 }
 
 // granted says whether the scopes include want: itself, or its kind's wildcard (call:*,

@@ -406,6 +406,17 @@ func TestMCPHTTPAuthorization(t *testing.T) {
 	if code != 403 || !strings.Contains(h.Get("WWW-Authenticate"), `error="insufficient_scope", scope="apply"`) || !strings.Contains(body, `"id":31`) {
 		t.Errorf("apply with read: %d %q %s", code, h.Get("WWW-Authenticate"), body)
 	}
+	// A body that names one tool to a case-insensitive reader and another to go-sdk's.
+	for _, body := range []string{
+		`{"jsonrpc":"2.0","id":33,"method":"tools/call","params":{"name":"apply","NAME":"validate","arguments":{}}}`,
+		`{"jsonrpc":"2.0","id":33,"method":"tools/call","params":{"NAME":"validate","name":"apply","arguments":{}}}`,
+		`{"jsonrpc":"2.0","id":33,"method":"tools/call","METHOD":"ping","params":{"name":"apply","arguments":{}}}`,
+	} {
+		code, _, resp := rawPost(t, "POST", srv.url, map[string]string{"Authorization": "Bearer " + read, "Mcp-Session-Id": sid, "Mcp-Protocol-Version": "2025-11-25"}, body)
+		if code != 403 || !strings.Contains(resp, "insufficient_scope") {
+			t.Errorf("%s with read: %d %s", body, code, resp)
+		}
+	}
 	if _, err := os.Stat(filepath.Join(dir, ".foundry", "state.db")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("a refused apply left state: %v", err)
 	}
