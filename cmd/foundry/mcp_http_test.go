@@ -483,3 +483,35 @@ func tamper(t *testing.T, tok, old, new string) string {
 
 // jwtB64 is JWS's base64url without padding.
 var jwtB64 = base64.RawURLEncoding
+
+// foundry mcp token refuses what would make a token that means nothing or leaks: unknown
+// scopes, no key or audience, a lifetime that is not positive, a key others can read.
+func TestMCPTokenRefuses(t *testing.T) {
+	keys := t.TempDir()
+	ops := keygenCLI(t, keys, "ops")
+	aud := "http://127.0.0.1:1/mcp"
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"-key", ops + ".key", "-audience", aud, "-scope", "admin"}, exitUsage, "unknown"},
+		{[]string{"-key", ops + ".key", "-audience", aud, "-scope", "call:"}, exitUsage, "unknown"},
+		{[]string{"-key", ops + ".key", "-audience", aud}, exitUsage, "at least one scope"},
+		{[]string{"-audience", aud, "-scope", "read"}, exitUsage, "-key and -audience"},
+		{[]string{"-key", ops + ".key", "-audience", "mcp", "-scope", "read"}, exitUsage, "want the server's URL"},
+		{[]string{"-key", ops + ".key", "-audience", aud, "-scope", "read", "-expires", "-1s"}, exitUsage, "positive"},
+		{[]string{"-key", ops + ".pub", "-audience", aud, "-scope", "read"}, exitError, "signing key"},
+	} {
+		code, out, stderr := runCLI(t, append([]string{"mcp", "token"}, c.args...)...)
+		if code != c.code || out != "" || !strings.Contains(stderr, c.want) {
+			t.Errorf("%v: exit %d, stdout %q, %s; want %d and %q", c.args, code, out, stderr, c.code, c.want)
+		}
+	}
+	if err := os.Chmod(ops+".key", 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := runCLI(t, "mcp", "token", "-key", ops+".key", "-audience", aud, "-scope", "read"); code != exitError || !strings.Contains(stderr, "lets others read it") {
+		t.Errorf("a key others can read: exit %d, %s", code, stderr)
+	}
+}
