@@ -92,13 +92,21 @@ type Options struct {
 	// NoSharedShim gives every task its own shim instead of one shim per executor (see
 	// keeper.go); slower, for runtimes without shim groups.
 	NoSharedShim bool
+	// Root holds each action's writable space (executors.Writable), under the namespace's
+	// name. Default DefaultRoot. The daemon's shims must see the mounts made there: foundry
+	// and containerd share the mount namespace (as scripts/containerd.sh runs them).
+	Root string
 }
+
+// DefaultRoot is where the executor mounts actions' writable spaces.
+const DefaultRoot = "/run/foundry-containerd-actions"
 
 // Executor runs actions as containerd tasks. It is safe for concurrent use.
 type Executor struct {
 	client  *containerd.Client
 	ns      string
 	seccomp bool
+	root    string // the namespace's directory under Options.Root
 
 	mu     sync.Mutex
 	images map[string]*imageEntry // by manifest digest
@@ -147,6 +155,9 @@ func New(ctx context.Context, o Options) (*Executor, error) {
 	if o.Namespace == "" {
 		o.Namespace = DefaultNamespace
 	}
+	if o.Root == "" {
+		o.Root = DefaultRoot
+	}
 	// Without a socket, or with one nobody listens on (a stopped daemon), the client would
 	// retry until its timeout; say so at once.
 	if _, err := os.Stat(o.Address); err != nil {
@@ -165,8 +176,14 @@ func New(ctx context.Context, o Options) (*Executor, error) {
 		c.Close()
 		return nil, fmt.Errorf("containerd executor: %s does not answer: %w", o.Address, err)
 	}
+	root := filepath.Join(o.Root, o.Namespace)
+	if err := os.MkdirAll(root, 0o700); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("containerd executor: %w", err)
+	}
 	e := &Executor{
 		client:  c,
+		root:    root,
 		ns:      o.Namespace,
 		seccomp: !o.NoSeccomp,
 		images:  map[string]*imageEntry{},
@@ -233,7 +250,8 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 		return nil, fmt.Errorf("containerd executor: %w", err)
 	}
 	defer egress.Stop()
-	so := runc.SpecOptions{RootPath: "rootfs", CgroupsPath: cgroupsPath, Seccomp: e.seccomp, Egress: egress}
+	wdir := filepath.Join(e.root, a.ID)
+	so := runc.SpecOptions{RootPath: "rootfs", CgroupsPath: cgroupsPath, Seccomp: e.seccomp, Egress: egress, Writable: wdir}
 	// A shared shim serves one task creation at a time (its Create holds a lock across
 	// `runc create`), so an action holds its shim only until its task exists.
 	shim := e.shims.acquire()
@@ -245,9 +263,20 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 	if err != nil {
 		return nil, fmt.Errorf("containerd executor: %w", err)
 	}
-	if err := os.Lchown(a.OutDir, int(spec.Process.User.UID), int(spec.Process.User.GID)); err != nil {
-		return nil, fmt.Errorf("containerd executor: action %s: chown OutDir: %w", a.ID, err)
+	lim := runc.EffectiveLimits(a.Limits)
+	w, err := executors.MountWritable(wdir, lim.DiskBytes, lim.Inodes, spec.Process.User.UID, spec.Process.User.GID)
+	if err != nil {
+		return nil, fmt.Errorf("containerd executor: action %s: %w", a.ID, err)
 	}
+	// Unmounted with the rest once the action is over: in the background once it ran, here
+	// if it never got that far.
+	unmountW := sync.OnceValue(w.Unmount)
+	inBackground := false
+	defer func() {
+		if !inBackground {
+			unmountW()
+		}
+	}()
 
 	// Cleanup must run even when ctx is cancelled.
 	cctx := context.WithoutCancel(ctx)
@@ -270,6 +299,9 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 		}
 		if err := doneLease(cctx); err != nil && !errdefs.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("delete lease: %w", err))
+		}
+		if err := unmountW(); err != nil {
+			errs = append(errs, err)
 		}
 		return errors.Join(errs...)
 	}
@@ -426,12 +458,19 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 	tr.Mark("io+oom")
 	res.Usage = runc.Usage(cgroupsPath)
 	tr.Mark("usage")
+	// Every process of the step is gone: what it left in /out is final.
+	var outErr error
+	if res.Full, outErr = w.Full(); outErr == nil {
+		outErr = w.CopyOut(a.OutDir)
+	}
+	tr.Mark("out")
 	// Every process of the step is gone (the pid namespace died with its init, or the
 	// kill-all above ended them) and its output is captured: deleting the task (runc delete,
 	// shim shutdown), container, snapshot and lease only frees resources, so it happens off
 	// the critical path. Close waits for it; bgSlots bounds how far it may lag.
 	e.bgSlots <- struct{}{}
 	e.bg.Add(1)
+	inBackground = true
 	go func() {
 		defer func() { <-e.bgSlots; e.bg.Done() }()
 		if _, err := task.Delete(cctx, containerd.WithProcessKill); err != nil && !errdefs.IsNotFound(err) {
@@ -443,6 +482,9 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 	}()
 	if oomErr != nil {
 		return nil, fmt.Errorf("containerd executor: action %s: %w", a.ID, oomErr)
+	}
+	if outErr != nil {
+		return nil, fmt.Errorf("containerd executor: action %s: %w", a.ID, outErr)
 	}
 	res.ExitCode = int(code)
 	res.OOMKilled = oom
@@ -649,6 +691,16 @@ func (e *Executor) sweep(ctx context.Context, prefix string) (int, error) {
 		found++
 		if err := sn.Remove(ctx, k); err != nil && !errdefs.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("remove snapshot %s: %w", k, err))
+		}
+	}
+	// Writable spaces last: their tasks are gone. Removing one is not "found": nothing of
+	// the daemon's can make it again.
+	ents, _ := os.ReadDir(e.root)
+	for _, ent := range ents {
+		if strings.HasPrefix(ent.Name(), prefix) {
+			if err := executors.UnmountWritable(filepath.Join(e.root, ent.Name())); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 	return found, errors.Join(errs...)
