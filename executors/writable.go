@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -112,7 +113,7 @@ func treeUsage(dir string) (bytes, entries int64) {
 		}
 		entries++
 		if fi, err := d.Info(); err == nil {
-			if st, ok := fi.Sys().(*unix.Stat_t); ok {
+			if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 				bytes += st.Blocks * 512
 			}
 		}
