@@ -48,6 +48,7 @@ import (
 	"github.com/containerd/containerd/errdefs"
 	"github.com/containerd/containerd/images"
 	"github.com/containerd/containerd/leases"
+	"github.com/containerd/containerd/mount"
 	"github.com/containerd/containerd/namespaces"
 	"github.com/containerd/containerd/oci"
 	"github.com/containerd/containerd/remotes"
@@ -251,6 +252,27 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 	}
 	defer egress.Stop()
 	wdir := filepath.Join(e.root, a.ID)
+	// Inputs are bound from overlays of them, and the root from an overlay of the snapshot's
+	// layers named by descriptors, so that the sandbox's mountinfo does not show where they
+	// are on the host (executors/neutral.go).
+	indir, rootdir := wdir+"-in", wdir+"-root"
+	release := sync.OnceValue(func() error {
+		return errors.Join(executors.UnmountWritable(wdir), executors.UnstageInputs(indir), executors.UnmountWritable(rootdir))
+	})
+	// Released with the rest once the action is over: in the background once it ran, here
+	// if it never got that far.
+	inBackground := false
+	defer func() {
+		if !inBackground {
+			release()
+		}
+	}()
+	staged, err := executors.StageInputs(indir, a.Mounts)
+	if err != nil {
+		return nil, fmt.Errorf("containerd executor: action %s: %w", a.ID, err)
+	}
+	sa := *a
+	sa.Mounts = staged
 	so := runc.SpecOptions{RootPath: "rootfs", CgroupsPath: cgroupsPath, Seccomp: e.seccomp, Egress: egress, Writable: wdir}
 	// A shared shim serves one task creation at a time (its Create holds a lock across
 	// `runc create`), so an action holds its shim only until its task exists.
@@ -259,7 +281,7 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 	if shim != nil {
 		so.Annotations = map[string]string{shimGroupAnnotation: shim.group}
 	}
-	spec, err := runc.Spec(a, so)
+	spec, err := runc.Spec(&sa, so)
 	if err != nil {
 		return nil, fmt.Errorf("containerd executor: %w", err)
 	}
@@ -268,15 +290,6 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 	if err != nil {
 		return nil, fmt.Errorf("containerd executor: action %s: %w", a.ID, err)
 	}
-	// Unmounted with the rest once the action is over: in the background once it ran, here
-	// if it never got that far.
-	unmountW := sync.OnceValue(w.Unmount)
-	inBackground := false
-	defer func() {
-		if !inBackground {
-			unmountW()
-		}
-	}()
 
 	// Cleanup must run even when ctx is cancelled.
 	cctx := context.WithoutCancel(ctx)
@@ -300,7 +313,7 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 		if err := doneLease(cctx); err != nil && !errdefs.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("delete lease: %w", err))
 		}
-		if err := unmountW(); err != nil {
+		if err := release(); err != nil {
 			errs = append(errs, err)
 		}
 		return errors.Join(errs...)
@@ -330,6 +343,9 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 				mounts[i].Options = append(append([]string(nil), mounts[i].Options...), "volatile")
 			}
 		}
+	}
+	if mounts, err = neutralRoot(rootdir, mounts); err != nil {
+		return fail("mount rootfs", err)
 	}
 	// The spec is read when the container is created: the retry below creates it again
 	// after changing the spec.
@@ -496,6 +512,38 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 		return res, fmt.Errorf("containerd executor: action %s: cancelled: %w", a.ID, killedBy)
 	}
 	return res, nil
+}
+
+// neutralRoot mounts the snapshot's overlay at dir itself, its layers named by descriptors
+// (executors.MountOverlay), and returns the bind of dir the shim mounts as the task's root in
+// its place: the overlay's options, which the sandbox reads in /proc/self/mountinfo, then
+// name no directory of the host. Mounts of another shape are returned as they are.
+func neutralRoot(dir string, ms []mount.Mount) ([]mount.Mount, error) {
+	if len(ms) != 1 || ms[0].Type != "overlay" {
+		return ms, nil
+	}
+	var lower []string
+	var upper, work string
+	var extra []string
+	for _, o := range ms[0].Options {
+		switch k, v, _ := strings.Cut(o, "="); k {
+		case "lowerdir":
+			lower = strings.Split(v, ":")
+		case "upperdir":
+			upper = v
+		case "workdir":
+			work = v
+		default:
+			extra = append(extra, o)
+		}
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	if err := executors.MountOverlay(dir, lower, upper, work, extra, 0); err != nil {
+		return nil, err
+	}
+	return []mount.Mount{{Type: "bind", Source: dir, Options: []string{"rbind", "rw"}}}, nil
 }
 
 // shimFailure reports whether err says the shim could not be reached (as opposed to the
@@ -693,14 +741,20 @@ func (e *Executor) sweep(ctx context.Context, prefix string) (int, error) {
 			errs = append(errs, fmt.Errorf("remove snapshot %s: %w", k, err))
 		}
 	}
-	// Writable spaces last: their tasks are gone. Removing one is not "found": nothing of
+	// Writable spaces, staged inputs and roots last: their tasks are gone. Removing one is not "found": nothing of
 	// the daemon's can make it again.
 	ents, _ := os.ReadDir(e.root)
 	for _, ent := range ents {
-		if strings.HasPrefix(ent.Name(), prefix) {
-			if err := executors.UnmountWritable(filepath.Join(e.root, ent.Name())); err != nil {
-				errs = append(errs, err)
-			}
+		if !strings.HasPrefix(ent.Name(), prefix) {
+			continue
+		}
+		dir := filepath.Join(e.root, ent.Name())
+		undo := executors.UnmountWritable // the writable space, or the root's overlay
+		if strings.HasSuffix(dir, "-in") {
+			undo = executors.UnstageInputs
+		}
+		if err := undo(dir); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return found, errors.Join(errs...)

@@ -142,9 +142,22 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 	}
 	defer egress.Stop()
 	bundle := filepath.Join(e.bundleDir, a.ID)
-	spec, err := Spec(a, SpecOptions{RootPath: "rootfs", CgroupsPath: cgroupsPath, Seccomp: e.seccomp, Egress: egress,
+	if _, err := os.Lstat(bundle); err == nil {
+		return nil, fmt.Errorf("runc executor: action %s: bundle %s already exists (duplicate action ID?)", a.ID, bundle)
+	}
+	// Inputs are bound from overlays of them, so that the sandbox's mountinfo does not show
+	// where they are on the host (executors/neutral.go).
+	staged, err := executors.StageInputs(filepath.Join(bundle, stagedDir), a.Mounts)
+	if err != nil {
+		e.removeBundle(bundle)
+		return nil, fmt.Errorf("runc executor: action %s: %w", a.ID, err)
+	}
+	sa := *a
+	sa.Mounts = staged
+	spec, err := Spec(&sa, SpecOptions{RootPath: "rootfs", CgroupsPath: cgroupsPath, Seccomp: e.seccomp, Egress: egress,
 		Writable: filepath.Join(bundle, writableDir)})
 	if err != nil {
+		e.removeBundle(bundle)
 		return nil, fmt.Errorf("runc executor: %w", err)
 	}
 
@@ -328,15 +341,16 @@ func (e *Executor) killUntilExit(id string, waitErr <-chan error) error {
 	}
 }
 
-// writableDir is where a bundle's writable space (executors.Writable) is mounted.
-const writableDir = "rw"
+// writableDir is where a bundle's writable space (executors.Writable) is mounted, and
+// stagedDir where its inputs are staged (executors.StageInputs).
+const (
+	writableDir = "rw"
+	stagedDir   = "in"
+)
 
 // prepareBundle creates bundle/{upper,work,rootfs}, mounts the overlay and the writable space
 // (bounded by lim, out owned by the spec's user) and writes config.json.
 func (e *Executor) prepareBundle(bundle, lower string, spec *specs.Spec, lim executors.Limits) (*executors.Writable, error) {
-	if _, err := os.Lstat(bundle); err == nil {
-		return nil, fmt.Errorf("bundle %s already exists (duplicate action ID?)", bundle)
-	}
 	if err := e.mountRootfs(bundle, lower); err != nil {
 		return nil, err
 	}
@@ -362,18 +376,15 @@ func (e *Executor) mountRootfs(bundle, lower string) error {
 	if err := os.Chmod(filepath.Join(bundle, "upper"), 0o755); err != nil {
 		return err
 	}
-	for _, p := range []string{lower, bundle} {
-		if strings.ContainsAny(p, ",:") {
-			return fmt.Errorf("path %q: overlay options cannot contain ',' or ':'", p)
-		}
-	}
-	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", lower,
-		filepath.Join(bundle, "upper"), filepath.Join(bundle, "work"))
+	// The layers are named by descriptors: the sandbox reads this mount's options in
+	// /proc/self/mountinfo, and they must not show the project's path or the bundle's.
+	var extra []string
 	if OverlayVolatile() {
-		opts += ",volatile"
+		extra = append(extra, "volatile")
 	}
-	if err := unix.Mount("overlay", filepath.Join(bundle, "rootfs"), "overlay", 0, opts); err != nil {
-		return fmt.Errorf("mount overlay rootfs: %w", err)
+	if err := executors.MountOverlay(filepath.Join(bundle, "rootfs"), []string{lower},
+		filepath.Join(bundle, "upper"), filepath.Join(bundle, "work"), extra, 0); err != nil {
+		return fmt.Errorf("rootfs: %w", err)
 	}
 	return nil
 }
@@ -412,6 +423,9 @@ func OverlayVolatile() bool {
 // removeBundle unmounts the writable space and the overlay (if mounted) and deletes the bundle.
 func (e *Executor) removeBundle(bundle string) error {
 	if err := executors.UnmountWritable(filepath.Join(bundle, writableDir)); err != nil {
+		return err
+	}
+	if err := executors.UnstageInputs(filepath.Join(bundle, stagedDir)); err != nil {
 		return err
 	}
 	rootfs := filepath.Join(bundle, "rootfs")
