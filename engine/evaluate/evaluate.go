@@ -75,6 +75,13 @@ type Rejection struct {
 	Refused bool
 	// Counterexample is the smallest failing case: its input, what was expected, what came.
 	Case, Input, Expected, Got string
+	// Shrunk, when the failing case was shrunk (§6 of spec/capability.md), is the smallest
+	// input found that fails the same way (ShrunkFailure, verdict.Intrinsic's text),
+	// abbreviated to 160 bytes; Original is the failing case's content digest, and
+	// ShrinkRuns how many runs of the candidate the shrinking took (charged as probes).
+	Shrunk, ShrunkFailure string        `json:",omitempty"`
+	Original              digest.Digest `json:",omitempty"`
+	ShrinkRuns            int           `json:",omitempty"`
 }
 
 func (r Rejection) String() string {
@@ -87,6 +94,9 @@ func (r Rejection) String() string {
 	s := fmt.Sprintf("  %s: failed the %s suite: %s", r.Recipe, r.Suite, r.Reason)
 	if r.Case != "" {
 		s += fmt.Sprintf("\n    counterexample %s\n      input:    %s\n      expected: %s\n      got:      %s", r.Case, r.Input, r.Expected, r.Got)
+		if r.Shrunk != "" {
+			s += fmt.Sprintf("\n      shrunk:   %s (%s; from case %s in %d run(s))", r.Shrunk, r.ShrunkFailure, r.Original.Short(), r.ShrinkRuns)
+		}
 	}
 	return s
 }
@@ -317,6 +327,12 @@ func (ev *Evaluator) recordedSealed(ctx context.Context, n *graph.Node, tree, im
 // returns a rejection (with the smallest counterexample) or, on success, the signed test
 // results: the evidence admission binds; and what the case runs took.
 func (ev *Evaluator) Evaluate(ctx context.Context, n *graph.Node, recipe string, tree digest.Digest, base executors.Image) (*Result, error) {
+	return ev.EvaluateShrinking(ctx, n, recipe, tree, base, DefaultShrinkRuns)
+}
+
+// EvaluateShrinking is Evaluate with the counterexample of a rejection shrunk in at most
+// shrinkRuns more runs of the candidate (0: not shrunk), counted among the Result's probes.
+func (ev *Evaluator) EvaluateShrinking(ctx context.Context, n *graph.Node, recipe string, tree digest.Digest, base executors.Image, shrinkRuns int) (*Result, error) {
 	capb := n.Capability
 	out := &Result{}
 	reject := func(r *Rejection) (*Result, error) {
@@ -354,6 +370,12 @@ func (ev *Evaluator) Evaluate(ctx context.Context, n *graph.Node, recipe string,
 			return nil, err
 		}
 		out.Probes += len(part.cases)
+		if rej != nil {
+			if err := ev.shrink(ctx, capb, img, rej, shrinkRuns); err != nil {
+				return nil, err
+			}
+			out.Probes += rej.ShrinkRuns
+		}
 		out.CasesWall += time.Since(started)
 		if err := ev.Workspace.State.RecordEvaluation(ctx, state.Evaluation{Contract: n.Digest, Candidate: key, Suite: part.name, Passed: rej == nil, Record: []byte(`{}`)}); err != nil {
 			return nil, err
@@ -383,6 +405,14 @@ func (ev *Evaluator) Evaluate(ctx context.Context, n *graph.Node, recipe string,
 	rej, env, err := ev.runSuite(ctx, n, recipe, img, tree, provenance.SuiteSealed, su.sealed, true)
 	if err != nil {
 		return nil, err
+	}
+	if rej != nil {
+		// The case is disclosed with this rejection, so smaller inputs made from it may be
+		// shown too.
+		if err := ev.shrink(ctx, capb, img, rej, shrinkRuns); err != nil {
+			return nil, err
+		}
+		out.Probes += rej.ShrinkRuns
 	}
 	out.CasesWall += time.Since(started)
 	rec, _ := json.Marshal(verdictRecord{Rejection: rejectionOf(rej), Cases: su.names})
@@ -472,8 +502,9 @@ func (ev *Evaluator) Recorded(ctx context.Context, n *graph.Node, recipe string,
 type Result struct {
 	Rejection *Rejection // nil when the candidate passed
 	Tests     [][]byte   // the signed test results, when it passed
-	// Probes counts the dev and repair case runs (each in a sandbox of its own); CasesWall
-	// is the wall time of every suite run, sealed included.
+	// Probes counts the dev and repair case runs (each in a sandbox of its own) and the runs
+	// that shrank a counterexample, of any suite; CasesWall is the wall time of every suite
+	// run, sealed and shrinking included.
 	Probes    int
 	CasesWall time.Duration
 }
@@ -530,6 +561,9 @@ func recordedRejection(t *provenance.SignedTestResult, row *state.Verdict, su *s
 		if row != nil && json.Unmarshal(row.Record, &rec) == nil && rec.Rejection != nil && rec.Rejection.Case == rej.Case {
 			rej.Reason = "(recorded sealed evaluation) " + rec.Rejection.Reason
 			rej.Got = rec.Rejection.Got
+			if rec.Rejection.Original == d { // not re-run: what it was shrunk to, as recorded
+				rej.Shrunk, rej.ShrunkFailure, rej.Original = rec.Rejection.Shrunk, rec.Rejection.ShrunkFailure, d
+			}
 		}
 	}
 	return rej
@@ -547,11 +581,15 @@ func describeInput(c *verdict.Case) string {
 	return strings.Join(parts, "; ")
 }
 
-// rejection carries the failing case's digest, for retirement.
+// rejection carries the failing case's digest, for retirement, and what shrinking it needs.
 type rejection struct {
 	Rejection
 	caseDigest digest.Digest
 	inputLen   int // the smallest counterexample is the failing case with the shortest input
+	input      []byte
+	// intrinsic is how the run failed whatever the case expected (verdict.Intrinsic), or ""
+	// when the failure depends on the expectation: only an intrinsic failure is shrunk.
+	intrinsic string
 }
 
 // runSuite runs every case of a suite, each in a fresh sandbox, judges it, and mints the
@@ -566,12 +604,13 @@ func (ev *Evaluator) runSuite(ctx context.Context, n *graph.Node, recipe string,
 	var worstName string
 	for _, sc := range cases {
 		var v verdict.Verdict
+		var o verdict.Observation
 		var shown string
 		var err error
 		if capb.Interface.Kind == "service" {
 			v, shown, err = ev.runServiceCase(ctx, capb, img, sc.c, nil)
 		} else {
-			v, err = ev.runCase(ctx, capb, img, sc.c)
+			v, o, err = ev.runCase(ctx, capb, img, sc.c)
 			shown = string(sc.c.Input)
 		}
 		if err != nil {
@@ -583,6 +622,9 @@ func (ev *Evaluator) runSuite(ctx context.Context, n *graph.Node, recipe string,
 		}
 		rej := &rejection{Rejection: Rejection{Suite: suite, Reason: v.Reason, Case: sc.c.Name,
 			Input: abbreviate(shown, 160), Expected: v.Expected, Got: v.Got}, caseDigest: sc.digest, inputLen: caseSize(sc.c)}
+		if capb.Interface.Kind == "cli" {
+			rej.input, rej.intrinsic = sc.c.Input, verdict.Intrinsic(capb, o)
+		}
 		if worst == nil || rej.inputLen < worst.inputLen {
 			worst, worstName = rej, sc.name
 		}
@@ -639,16 +681,18 @@ func (ev *Evaluator) runCandidate(ctx context.Context, capb *lang.Capability, im
 	return ev.sandbox().Run(ctx, "the evaluation of capability."+capb.Name, capb.Interface.Entrypoint, img, a)
 }
 
-// runCase runs one case in a fresh sandbox: the entrypoint with the case input on stdin.
-func (ev *Evaluator) runCase(ctx context.Context, capb *lang.Capability, img executors.Image, c *verdict.Case) (verdict.Verdict, error) {
+// runCase runs one case in a fresh sandbox, the entrypoint with the case input on stdin,
+// and judges what it observed. A candidate whose entrypoint cannot start fails with an
+// empty observation.
+func (ev *Evaluator) runCase(ctx context.Context, capb *lang.Capability, img executors.Image, c *verdict.Case) (verdict.Verdict, verdict.Observation, error) {
 	o, err := ev.sandbox().RunCLI(ctx, "the evaluation of capability."+capb.Name, capb.Interface.Entrypoint, img, c.Stdin())
 	if errors.Is(err, executors.ErrNotStarted) {
-		return notStarted(err, c.Expect.Output), nil
+		return notStarted(err, c.Expect.Output), verdict.Observation{}, nil
 	}
 	if err != nil {
-		return verdict.Verdict{}, fmt.Errorf("running case %s: %w", c.Name, err)
+		return verdict.Verdict{}, verdict.Observation{}, fmt.Errorf("running case %s: %w", c.Name, err)
 	}
-	return verdict.Judge(capb, c, o), nil
+	return verdict.Judge(capb, c, o), o, nil
 }
 
 // notStarted is the verdict on a candidate whose entrypoint could not be executed: the

@@ -34,6 +34,11 @@ type counterexample struct {
 	Input    string `json:"input,omitempty"`
 	Expected string `json:"expected,omitempty"`
 	Got      string `json:"got,omitempty"`
+	// Shrunk is the smallest input found that fails the same way (shrunk_failure), shrunk
+	// from the case whose content digest is original.
+	Shrunk        string `json:"shrunk,omitempty"`
+	ShrunkFailure string `json:"shrunk_failure,omitempty"`
+	Original      string `json:"original,omitempty"`
 }
 
 // writeBrief writes the job's files for round and returns its brief, the files to mount
@@ -76,7 +81,7 @@ func (j *job) writeBrief(round int) (Brief, error) {
 	}
 	for i, rej := range j.rep.Rounds {
 		b, err := json.MarshalIndent(counterexample{Round: i + 1, Suite: rej.Suite, Reason: rej.Reason, Case: rej.Case,
-			Input: rej.Input, Expected: rej.Expected, Got: rej.Got}, "", "  ")
+			Input: rej.Input, Expected: rej.Expected, Got: rej.Got, Shrunk: rej.Shrunk, ShrunkFailure: rej.ShrunkFailure, Original: string(rej.Original)}, "", "  ")
 		if err != nil {
 			return Brief{}, err
 		}
