@@ -147,7 +147,10 @@ type Capability struct {
 	Interface   *Interface
 	Equivalence string // bytes | json | lines | numeric
 	Tolerance   *Tolerance
-	Suites      map[string]*Suite
+	// Unordered makes every array of the output an unordered collection (a multiset) under
+	// the json and numeric equivalences (spec/capability-cases.md §5.5).
+	Unordered bool
+	Suites    map[string]*Suite
 	// Reconstruct, when set, says how to acquire the capability when no admitted version
 	// and no feasible recipe provides it (spec/capability.md §5a). Not in the contract.
 	Reconstruct *Reconstruct

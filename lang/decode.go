@@ -173,7 +173,7 @@ func (l *loader) checkArtifactPaths(files map[string]*Artifact, rng hcl.Range, e
 
 var capabilitySchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{
-		{Name: "summary"}, {Name: "target"}, {Name: "effects"}, {Name: "equivalence"},
+		{Name: "summary"}, {Name: "target"}, {Name: "effects"}, {Name: "equivalence"}, {Name: "unordered"},
 	},
 	Blocks: []hcl.BlockHeaderSchema{
 		{Type: "interface", LabelNames: []string{"kind"}},
@@ -206,6 +206,16 @@ func (l *loader) decodeCapability(b *hcl.Block) {
 		}
 	}
 	l.decodeEquivalence(content, ctx, &c.Equivalence)
+	if a := content.Attributes["unordered"]; a != nil {
+		if v, d := l.eval(a.Expr, ctx, nil); !d.HasErrors() && v.IsKnown() {
+			if v.Type() != cty.Bool || v.IsNull() {
+				l.typeErr(a.Expr.Range(), "unordered", "a bool", v)
+			} else if c.Unordered = v.True(); c.Unordered && c.Equivalence != "json" && c.Equivalence != "numeric" {
+				l.diags = append(l.diags, errorf(a.Expr.Range().Ptr(), "Unexpected unordered",
+					"unordered = true compares output arrays as collections, which needs equivalence = \"json\" or \"numeric\", not %q.", c.Equivalence))
+			}
+		}
+	}
 	for _, blk := range content.Blocks {
 		switch blk.Type {
 		case "interface":

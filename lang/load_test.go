@@ -120,6 +120,8 @@ func TestDiagnostics(t *testing.T) {
 		{"seed instance missing", "seed \"bb\" {\n  for_each = toset([\"a\"])\n  layer { files = { \"/bin/busybox\" = host_file(\"/bin/sh\") } }\n}\nstep \"a\" {\n  image = seed.bb[\"b\"]\n  run = [\"x\"]\n}\n", nil, "Reference to undeclared instance", 6, `seed "bb" has no instance ["b"]`},
 		{"local cycle", "locals {\n  a = local.b\n  b = local.a\n}\n", nil, "Cycle in local values", 2, "local.a → local.b → local.a"},
 		{"bad equivalence", "capability \"c\" {\n  equivalence = \"jsn\"\n  interface \"cli\" { entrypoint = [\"/x\"] }\n}\n", nil, "Invalid equivalence", 2, `Did you mean "json"?`},
+		{"unordered bytes", "capability \"c\" {\n  unordered = true\n  interface \"cli\" { entrypoint = [\"/x\"] }\n}\n", nil, "Unexpected unordered", 2, `needs equivalence = "json" or "numeric", not "bytes"`},
+		{"unordered not a bool", "capability \"c\" {\n  equivalence = \"json\"\n  unordered = \"yes\"\n  interface \"cli\" { entrypoint = [\"/x\"] }\n}\n", nil, "Incorrect attribute value type", 3, "unordered must be a bool, not string"},
 		{"cli exit code", "capability \"c\" {\n  interface \"cli\" {\n    entrypoint = [\"/x\"]\n    errors = { bad = 400 }\n  }\n}\n", nil, "Invalid exit code", 4, "1 to 255"},
 		{"service error status", "capability \"c\" {\n  interface \"service\" {\n    entrypoint = [\"/x\"]\n    port = 8080\n    errors = { bad = 2 }\n  }\n}\n", nil, "Invalid error status", 5, "400 to 599"},
 		{"service port", "capability \"c\" {\n  interface \"service\" {\n    entrypoint = [\"/x\"]\n    port = 70000\n  }\n}\n", nil, "Invalid port", 4, "1-65535"},

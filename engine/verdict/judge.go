@@ -114,11 +114,11 @@ func judgeOutput(c *lang.Capability, e *Expectation, out []byte, what string) Ve
 			}
 			got = v
 		}
-		var tol tolerance
+		r := relation{numeric: eq == "numeric", unordered: c.Unordered}
 		if eq == "numeric" && c.Tolerance != nil {
-			tol = tolerance{abs: clean(c.Tolerance.Absolute), rel: clean(c.Tolerance.Relative), nanEqual: c.Tolerance.NaNEqual}
+			r.tol = tolerance{abs: clean(c.Tolerance.Absolute), rel: clean(c.Tolerance.Relative), nanEqual: c.Tolerance.NaNEqual}
 		}
-		if m := compareValues(got, wantV, "$", eq == "numeric", tol); m != nil {
+		if m := compareValues(got, wantV, "$", r); m != nil {
 			return Verdict{Reason: "output differs " + m.String(), Expected: want, Got: short(string(compact(out)), maxShown)}
 		}
 		return Verdict{Pass: true}
