@@ -124,7 +124,10 @@ const DefaultMinUndisclosed = 1
 // sealed, the sealed cases never disclosed, with their digest (what verdicts are keyed by).
 type suites struct {
 	dev, repair, sealed []suiteCase
-	sealedDigest        digest.Digest
+	// sealedGen, when the sealed suite has a generate block, adds that many cases generated
+	// from a fresh secret seed for each candidate when the sealed suite runs.
+	sealedGen    *lang.Generate
+	sealedDigest digest.Digest
 	// names maps each sealed case's digest to its file, for the operator's local record.
 	names map[digest.Digest]string
 }
@@ -151,6 +154,19 @@ func readSuites(dir string, capb *lang.Capability, disclosed map[digest.Digest]b
 		s := capb.Suites[name]
 		if s == nil {
 			continue
+		}
+		if g := s.Generate; g != nil && name == "sealed" {
+			su.sealedGen = g
+		} else if g != nil {
+			gen, err := generatedCases(capb, name, g.Seed, g.Count)
+			if err != nil {
+				return nil, err
+			}
+			if name == "dev" {
+				su.dev = append(su.dev, gen...)
+			} else {
+				su.repair = append(su.repair, gen...)
+			}
 		}
 		for _, f := range s.Files {
 			b, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(f)))
@@ -180,7 +196,23 @@ func readSuites(dir string, capb *lang.Capability, disclosed map[digest.Digest]b
 		}
 	}
 	su.sealedDigest = suiteDigest(su.sealed)
+	if su.sealedGen != nil {
+		// The generated part is named by how many cases it draws, not by their seed: the
+		// suite (what verdicts are keyed by and admissions bind) is the same for every
+		// candidate, and each candidate meets it once.
+		su.sealedDigest = digest.FromBytes(fmt.Appendf(nil, "%s\ngenerate %d", su.sealedDigest, su.sealedGen.Count))
+	}
 	return su, nil
+}
+
+// undisclosed is how many sealed cases a candidate would meet that no builder has seen: a
+// generated batch is fresh for every candidate, so it never runs out.
+func (su *suites) undisclosed() int {
+	n := len(su.sealed)
+	if su.sealedGen != nil {
+		n += su.sealedGen.Count
+	}
+	return n
 }
 
 // disclosedBy are the content digests of the sealed cases of capability name that signed
@@ -229,7 +261,7 @@ func SealedNow(ctx context.Context, w *workspace.Workspace, dir string, keys []*
 		if err != nil {
 			return nil
 		}
-		return &Sealed{Digest: su.sealedDigest, Undisclosed: len(su.sealed)}
+		return &Sealed{Digest: su.sealedDigest, Undisclosed: su.undisclosed()}
 	}
 }
 
@@ -365,7 +397,7 @@ func (ev *Evaluator) EvaluateShrinking(ctx context.Context, n *graph.Node, recip
 			continue
 		}
 		started := time.Now()
-		rej, env, err := ev.runSuite(ctx, n, recipe, img, tree, part.name, part.cases, false)
+		rej, env, err := ev.runSuite(ctx, n, recipe, img, tree, part.name, part.cases, suiteDigest(part.cases), nil, false)
 		if err != nil {
 			return nil, err
 		}
@@ -385,8 +417,8 @@ func (ev *Evaluator) EvaluateShrinking(ctx context.Context, n *graph.Node, recip
 		}
 		out.Tests = append(out.Tests, env)
 	}
-	if need := MinUndisclosed(ev.Config.Project); len(su.sealed) < need {
-		return reject(&Rejection{Suite: "sealed", Reason: fmt.Sprintf("%d undisclosed sealed case(s) left, and promotion needs %d: every other sealed case was shown to a builder and now serves for repair; add sealed cases", len(su.sealed), need)})
+	if need := MinUndisclosed(ev.Config.Project); su.undisclosed() < need {
+		return reject(&Rejection{Suite: "sealed", Reason: fmt.Sprintf("%d undisclosed sealed case(s) left, and promotion needs %d: every other sealed case was shown to a builder and now serves for repair; add sealed cases", su.undisclosed(), need)})
 	}
 	if prev, row, err := ev.recordedSealed(ctx, n, tree, digest.Digest(img.Digest), su.sealedDigest, nil); err != nil {
 		return nil, err
@@ -402,7 +434,20 @@ func (ev *Evaluator) EvaluateShrinking(ctx context.Context, n *graph.Node, recip
 	}
 	ev.fault(FaultBeforeSealed, n.Address)
 	started := time.Now()
-	rej, env, err := ev.runSuite(ctx, n, recipe, img, tree, provenance.SuiteSealed, su.sealed, true)
+	sealed, seedDep := su.sealed, []provenance.Dependency(nil)
+	if g := su.sealedGen; g != nil {
+		seed, err := freshSeed()
+		if err != nil {
+			return nil, err
+		}
+		gen, err := generatedCases(capb, "sealed", seed, g.Count)
+		if err != nil {
+			return nil, err
+		}
+		sealed = append(slices.Clone(sealed), gen...)
+		seedDep = []provenance.Dependency{seedDependency(seed, g.Count)}
+	}
+	rej, env, err := ev.runSuite(ctx, n, recipe, img, tree, provenance.SuiteSealed, sealed, su.sealedDigest, seedDep, true)
 	if err != nil {
 		return nil, err
 	}
@@ -426,7 +471,11 @@ func (ev *Evaluator) EvaluateShrinking(ctx context.Context, n *graph.Node, recip
 	if rej != nil {
 		// The state's index of disclosed cases, for the operator (the evidence is the
 		// signed result's disclosure).
-		if err := ev.Workspace.State.RetireCase(ctx, capb.Name, rej.caseDigest, su.names[rej.caseDigest], "shown as the counterexample that rejected a candidate"); err != nil {
+		name := su.names[rej.caseDigest]
+		if name == "" {
+			name = "(generated from the candidate's secret seed)"
+		}
+		if err := ev.Workspace.State.RetireCase(ctx, capb.Name, rej.caseDigest, name, "shown as the counterexample that rejected a candidate"); err != nil {
 			return nil, err
 		}
 		return reject(&rej.Rejection)
@@ -596,7 +645,10 @@ type rejection struct {
 // suite's signed test result. It returns the smallest failing case as a rejection; with
 // disclose set, that case is about to be shown to the operator (and so to whoever builds the
 // next candidate), and the signed result records its disclosure.
-func (ev *Evaluator) runSuite(ctx context.Context, n *graph.Node, recipe string, img executors.Image, tree digest.Digest, suite string, cases []suiteCase, disclose bool) (*rejection, []byte, error) {
+//
+// suiteD is the suite's digest as signed; config adds to the result's configuration (a
+// generated sealed batch's seed).
+func (ev *Evaluator) runSuite(ctx context.Context, n *graph.Node, recipe string, img executors.Image, tree digest.Digest, suite string, cases []suiteCase, suiteD digest.Digest, config []provenance.Dependency, disclose bool) (*rejection, []byte, error) {
 	capb := n.Capability
 	started := time.Now()
 	var results []provenance.CaseResult
@@ -640,9 +692,9 @@ func (ev *Evaluator) runSuite(ctx context.Context, n *graph.Node, recipe string,
 	sort.Slice(results, func(i, j int) bool { return results[i].Name < results[j].Name })
 	e := &provenance.Evaluation{
 		Capability: capb.Name, ContractDigest: string(n.Digest), Candidate: string(tree),
-		Suite: suite, SuiteDigest: string(suiteDigest(cases)),
+		Suite: suite, SuiteDigest: string(suiteD),
 		Evaluator: evaluator, Cases: results, StartedOn: started, FinishedOn: time.Now(),
-		Configuration: []provenance.Dependency{{Name: "candidate-image", URI: "foundry:" + n.Address, Digest: img.Digest}},
+		Configuration: append([]provenance.Dependency{{Name: "candidate-image", URI: "foundry:" + n.Address, Digest: img.Digest}}, config...),
 	}
 	if disclose && worst != nil {
 		e.Disclosed = []string{worstName}

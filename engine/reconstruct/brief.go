@@ -11,6 +11,7 @@ import (
 	"slices"
 
 	"github.com/foundry-build/foundry/digest"
+	"github.com/foundry-build/foundry/engine/evaluate"
 	"github.com/foundry-build/foundry/engine/workspace"
 )
 
@@ -77,6 +78,25 @@ func (j *job) writeBrief(round int) (Brief, error) {
 				at = path.Join("cases", name, fmt.Sprintf("%d-%s", i, path.Base(f)))
 			}
 			files[at] = b
+		}
+		// Generated cases: their seed, and their inputs one per line (compact), as the
+		// evaluator runs them. A candidate that memorises them gains nothing on the sealed
+		// batch, drawn from a fresh seed.
+		if g := s.Generate; g != nil {
+			inputs, err := evaluate.GeneratedInputs(capb, name)
+			if err != nil {
+				return Brief{}, err
+			}
+			b, err := json.Marshal(map[string]any{"seed": g.Seed, "count": g.Count, "expect": "exit 0 with output the contract allows, or a declared error"})
+			if err != nil {
+				return Brief{}, err
+			}
+			files[path.Join("cases", name, "generated.json")] = append(b, '\n')
+			var lines []byte
+			for _, in := range inputs {
+				lines = append(append(lines, in...), '\n')
+			}
+			files[path.Join("cases", name, "generated.jsonl")] = lines
 		}
 	}
 	for i, rej := range j.rep.Rounds {

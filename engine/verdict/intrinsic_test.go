@@ -47,3 +47,20 @@ func TestValidInput(t *testing.T) {
 		t.Error("without an input schema any JSON is valid")
 	}
 }
+
+func TestJudgeContractExpectation(t *testing.T) {
+	c := capability("json", intList, intList, nil)
+	k := &Case{Name: "generated", Input: []byte(`[1]`), Expect: Expectation{Contract: true}}
+	for _, tc := range []struct {
+		o    Observation
+		pass bool
+	}{
+		{ok(`[1]`), true}, {ok(`[2,3]`), true}, {Observation{ExitCode: 2}, true},
+		{Observation{ExitCode: 9, Stderr: []byte("boom")}, false}, {ok(`["x"]`), false}, {ok(`[1`), false},
+		{Observation{TimedOut: true}, false},
+	} {
+		if v := Judge(c, k, tc.o); v.Pass != tc.pass || !v.Pass && v.Reason != Intrinsic(c, tc.o) {
+			t.Errorf("%+v: %+v, want pass %v", tc.o, v, tc.pass)
+		}
+	}
+}
