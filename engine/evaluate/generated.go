@@ -19,8 +19,8 @@ const SeedDependency = "generated-seed"
 
 // generatedCases makes count cases of suite from seed with the built-in generators over
 // capability capb's input schema. Each expects only what the contract says of every valid
-// input (verdict.Expectation.Contract); an input the schema refuses is dropped, so a suite
-// may hold fewer. A dev or repair case is named by its seed and index, which builders
+// input (verdict.Expectation.Contract); an input the schema refuses, or made twice, is
+// dropped, so a suite may hold fewer. A dev or repair case is named by its seed and index, which builders
 // know; a sealed one, like every sealed case, by its digest.
 func generatedCases(capb *lang.Capability, suite, seed string, count int) ([]suiteCase, error) {
 	schema := "{}"
@@ -32,11 +32,16 @@ func generatedCases(capb *lang.Capability, suite, seed string, count int) ([]sui
 		return nil, fmt.Errorf("capability %s, suite %s, generate: %w", capb.Name, suite, err)
 	}
 	var out []suiteCase
+	seen := map[digest.Digest]bool{}
 	for i, v := range values {
 		if !verdict.ValidInput(capb, v) {
 			continue
 		}
 		d := digest.FromBytes(fmt.Appendf(nil, `{"generated":%q,"input":%s}`, suite, v))
+		if seen[d] { // the same input twice is one case (a test result names each once)
+			continue
+		}
+		seen[d] = true
 		name := fmt.Sprintf("generated/%s/%s/%d", suite, seed, i)
 		if suite == provenance.SuiteSealed {
 			name = string(d)
