@@ -616,6 +616,9 @@ func contractDefinition(c *lang.Capability) (any, error) {
 	if c.Tolerance != nil {
 		def["tolerance"] = map[string]any{"absolute": c.Tolerance.Absolute, "relative": c.Tolerance.Relative, "nan_equal": c.Tolerance.NaNEqual}
 	}
+	if c.Unordered { // only when set: every contract written before it keeps its digest
+		def["unordered"] = true
+	}
 	if c.Interface != nil {
 		def["interface"] = interfaceDefinition(c.Interface)
 	}

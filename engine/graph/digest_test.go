@@ -207,6 +207,14 @@ func TestServiceContractDigest(t *testing.T) {
 	if digestOf(src(nil, "  summary = \"documentation\"\n")) != ref {
 		t.Error("the summary changed the contract digest")
 	}
+	// unordered is part of the contract; unordered = false is the contract without it.
+	js := digestOf(src(nil, "  equivalence = \"json\"\n"))
+	if digestOf(src(nil, "  equivalence = \"json\"\n  unordered = true\n")) == js {
+		t.Error("unordered = true left the contract digest unchanged")
+	}
+	if digestOf(src(nil, "  equivalence = \"json\"\n  unordered = false\n")) != js {
+		t.Error("unordered = false changed the contract digest")
+	}
 }
 
 // TestOrderIsKahnByAddress checks Graph.Order against Kahn's algorithm on addresses: every

@@ -362,12 +362,18 @@ func (rd *round) evaluate(ctx context.Context) (done bool, err error) {
 			}
 			return false, &jobEnd{state.JobExhausted, fmt.Sprintf("the probes budget is spent: %d of %d used, and a candidate needs %d", rd.rep.Used.Probes, b.Probes, need)}
 		}
+		// Shrinking a counterexample may take the probes left after the cases, up to the
+		// evaluator's default. It is not reserved: a reservation an apply never charged is
+		// spent whole, and the cases are all a rejected candidate must run; shrinking runs
+		// are charged with the evaluation, and lost, like a run no record holds, when the
+		// apply dies while shrinking.
+		shrinkRuns := min(evaluate.DefaultShrinkRuns, b.Probes-rd.rep.Used.Probes-need)
 		eres, err := rd.db().Reserve(context.WithoutCancel(ctx), rd.state.ID, rd.num,
 			state.Reservation{Part: state.PartEvaluation, Wall: rd.wallLeft(rd.rep.Used), Probes: need, At: evStart})
 		if err != nil {
 			return false, err
 		}
-		res, err := ev.Evaluate(ctx, n, c.Recipe, c.Tree, c.Base)
+		res, err := ev.EvaluateShrinking(ctx, n, c.Recipe, c.Tree, c.Base, shrinkRuns)
 		if err != nil {
 			// The reservation stays open: the apply that resumes the round counts it as spent.
 			return false, fmt.Errorf("evaluating %s for %s: %w", c.Recipe, n.Address, err)
