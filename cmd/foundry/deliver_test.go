@@ -682,3 +682,95 @@ product "forgetful"`, 1)
 		t.Errorf("a refused delivery left effects: %+v", effs)
 	}
 }
+
+// linkerProject delivers to DEST a directory holding a symbolic link it made to OUTSIDE.
+const linkerProject = `
+project "linker" {}
+
+seed "bb" {
+  layer {
+    files    = { "/bin/busybox" = host_file("/bin/busybox") }
+    symlinks = { "/bin/sh" = "busybox", "/bin/ln" = "busybox", "/bin/mkdir" = "busybox" }
+  }
+  env = { PATH = "/bin" }
+}
+
+product "links" {
+  step "make" {
+    image   = seed.bb
+    run     = ["sh", "-c", "mkdir -p /out/d && ln -s OUTSIDE /out/d/esc"]
+    outputs = ["/out/d"]
+  }
+  check "made" {
+    image  = seed.bb
+    mounts = { "/d" = step.make.output["/out/d"] }
+    run    = ["sh", "-c", "test -L /d/esc"]
+  }
+  deliver {
+    to    = "DEST"
+    files = { "/d" = step.make.output["/out/d"] }
+  }
+}
+`
+
+// A delivery never escapes its grant (issue 29): a product delivers a directory holding a
+// link to OUTSIDE it made; a later apply of another project delivering to
+// GRANTED/RELEASE/files/d/esc/pwn, which the grant of GRANTED seems to cover, is refused
+// by the plan and by apply, and nothing is written OUTSIDE. So is a destination through a
+// link below the grant that no release made (GRANTED/via, a link to OUTSIDE), and one inside
+// the earlier release that passes no link.
+func TestDeliveryCannotEscapeItsGrant(t *testing.T) {
+	needSandbox(t)
+	granted := filepath.Join(t.TempDir(), "granted")
+	outside := t.TempDir()
+	gf := filepath.Join(t.TempDir(), "grants.hcl")
+	if err := os.WriteFile(gf, []byte(`grant "deliver" { to = ["dir:`+granted+`"] }`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	first := t.TempDir()
+	src := strings.NewReplacer("DEST", "dir:"+granted, "OUTSIDE", outside).Replace(linkerProject)
+	if err := os.WriteFile(filepath.Join(first, "main.hcl"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := apply(t, first, nil, "-grants", gf); r.code != 0 {
+		t.Fatalf("the first delivery: exit %d\n%s", r.code, r.stderr)
+	}
+	rels := releases(t, granted)
+	if len(rels) != 1 {
+		t.Fatalf("releases %v", rels)
+	}
+	if tgt, err := os.Readlink(filepath.Join(granted, rels[0], "files", "d", "esc")); err != nil || tgt != outside {
+		t.Fatalf("the release does not hold the link the product made: %q, %v", tgt, err)
+	}
+	if err := os.Symlink(outside, filepath.Join(granted, "via")); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, tc := range []struct{ dest, why string }{
+		{filepath.Join(granted, rels[0], "files", "d", "esc", "pwn"), "is a delivered release"},
+		{filepath.Join(granted, rels[0], "files", "d", "pwn"), "is a delivered release"},
+		{filepath.Join(granted, "via", "pwn"), "is a symbolic link"},
+	} {
+		second := deliverFixture(t, "dir:"+tc.dest, false)
+		code, out, errs := foundry(t, second, "plan", "-json", "-grants", gf)
+		var prod *plan.Node
+		for _, n := range decodePlan(t, out).Nodes {
+			if n.Address == "product.app" {
+				prod = n
+			}
+		}
+		if code != 0 || prod == nil || prod.Status != plan.StatusNeedsGrant || prod.Deliver == nil || prod.Deliver.Granted || !strings.Contains(prod.Deliver.Refused, tc.why) {
+			t.Errorf("plan of a delivery to %s: exit %d, product %+v\n%s", tc.dest, code, prod, errs)
+		}
+		r := apply(t, second, nil, "-grants", gf)
+		if r.code != 1 || len(r.executed) != 0 || !strings.Contains(r.stderr, "which no grant can allow") || !strings.Contains(r.stderr, tc.why) {
+			t.Errorf("apply of a delivery to %s: exit %d, executed %v\n%s", tc.dest, r.code, r.executed, r.stderr)
+		}
+		if ents, _ := os.ReadDir(outside); len(ents) != 0 {
+			t.Fatalf("a delivery to %s wrote %d entries outside its grant", tc.dest, len(ents))
+		}
+	}
+	if ents, _ := os.ReadDir(filepath.Join(granted, rels[0], "files", "d")); len(ents) != 1 {
+		t.Errorf("the earlier release was written into: %d entries in its files/d", len(ents))
+	}
+}

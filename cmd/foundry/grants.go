@@ -52,6 +52,8 @@ func refuseUngranted(env *cliEnv, cmd string, p *plan.Plan, grants *lang.Grants,
 	var to, hosts []string
 	for _, n := range ng {
 		switch {
+		case n.Deliver != nil && n.Deliver.Refused != "":
+			fmt.Fprintf(env.stderr, "foundry %s: %s delivers to %s, which no grant can allow: %s.\n", cmd, n.Address, n.Deliver.To, n.Deliver.Refused)
 		case n.Deliver != nil:
 			fmt.Fprintf(env.stderr, "foundry %s: %s delivers to %s, which no grant allows.\n", cmd, n.Address, n.Deliver.To)
 			to = append(to, strconv.Quote(n.Deliver.To))
@@ -68,6 +70,10 @@ func refuseUngranted(env *cliEnv, cmd string, p *plan.Plan, grants *lang.Grants,
 				}
 			}
 		}
+	}
+	if len(to) == 0 && len(hosts) == 0 {
+		fmt.Fprintln(env.stderr, "Nothing was run, fetched or written. Deliver it elsewhere: a destination is reached from its grant following no symbolic link, and never inside a release.")
+		return false
 	}
 	fmt.Fprintf(env.stderr, "Nothing was run, fetched or written. To allow it, the operator adds to the grants file %s (or the file -grants names):\n", file)
 	if len(to) > 0 {
