@@ -191,6 +191,10 @@ func TestDeliverReleaseAndReceiptVerify(t *testing.T) {
 		t.Fatalf("want one release under %s, have %v", dest, rels)
 	}
 	rel := filepath.Join(dest, rels[0])
+	// The channel's current release has its data directory from the start (current/data).
+	if fi, err := os.Stat(filepath.Join(dest, deliver.CurrentLink, deliver.DataDir)); err != nil || !fi.IsDir() {
+		t.Errorf("current/data is not a directory after the first delivery: %v", err)
+	}
 	b, err := os.ReadFile(filepath.Join(rel, deliver.ManifestFile))
 	if err != nil {
 		t.Fatal(err)

@@ -61,6 +61,11 @@ func (d *Deliverer) advance(ctx context.Context, rel *release, location string) 
 				return fmt.Errorf("%s: the data of release %s: %w", rel.Product, prev, err)
 			}
 		}
+		// The first release of a channel starts with an empty data/, so that current/data
+		// is there for its service to keep its data in.
+		if err := os.Mkdir(filepath.Join(at, DataDir), 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("%s: the data directory of release %s: %w", rel.Product, rel.digest.Short(), err)
+		}
 		if err := PointCurrent(b.Path, rel.Product, rel.digest.Hex()); err != nil {
 			return err
 		}
