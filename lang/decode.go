@@ -14,6 +14,7 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/convert"
 
 	"github.com/foundry-build/foundry/digest"
 	"github.com/foundry-build/foundry/internal/parallel"
@@ -470,13 +471,14 @@ var stepSchema = &hcl.BodySchema{
 		{Name: "description"}, {Name: "image", Required: true}, {Name: "run", Required: true},
 		{Name: "env"}, {Name: "workdir"}, {Name: "user"}, {Name: "platform"},
 		{Name: "mounts"}, {Name: "outputs"}, {Name: "network"}, {Name: "egress"}, {Name: "output_digest"},
+		{Name: "caches"},
 		repetitionArgs[0], repetitionArgs[1], // decoded by instances
 	},
 	Blocks: []hcl.BlockHeaderSchema{{Type: "limits"}},
 }
 
 var limitsSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
-	{Name: "memory"}, {Name: "cpus"}, {Name: "pids"}, {Name: "time"}, {Name: "output"}, {Name: "egress"},
+	{Name: "memory"}, {Name: "cpus"}, {Name: "pids"}, {Name: "time"}, {Name: "output"}, {Name: "egress"}, {Name: "disk"}, {Name: "inodes"},
 }}
 
 // reservedTargets are sandbox paths a mount may not cover.
@@ -669,6 +671,7 @@ func (l *loader) decodeStep(b *hcl.Block, name string, ctx *hcl.EvalContext, sco
 			}
 		}
 	}
+	l.decodeCaches(st, content.Attributes["caches"], ctx, scope)
 	for _, lb := range content.Blocks {
 		st.Limits = l.decodeLimits(lb, ctx)
 		l.checkEgressLimit(st, lb)
@@ -730,7 +733,7 @@ func (l *loader) decodeLimits(b *hcl.Block, ctx *hcl.EvalContext) Limits {
 		v, d := l.eval(a.Expr, ctx, nil)
 		return v, a.Expr.Range(), !d.HasErrors()
 	}
-	for name, dst := range map[string]*int64{"memory": &lim.MemoryBytes, "output": &lim.OutputBytes, "egress": &lim.EgressBytes} {
+	for name, dst := range map[string]*int64{"memory": &lim.MemoryBytes, "output": &lim.OutputBytes, "egress": &lim.EgressBytes, "disk": &lim.DiskBytes} {
 		if v, rng, ok := get(name); ok {
 			if s, ok := l.str(v, rng, name); ok {
 				n, err := ParseSize(s)
@@ -755,6 +758,14 @@ func (l *loader) decodeLimits(b *hcl.Block, ctx *hcl.EvalContext) Limits {
 				l.diags = append(l.diags, errorAt(rng, "Invalid pids", "pids = %v must be a positive integer.", n))
 			}
 			lim.Pids = int64(n)
+		}
+	}
+	if v, rng, ok := get("inodes"); ok {
+		if n, ok := l.number(v, rng, "inodes"); ok {
+			if n < 1 || n != math.Trunc(n) || n > 1<<32 {
+				l.diags = append(l.diags, errorAt(rng, "Invalid inodes", "inodes = %v must be a positive integer of at most 4294967296: the files, directories and links the step may make in /out and /tmp.", n))
+			}
+			lim.Inodes = int64(n)
 		}
 	}
 	if v, rng, ok := get("time"); ok {
@@ -795,7 +806,7 @@ func ParseSize(s string) (int64, error) {
 }
 
 var recipeSchema = &hcl.BodySchema{
-	Attributes: []hcl.AttributeSchema{{Name: "provides", Required: true}, {Name: "cost"}},
+	Attributes: []hcl.AttributeSchema{{Name: "provides", Required: true}, {Name: "cost"}, {Name: "reproducible"}},
 	Blocks:     []hcl.BlockHeaderSchema{{Type: "step", LabelNames: []string{"name"}}, {Type: "package"}},
 }
 
@@ -816,6 +827,15 @@ func (l *loader) decodeRecipe(b *hcl.Block) {
 					l.diags = append(l.diags, errorf(a.Expr.Range().Ptr(), "Invalid cost", "cost = %v must be a non-negative integer.", n))
 				}
 				r.Cost = int64(n)
+			}
+		}
+	}
+	if a := content.Attributes["reproducible"]; a != nil {
+		if v, d := l.eval(a.Expr, ctx, nil); !d.HasErrors() {
+			if b, err := convert.Convert(v, cty.Bool); err != nil || b.IsNull() || !b.IsKnown() {
+				l.typeErr(a.Expr.Range(), "reproducible", "true or false", v)
+			} else {
+				r.Reproducible = b.True()
 			}
 		}
 	}
@@ -913,6 +933,12 @@ func (l *loader) decodeReconstructStep(b *hcl.Block, capName string) *Step {
 	st := l.decodeStep(b, in.name, l.baseContext(), scope)
 	st.Kind = b.Type
 	l.refuseNetwork(st, b, "A "+b.Type+" of a reconstruction")
+	if attr, _ := b.Body.JustAttributes(); attr["caches"] != nil {
+		// A builder is a proposer from outside the project's trust: it must neither read
+		// what the project's steps left in a cache nor leave anything there for them.
+		l.diags = append(l.diags, errorAt(attr["caches"].NameRange, "Cache in a reconstruction", "A %s of a reconstruction mounts no cache: a cache volume belongs to the project's own steps, and a builder must neither read what they left there nor leave anything for them.", b.Type))
+		st.Caches = nil
+	}
 	if len(st.Outputs) == 0 {
 		what, writes := "Builder", "its proposal"
 		if b.Type == "build" {

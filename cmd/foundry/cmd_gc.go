@@ -12,6 +12,7 @@ import (
 	"github.com/foundry-build/foundry/digest"
 	"github.com/foundry-build/foundry/engine/cache"
 	"github.com/foundry-build/foundry/engine/graphcache"
+	"github.com/foundry-build/foundry/engine/volume"
 	"github.com/foundry-build/foundry/store"
 )
 
@@ -33,11 +34,16 @@ effects are kept: the effects outbox is what stops a publish from being repeated
 keeps the -keep-graphs most recently used compiled graphs of .foundry/graph-cache (each
 combination of configuration files and variables has its own), deleting the others.
 
+And it bounds the project's cache volumes (spec/language.md §9b): those not used for longer
+than -cache-max-age are deleted, then the least recently used until the rest fit in
+-cache-max-size. A volume a step is using is kept. 'foundry cache' lists and prunes them.
+
 Examples:
   foundry gc -dry-run
   foundry gc -min-age 0
   foundry gc -keep-runs 10
   foundry gc -keep-graphs 4
+  foundry gc -cache-max-size 2000000000 -cache-max-age 72h
 
 Exit codes: 0 success, 1 failure, 2 usage error.`,
 		setup: func(fs *flag.FlagSet) func(*cliEnv, []string) int {
@@ -45,8 +51,14 @@ Exit codes: 0 success, 1 failure, 2 usage error.`,
 			minAge := fs.Duration("min-age", time.Hour, "spare blobs modified less than `AGE` ago")
 			keepRuns := fs.Int("keep-runs", 100, "keep the records of the newest `N` runs; -1 keeps all")
 			keepGraphs := fs.Int("keep-graphs", 16, "keep the `N` most recently used compiled graphs of the graph cache")
+			cacheMaxSize := fs.Int64("cache-max-size", 10<<30, "keep the cache volumes within `BYTES`, deleting the least recently used; 0: no bound")
+			cacheMaxAge := fs.Duration("cache-max-age", 30*24*time.Hour, "delete cache volumes not used for `AGE`; 0: no bound")
 			jsonOut := fs.Bool("json", false, "print JSON")
 			return func(env *cliEnv, args []string) int {
+				if *cacheMaxSize < 0 || *cacheMaxAge < 0 {
+					fmt.Fprintln(env.stderr, "foundry gc: -cache-max-size and -cache-max-age must be 0 (no bound) or more")
+					return exitUsage
+				}
 				if *keepRuns < -1 {
 					fmt.Fprintln(env.stderr, "foundry gc: -keep-runs must be -1 (keep all) or more")
 					return exitUsage
@@ -110,6 +122,13 @@ Exit codes: 0 success, 1 failure, 2 usage error.`,
 					fmt.Fprintf(env.stderr, "foundry gc: %v\n", err)
 					return exitError
 				}
+				caches := &volume.PruneResult{}
+				if *cacheMaxSize > 0 || *cacheMaxAge > 0 {
+					if caches, err = ws.Volumes.Prune(volume.PruneOptions{MaxBytes: *cacheMaxSize, OlderThan: *cacheMaxAge, DryRun: *dry}); err != nil {
+						fmt.Fprintf(env.stderr, "foundry gc: cache volumes: %v\n", err)
+						return exitError
+					}
+				}
 				inputs := filepath.Join(ws.Dir, "inputs")
 				if !*dry {
 					// Materialized inputs are copies of blobs: always safe to drop under the lock.
@@ -121,7 +140,10 @@ Exit codes: 0 success, 1 failure, 2 usage error.`,
 						store.GCStats
 						RunsPruned   int
 						GraphsPruned int
-					}{stats, pruned, graphs})
+						CachesPruned int
+						CacheBytes   int64
+						CachesBusy   int
+					}{stats, pruned, graphs, len(caches.Removed), caches.Freed, len(caches.Busy)})
 					return exitOK
 				}
 				verb := "Deleted"
@@ -134,6 +156,7 @@ Exit codes: 0 success, 1 failure, 2 usage error.`,
 					fmt.Fprintf(env.stdout, "%s the records of %d run(s) older than the newest %d.\n", verb, pruned, *keepRuns)
 				}
 				fmt.Fprintf(env.stdout, "%s %d compiled graph(s) (%.1f MiB) beyond the %d most recently used.\n", verb, graphs, float64(graphBytes)/(1<<20), *keepGraphs)
+				fmt.Fprintf(env.stdout, "%s %d cache volume(s) (%.1f MiB); kept %d in use.\n", verb, len(caches.Removed), float64(caches.Freed)/(1<<20), len(caches.Busy))
 				return exitOK
 			}
 		},
