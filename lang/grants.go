@@ -89,15 +89,28 @@ const (
 // (oci:reg.example/app grants oci:reg.example/app/web, not oci:reg.example/app-evil nor
 // oci:reg.example:5000/app).
 func (g *Grants) AllowsDelivery(d Destination) bool {
+	_, ok := g.DeliveryGrant(d)
+	return ok
+}
+
+// DeliveryGrant returns the grant that allows delivering to d, as AllowsDelivery decides:
+// of several, the one nearest d (the longest path). A dir: or oci-layout: destination is
+// reached from its path without following links (engine/deliver), so the nearest grant is
+// the directory the operator named for it.
+func (g *Grants) DeliveryGrant(d Destination) (Destination, bool) {
+	var best Destination
+	found := false
 	if g == nil {
-		return false
+		return best, false
 	}
 	for _, gd := range g.Deliver {
 		if gd.Scheme == d.Scheme && (d.Path == gd.Path || strings.HasPrefix(d.Path, strings.TrimSuffix(gd.Path, "/")+"/")) {
-			return true
+			if !found || len(gd.Path) > len(best.Path) {
+				best, found = gd, true
+			}
 		}
 	}
-	return false
+	return best, found
 }
 
 // LoadGrants reads a grants file. A missing file is no grants, and no error, when optional

@@ -38,11 +38,18 @@ const (
 )
 
 // Annotations on a summary's subjects: the contract digest it was admitted under (on every
-// subject), and on the manifest subject the tree digest of the files it carries.
+// subject), on the manifest subject the tree digest of the files it carries, and on every
+// subject the image the sealed suite passed on (its test result's configuration
+// "candidate-image"): what a call of the admitted version must run on.
 const (
 	AnnotationContract = "foundry_contract"
 	AnnotationTree     = "foundry_tree"
+	AnnotationImage    = "foundry_image"
 )
+
+// ConfigCandidateImage is the name of a test result's configuration descriptor that names
+// the image the candidate ran in: its files on its base image.
+const ConfigCandidateImage = "candidate-image"
 
 // MediaTypeOCIManifest is the media type of the manifest subject of a summary.
 const MediaTypeOCIManifest = "application/vnd.oci.image.manifest.v1+json"
@@ -193,6 +200,7 @@ func NewVerificationSummary(a *Admission) (*Statement, error) {
 	var inputs []*vsa.VerificationSummary_InputAttestation
 	seen := map[string]bool{}
 	sealedPass, provenanceOK := false, false
+	image := "" // the image the sealed pass ran on
 	for i, in := range a.Inputs {
 		d := EnvelopeDigest(in.Envelope)
 		if seen[d] {
@@ -223,7 +231,11 @@ func NewVerificationSummary(a *Admission) (*Statement, error) {
 				if !tr.Passed() {
 					return nil, fmt.Errorf("verification summary: %s: the sealed suite FAILED for %s: a failed candidate is not admitted", what, a.Subject.Digest)
 				}
-				sealedPass = true
+				img := tr.Configuration[ConfigCandidateImage]
+				if sealedPass && img != image {
+					return nil, fmt.Errorf("verification summary: %s: the sealed suite passed on image %q, another sealed pass on %q: an admission binds one image", what, img, image)
+				}
+				sealedPass, image = true, img
 			}
 		case PredicateSLSAProvenance:
 			prov, err := ParseProvenance(st)
@@ -265,7 +277,13 @@ func NewVerificationSummary(a *Admission) (*Statement, error) {
 	if err != nil {
 		return nil, fmt.Errorf("verification summary: %w", err)
 	}
-	ann, err := structpb.NewStruct(map[string]any{AnnotationContract: a.ContractDigest})
+	annotations := func(m map[string]any) map[string]any {
+		if image != "" {
+			m[AnnotationImage] = image
+		}
+		return m
+	}
+	ann, err := structpb.NewStruct(annotations(map[string]any{AnnotationContract: a.ContractDigest}))
 	if err != nil {
 		return nil, fmt.Errorf("verification summary: %w", err)
 	}
@@ -275,7 +293,7 @@ func NewVerificationSummary(a *Admission) (*Statement, error) {
 		if err != nil {
 			return nil, fmt.Errorf("verification summary: manifest: %w", err)
 		}
-		mann, err := structpb.NewStruct(map[string]any{AnnotationContract: a.ContractDigest, AnnotationTree: a.Subject.Digest})
+		mann, err := structpb.NewStruct(annotations(map[string]any{AnnotationContract: a.ContractDigest, AnnotationTree: a.Subject.Digest}))
 		if err != nil {
 			return nil, fmt.Errorf("verification summary: %w", err)
 		}

@@ -2,10 +2,13 @@ package provenance
 
 import (
 	"context"
+	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/sigstore/sigstore/pkg/signature"
+	"google.golang.org/protobuf/types/known/structpb"
 )
 
 // A summary counts for a pin only when it binds the contract being resolved and the manifest
@@ -86,4 +89,76 @@ func TestTestResultRecordsDisclosure(t *testing.T) {
 	if _, err := NewTestResult(e); err == nil {
 		t.Fatal("a passing case was recorded as disclosed")
 	}
+}
+
+// An admission binds the image its sealed suite passed on (issue 29: what is admitted is
+// what is called): the summary carries the sealed pass's candidate-image on its subjects,
+// and verification reports it; a summary re-signed to bind another image than the one its
+// sealed pass ran on is refused, and sealed passes on two images are not one admission.
+func TestSummaryBindsTheImage(t *testing.T) {
+	c := newChain(t)
+	image, other := sha("candidate image"), sha("another image")
+	on := func(img string) []byte {
+		e := testEvaluation(t, c.candidate, SuiteSealed)
+		e.Configuration = append(e.Configuration, Dependency{Name: ConfigCandidateImage, URI: "foundry:capability.int-sort", Digest: img})
+		return mintTR(t, c.kp, e)
+	}
+	sealed := on(image)
+	manifest := sha("manifest")
+	a := c.admission(c.prov, c.dev, sealed)
+	a.Manifest = manifest
+	sum := c.summary(t, a)
+	dir := store(t, c.prov, c.dev, sealed)
+	subject := Subject{Name: "x", Digest: c.candidate, Contract: testContract, Manifest: manifest}
+	verify := func(env []byte) *Report {
+		t.Helper()
+		rep, err := Verify(context.Background(), Options{Keys: c.kp.keys, Policy: Policy{PredicateTypes: []string{PredicateVSA}},
+			Source: mustDirSource(t, dir), Attestations: []Attestation{{Source: "summary", Envelope: env}}}, subject)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	rep := verify(sum)
+	if got, ok := rep.AdmittedImage(); !rep.OK || !ok || got != image {
+		t.Fatalf("the summary binds image %q (ok %v, verified %v), want %s:\n%s", got, ok, rep.OK, image, reportText(rep))
+	}
+
+	// Forged: the same summary, its image annotations changed and signed again.
+	forge := func(img string) []byte {
+		st, err := ParseStatement(decodePayload(t, sum))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range st.GetSubject() {
+			s.GetAnnotations().GetFields()[AnnotationImage] = structpb.NewStringValue(img)
+		}
+		env, err := Sign(c.kp.signer, &Statement{st: st})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return env
+	}
+	rep = verify(forge(other))
+	if got, _ := rep.AdmittedImage(); rep.OK || got != "" {
+		t.Fatalf("a summary binding an image its sealed pass did not run on verified (image %q):\n%s", got, reportText(rep))
+	}
+	if !strings.Contains(reportText(rep), "it ran on image") {
+		t.Errorf("the refusal does not say which image the sealed pass ran on:\n%s", reportText(rep))
+	}
+
+	// Two sealed passes on two images are not one admission.
+	if _, err := NewVerificationSummary(c.admission(c.prov, sealed, on(other))); err == nil || !strings.Contains(err.Error(), "an admission binds one image") {
+		t.Errorf("a summary over sealed passes on two images: %v", err)
+	}
+}
+
+// decodePayload is the payload of a DSSE envelope.
+func decodePayload(t *testing.T, env []byte) []byte {
+	t.Helper()
+	var e struct{ Payload []byte }
+	if err := json.Unmarshal(env, &e); err != nil {
+		t.Fatal(err)
+	}
+	return e.Payload
 }

@@ -136,6 +136,14 @@ func (v *verifier) summary(r *AttestationReport, st *intoto.Statement, want stri
 		}
 	}
 	r.pass("contract", "admitted under contract %s", contract)
+	// The image the admission binds: a sealed pass counts only on that image.
+	image := subjectAnnotation(st, want, AnnotationImage)
+	if b, ok := v.bind[want]; ok && depth == 0 && b.Manifest != "" {
+		if mi := subjectAnnotation(st, b.Manifest, AnnotationImage); mi != image {
+			r.fail("image", CodeImage, "the summary binds image %q to the tree and %q to manifest %s: one admission binds one image", image, mi, b.Manifest)
+			return
+		}
+	}
 
 	// Every input the summary lists must be found by its digest and verify: the summary
 	// says it relied on all of them.
@@ -169,7 +177,11 @@ func (v *verifier) summary(r *AttestationReport, st *intoto.Statement, want stri
 		}
 		switch ir.PredicateType {
 		case PredicateTestResult:
-			if why := ir.sealedPassFor(); why == "" {
+			why := ir.sealedPassFor()
+			if why == "" && image != "" && ir.image != image {
+				why = fmt.Sprintf("it ran on image %q, the summary binds %q", ir.image, image)
+			}
+			if why == "" {
 				if sealed == "" {
 					sealed = d
 				}
@@ -196,7 +208,8 @@ func (v *verifier) summary(r *AttestationReport, st *intoto.Statement, want stri
 		r.pass("inputs", "%d input attestation(s) found by envelope digest and verified", n)
 	}
 	if sealed != "" {
-		r.pass("sealed-evaluation", "test result %s: sealed suite PASSED for %s", sealed, want)
+		r.Image = image
+		r.pass("sealed-evaluation", "test result %s: sealed suite PASSED for %s on image %s", sealed, want, orNone(image))
 	} else {
 		detail := "no verified sealed-suite test result PASSED for " + want + " among the summary's inputs"
 		if len(sealedWhy) > 0 {
@@ -247,6 +260,7 @@ func (v *verifier) input(att Attestation, d, want, contract string, depth int) *
 		r.sealed = tr.Suite == SuiteSealed
 		r.passed = tr.Passed()
 		r.suite, r.result, r.SuiteDigest = tr.Suite, tr.Result, tr.SuiteDigest
+		r.image = tr.Configuration[ConfigCandidateImage]
 	case PredicateSLSAProvenance:
 		detail := "bound to " + want + " by the summary; subjects: " + describeSubjects(st)
 		if name, ok := matchSubject(st, want); ok {
@@ -279,6 +293,33 @@ func (r *Report) SealedSuites() []string {
 		}
 	}
 	return out
+}
+
+// AdmittedImage is the image the verified summaries of the report bind (AnnotationImage):
+// the image the sealed suite passed on, where a call of the admitted version runs. It is
+// "" when none binds one (an admission older than the binding), and ok is false when
+// verified summaries bind different images.
+func (r *Report) AdmittedImage() (image string, ok bool) {
+	seen := false
+	for _, a := range r.Artifacts {
+		for _, at := range a.Attestations {
+			if !at.OK || at.PredicateType != PredicateVSA {
+				continue
+			}
+			if seen && at.Image != image {
+				return "", false
+			}
+			image, seen = at.Image, true
+		}
+	}
+	return image, true
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none named)"
+	}
+	return s
 }
 
 // sealedPassFor says why a verified test-result input is not a sealed pass, or "" if it is.

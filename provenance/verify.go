@@ -49,6 +49,7 @@ const (
 	CodeContract     = "contract-mismatch"     // a test result is under another contract than the summary
 	CodeChainCycle   = "summary-cycle"         // a summary relies on itself
 	CodeManifest     = "manifest-mismatch"     // a summary does not name the manifest being resolved
+	CodeImage        = "image-mismatch"        // a summary binds an image its sealed pass did not run on, or two images
 )
 
 const (
@@ -214,16 +215,19 @@ type ArtifactReport struct {
 
 // AttestationReport is what was checked for one candidate envelope.
 type AttestationReport struct {
-	Source        string    `json:"source"`
-	Digest        string    `json:"digest"` // EnvelopeDigest of the exact bytes
-	OK            bool      `json:"ok"`     // accepted as evidence about the artifact
-	PredicateType string    `json:"predicateType,omitempty"`
-	BuilderID     string    `json:"builderId,omitempty"`
-	EvaluatorID   string    `json:"evaluatorId,omitempty"` // of a test result
-	SuiteDigest   string    `json:"suiteDigest,omitempty"` // of a test result: the cases it ran
-	VerifierID    string    `json:"verifierId,omitempty"`  // of a verification summary
-	SignedBy      []KeyInfo `json:"signedBy,omitempty"`    // the trusted keys that verified it
-	Checks        []Check   `json:"checks"`
+	Source        string `json:"source"`
+	Digest        string `json:"digest"` // EnvelopeDigest of the exact bytes
+	OK            bool   `json:"ok"`     // accepted as evidence about the artifact
+	PredicateType string `json:"predicateType,omitempty"`
+	BuilderID     string `json:"builderId,omitempty"`
+	EvaluatorID   string `json:"evaluatorId,omitempty"` // of a test result
+	SuiteDigest   string `json:"suiteDigest,omitempty"` // of a test result: the cases it ran
+	VerifierID    string `json:"verifierId,omitempty"`  // of a verification summary
+	// Image is, for a verified summary, the image its sealed pass ran on and it binds
+	// (AnnotationImage); "" when it binds none.
+	Image    string    `json:"image,omitempty"`
+	SignedBy []KeyInfo `json:"signedBy,omitempty"` // the trusted keys that verified it
+	Checks   []Check   `json:"checks"`
 	// Dependencies are the verification of Foundry-produced inputs, when followed.
 	Dependencies []*ArtifactReport `json:"dependencies,omitempty"`
 	// Inputs are, for a verification summary, the input attestations it lists, each found
@@ -234,8 +238,8 @@ type AttestationReport struct {
 	Provenance *ArtifactReport `json:"provenance,omitempty"`
 
 	// For a test result found as a summary's input: what it says, for the chain.
-	sealed, passed bool
-	suite, result  string
+	sealed, passed       bool
+	suite, result, image string
 }
 
 // Check is one verification step: its name, whether it held, and why.

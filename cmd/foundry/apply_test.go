@@ -26,6 +26,10 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	foundryBin = filepath.Join(dir, "foundry")
+	// The commands the tests run read no grants but those a test gives them: not the
+	// developer's own (spec/grants.md §1).
+	os.Setenv("XDG_CONFIG_HOME", filepath.Join(dir, "config"))
+	os.Unsetenv(grantsEnv)
 	if out, err := exec.Command("go", "build", "-o", foundryBin, ".").CombinedOutput(); err != nil {
 		panic("building foundry: " + err.Error() + "\n" + string(out))
 	}

@@ -46,7 +46,8 @@ half-written results either. Run it again and it finishes the work, without re-r
 steps that had completed, after removing whatever the killed run left.
 
 A product with a deliver block is delivered once its steps and checks pass, to a destination
-the operator's grants file allows (-grants FILE, else .foundry/grants.hcl): a plan with a
+the operator's grants file allows (-grants FILE, else $FOUNDRY_GRANTS, else
+$XDG_CONFIG_HOME/foundry/grants.hcl; never a file in the project unless named): a plan with a
 product that needs a grant is refused before anything runs, naming the grant to add. The
 release gets a signed delivery receipt that 'foundry verify' checks (spec/grants.md).
 
@@ -217,7 +218,7 @@ type applyRequest struct {
 	sel         plan.Selection
 	trust       []string // -trust-key files, beside the project's own key
 	signingKey  string   // -signing-key, "" for the default
-	grants      string   // -grants, "" for the project's default grants file
+	grants      string   // -grants, "" for the operator's default (loadGrants)
 	parallelism int
 	ex          *executorFlags
 	engine      *engineFlags  // nil: the embedded engine

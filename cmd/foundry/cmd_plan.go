@@ -32,8 +32,8 @@ graph and says, for every node, what apply would do with it:
   #  needs-grant   a product whose deliver destination no grant allows, a source not
                stored whose hosts no network grant allows, or a fixed-output step that
                would run and reaches a host (network = "egress") no network grant allows:
-               apply refuses it; the operator's grants file (-grants, or
-               .foundry/grants.hcl) can allow it
+               apply refuses it; the operator's grants file (-grants, else
+               $FOUNDRY_GRANTS, else $XDG_CONFIG_HOME/foundry/grants.hcl) can allow it
 
 Nothing is executed and nothing is written, except the plan file with -out.
 

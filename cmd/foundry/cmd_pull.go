@@ -66,7 +66,7 @@ layer, 2 usage error.`,
 		setup: func(fs *flag.FlagSet) func(*cliEnv, []string) int {
 			var keys, types, builders stringList
 			out := fs.String("o", "", "write the capability's files to the new directory `DIR` (required)")
-			fs.Var(&keys, "key", "trusted public key `PEM` file (repeatable)")
+			fs.Var(&keys, "key", "trusted public key `PEM` file (repeatable; default the project's own .foundry/keys/signing.pub, when -C DIR has one)")
 			noVerify := fs.Bool("no-verify", false, "skip attestation checks (digest and safety checks still run)")
 			fs.Var(&types, "type", "required predicate `TYPE` (repeatable; default https://slsa.dev/verification_summary/v1, Foundry's admission)")
 			fs.Var(&builders, "builder", "allowed builder `ID` (repeatable; default Foundry's sandboxed executors)")
@@ -93,7 +93,11 @@ layer, 2 usage error.`,
 					return usage("-no-verify together with -key, -type, -builder or -policy: choose one")
 				}
 				if !*noVerify && len(keys) == 0 {
-					return usage("no -key: pull verifies attestations with a trusted public key (or say -no-verify)")
+					own, ok := projectKey(env, "pull", *project)
+					if !ok {
+						return usage("no -key: pull verifies attestations with a trusted public key (or say -no-verify); inside a project (-C DIR), its own .foundry/keys/signing.pub is the default")
+					}
+					keys = append(keys, own)
 				}
 				s, ref, err := openRef(args[0], *project)
 				if err != nil {

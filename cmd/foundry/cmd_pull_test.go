@@ -199,3 +199,36 @@ func TestRegistryCommandsHelpTeaches(t *testing.T) {
 		t.Errorf("registry start = %d: %s", code, stderr)
 	}
 }
+
+// Inside a project, pull and verify trust the project's own key without -key, and say so
+// (issue 29, as a new user runs them); outside one, no -key is still a usage error.
+func TestPullAndVerifyDefaultToTheProjectKey(t *testing.T) {
+	f := newPullFixture(t)
+	keys := filepath.Join(f.project, ".foundry", "keys")
+	if err := os.MkdirAll(keys, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(f.pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(keys, "signing.pub"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "out")
+	code, stdout, stderr := foundry(t, f.project, "pull", "stable", "-o", out, "-type", provenance.PredicateSLSAProvenance)
+	if code != exitOK || !strings.Contains(stderr, "trusting the project's own key "+filepath.Join(keys, "signing.pub")) {
+		t.Fatalf("pull without -key in the project: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	ref := "oci-layout:" + filepath.Join(f.project, ".foundry", "registry") + "@" + string(f.md)
+	// (The fixture's provenance names another subject than the manifest, so this verify
+	// fails its subject check; what matters here is the key its signatures verified with.)
+	code, stdout, stderr = foundry(t, f.project, "verify", "-type", provenance.PredicateSLSAProvenance, ref)
+	if code == exitUsage || !strings.Contains(stderr, "trusting the project's own key") || !strings.Contains(stdout, "verified with "+filepath.Join(keys, "signing.pub")) {
+		t.Fatalf("verify without -key in the project: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	// Outside a project there is no default.
+	if code, _, stderr := foundry(t, t.TempDir(), "verify", ref); code != exitUsage || !strings.Contains(stderr, "no -key") {
+		t.Errorf("verify without -key outside a project: exit %d\n%s", code, stderr)
+	}
+}

@@ -102,7 +102,7 @@ Exit codes: 0 every artifact verified, 1 something did not verify (the report sa
 check failed and why) or a key, policy or artifact could not be read, 2 usage error.`,
 		setup: func(fs *flag.FlagSet) func(*cliEnv, []string) int {
 			var keys, types, builders, evaluators, verifierIDs, envelopes stringList
-			fs.Var(&keys, "key", "trusted public key `PEM` file (repeatable; at least one)")
+			fs.Var(&keys, "key", "trusted public key `PEM` file (repeatable; default, in a project directory, its own .foundry/keys/signing.pub)")
 			fs.Var(&types, "type", "required predicate `TYPE`, e.g. https://slsa.dev/provenance/v1 (repeatable)")
 			fs.Var(&builders, "builder", "allowed builder `ID` (repeatable)")
 			fs.Var(&evaluators, "evaluator", "allowed test-result evaluator `ID` (repeatable)")
@@ -118,7 +118,11 @@ check failed and why) or a key, policy or artifact could not be read, 2 usage er
 					return exitError
 				}
 				if len(keys) == 0 {
-					return usage("no -key: verification needs at least one trusted public key")
+					own, ok := projectKey(env, "verify", ".")
+					if !ok {
+						return usage("no -key: verification needs at least one trusted public key (inside a project, its own .foundry/keys/signing.pub is the default)")
+					}
+					keys = append(keys, own)
 				}
 				if len(args) == 0 {
 					return usage("no ARTIFACT to verify")

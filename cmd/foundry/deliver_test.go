@@ -60,8 +60,20 @@ product "app" {
 }
 `
 
-// deliverFixture writes the project delivering to dest and, when granted, a grants file
-// that allows it; it returns the project directory.
+// operatorGrants writes the operator's grants file, outside any project, and names it in
+// $FOUNDRY_GRANTS for the rest of the test (the foundry commands it runs inherit it).
+func operatorGrants(t *testing.T, src string) string {
+	t.Helper()
+	gf := filepath.Join(t.TempDir(), "grants.hcl")
+	if err := os.WriteFile(gf, []byte(src+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(grantsEnv, gf)
+	return gf
+}
+
+// deliverFixture writes the project delivering to dest and, when granted, the operator's
+// grants file that allows it (operatorGrants); it returns the project directory.
 func deliverFixture(t *testing.T, dest string, granted bool) string {
 	t.Helper()
 	dir := t.TempDir()
@@ -69,13 +81,7 @@ func deliverFixture(t *testing.T, dest string, granted bool) string {
 		t.Fatal(err)
 	}
 	if granted {
-		grant := `grant "deliver" { to = ["` + dest + `"] }` + "\n"
-		if err := os.MkdirAll(filepath.Join(dir, ".foundry"), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, ".foundry", "grants.hcl"), []byte(grant), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		operatorGrants(t, `grant "deliver" { to = ["`+dest+`"] }`)
 	}
 	return dir
 }
@@ -185,6 +191,10 @@ func TestDeliverReleaseAndReceiptVerify(t *testing.T) {
 		t.Fatalf("want one release under %s, have %v", dest, rels)
 	}
 	rel := filepath.Join(dest, rels[0])
+	// The channel's current release has its data directory from the start (current/data).
+	if fi, err := os.Stat(filepath.Join(dest, deliver.CurrentLink, deliver.DataDir)); err != nil || !fi.IsDir() {
+		t.Errorf("current/data is not a directory after the first delivery: %v", err)
+	}
 	b, err := os.ReadFile(filepath.Join(rel, deliver.ManifestFile))
 	if err != nil {
 		t.Fatal(err)
@@ -461,8 +471,7 @@ product "`+p+`"`, 1)
 		t.Fatalf("the fixture changed: %s", src)
 	}
 	os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(src), 0o644)
-	os.MkdirAll(filepath.Join(dir, ".foundry"), 0o755)
-	os.WriteFile(filepath.Join(dir, ".foundry", "grants.hcl"), []byte(`grant "deliver" { to = ["dir:`+dest+`"] }`), 0o644)
+	operatorGrants(t, `grant "deliver" { to = ["dir:`+dest+`"] }`)
 
 	r := apply(t, dir, nil)
 	if r.code == 0 {
@@ -664,8 +673,7 @@ product "forgetful"`, 1)
 		t.Fatal("the fixture changed")
 	}
 	os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(src), 0o644)
-	os.MkdirAll(filepath.Join(dir, ".foundry"), 0o755)
-	os.WriteFile(filepath.Join(dir, ".foundry", "grants.hcl"), []byte(`grant "deliver" { to = ["dir:`+dest+`"] }`), 0o644)
+	operatorGrants(t, `grant "deliver" { to = ["dir:`+dest+`"] }`)
 	r := apply(t, dir, nil, "-target", "product.durable")
 	if r.code != 1 || !strings.Contains(r.stderr, "product.durable: its deliver files (tree sha256:") ||
 		!strings.Contains(r.stderr, "are not the files its acceptance ran on (its accept block's files, tree sha256:") ||
@@ -680,5 +688,158 @@ product "forgetful"`, 1)
 	}
 	if effs := deliverEffects(t, dir); len(effs) != 0 {
 		t.Errorf("a refused delivery left effects: %+v", effs)
+	}
+}
+
+// linkerProject delivers to DEST a directory holding a symbolic link it made to OUTSIDE.
+const linkerProject = `
+project "linker" {}
+
+seed "bb" {
+  layer {
+    files    = { "/bin/busybox" = host_file("/bin/busybox") }
+    symlinks = { "/bin/sh" = "busybox", "/bin/ln" = "busybox", "/bin/mkdir" = "busybox" }
+  }
+  env = { PATH = "/bin" }
+}
+
+product "links" {
+  step "make" {
+    image   = seed.bb
+    run     = ["sh", "-c", "mkdir -p /out/d && ln -s OUTSIDE /out/d/esc"]
+    outputs = ["/out/d"]
+  }
+  check "made" {
+    image  = seed.bb
+    mounts = { "/d" = step.make.output["/out/d"] }
+    run    = ["sh", "-c", "test -L /d/esc"]
+  }
+  deliver {
+    to    = "DEST"
+    files = { "/d" = step.make.output["/out/d"] }
+  }
+}
+`
+
+// A delivery never escapes its grant (issue 29): a product delivers a directory holding a
+// link to OUTSIDE it made; a later apply of another project delivering to
+// GRANTED/RELEASE/files/d/esc/pwn, which the grant of GRANTED seems to cover, is refused
+// by the plan and by apply, and nothing is written OUTSIDE. So is a destination through a
+// link below the grant that no release made (GRANTED/via, a link to OUTSIDE), and one inside
+// the earlier release that passes no link.
+func TestDeliveryCannotEscapeItsGrant(t *testing.T) {
+	needSandbox(t)
+	granted := filepath.Join(t.TempDir(), "granted")
+	outside := t.TempDir()
+	gf := filepath.Join(t.TempDir(), "grants.hcl")
+	if err := os.WriteFile(gf, []byte(`grant "deliver" { to = ["dir:`+granted+`"] }`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	first := t.TempDir()
+	src := strings.NewReplacer("DEST", "dir:"+granted, "OUTSIDE", outside).Replace(linkerProject)
+	if err := os.WriteFile(filepath.Join(first, "main.hcl"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := apply(t, first, nil, "-grants", gf); r.code != 0 {
+		t.Fatalf("the first delivery: exit %d\n%s", r.code, r.stderr)
+	}
+	rels := releases(t, granted)
+	if len(rels) != 1 {
+		t.Fatalf("releases %v", rels)
+	}
+	if tgt, err := os.Readlink(filepath.Join(granted, rels[0], "files", "d", "esc")); err != nil || tgt != outside {
+		t.Fatalf("the release does not hold the link the product made: %q, %v", tgt, err)
+	}
+	if err := os.Symlink(outside, filepath.Join(granted, "via")); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, tc := range []struct{ dest, why string }{
+		{filepath.Join(granted, rels[0], "files", "d", "esc", "pwn"), "is a delivered release"},
+		{filepath.Join(granted, rels[0], "files", "d", "pwn"), "is a delivered release"},
+		{filepath.Join(granted, "via", "pwn"), "is a symbolic link"},
+	} {
+		second := deliverFixture(t, "dir:"+tc.dest, false)
+		code, out, errs := foundry(t, second, "plan", "-json", "-grants", gf)
+		var prod *plan.Node
+		for _, n := range decodePlan(t, out).Nodes {
+			if n.Address == "product.app" {
+				prod = n
+			}
+		}
+		if code != 0 || prod == nil || prod.Status != plan.StatusNeedsGrant || prod.Deliver == nil || prod.Deliver.Granted || !strings.Contains(prod.Deliver.Refused, tc.why) {
+			t.Errorf("plan of a delivery to %s: exit %d, product %+v\n%s", tc.dest, code, prod, errs)
+		}
+		r := apply(t, second, nil, "-grants", gf)
+		if r.code != 1 || len(r.executed) != 0 || !strings.Contains(r.stderr, "which no grant can allow") || !strings.Contains(r.stderr, tc.why) {
+			t.Errorf("apply of a delivery to %s: exit %d, executed %v\n%s", tc.dest, r.code, r.executed, r.stderr)
+		}
+		if ents, _ := os.ReadDir(outside); len(ents) != 0 {
+			t.Fatalf("a delivery to %s wrote %d entries outside its grant", tc.dest, len(ents))
+		}
+	}
+	if ents, _ := os.ReadDir(filepath.Join(granted, rels[0], "files", "d")); len(ents) != 1 {
+		t.Errorf("the earlier release was written into: %d entries in its files/d", len(ents))
+	}
+}
+
+// A project cannot grant itself (issue 29): a .foundry/grants.hcl its author ships is
+// ignored, with a warning that says where grants belong, for deliveries and network alike;
+// the operator's grants come from -grants, $FOUNDRY_GRANTS or the per-user file, and a
+// -grants file inside the project is read, with a warning, because the operator named it.
+func TestProjectCannotGrantItself(t *testing.T) {
+	needSandbox(t)
+	dest := filepath.Join(t.TempDir(), "releases")
+	dir := deliverFixture(t, "dir:"+dest, false)
+	self := `grant "deliver" { to = ["dir:` + dest + `"] }` + "\n" + `grant "network" { hosts = ["downloads.example:443"] }` + "\n"
+	if err := os.MkdirAll(filepath.Join(dir, ".foundry"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, ".foundry", "grants.hcl"), []byte(self), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	warning := "warning: ignoring " + filepath.Join(dir, ".foundry", "grants.hcl") + ": grants are the operator's"
+
+	code, out, errs := foundry(t, dir, "plan", "-json")
+	p := decodePlan(t, out)
+	if code != 0 || p.Summary.NeedsGrant != 1 || !strings.Contains(errs, warning) || !strings.Contains(errs, "FOUNDRY_GRANTS") {
+		t.Fatalf("plan with a self-issued grant: exit %d, summary %+v\n%s", code, p.Summary, errs)
+	}
+	r := apply(t, dir, nil)
+	if r.code != 1 || len(r.executed) != 0 || !strings.Contains(r.stderr, warning) || !strings.Contains(r.stderr, "which no grant allows") {
+		t.Fatalf("apply with a self-issued grant: exit %d, executed %v\n%s", r.code, r.executed, r.stderr)
+	}
+	if _, err := os.Stat(dest); !os.IsNotExist(err) {
+		t.Fatalf("a self-granted delivery wrote its destination: %v", err)
+	}
+
+	// The network grant of the same file is ignored too: a source from that host needs one.
+	src := `
+project "fetcher" {}
+source "zlib" {
+  url    = "https://downloads.example/zlib.tar.gz"
+  sha256 = "` + strings.Repeat("0", 64) + `"
+}
+`
+	net := t.TempDir()
+	os.WriteFile(filepath.Join(net, "main.hcl"), []byte(src), 0o644)
+	os.MkdirAll(filepath.Join(net, ".foundry"), 0o755)
+	os.WriteFile(filepath.Join(net, ".foundry", "grants.hcl"), []byte(self), 0o644)
+	if code, out, errs := foundry(t, net, "plan", "-json"); code != 0 || decodePlan(t, out).Summary.NeedsGrant != 1 || !strings.Contains(errs, "warning: ignoring") {
+		t.Errorf("a self-issued network grant: exit %d\n%s\n%s", code, out, errs)
+	}
+
+	// The per-user file grants it, as the operator's.
+	cfg := t.TempDir()
+	os.MkdirAll(filepath.Join(cfg, "foundry"), 0o755)
+	os.WriteFile(filepath.Join(cfg, "foundry", "grants.hcl"), []byte(self), 0o644)
+	r = apply(t, dir, []string{"XDG_CONFIG_HOME=" + cfg})
+	if r.code != 0 || len(releases(t, dest)) != 1 || !strings.Contains(r.stderr, warning) {
+		t.Fatalf("apply under the per-user grants: exit %d, releases %v\n%s", r.code, releases(t, dest), r.stderr)
+	}
+	// -grants naming the project's file is the operator's choice: read, with a warning.
+	r = apply(t, dir, nil, "-grants", filepath.Join(dir, ".foundry", "grants.hcl"))
+	if r.code != 0 || strings.Contains(r.stderr, "warning: ignoring") || !strings.Contains(r.stderr, "is inside the project, which its author controls; it is read because the operator named it") {
+		t.Errorf("apply -grants inside the project: exit %d\n%s", r.code, r.stderr)
 	}
 }

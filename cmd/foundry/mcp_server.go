@@ -26,7 +26,7 @@ type mcpConfig struct {
 	ex          executorFlags
 	parallelism int
 	signingKey  string
-	grants      string  // -grants, "" for the project's default grants file
+	grants      string  // -grants, "" for the operator's default (loadGrants)
 	env         *cliEnv // stderr for the server's log, getenv for the operator's environment
 }
 

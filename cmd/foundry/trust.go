@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -34,6 +35,22 @@ func projectRegistry(g *graph.Graph, create bool) (registry.Store, error) {
 		addr = registry.LayoutScheme + p
 	}
 	return registry.Open(addr)
+}
+
+// projectKey is the public half of the signing key of the project in dir
+// (.foundry/keys/signing.pub), when it has one: the key pull and verify trust by default
+// inside a project, as the MCP verify tool does. It says so on stderr (cmd names the
+// command), so that the trust is never silent.
+func projectKey(env *cliEnv, cmd, dir string) (string, bool) {
+	own := filepath.Join(dir, workspace.StateDir, "keys", "signing.pub")
+	if !fileExists(own) {
+		return "", false
+	}
+	if abs, err := filepath.Abs(own); err == nil {
+		own = abs
+	}
+	fmt.Fprintf(env.stderr, "foundry %s: no -key: trusting the project's own key %s\n", cmd, own)
+	return own, true
 }
 
 // trustedKeys are the public keys whose signatures Foundry accepts on what it pulls: the

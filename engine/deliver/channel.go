@@ -44,18 +44,29 @@ func (d *Deliverer) advance(ctx context.Context, rel *release, location string) 
 	}
 	row := state.Release{Product: rel.Product, Destination: dest, Release: string(rel.digest), Location: location}
 	if rel.Dest.Scheme == lang.SchemeDir {
-		at := filepath.Join(rel.Dest.Path, rel.digest.Hex())
+		// The destination directory as the delivery wrote it: beneath its grant.
+		b, err := OpenBeneath(rel.Root, rel.Dest.Path)
+		if err != nil {
+			return err
+		}
+		defer b.Close()
+		at := filepath.Join(b.Path, rel.digest.Hex())
 		if env, err := os.ReadFile(filepath.Join(at, ReceiptFile)); err == nil {
 			row.Receipt = provenance.EnvelopeDigest(env)
 		}
 		if prev, ok, err := d.channelOf(ctx, rel.Product, dest); err != nil {
 			return err
 		} else if ok {
-			if err := copyData(filepath.Join(rel.Dest.Path, strings.TrimPrefix(prev, "sha256:")), at); err != nil {
+			if err := copyData(filepath.Join(b.Path, strings.TrimPrefix(prev, "sha256:")), at); err != nil {
 				return fmt.Errorf("%s: the data of release %s: %w", rel.Product, prev, err)
 			}
 		}
-		if err := PointCurrent(rel.Dest.Path, rel.Product, rel.digest.Hex()); err != nil {
+		// The first release of a channel starts with an empty data/, so that current/data
+		// is there for its service to keep its data in.
+		if err := os.Mkdir(filepath.Join(at, DataDir), 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("%s: the data directory of release %s: %w", rel.Product, rel.digest.Short(), err)
+		}
+		if err := PointCurrent(b.Path, rel.Product, rel.digest.Hex()); err != nil {
 			return err
 		}
 	}

@@ -11,7 +11,9 @@
 // oci-layout: or oci: (registry) release is a content-addressed artifact tagged only once
 // its receipt is attached; so a delivery whose outcome a crash lost is reconciled by looking for its
 // digest, never written twice. It never decides whether a destination is granted: the
-// plan does (needs-grant), and engine/run refuses a product the plan did not grant.
+// plan does (needs-grant), and engine/run refuses a product the plan did not grant. It does
+// make sure a dir: or oci-layout: destination is reached from the directory its grant names
+// without following a link or entering an earlier release (beneath.go).
 //
 // Each successful delivery is recorded in the state's releases table and moves the
 // product's release channel at the destination to it (channel.go).
@@ -103,8 +105,12 @@ type Request struct {
 	Target   string
 	Start    []string
 	Dest     lang.Destination
-	Tree     digest.Digest // the delivered files, in the workspace's store
-	Checks   []Check
+	// Root is the granted directory a dir: or oci-layout: Dest is under (the grant the plan
+	// found for it, lang.Grants.DeliveryGrant): Dest is reached from it following no
+	// symbolic link and entering no earlier release (beneath.go).
+	Root   string
+	Tree   digest.Digest // the delivered files, in the workspace's store
+	Checks []Check
 }
 
 // A Deliverer delivers the products of one run.
@@ -249,19 +255,26 @@ type dirDest struct {
 func (x *dirDest) location() string { return lang.SchemeDir + ":" + x.at }
 
 // write puts the release in place, if it is not, by renaming a directory written beside
-// it; then writes its receipt, if it has none.
+// it; then writes its receipt, if it has none. Everything is written under the destination
+// directory resolved beneath its grant (OpenBeneath).
 func (x *dirDest) write(ctx context.Context) (string, error) {
-	complete, err := x.complete()
+	b, err := OpenBeneath(x.rel.Root, x.rel.Dest.Path)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w; nothing was delivered", x.rel.Product, err)
+	}
+	defer b.Close()
+	at := filepath.Join(b.Path, x.rel.digest.Hex())
+	complete, err := x.complete(at)
 	if err != nil {
 		return "", err
 	}
 	if !complete {
-		if err := x.commit(); err != nil {
+		if err := x.commit(b.Path, at); err != nil {
 			return "", fmt.Errorf("delivering %s to %s: %w", x.rel.Product, x.rel.Dest, err)
 		}
 	}
 	x.d.fault(FaultAfterCommit, x.rel.Product)
-	rp := filepath.Join(x.at, ReceiptFile)
+	rp := filepath.Join(at, ReceiptFile)
 	env, err := os.ReadFile(rp)
 	if errors.Is(err, os.ErrNotExist) {
 		if env, err = x.d.receipt(x.rel, x.location(), ""); err != nil {
@@ -281,13 +294,9 @@ func (x *dirDest) write(ctx context.Context) (string, error) {
 	return x.location(), nil
 }
 
-// commit writes the release (manifest, files, evidence) into a temporary directory beside
-// its place and renames it there.
-func (x *dirDest) commit() error {
-	parent := filepath.Dir(x.at)
-	if err := os.MkdirAll(parent, 0o755); err != nil {
-		return err
-	}
+// commit writes the release (manifest, files, evidence) into a temporary directory in
+// parent, the destination directory, and renames it to at.
+func (x *dirDest) commit(parent, at string) error {
 	prefix := ".tmp-" + x.rel.digest.Hex()[:16] + "-"
 	// What a killed delivery of this release left half-written is not a release.
 	if old, _ := filepath.Glob(filepath.Join(parent, prefix+"*")); len(old) > 0 {
@@ -322,9 +331,9 @@ func (x *dirDest) commit() error {
 	if err := syncDir(tmp); err != nil {
 		return err
 	}
-	if err := os.Rename(tmp, x.at); err != nil {
+	if err := os.Rename(tmp, at); err != nil {
 		// Another delivery of the same release may have put it there first.
-		if ok, _ := x.complete(); ok {
+		if ok, _ := x.complete(at); ok {
 			return nil
 		}
 		return fmt.Errorf("%s is there and is not this release (%w); move it away to deliver again", x.at, err)
@@ -332,22 +341,22 @@ func (x *dirDest) commit() error {
 	return syncDir(parent)
 }
 
-// complete reports whether the release is in place: its manifest, with the digest that
-// names it, files whose tree digest is the artifact, and its evidence.
-func (x *dirDest) complete() (bool, error) {
-	b, err := os.ReadFile(filepath.Join(x.at, ManifestFile))
+// complete reports whether the release is in place at at: its manifest, with the digest
+// that names it, files whose tree digest is the artifact, and its evidence.
+func (x *dirDest) complete(at string) (bool, error) {
+	b, err := os.ReadFile(filepath.Join(at, ManifestFile))
 	if errors.Is(err, os.ErrNotExist) {
 		return false, nil
 	}
 	if err != nil || digest.FromBytes(b) != x.rel.digest {
 		return false, err
 	}
-	_, tree, err := digest.Dir(filepath.Join(x.at, FilesDir))
+	_, tree, err := digest.Dir(filepath.Join(at, FilesDir))
 	if err != nil || tree != x.rel.Tree {
 		return false, nil
 	}
 	for _, e := range x.rel.evidence {
-		p := filepath.Join(x.at, EvidenceDir, "sha256-"+strings.TrimPrefix(provenance.EnvelopeDigest(e.Envelope), "sha256:")+".intoto.json")
+		p := filepath.Join(at, EvidenceDir, "sha256-"+strings.TrimPrefix(provenance.EnvelopeDigest(e.Envelope), "sha256:")+".intoto.json")
 		if b, err := os.ReadFile(p); err != nil || provenance.EnvelopeDigest(b) != provenance.EnvelopeDigest(e.Envelope) {
 			return false, nil
 		}
@@ -358,14 +367,23 @@ func (x *dirDest) complete() (bool, error) {
 // find reconciles by digest: the release is delivered when it is complete at its place
 // and has its receipt.
 func (x *dirDest) find(context.Context) (string, bool, error) {
-	complete, err := x.complete()
+	b, found, err := lookBeneath(x.rel.Root, x.rel.Dest.Path)
+	if err != nil {
+		return "", false, err
+	}
+	if !found {
+		return fmt.Sprintf("release %s is not at %s, so it is delivered again", x.rel.digest.Short(), x.at), false, nil
+	}
+	defer b.Close()
+	at := filepath.Join(b.Path, x.rel.digest.Hex())
+	complete, err := x.complete(at)
 	if err != nil {
 		return "", false, err
 	}
 	if !complete {
 		return fmt.Sprintf("release %s is not at %s, so it is delivered again", x.rel.digest.Short(), x.at), false, nil
 	}
-	if _, err := os.Stat(filepath.Join(x.at, ReceiptFile)); err != nil {
+	if _, err := os.Stat(filepath.Join(at, ReceiptFile)); err != nil {
 		return fmt.Sprintf("release %s is at %s without its receipt, so the delivery is completed", x.rel.digest.Short(), x.at), false, nil
 	}
 	return x.location(), true, nil
@@ -384,20 +402,40 @@ func ReleaseTag(d digest.Digest) string { return "release-" + d.Hex() }
 
 func (x *layoutDest) tag() string { return ReleaseTag(x.rel.digest) }
 
-// open opens the destination's store: the layout (created if missing) or the registry
-// repository, as registry.Open does for a project's registry.
-func (x *layoutDest) open() (registry.Store, error) {
+// open opens the destination's store: the layout (created if missing), its directory
+// resolved beneath its grant (OpenBeneath), or the registry repository, as registry.Open
+// does for a project's registry. done releases it.
+func (x *layoutDest) open() (l registry.Store, done func(), err error) {
 	if x.rel.Dest.Scheme == lang.SchemeOCI {
-		return registry.Open(x.rel.Dest.Path)
+		l, err = registry.Open(x.rel.Dest.Path)
+		return l, func() {}, err
 	}
-	return registry.OpenLayout(x.rel.Dest.Path)
+	b, err := OpenBeneath(x.rel.Root, x.rel.Dest.Path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w; nothing was delivered", x.rel.Product, err)
+	}
+	if l, err = registry.OpenLayout(b.Path); err != nil {
+		b.Close()
+		return nil, nil, err
+	}
+	return l, func() { b.Close() }, nil
+}
+
+// location is where the release whose OCI manifest is m is: in a layout by the
+// destination's name (not the descriptor it was written through).
+func (x *layoutDest) location(l registry.Store, m digest.Digest) string {
+	if x.rel.Dest.Scheme == lang.SchemeOCILayout {
+		return registry.LayoutScheme + x.rel.Dest.Path + "@" + string(m)
+	}
+	return l.String() + "@" + string(m)
 }
 
 func (x *layoutDest) write(ctx context.Context) (string, error) {
-	l, err := x.open()
+	l, done, err := x.open()
 	if err != nil {
 		return "", err
 	}
+	defer done()
 	m, err := registry.PublishRelease(ctx, l, x.d.Workspace.Store, x.rel.Product, x.rel.manifest, x.rel.Tree)
 	if err != nil {
 		return "", err
@@ -408,7 +446,7 @@ func (x *layoutDest) write(ctx context.Context) (string, error) {
 		}
 	}
 	x.d.fault(FaultAfterCommit, x.rel.Product)
-	location := l.String() + "@" + string(m)
+	location := x.location(l, m)
 	if env, found, err := x.receiptOf(ctx, l, m); err != nil {
 		return "", err
 	} else if !found {
@@ -451,14 +489,24 @@ func (x *layoutDest) receiptOf(ctx context.Context, l registry.Store, m digest.D
 func (x *layoutDest) find(ctx context.Context) (string, bool, error) {
 	notThere := fmt.Sprintf("release %s is not in %s, so it is delivered again", x.rel.digest.Short(), x.rel.Dest)
 	if x.rel.Dest.Scheme == lang.SchemeOCILayout {
-		if _, err := os.Stat(filepath.Join(x.rel.Dest.Path, "oci-layout")); err != nil {
+		b, found, err := lookBeneath(x.rel.Root, x.rel.Dest.Path)
+		if err != nil {
+			return "", false, err
+		}
+		if !found {
+			return notThere, false, nil
+		}
+		_, err = os.Stat(filepath.Join(b.Path, "oci-layout"))
+		b.Close()
+		if err != nil {
 			return notThere, false, nil
 		}
 	}
-	l, err := x.open()
+	l, done, err := x.open()
 	if err != nil {
 		return "", false, err
 	}
+	defer done()
 	m, err := l.Resolve(ctx, x.tag())
 	if errors.Is(err, registry.ErrNotFound) {
 		return notThere, false, nil
@@ -475,7 +523,7 @@ func (x *layoutDest) find(ctx context.Context) (string, bool, error) {
 	if _, err := provenance.WriteEnvelope(x.d.Workspace.AttestationDir(), env); err != nil {
 		return "", false, err
 	}
-	return l.String() + "@" + string(m), true, nil
+	return x.location(l, m), true, nil
 }
 
 // claimedType is the predicateType an envelope's statement claims, unverified: the

@@ -27,6 +27,7 @@ type died struct{}
 // fixture is a project delivering one product to a dir: destination.
 type fixture struct {
 	project, dest, files string
+	to                   string // the destination under dest (its grant); "" for dest itself
 	signer               *provenance.Signer
 	keys                 []*provenance.Verifier
 	// check is the signed provenance of the product's check that passed, recorded under
@@ -116,8 +117,12 @@ func (f *fixture) deliver(t *testing.T, crashAt string) (loc string, crashed boo
 				panic(died{})
 			}
 		}}
+	to := f.to
+	if to == "" {
+		to = f.dest
+	}
 	loc, err = d.Deliver(ctx, &Request{Product: "product.app", Revision: digest.FromBytes([]byte("rev")), Source: digest.FromBytes([]byte("plan")),
-		Target: "linux/amd64", Start: []string{"/bin/app"}, Dest: lang.Destination{Scheme: lang.SchemeDir, Path: f.dest}, Tree: tree,
+		Target: "linux/amd64", Start: []string{"/bin/app"}, Dest: lang.Destination{Scheme: lang.SchemeDir, Path: to}, Root: f.dest, Tree: tree,
 		Checks: []Check{{Address: "product.app.check.works", Result: f.result, Envelopes: [][]byte{f.check}}}})
 	return loc, false, events, err
 }
@@ -186,6 +191,56 @@ func TestDirDeliveryIsOnceAcrossCrashes(t *testing.T) {
 			}
 			if after, err := os.Stat(filepath.Join(f.dest, hex, ReceiptFile)); err != nil || !after.ModTime().Equal(before.ModTime()) {
 				t.Errorf("the receipt was written again")
+			}
+		})
+	}
+}
+
+// A delivery reaches its destination from its granted directory without following any
+// link and without entering an earlier release, whatever the plan said: a link planted
+// below the grant (as a product that delivered one would have), or a destination inside a
+// release, is refused with nothing written where it leads.
+func TestDeliveryStaysBeneathItsGrant(t *testing.T) {
+	for _, tc := range []struct {
+		name, want string
+		plant      func(t *testing.T, dest, outside string) string // returns the destination
+	}{
+		{"link", "is a symbolic link", func(t *testing.T, dest, outside string) string {
+			if err := os.MkdirAll(filepath.Join(dest, "a"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(outside, filepath.Join(dest, "a", "esc")); err != nil {
+				t.Fatal(err)
+			}
+			return filepath.Join(dest, "a", "esc", "pwn")
+		}},
+		{"release", "is a delivered release", func(t *testing.T, dest, outside string) string {
+			rel := filepath.Join(dest, strings.Repeat("ab", 32))
+			if err := os.MkdirAll(filepath.Join(rel, FilesDir, "d"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(rel, ManifestFile), []byte("{}"), 0o444); err != nil {
+				t.Fatal(err)
+			}
+			return filepath.Join(rel, FilesDir, "d", "pwn")
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			outside := t.TempDir()
+			f.to = tc.plant(t, f.dest, outside)
+			if err := CheckBeneath(f.dest, f.to); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("CheckBeneath: %v, want %q", err, tc.want)
+			}
+			_, _, _, err := f.deliver(t, "")
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("delivered to %s: %v, want refused (%q)", f.to, err, tc.want)
+			}
+			if ents, _ := os.ReadDir(outside); len(ents) != 0 {
+				t.Errorf("the delivery wrote %d entries where the link leads", len(ents))
+			}
+			if _, err := os.Lstat(filepath.Join(filepath.Dir(f.to), "pwn")); err == nil && tc.name == "release" {
+				t.Errorf("the delivery wrote inside the release")
 			}
 		})
 	}

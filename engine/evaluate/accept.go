@@ -105,7 +105,7 @@ func (ev *Evaluator) Accept(ctx context.Context, n *graph.Node, tree digest.Dige
 		Capability: n.Address, ContractDigest: string(n.Digest), Candidate: string(tree),
 		Suite: provenance.SuiteAcceptance, SuiteDigest: string(suite),
 		Evaluator: evaluator, Cases: results, StartedOn: started, FinishedOn: time.Now(),
-		Configuration: []provenance.Dependency{{Name: "candidate-image", URI: "foundry:" + n.Address, Digest: img.Digest}},
+		Configuration: []provenance.Dependency{{Name: provenance.ConfigCandidateImage, URI: "foundry:" + n.Address, Digest: img.Digest}},
 	}))
 	if err != nil {
 		return nil, err
@@ -150,7 +150,7 @@ func (ev *Evaluator) recordedAcceptance(n *graph.Node, tree digest.Digest, img e
 		t := &results[i]
 		if t.Suite == provenance.SuiteAcceptance && t.Capability == n.Address && t.ContractDigest == string(n.Digest) &&
 			t.SuiteDigest == string(suite) && slices.Equal(t.Subjects, []string{string(tree)}) &&
-			t.Configuration["candidate-image"] == img.Digest && t.Passed() {
+			t.Configuration[provenance.ConfigCandidateImage] == img.Digest && t.Passed() {
 			return t, nil
 		}
 	}

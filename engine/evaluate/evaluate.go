@@ -341,7 +341,7 @@ func (ev *Evaluator) recordedSealed(ctx context.Context, n *graph.Node, tree, im
 	for i := range results {
 		t := &results[i]
 		if t.ContractDigest != string(n.Digest) || (suite != "" && t.SuiteDigest != string(suite)) || !slices.Equal(t.Subjects, []string{string(tree)}) ||
-			t.Configuration["candidate-image"] != string(image) || (keep != nil && !keep(t)) {
+			t.Configuration[provenance.ConfigCandidateImage] != string(image) || (keep != nil && !keep(t)) {
 			continue
 		}
 		row := byEnv[digest.Digest(t.Digest)]
@@ -534,7 +534,7 @@ func (ev *Evaluator) Recorded(ctx context.Context, n *graph.Node, recipe string,
 		}
 		i := slices.IndexFunc(all, func(t provenance.SignedTestResult) bool {
 			return t.Suite == part.name && t.Passed() && t.ContractDigest == string(n.Digest) && t.SuiteDigest == string(suiteDigest(part.cases)) &&
-				slices.Equal(t.Subjects, []string{string(tree)}) && t.Configuration["candidate-image"] == img.Digest
+				slices.Equal(t.Subjects, []string{string(tree)}) && t.Configuration[provenance.ConfigCandidateImage] == img.Digest
 		})
 		if i < 0 {
 			return nil, false, nil
@@ -701,7 +701,7 @@ func (ev *Evaluator) runSuite(ctx context.Context, n *graph.Node, recipe string,
 		Capability: capb.Name, ContractDigest: string(n.Digest), Candidate: string(tree),
 		Suite: suite, SuiteDigest: string(suiteD),
 		Evaluator: evaluator, Cases: results, StartedOn: started, FinishedOn: time.Now(),
-		Configuration: append([]provenance.Dependency{{Name: "candidate-image", URI: "foundry:" + n.Address, Digest: img.Digest}}, config...),
+		Configuration: append([]provenance.Dependency{{Name: provenance.ConfigCandidateImage, URI: "foundry:" + n.Address, Digest: img.Digest}}, config...),
 	}
 	if disclose && worst != nil {
 		e.Disclosed = []string{worstName}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"os"
 	"slices"
@@ -192,7 +193,7 @@ func (iv *Invoker) Run(ctx context.Context, c Capability, in Input) (*Result, er
 	}
 	o, err := sb.RunCLI(ctx, "a call of "+c.Address, v.entrypoint, v.image, in.stdin)
 	if errors.Is(err, executors.ErrNotStarted) {
-		return nil, fmt.Errorf("calling %s: its entrypoint %s could not be started on the admitted files alone (the artifact holds the package tree, not its base image): %w",
+		return nil, fmt.Errorf("calling %s: its entrypoint %s could not be started on the image it was admitted on: %w",
 			c.Address, v.entrypoint[0], err)
 	}
 	if err != nil {
@@ -314,8 +315,11 @@ func (iv *Invoker) version(ctx context.Context, c Capability) (*version, error) 
 }
 
 // ready pulls manifest m, the version of c's contract c.Ref names, with a pin's checks,
-// checks that the contract it holds declares c's interface, and builds the image its
-// files run in: the tree alone, as the artifact holds no base image.
+// checks that the contract it holds declares c's interface, and finds the image its calls
+// run in: the one its admission binds (provenance.AnnotationImage), on which the sealed
+// suite passed — its files on its recipe's base image — taken from the workspace's seed
+// store by that digest. What was evaluated is what is called: a version whose admission
+// binds no image, or whose image this workspace does not hold, is not called.
 func (iv *Invoker) ready(ctx context.Context, c Capability, m digest.Digest, v *version) error {
 	if iv.Registry == nil {
 		return fmt.Errorf("%s: no registry to pull it from", c.Address)
@@ -333,7 +337,7 @@ func (iv *Invoker) ready(ctx context.Context, c Capability, m digest.Digest, v *
 	if err != nil {
 		return fmt.Errorf("%s: pulling %s: %w", c.Address, c.Ref, err)
 	}
-	it, target, err := contractInterface(pulled.ContractJSON)
+	it, _, err := contractInterface(pulled.ContractJSON)
 	if err != nil {
 		return fmt.Errorf("%s: the contract of %s: %w", c.Address, c.Ref, err)
 	}
@@ -343,7 +347,17 @@ func (iv *Invoker) ready(ctx context.Context, c Capability, m digest.Digest, v *
 	if len(it.Entrypoint) == 0 {
 		return fmt.Errorf("%s: contract %s declares no entrypoint", c.Address, c.Contract)
 	}
-	img, err := evaluate.CandidateImage(ctx, iv.Workspace, pulled.Name, target, tree, executors.Image{})
+	bound, ok := pulled.Report.AdmittedImage()
+	switch {
+	case !ok:
+		return fmt.Errorf("%s: the admissions of %s bind different images; it is not called", c.Address, c.Ref)
+	case bound == "":
+		return fmt.Errorf("%s: the admission of %s binds no image its sealed suite ran on (admitted by an older Foundry), so a call could not run on what was evaluated; admit it again with 'foundry apply -replace %s'", c.Address, c.Ref, c.Address)
+	}
+	img, err := iv.Workspace.Seeds.Image(ctx, bound)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%s: %s was admitted on image %s (its files on its base image), which this workspace does not hold; run 'foundry apply' here to evaluate it, so that calls run on the image that was evaluated", c.Address, c.Ref, bound)
+	}
 	if err != nil {
 		return fmt.Errorf("%s: the image of %s: %w", c.Address, c.Ref, err)
 	}
@@ -356,7 +370,7 @@ func (iv *Invoker) ready(ctx context.Context, c Capability, m digest.Digest, v *
 		return fmt.Errorf("%s: %w", c.Address, err)
 	}
 	v.entrypoint, v.image = it.Entrypoint, img
-	v.watched = []digest.Digest{m, c.Contract, tree}
+	v.watched = []digest.Digest{m, c.Contract, tree, digest.Digest(bound)}
 	for _, l := range man.Layers {
 		v.watched = append(v.watched, digest.Digest(l.Digest))
 	}

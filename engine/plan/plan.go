@@ -3,6 +3,7 @@ package plan
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/foundry-build/foundry/engine/deliver"
 	"io"
 	"maps"
 	"os"
@@ -122,6 +123,10 @@ type Delivery struct {
 	To      string `json:"to"`               // the destination, its path absolute: "dir:/srv/releases"
 	Granted bool   `json:"granted"`          // a grant of the grants file allows it
 	Grants  string `json:"grants,omitempty"` // the grants file consulted; omitted when there was none
+	// Refused says why a destination a grant names cannot be delivered to: its path below
+	// the granted directory passes a symbolic link or an earlier release
+	// (deliver.CheckBeneath). Granted is false then, and no grant would change it.
+	Refused string `json:"refused,omitempty"`
 }
 
 // placeOf fills a plan node's Block, Key, Index and Module from its graph node.
@@ -548,12 +553,25 @@ func markGrants(g *graph.Graph, byNum []*Node, grants *lang.Grants) {
 			continue
 		}
 		pn := byNum[n.Num()]
-		d := &Delivery{To: p.Deliver.Dest.String(), Granted: grants.AllowsDelivery(p.Deliver.Dest)}
+		root, ok := grants.DeliveryGrant(p.Deliver.Dest)
+		d := &Delivery{To: p.Deliver.Dest.String(), Granted: ok}
 		if grants != nil {
 			d.Grants = grants.File
 		}
+		if ok && root.Scheme != lang.SchemeOCI {
+			// A grant covers its directory and what is below it, reached without following
+			// links and never inside an earlier release: what the delivery will refuse.
+			if err := deliver.CheckBeneath(root.Path, p.Deliver.Dest.Path); err != nil {
+				d.Granted, d.Refused = false, err.Error()
+			}
+		}
 		pn.Deliver = d
-		if !d.Granted && pn.Status == StatusBuild {
+		switch {
+		case d.Granted || pn.Status != StatusBuild:
+		case d.Refused != "":
+			pn.Status = StatusNeedsGrant
+			pn.Reason = fmt.Sprintf("no grant can allow delivering to %s: %s", d.To, d.Refused)
+		default:
 			pn.Status = StatusNeedsGrant
 			pn.Reason = fmt.Sprintf("no grant allows delivering to %s: add it to a grant %q in the operator's grants file", d.To, lang.DeliverGrantKind)
 		}

@@ -33,12 +33,16 @@ func (r *runner) deliverProduct(ctx context.Context, n *graph.Node) error {
 	if pn := r.planned.nodes[n.Address]; pn == nil || pn.Status != plan.StatusBuild || pn.Deliver == nil || !pn.Deliver.Granted {
 		return fmt.Errorf("%s: no grant allows delivering to %s; nothing was delivered", n.Address, dv.Dest)
 	}
+	grant, ok := r.plan.Grants().DeliveryGrant(dv.Dest)
+	if !ok {
+		return fmt.Errorf("%s: no grant allows delivering to %s; nothing was delivered", n.Address, dv.Dest)
+	}
 	tree, err := r.assemble(ctx, dv.Files)
 	if err != nil {
 		return fmt.Errorf("assembling the release of %s: %w", n.Address, err)
 	}
 	req := &deliver.Request{Product: n.Address, Revision: n.Digest, Source: r.plan.Digest, Target: r.g.Config.Project.Platform,
-		Start: dv.Start, Dest: dv.Dest, Tree: tree}
+		Start: dv.Start, Dest: dv.Dest, Root: grant.Path, Tree: tree}
 	for _, name := range slices.Sorted(maps.Keys(n.Product.Checks)) {
 		a := n.Address + ".check." + name
 		res := r.result(a)

@@ -26,6 +26,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -170,6 +171,26 @@ func (b *Builder) Built(key string) bool {
 	}
 	fi, err := os.Lstat(st.rootfsPath(h))
 	return err == nil && fi.IsDir()
+}
+
+// Image returns the image whose manifest digest is d ("sha256:<hex>"), one the layout holds
+// (built or imported before), unpacked, as Build returns it. An image the layout does not
+// hold is an error wrapping fs.ErrNotExist: Image builds nothing.
+func (b *Builder) Image(ctx context.Context, d string) (executors.Image, error) {
+	h, err := v1.NewHash(d)
+	if err != nil {
+		return executors.Image{}, fmt.Errorf("image %q: %w", d, err)
+	}
+	st, err := openStore(b.Root)
+	if err != nil {
+		return executors.Image{}, err
+	}
+	if ok, err := st.inIndex(h); err != nil {
+		return executors.Image{}, err
+	} else if !ok {
+		return executors.Image{}, fmt.Errorf("image %s: %w", d, fs.ErrNotExist)
+	}
+	return b.materialize(ctx, st, h)
 }
 
 func (b *Builder) build(ctx context.Context, s *Spec) (executors.Image, error) {
