@@ -12,6 +12,7 @@ import (
 	"github.com/foundry-build/foundry/digest"
 	"github.com/foundry-build/foundry/engine/cache"
 	"github.com/foundry-build/foundry/engine/graphcache"
+	"github.com/foundry-build/foundry/engine/workspace"
 	"github.com/foundry-build/foundry/store"
 )
 
@@ -72,70 +73,93 @@ Exit codes: 0 success, 1 failure, 2 usage error.`,
 					return exitError
 				}
 				defer unlock()
-				var roots []digest.Digest
-				err = ws.State.EachActionRecord(context.Background(), func(_ digest.Digest, rec []byte) error {
-					var r cache.Result
-					if err := json.Unmarshal(rec, &r); err != nil {
-						return nil // an unreadable record protects nothing; lookups treat it as a miss
-					}
-					for _, o := range r.Outputs {
-						roots = append(roots, o.Digest)
-					}
-					for _, d := range []digest.Digest{r.Definition, r.Stdout.Digest, r.Stderr.Digest} {
-						if d != "" {
-							roots = append(roots, d)
-						}
-					}
-					roots = append(roots, r.Attestations...)
-					return nil
-				})
+				opt := gcOptions{DryRun: *dry, MinAge: *minAge, KeepRuns: *keepRuns, KeepGraphs: *keepGraphs}
+				res, err := collectGarbage(context.Background(), ws, opt)
 				if err != nil {
 					fmt.Fprintf(env.stderr, "foundry gc: %v\n", err)
 					return exitError
-				}
-				stats, err := ws.Store.GC(roots, store.GCOptions{MinAge: *minAge, DryRun: *dry})
-				if err != nil {
-					fmt.Fprintf(env.stderr, "foundry gc: %v\n", err)
-					return exitError
-				}
-				pruned := 0
-				if *keepRuns >= 0 {
-					if pruned, err = ws.State.PruneRuns(context.Background(), *keepRuns, *dry); err != nil {
-						fmt.Fprintf(env.stderr, "foundry gc: %v\n", err)
-						return exitError
-					}
-				}
-				graphs, graphBytes, err := graphcache.Prune(filepath.Join(ws.Dir, "graph-cache"), *keepGraphs, *dry)
-				if err != nil {
-					fmt.Fprintf(env.stderr, "foundry gc: %v\n", err)
-					return exitError
-				}
-				inputs := filepath.Join(ws.Dir, "inputs")
-				if !*dry {
-					// Materialized inputs are copies of blobs: always safe to drop under the lock.
-					os.RemoveAll(inputs)
-					os.MkdirAll(inputs, 0o755)
 				}
 				if *jsonOut {
 					writeJSON(env.stdout, struct {
 						store.GCStats
 						RunsPruned   int
 						GraphsPruned int
-					}{stats, pruned, graphs})
+					}{res.GCStats, res.RunsPruned, res.GraphsPruned})
 					return exitOK
 				}
 				verb := "Deleted"
-				if *dry {
+				if opt.DryRun {
 					verb = "Would delete"
 				}
 				fmt.Fprintf(env.stdout, "%s %d blob(s), %.1f MiB; kept %d live, spared %d younger than %s.\n",
-					verb, stats.Deleted, float64(stats.BytesFreed)/(1<<20), stats.Live, stats.Spared, *minAge)
-				if *keepRuns >= 0 {
-					fmt.Fprintf(env.stdout, "%s the records of %d run(s) older than the newest %d.\n", verb, pruned, *keepRuns)
+					verb, res.Deleted, float64(res.BytesFreed)/(1<<20), res.Live, res.Spared, opt.MinAge)
+				if opt.KeepRuns >= 0 {
+					fmt.Fprintf(env.stdout, "%s the records of %d run(s) older than the newest %d.\n", verb, res.RunsPruned, opt.KeepRuns)
 				}
-				fmt.Fprintf(env.stdout, "%s %d compiled graph(s) (%.1f MiB) beyond the %d most recently used.\n", verb, graphs, float64(graphBytes)/(1<<20), *keepGraphs)
+				fmt.Fprintf(env.stdout, "%s %d compiled graph(s) (%.1f MiB) beyond the %d most recently used.\n", verb, res.GraphsPruned, float64(res.GraphBytes)/(1<<20), opt.KeepGraphs)
 				return exitOK
 			}
 		},
 	})
+}
+
+// gcOptions are what `foundry gc` reads from its flags.
+type gcOptions struct {
+	DryRun     bool          // report, delete nothing
+	MinAge     time.Duration // spare unreachable blobs younger than this
+	KeepRuns   int           // the newest runs whose records are kept; -1 keeps all
+	KeepGraphs int           // the most recently used compiled graphs kept
+}
+
+// gcResult is what collectGarbage deleted, or would delete in a dry run.
+type gcResult struct {
+	store.GCStats
+	RunsPruned   int
+	GraphsPruned int
+	GraphBytes   int64
+}
+
+// collectGarbage is the core of `foundry gc` on ws, whose lock the caller holds: the
+// blobs no action cache record refers to, the records of old runs, the compiled graphs
+// beyond opt.KeepGraphs and the materialized inputs.
+func collectGarbage(ctx context.Context, ws *workspace.Workspace, opt gcOptions) (gcResult, error) {
+	var res gcResult
+	var roots []digest.Digest
+	err := ws.State.EachActionRecord(ctx, func(_ digest.Digest, rec []byte) error {
+		var r cache.Result
+		if err := json.Unmarshal(rec, &r); err != nil {
+			return nil // an unreadable record protects nothing; lookups treat it as a miss
+		}
+		for _, o := range r.Outputs {
+			roots = append(roots, o.Digest)
+		}
+		for _, d := range []digest.Digest{r.Definition, r.Stdout.Digest, r.Stderr.Digest} {
+			if d != "" {
+				roots = append(roots, d)
+			}
+		}
+		roots = append(roots, r.Attestations...)
+		return nil
+	})
+	if err != nil {
+		return res, err
+	}
+	if res.GCStats, err = ws.Store.GC(roots, store.GCOptions{MinAge: opt.MinAge, DryRun: opt.DryRun}); err != nil {
+		return res, err
+	}
+	if opt.KeepRuns >= 0 {
+		if res.RunsPruned, err = ws.State.PruneRuns(ctx, opt.KeepRuns, opt.DryRun); err != nil {
+			return res, err
+		}
+	}
+	if res.GraphsPruned, res.GraphBytes, err = graphcache.Prune(filepath.Join(ws.Dir, "graph-cache"), opt.KeepGraphs, opt.DryRun); err != nil {
+		return res, err
+	}
+	if !opt.DryRun {
+		// Materialized inputs are copies of blobs: always safe to drop under the lock.
+		inputs := filepath.Join(ws.Dir, "inputs")
+		os.RemoveAll(inputs)
+		os.MkdirAll(inputs, 0o755)
+	}
+	return res, nil
 }
