@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 
@@ -63,7 +64,7 @@ func TestOrList(t *testing.T) {
 // the entry, remove lifts it and says so once.
 func TestQuarantineCores(t *testing.T) {
 	var out, errb bytes.Buffer
-	env := &cliEnv{stdout: &out, stderr: &errb}
+	env := &cliEnv{stdout: &out, stderr: &errb, getenv: os.Getenv}
 	opt := quarantineOptions{Project: t.TempDir()}
 	d := digest.FromBytes([]byte("withdrawn"))
 
