@@ -460,7 +460,7 @@ func TestTemporalCapabilityAdmittedOnce(t *testing.T) {
 	if err := victim.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	r := done.wait(t, 5*time.Minute, "the apply did not finish")
+	r := done.wait(t, 8*time.Minute, "the apply did not finish")
 	adm := regexp.MustCompile(`ADM capability\.int-sort: recipe\.int-sort-go admitted as \S+@(sha256:[0-9a-f]{64})`)
 	m := adm.FindStringSubmatch(r.Stderr)
 	if r.Code != 0 || m == nil {
