@@ -34,3 +34,29 @@ func TestVerifyArtifactsCore(t *testing.T) {
 		}
 	}
 }
+
+// pullCapability, the core of `foundry pull`, without the CLI: its flag checks are usage
+// errors, and a reference to a registry that is not there a failure that writes nothing.
+func TestPullCapabilityCore(t *testing.T) {
+	dir := t.TempDir()
+	dest := filepath.Join(dir, "dest")
+	for _, tc := range []struct {
+		opt    pullOptions
+		code   int
+		stderr string
+	}{
+		{pullOptions{Project: dir}, exitUsage, "no -o DIR"},
+		{pullOptions{Project: dir, Out: dest, NoVerify: true, Keys: []string{"k.pem"}}, exitUsage, "-no-verify together with -key"},
+		{pullOptions{Project: dir, Out: dest}, exitUsage, "no -key"},
+		{pullOptions{Project: dir, Out: dest, NoVerify: true}, exitError, "foundry pull: "},
+	} {
+		var out, errb bytes.Buffer
+		env := &cliEnv{stdout: &out, stderr: &errb, getenv: os.Getenv}
+		if code := pullCapability(env, tc.opt, "oci-layout:"+filepath.Join(dir, "no-such-layout")+":v1"); code != tc.code || !strings.Contains(errb.String(), tc.stderr) {
+			t.Errorf("%+v: exit %d, stderr %q; want %d and %q", tc.opt, code, errb.String(), tc.code, tc.stderr)
+		}
+		if _, err := os.Stat(dest); err == nil {
+			t.Fatalf("%+v: %s was written", tc.opt, dest)
+		}
+	}
+}
