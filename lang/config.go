@@ -263,12 +263,16 @@ type Suite struct {
 
 // Recipe is one way to provide a capability.
 type Recipe struct {
-	Name      string
-	Provides  *Artifact // kind ArtifactCapability
-	Cost      int64
-	Steps     map[string]*Step
-	Package   *Package
-	DeclRange hcl.Range
+	Name     string
+	Provides *Artifact // kind ArtifactCapability
+	Cost     int64
+	// Reproducible requires, before a candidate it builds is evaluated, that each of its
+	// steps be rebuilt in a fresh sandbox with empty caches and make the same bytes (as
+	// apply -rebuild does; spec/language.md §8).
+	Reproducible bool
+	Steps        map[string]*Step
+	Package      *Package
+	DeclRange    hcl.Range
 }
 
 // Package assembles a recipe's outputs into the capability artifact.
@@ -299,8 +303,11 @@ type Step struct {
 	User        string
 	Platform    string
 	Mounts      map[string]*Artifact // sandbox path → content
-	Outputs     []string             // absolute paths under /out, sorted
-	Limits      Limits
+	// Caches are the cache volumes it mounts, writable, by sandbox path (§9b); nil for
+	// none. Not in its definition: what a cache holds never changes what a step means.
+	Caches  map[string]*Cache
+	Outputs []string // absolute paths under /out, sorted
+	Limits  Limits
 	// Network is NetworkNone, or NetworkEgress for a fixed-output step (spec/language.md
 	// §9a): it reaches Egress, each endpoint granted by the operator, through the broker,
 	// and its outputs must have the tree digest OutputDigest.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/convert"
 
 	"github.com/foundry-build/foundry/digest"
 	"github.com/foundry-build/foundry/internal/parallel"
@@ -470,6 +471,7 @@ var stepSchema = &hcl.BodySchema{
 		{Name: "description"}, {Name: "image", Required: true}, {Name: "run", Required: true},
 		{Name: "env"}, {Name: "workdir"}, {Name: "user"}, {Name: "platform"},
 		{Name: "mounts"}, {Name: "outputs"}, {Name: "network"}, {Name: "egress"}, {Name: "output_digest"},
+		{Name: "caches"},
 		repetitionArgs[0], repetitionArgs[1], // decoded by instances
 	},
 	Blocks: []hcl.BlockHeaderSchema{{Type: "limits"}},
@@ -669,6 +671,7 @@ func (l *loader) decodeStep(b *hcl.Block, name string, ctx *hcl.EvalContext, sco
 			}
 		}
 	}
+	l.decodeCaches(st, content.Attributes["caches"], ctx, scope)
 	for _, lb := range content.Blocks {
 		st.Limits = l.decodeLimits(lb, ctx)
 		l.checkEgressLimit(st, lb)
@@ -795,7 +798,7 @@ func ParseSize(s string) (int64, error) {
 }
 
 var recipeSchema = &hcl.BodySchema{
-	Attributes: []hcl.AttributeSchema{{Name: "provides", Required: true}, {Name: "cost"}},
+	Attributes: []hcl.AttributeSchema{{Name: "provides", Required: true}, {Name: "cost"}, {Name: "reproducible"}},
 	Blocks:     []hcl.BlockHeaderSchema{{Type: "step", LabelNames: []string{"name"}}, {Type: "package"}},
 }
 
@@ -816,6 +819,15 @@ func (l *loader) decodeRecipe(b *hcl.Block) {
 					l.diags = append(l.diags, errorf(a.Expr.Range().Ptr(), "Invalid cost", "cost = %v must be a non-negative integer.", n))
 				}
 				r.Cost = int64(n)
+			}
+		}
+	}
+	if a := content.Attributes["reproducible"]; a != nil {
+		if v, d := l.eval(a.Expr, ctx, nil); !d.HasErrors() {
+			if b, err := convert.Convert(v, cty.Bool); err != nil || b.IsNull() || !b.IsKnown() {
+				l.typeErr(a.Expr.Range(), "reproducible", "true or false", v)
+			} else {
+				r.Reproducible = b.True()
 			}
 		}
 	}
@@ -913,6 +925,12 @@ func (l *loader) decodeReconstructStep(b *hcl.Block, capName string) *Step {
 	st := l.decodeStep(b, in.name, l.baseContext(), scope)
 	st.Kind = b.Type
 	l.refuseNetwork(st, b, "A "+b.Type+" of a reconstruction")
+	if attr, _ := b.Body.JustAttributes(); attr["caches"] != nil {
+		// A builder is a proposer from outside the project's trust: it must neither read
+		// what the project's steps left in a cache nor leave anything there for them.
+		l.diags = append(l.diags, errorAt(attr["caches"].NameRange, "Cache in a reconstruction", "A %s of a reconstruction mounts no cache: a cache volume belongs to the project's own steps, and a builder must neither read what they left there nor leave anything for them.", b.Type))
+		st.Caches = nil
+	}
 	if len(st.Outputs) == 0 {
 		what, writes := "Builder", "its proposal"
 		if b.Type == "build" {

@@ -135,6 +135,13 @@ type Execution struct {
 	// carry a digest; they become buildDefinition.resolvedDependencies, image first.
 	Image  Dependency
 	Inputs []Dependency
+	// Caches are the cache volumes the step mounted, writable (internalParameters.caches):
+	// non-hermetic inputs, whose content no digest names. Sorted by Path.
+	Caches []CacheMount
+	// Reproduces, for a rebuild (apply -rebuild), names the cached execution whose outputs
+	// this one made again, byte for byte, in a fresh sandbox with empty caches
+	// (internalParameters.reproduces). Minted only when every output was identical.
+	Reproduces *Reproduction
 
 	// Outputs are the declared outputs the executor collected (the statement's subjects).
 	// A directory output's digest is its canonical tree-manifest digest (digest.Dir).
@@ -148,6 +155,35 @@ type Execution struct {
 	StartedOn  time.Time
 	FinishedOn time.Time
 }
+
+// CacheMount is one cache volume a step mounted (spec/language.md §9b).
+type CacheMount struct {
+	Path    string `json:"path"`    // where the step saw it
+	Name    string `json:"name"`    // the cache's name
+	Sharing string `json:"sharing"` // shared, locked or private
+	// Volume is the volume's key: the digest of its project, trust domain, name, image and
+	// platform (engine/volume), as hex.
+	Volume   string `json:"volume"`
+	Instance int    `json:"instance,omitempty"` // a private instance (0: the volume's own)
+	// Empty says the step got an empty directory no other step saw (a rebuild's), not a
+	// volume: Volume and Sharing are then empty.
+	Empty bool `json:"empty,omitempty"`
+	// Hermetic is false for a volume, whose content when the step started is named by no
+	// digest, and true only for an Empty one. Always written, so that a reader need not
+	// know the other fields to know it.
+	Hermetic bool `json:"hermetic"`
+}
+
+// Reproduction names the execution a rebuild reproduced.
+type Reproduction struct {
+	Attestation string `json:"attestation"` // the digest of its provenance envelope
+	CacheKey    string `json:"cacheKey"`    // the cache key its result is recorded under
+	// Note is what was done, for a reader: always "reproduced independently, without caches".
+	Note string `json:"note"`
+}
+
+// ReproducedNote is Reproduction.Note.
+const ReproducedNote = "reproduced independently, without caches"
 
 // Network is the network policy the sandbox enforced.
 type Network struct {
@@ -280,6 +316,23 @@ func NewProvenance(e *Execution) (*Statement, error) {
 			return nil, fmt.Errorf("provenance: cache key %q is not sha256:<64 hex>", e.CacheKey)
 		}
 		internalMap["cacheKey"] = e.CacheKey
+	}
+	if len(e.Caches) > 0 {
+		cs := make([]CacheMount, len(e.Caches))
+		for i, c := range e.Caches {
+			if c.Path == "" || c.Name == "" || (c.Volume == "") != c.Empty {
+				return nil, fmt.Errorf("provenance: cache %d: path, name, and a volume or empty, are required", i)
+			}
+			c.Hermetic = c.Empty
+			cs[i] = c
+		}
+		internalMap["caches"] = cs
+	}
+	if r := e.Reproduces; r != nil {
+		if !digestRE.MatchString(r.Attestation) || !digestRE.MatchString(r.CacheKey) {
+			return nil, fmt.Errorf("provenance: reproduces: attestation %q and cache key %q must be sha256:<64 hex>", r.Attestation, r.CacheKey)
+		}
+		internalMap["reproduces"] = Reproduction{Attestation: r.Attestation, CacheKey: r.CacheKey, Note: ReproducedNote}
 	}
 	if e.RuntimeSpecDigest != "" {
 		if !digestRE.MatchString(e.RuntimeSpecDigest) {

@@ -595,7 +595,29 @@ func (v *verifier) provenanceOf(r *AttestationReport, st *intoto.Statement, dept
 	if deps && !v.dependencies(r, prov, depth) {
 		return
 	}
+	v.hermeticity(r, prov)
 	r.OK = true
+}
+
+// hermeticity reports, for the reader, what a verified provenance says of the caches it
+// mounted and of a rebuild it is (internalParameters.caches and reproduces): facts the
+// signature vouches for, which refuse nothing.
+func (v *verifier) hermeticity(r *AttestationReport, prov *slsa.Provenance) {
+	internal := prov.GetBuildDefinition().GetInternalParameters().GetFields()
+	if rp := internal["reproduces"].GetStructValue().GetFields(); rp != nil {
+		r.pass("reproduced", "%s: its outputs are byte for byte those of the execution of envelope %s (cache key %s)",
+			ReproducedNote, rp["attestation"].GetStringValue(), rp["cacheKey"].GetStringValue())
+	}
+	var volumes []string
+	for _, c := range internal["caches"].GetListValue().GetValues() {
+		f := c.GetStructValue().GetFields()
+		if !f["hermetic"].GetBoolValue() {
+			volumes = append(volumes, fmt.Sprintf("%q at %s", f["name"].GetStringValue(), f["path"].GetStringValue()))
+		}
+	}
+	if len(volumes) > 0 {
+		r.pass("caches", "mounted cache volume(s) %s: non-hermetic inputs, named by no digest", strings.Join(volumes, ", "))
+	}
 }
 
 // dependencies verifies every resolved dependency that names a Foundry producer, as an

@@ -61,6 +61,14 @@ that it is waiting, naming the holder's pid and since when, and starts once it i
 that applies queue up. -lock-timeout bounds the wait: past it, apply exits 1 saying so, with
 nothing run. SIGINT while waiting exits 1 too, with nothing run.
 
+-rebuild ADDRESS (repeatable) checks that a step is reproducible: the step, whose result
+must be cached, runs again in a fresh sandbox with every cache volume it mounts empty, and
+each output is compared byte for byte with the cached one. A difference fails the apply
+(exit 1), naming each differing file with both digests and sizes, the first differing byte
+and, for text, the first differing lines; the cached result stays. An identical rebuild is
+recorded as signed provenance that names the execution it reproduced, which 'foundry verify'
+shows as "reproduced independently, without caches".
+
 Without -auto-approve, apply shows the plan and asks for confirmation on a terminal; a
 saved plan is its own approval.
 
@@ -76,6 +84,7 @@ Examples:
   foundry apply -auto-approve -progress plain -parallelism 8 examples/hello
   foundry apply -auto-approve -executor runc
   foundry apply -auto-approve -lock-timeout 10m
+  foundry apply -auto-approve -rebuild step.build
   foundry apply -auto-approve -engine temporal -temporal-address 127.0.0.1:7233
 
 Exit codes: 0 success, 1 a step failed or the configuration is invalid or the saved plan
@@ -96,6 +105,8 @@ is stale or the apply was interrupted or -lock-timeout passed, 2 usage error.`,
 			sel.register(fs, true)
 			keyPath := fs.String("signing-key", "", "private key `FILE` that signs provenance (default $FOUNDRY_SIGNING_KEY, else the project's .foundry/keys/signing.key, made on first use)")
 			grants := registerGrants(fs)
+			var rebuild stringList
+			fs.Var(&rebuild, "rebuild", "run the cached step or check `ADDRESS` again in a fresh sandbox with empty caches and compare its outputs byte for byte (repeatable)")
 			lockTimeout := fs.Duration("lock-timeout", 0, "wait at most `DURATION` for another apply of this project to finish; 0 waits as long as it takes")
 			return func(env *cliEnv, args []string) int {
 				if len(args) > 1 {
@@ -166,7 +177,7 @@ is stale or the apply was interrupted or -lock-timeout passed, 2 usage error.`,
 				defer stop()
 				_, code := applyProject(ctx, env, applyRequest{
 					dir: dir, g: g, sel: sel.selection(), trust: trust, signingKey: *keyPath, grants: *grants,
-					parallelism: *par, ex: &ex, engine: &eng, ask: saved == nil && !*auto, lockTimeout: *lockTimeout,
+					parallelism: *par, ex: &ex, engine: &eng, ask: saved == nil && !*auto, lockTimeout: *lockTimeout, rebuild: rebuild,
 					events: func() (func(event.Event), func(), error) {
 						pr, err := newProgress(*prog, env.stderr)
 						if err != nil {
@@ -195,6 +206,7 @@ type applyRequest struct {
 	engine      *engineFlags  // nil: the embedded engine
 	ask         bool          // show the plan and ask for approval on a terminal first
 	lockTimeout time.Duration // how long to wait for another apply's lock; 0 waits as long as it takes
+	rebuild     []string      // -rebuild addresses
 	// events starts the progress display once the plan is approved: it returns where the
 	// apply's events go and the function that ends the display.
 	events func() (emit func(event.Event), done func(), err error)
@@ -310,7 +322,7 @@ func applyProject(ctx context.Context, env *cliEnv, req applyRequest) (out apply
 	}
 	opt := run.Options{
 		Executor: exe, Parallelism: req.parallelism, Events: emit, Args: os.Args, Faults: faultsFromEnv(env),
-		Signer: signer, Version: version, Registry: reg, TrustedKeys: keys,
+		Signer: signer, Version: version, Registry: reg, TrustedKeys: keys, Rebuild: req.rebuild,
 	}
 	if req.engine != nil {
 		// Shared records are taken when signed by a trusted key, this apply's own included.

@@ -12,6 +12,7 @@ import (
 	"github.com/foundry-build/foundry/digest"
 	"github.com/foundry-build/foundry/engine/cache"
 	"github.com/foundry-build/foundry/engine/graphcache"
+	"github.com/foundry-build/foundry/engine/volume"
 	"github.com/foundry-build/foundry/engine/workspace"
 	"github.com/foundry-build/foundry/store"
 )
@@ -34,11 +35,16 @@ effects are kept: the effects outbox is what stops a publish from being repeated
 keeps the -keep-graphs most recently used compiled graphs of .foundry/graph-cache (each
 combination of configuration files and variables has its own), deleting the others.
 
+And it bounds the project's cache volumes (spec/language.md §9b): those not used for longer
+than -cache-max-age are deleted, then the least recently used until the rest fit in
+-cache-max-size. A volume a step is using is kept. 'foundry cache' lists and prunes them.
+
 Examples:
   foundry gc -dry-run
   foundry gc -min-age 0
   foundry gc -keep-runs 10
   foundry gc -keep-graphs 4
+  foundry gc -cache-max-size 2000000000 -cache-max-age 72h
 
 Exit codes: 0 success, 1 failure, 2 usage error.`,
 		setup: func(fs *flag.FlagSet) func(*cliEnv, []string) int {
@@ -46,8 +52,14 @@ Exit codes: 0 success, 1 failure, 2 usage error.`,
 			minAge := fs.Duration("min-age", time.Hour, "spare blobs modified less than `AGE` ago")
 			keepRuns := fs.Int("keep-runs", 100, "keep the records of the newest `N` runs; -1 keeps all")
 			keepGraphs := fs.Int("keep-graphs", 16, "keep the `N` most recently used compiled graphs of the graph cache")
+			cacheMaxSize := fs.Int64("cache-max-size", 10<<30, "keep the cache volumes within `BYTES`, deleting the least recently used; 0: no bound")
+			cacheMaxAge := fs.Duration("cache-max-age", 30*24*time.Hour, "delete cache volumes not used for `AGE`; 0: no bound")
 			jsonOut := fs.Bool("json", false, "print JSON")
 			return func(env *cliEnv, args []string) int {
+				if *cacheMaxSize < 0 || *cacheMaxAge < 0 {
+					fmt.Fprintln(env.stderr, "foundry gc: -cache-max-size and -cache-max-age must be 0 (no bound) or more")
+					return exitUsage
+				}
 				if *keepRuns < -1 {
 					fmt.Fprintln(env.stderr, "foundry gc: -keep-runs must be -1 (keep all) or more")
 					return exitUsage
@@ -73,7 +85,7 @@ Exit codes: 0 success, 1 failure, 2 usage error.`,
 					return exitError
 				}
 				defer unlock()
-				opt := gcOptions{DryRun: *dry, MinAge: *minAge, KeepRuns: *keepRuns, KeepGraphs: *keepGraphs}
+				opt := gcOptions{DryRun: *dry, MinAge: *minAge, KeepRuns: *keepRuns, KeepGraphs: *keepGraphs, CacheMaxSize: *cacheMaxSize, CacheMaxAge: *cacheMaxAge}
 				res, err := collectGarbage(context.Background(), ws, opt)
 				if err != nil {
 					fmt.Fprintf(env.stderr, "foundry gc: %v\n", err)
@@ -84,7 +96,10 @@ Exit codes: 0 success, 1 failure, 2 usage error.`,
 						store.GCStats
 						RunsPruned   int
 						GraphsPruned int
-					}{res.GCStats, res.RunsPruned, res.GraphsPruned})
+						CachesPruned int
+						CacheBytes   int64
+						CachesBusy   int
+					}{res.GCStats, res.RunsPruned, res.GraphsPruned, len(res.Caches.Removed), res.Caches.Freed, len(res.Caches.Busy)})
 					return exitOK
 				}
 				verb := "Deleted"
@@ -97,6 +112,7 @@ Exit codes: 0 success, 1 failure, 2 usage error.`,
 					fmt.Fprintf(env.stdout, "%s the records of %d run(s) older than the newest %d.\n", verb, res.RunsPruned, opt.KeepRuns)
 				}
 				fmt.Fprintf(env.stdout, "%s %d compiled graph(s) (%.1f MiB) beyond the %d most recently used.\n", verb, res.GraphsPruned, float64(res.GraphBytes)/(1<<20), opt.KeepGraphs)
+				fmt.Fprintf(env.stdout, "%s %d cache volume(s) (%.1f MiB); kept %d in use.\n", verb, len(res.Caches.Removed), float64(res.Caches.Freed)/(1<<20), len(res.Caches.Busy))
 				return exitOK
 			}
 		},
@@ -109,6 +125,10 @@ type gcOptions struct {
 	MinAge     time.Duration // spare unreachable blobs younger than this
 	KeepRuns   int           // the newest runs whose records are kept; -1 keeps all
 	KeepGraphs int           // the most recently used compiled graphs kept
+	// The cache volumes are kept within CacheMaxSize bytes and CacheMaxAge of their last
+	// use; 0 is no bound.
+	CacheMaxSize int64
+	CacheMaxAge  time.Duration
 }
 
 // gcResult is what collectGarbage deleted, or would delete in a dry run.
@@ -117,13 +137,14 @@ type gcResult struct {
 	RunsPruned   int
 	GraphsPruned int
 	GraphBytes   int64
+	Caches       *volume.PruneResult
 }
 
 // collectGarbage is the core of `foundry gc` on ws, whose lock the caller holds: the
 // blobs no action cache record refers to, the records of old runs, the compiled graphs
 // beyond opt.KeepGraphs and the materialized inputs.
 func collectGarbage(ctx context.Context, ws *workspace.Workspace, opt gcOptions) (gcResult, error) {
-	var res gcResult
+	res := gcResult{Caches: &volume.PruneResult{}}
 	var roots []digest.Digest
 	err := ws.State.EachActionRecord(ctx, func(_ digest.Digest, rec []byte) error {
 		var r cache.Result
@@ -154,6 +175,11 @@ func collectGarbage(ctx context.Context, ws *workspace.Workspace, opt gcOptions)
 	}
 	if res.GraphsPruned, res.GraphBytes, err = graphcache.Prune(filepath.Join(ws.Dir, "graph-cache"), opt.KeepGraphs, opt.DryRun); err != nil {
 		return res, err
+	}
+	if opt.CacheMaxSize > 0 || opt.CacheMaxAge > 0 {
+		if res.Caches, err = ws.Volumes.Prune(volume.PruneOptions{MaxBytes: opt.CacheMaxSize, OlderThan: opt.CacheMaxAge, DryRun: opt.DryRun}); err != nil {
+			return res, fmt.Errorf("cache volumes: %w", err)
+		}
 	}
 	if !opt.DryRun {
 		// Materialized inputs are copies of blobs: always safe to drop under the lock.

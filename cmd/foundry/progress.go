@@ -128,6 +128,8 @@ func (p *progress) plain(e event.Event) {
 		} else {
 			fmt.Fprintf(p.w, "  =   %s (cached)\n", e.Node)
 		}
+	case "cache_waiting":
+		fmt.Fprintf(p.w, "  wait %s: %s\n", e.Node, e.Message)
 	case "record_not_shared":
 		fmt.Fprintf(p.w, "  !   %s: not shared: %s\n", e.Node, e.Message)
 	case "node_failed":

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -54,6 +55,10 @@ type Options struct {
 	Registry registry.Store
 	// TrustedKeys verify what is pulled from the registry.
 	TrustedKeys []*provenance.Verifier
+	// Rebuild are the -rebuild addresses: steps or checks whose cached result is checked by
+	// running them again in a fresh sandbox with empty caches (rebuild.go). Each must have
+	// a cached result; the apply fails a step that does not, or whose rebuild differs.
+	Rebuild []string
 }
 
 // SharedCache is an action cache beyond this workspace. Lookup verifies what it finds and
@@ -241,6 +246,14 @@ func Apply(ctx context.Context, ws *workspace.Workspace, g *graph.Graph, p *plan
 	if opt.Signer == nil {
 		return nil, errors.New("apply needs a signing key: every executed step gets signed provenance")
 	}
+	for _, a := range opt.Rebuild {
+		if n := g.Nodes[a]; n == nil || (n.Kind != graph.KindStep && n.Kind != graph.KindCheck) {
+			return nil, fmt.Errorf("-rebuild %s: no such step or check in the project", a)
+		}
+		if p.Replaced(a) {
+			return nil, fmt.Errorf("-rebuild %s: it is also -replace'd; a rebuild checks a cached result, a replace discards it", a)
+		}
+	}
 	start := time.Now()
 	unlock, err := ws.LockContext(ctx, nil)
 	if err != nil {
@@ -360,7 +373,8 @@ func (r *runner) prefetch(ctx context.Context, active []string, keys map[string]
 			continue
 		}
 		k := keys[a]
-		if k == nil || k.Result == nil || !r.usable(k.Result) {
+		// A step to rebuild settles through runStep, which finds its cached result again.
+		if k == nil || k.Result == nil || !r.usable(k.Result) || slices.Contains(r.opt.Rebuild, a) {
 			pending = append(pending, state.NodeRef{Address: a, Action: n.Digest})
 			continue
 		}

@@ -178,6 +178,11 @@ func (r *runner) buildCandidate(ctx context.Context, recipe *graph.Node) (digest
 		}
 		return "", executors.Image{}, errors.New(strings.Join(reasons, "; "))
 	}
+	if recipe.Recipe.Reproducible {
+		if err := r.rebuildRecipe(ctx, nodes); err != nil {
+			return "", executors.Image{}, fmt.Errorf("%s has reproducible = true: %w", recipe.Address, err)
+		}
+	}
 	pkg := r.result(packageOf(r.g, recipe))
 	if pkg == nil || pkg.tree == "" {
 		return "", executors.Image{}, fmt.Errorf("%s produced no package", recipe.Address)

@@ -56,6 +56,16 @@ func (r *runner) runStep(ctx context.Context, n *graph.Node) (outcome, error) {
 	case hit && !r.usable(res):
 		hit, rerun = false, unsandboxedRerun
 	}
+	if slices.Contains(r.opt.Rebuild, n.Address) {
+		if !hit {
+			return 0, fmt.Errorf("%s: -rebuild: it has no cached result to rebuild; it was never built (or not with these inputs): apply it first, then rebuild it", n.Address)
+		}
+		if err := r.rebuildStep(ctx, n, key, keyDef, res); err != nil {
+			return 0, err
+		}
+		r.setResult(n.Address, &nodeResult{step: res})
+		return executed, nil
+	}
 	if hit {
 		r.setResult(n.Address, &nodeResult{step: res})
 		if err := r.ws.State.NodesCached(ctx, r.runID, []state.NodeRef{{Address: n.Address, Action: key}}); err != nil {
@@ -98,12 +108,18 @@ func (r *runner) lookupShared(ctx context.Context, key digest.Digest) (*cache.Re
 // the failure recorded in the state database. extra are inputs mounted besides its own
 // (see execute).
 func (r *runner) runAction(ctx context.Context, n *graph.Node, key digest.Digest, keyDef []byte, note string, extra ...input) (*cache.Result, error) {
+	return r.runActionMode(ctx, n, key, keyDef, note, nil, extra...)
+}
+
+// runActionMode is runAction, or with rb a rebuild of its cached result (rebuild.go).
+func (r *runner) runActionMode(ctx context.Context, n *graph.Node, key digest.Digest, keyDef []byte, note string, rb *rebuildMode, extra ...input) (*cache.Result, error) {
 	if r.opt.Executor == nil {
 		return nil, fmt.Errorf("%s must run, but no executor is configured", n.Address)
 	}
 	exe := r.opt.Steps
-	// A fixed-output step's broker runs beside its sandbox: it runs on this machine.
-	if exe == nil || n.Step.Network == lang.NetworkEgress {
+	// A fixed-output step's broker runs beside its sandbox, and a step's cache volumes are
+	// this machine's: such a step runs on this machine.
+	if exe == nil || n.Step.Network == lang.NetworkEgress || len(n.Step.Caches) > 0 {
 		var err error
 		if exe, err = r.executor(ctx, n.Address); err != nil {
 			return nil, err
@@ -111,7 +127,7 @@ func (r *runner) runAction(ctx context.Context, n *graph.Node, key digest.Digest
 	}
 	start := time.Now()
 	r.emit(event.Event{Type: "node_started", Node: n.Address, Action: n.Digest, Message: note})
-	res, err := r.execute(ctx, n, exe, key, keyDef, extra...)
+	res, err := r.execute(ctx, n, exe, key, keyDef, rb, extra...)
 	if err != nil && ctx.Err() != nil {
 		err = interruptedError(ctx)
 	}
@@ -151,7 +167,11 @@ func (r *runner) usable(res *cache.Result) bool {
 // execute runs the step once and, if it succeeded, stores its outputs and its cache record
 // under key, the digest of keyDef. extra are inputs the engine mounts besides the step's
 // own (a reconstruction's /job); they are in its provenance like the others.
-func (r *runner) execute(ctx context.Context, n *graph.Node, exe executors.Executor, key digest.Digest, keyDef []byte, extra ...input) (*cache.Result, error) {
+//
+// A rebuild (rb not nil) mounts an empty directory for each cache, stores the outputs but
+// caches nothing, compares them with rb's cached result, and signs provenance that names the
+// execution it reproduced only when every output is identical.
+func (r *runner) execute(ctx context.Context, n *graph.Node, exe executors.Executor, key digest.Digest, keyDef []byte, rb *rebuildMode, extra ...input) (*cache.Result, error) {
 	st := n.Step
 	if err := r.ws.State.NodeStarted(ctx, r.runID, n.Address, key); err != nil {
 		return nil, err
@@ -214,7 +234,24 @@ func (r *runner) execute(ctx context.Context, n *graph.Node, exe executors.Execu
 		r.attemptFinished(context.WithoutCancel(ctx), n, attempt, state.OutcomeError, err.Error())
 		return nil, err
 	}
+	var leases []cacheLease
+	if rb != nil {
+		leases, err = emptyCacheDirs(n, scratch)
+	} else {
+		leases, err = r.acquireCaches(ctx, n, base.image)
+	}
+	if err != nil {
+		r.attemptFinished(context.WithoutCancel(ctx), n, attempt, state.OutcomeError, err.Error())
+		if ctx.Err() != nil {
+			return nil, interruptedError(ctx)
+		}
+		return nil, &StepError{Reason: err.Error(), ExitCode: -1, NotRun: true}
+	}
+	for _, c := range leases {
+		action.Mounts = append(action.Mounts, executors.Mount{Source: c.source(), Target: c.target, Writable: true})
+	}
 	xr, err := exe.Run(ctx, action)
+	releaseCaches(leases)
 	// Once the process has ended, its result is recorded even if the apply is being
 	// interrupted: that takes milliseconds, and a step that finished stays finished.
 	bg := context.WithoutCancel(ctx)
@@ -262,6 +299,11 @@ func (r *runner) execute(ctx context.Context, n *graph.Node, exe executors.Execu
 	if err == nil {
 		outputs, err = r.collectOutputs(outDir, st.Outputs)
 	}
+	if err == nil && rb != nil {
+		if diff := rb.compare(r.ws.Store, outputs); diff != "" {
+			err = fmt.Errorf("not reproducible: the rebuild, in a fresh sandbox with empty caches, made other outputs than the cached result (%s):\n%s", rb.orig.Action.Short(), strings.TrimRight(diff, "\n"))
+		}
+	}
 	if err != nil {
 		r.attemptFinished(bg, n, attempt, state.OutcomeFailed, err.Error())
 		return nil, &StepError{Reason: err.Error(), Stdout: outLog.Digest, Stderr: errLog.Digest, CPU: xr.Usage.CPU, PeakMemory: xr.Usage.PeakMemoryBytes}
@@ -278,11 +320,24 @@ func (r *runner) execute(ctx context.Context, n *graph.Node, exe executors.Execu
 	// by the cache key it is recorded under: the acceptance evidence a delivery names. A
 	// step that makes nothing has no subject for it.
 	if len(res.Outputs) > 0 || n.Kind == graph.KindCheck {
-		env, err := r.attest(n, attempt, base.image, inputs, res, lim, fixed)
+		env, err := r.attest(n, attempt, base.image, inputs, leases, res, lim, fixed, rb)
 		if err != nil {
 			return nil, fmt.Errorf("%s: provenance: %w", n.Address, err)
 		}
 		res.Attestations = []digest.Digest{env}
+	}
+	if rb != nil {
+		// The cached result stays what dependents use; the rebuild's evidence is in the
+		// attestation directory, found by the outputs it names.
+		if err := r.ws.State.AttemptFinished(bg, r.runID, n.Address, attempt, state.OutcomeSucceeded, logDetail(outLog, errLog)); err != nil {
+			return nil, err
+		}
+		zero := 0
+		if err := r.ws.State.NodeFinished(bg, r.runID, n.Address, state.NodeResult{Status: state.NodeDone, ExitCode: &zero}); err != nil {
+			return nil, err
+		}
+		os.RemoveAll(scratch)
+		return rb.orig, nil
 	}
 	r.fault(FaultAfterOutputs, n.Address)
 	if err := r.ws.Cache.Put(bg, res); err != nil {
@@ -413,7 +468,7 @@ func (r *runner) mounts(ctx context.Context, st *lang.Step) ([]input, error) {
 
 // attest mints, signs and stores the provenance of one execution, and returns the digest of
 // the envelope's exact bytes.
-func (r *runner) attest(n *graph.Node, attempt int, img executors.Image, inputs []input, res *cache.Result, lim lang.Limits, fixed *fixedOutput) (digest.Digest, error) {
+func (r *runner) attest(n *graph.Node, attempt int, img executors.Image, inputs []input, caches []cacheLease, res *cache.Result, lim lang.Limits, fixed *fixedOutput, rb *rebuildMode) (digest.Digest, error) {
 	view, err := json.Marshal(plan.StepViewOf(n))
 	if err != nil {
 		return "", err
@@ -437,6 +492,17 @@ func (r *runner) attest(n *graph.Node, attempt int, img executors.Image, inputs 
 	e.Network, e.Egress = fixed.network()
 	for _, in := range inputs {
 		e.Inputs = append(e.Inputs, in.dep)
+	}
+	for _, c := range caches {
+		if c.lease == nil {
+			// A rebuild's: an empty directory no other step saw, hermetic.
+			e.Caches = append(e.Caches, provenance.CacheMount{Path: c.target, Name: c.name, Empty: true})
+			continue
+		}
+		e.Caches = append(e.Caches, provenance.CacheMount{Path: c.target, Name: c.name, Sharing: c.lease.Sharing, Volume: c.lease.Key, Instance: c.lease.Instance})
+	}
+	if rb != nil {
+		e.Reproduces = &provenance.Reproduction{Attestation: string(rb.orig.Attestations[0]), CacheKey: string(rb.orig.Action)}
 	}
 	for _, o := range res.Outputs {
 		e.Outputs = append(e.Outputs, provenance.Artifact{Name: o.Path, Digest: string(o.Digest)})

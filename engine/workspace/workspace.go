@@ -19,6 +19,7 @@ import (
 	"github.com/foundry-build/foundry/engine/cache"
 	"github.com/foundry-build/foundry/engine/seed"
 	"github.com/foundry-build/foundry/engine/state"
+	"github.com/foundry-build/foundry/engine/volume"
 	"github.com/foundry-build/foundry/provenance"
 	"github.com/foundry-build/foundry/store"
 )
@@ -37,12 +38,14 @@ const StateDir = ".foundry"
 //	attestations/  signed provenance envelopes, by envelope digest
 //	keys/       the project's default signing key, made on first apply when none is given
 //	stat-cache  input file digests by stat (digest.StatCache), written by loading
+//	caches/     cache volumes steps mount (engine/volume), never an input of a cache key
 type Workspace struct {
-	Dir   string // the StateDir itself
-	Store *store.Store
-	State *state.DB
-	Cache *cache.Cache
-	Seeds *seed.Builder
+	Dir     string // the StateDir itself
+	Store   *store.Store
+	State   *state.DB
+	Cache   *cache.Cache
+	Seeds   *seed.Builder
+	Volumes *volume.Store
 
 	lock lockState
 }
@@ -87,11 +90,12 @@ func Open(dir string) (*Workspace, error) {
 		return nil, err
 	}
 	return &Workspace{
-		Dir:   root,
-		Store: st,
-		State: db,
-		Cache: cache.New(db, st),
-		Seeds: &seed.Builder{Root: filepath.Join(root, "images")},
+		Dir:     root,
+		Store:   st,
+		State:   db,
+		Cache:   cache.New(db, st),
+		Seeds:   &seed.Builder{Root: filepath.Join(root, "images")},
+		Volumes: &volume.Store{Dir: filepath.Join(root, "caches")},
 	}, nil
 }
 

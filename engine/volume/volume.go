@@ -1,0 +1,470 @@
+// Package volume keeps a project's cache volumes (spec/language.md §9b): named, writable,
+// persistent directories that steps mount (a compiler's cache, a package manager's
+// download directory) and that outlive any one step. A volume belongs to one project and
+// one trust domain, and is keyed by its name and the image and platform of the step that
+// mounts it: the same name with another image is another volume. Its content is never part
+// of a step's cache key; provenance says a step mounted it.
+//
+// Volumes live under .foundry/caches, one directory each, named by the key:
+//
+//	<key>/meta.json   what the volume is for, when it was made and last used
+//	<key>/use.lock    every user holds it shared; prune holds it exclusively to delete
+//	<key>/data/       instance 0, what shared and locked users mount
+//	<key>/data.lock   instance 0's lock: shared users share it, a locked user holds it alone
+//	<key>/private-N/  instances a private user takes when instance 0 is in use (N ≥ 1)
+//
+// Every lock is an flock on a file this process opened: the kernel drops it when the process
+// ends however it ends, so a killed step or a killed foundry never leaves a volume locked.
+//
+// It imports only digest.
+package volume
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/foundry-build/foundry/digest"
+)
+
+// Sharing modes of a cache mount.
+const (
+	// Shared: any number of steps use the volume at once (a tool that is safe under
+	// concurrent use, as Go's build cache is). The default.
+	Shared = "shared"
+	// Locked: one step at a time; another waits until it is done.
+	Locked = "locked"
+	// Private: a step that finds the volume in use gets an instance of its own instead of
+	// waiting; instances are kept and reused.
+	Private = "private"
+)
+
+// ValidSharing reports whether s is a sharing mode.
+func ValidSharing(s string) bool { return s == Shared || s == Locked || s == Private }
+
+var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
+
+// ValidName reports whether s can name a cache: 1-64 of [a-z0-9._-], starting with a
+// letter or digit.
+func ValidName(s string) bool { return nameRE.MatchString(s) }
+
+// Spec says which volume a step mounts.
+type Spec struct {
+	Project  string `json:"project"`  // the project's name
+	Domain   string `json:"domain"`   // the trust domain: "project", or a recipe's or product's scope
+	Name     string `json:"name"`     // the cache's name, as the step wrote it
+	Image    string `json:"image"`    // the image digest of the step
+	Platform string `json:"platform"` // the step's platform
+}
+
+// Key is the volume's identity: the digest of the canonical JSON of s, as hex.
+func (s Spec) Key() (string, error) {
+	d, _, err := digest.Of(s)
+	if err != nil {
+		return "", fmt.Errorf("cache %q: %w", s.Name, err)
+	}
+	return d.Hex(), nil
+}
+
+// meta is meta.json.
+type meta struct {
+	Spec
+	Created time.Time `json:"created"`
+	Used    time.Time `json:"used"`
+}
+
+// Store is the volumes of one workspace.
+type Store struct {
+	Dir string // .foundry/caches
+}
+
+// Lease is one use of a volume: its Path is mounted while it is held.
+type Lease struct {
+	Path    string // the host directory to mount
+	Key     string // the volume's key
+	Sharing string
+	// Instance is 0 for the volume's shared data, N ≥ 1 for a private instance.
+	Instance int
+	files    []*os.File
+	dir      string
+}
+
+// poll is how often a waiting Acquire tries a lock again: a blocking flock could not be
+// interrupted by ctx.
+const poll = 100 * time.Millisecond
+
+// Acquire takes the volume s names in mode sharing, making it if it does not exist. A locked
+// user waits for the volume's other users, and they for it, until ctx ends; waiting, if not
+// nil, is called once when it has to wait. Release ends the lease.
+func (st *Store) Acquire(ctx context.Context, s Spec, sharing string, waiting func()) (*Lease, error) {
+	if !ValidSharing(sharing) {
+		return nil, fmt.Errorf("cache %q: sharing %q: want shared, locked or private", s.Name, sharing)
+	}
+	key, err := s.Key()
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(st.Dir, key)
+	l := &Lease{Key: key, Sharing: sharing, dir: dir}
+	// use.lock, shared, keeps prune away for as long as the lease lasts. Prune renames the
+	// directory away under it exclusively, so the file locked must still be the one at
+	// the path once it is held.
+	for {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("cache %q: %w", s.Name, err)
+		}
+		f, err := lockFile(ctx, filepath.Join(dir, "use.lock"), syscall.LOCK_SH, nil)
+		if err != nil {
+			return nil, fmt.Errorf("cache %q: %w", s.Name, err)
+		}
+		if same(f, filepath.Join(dir, "use.lock")) {
+			l.files = append(l.files, f)
+			break
+		}
+		f.Close()
+	}
+	if err := writeMeta(dir, s); err != nil {
+		l.Release()
+		return nil, fmt.Errorf("cache %q: %w", s.Name, err)
+	}
+	switch sharing {
+	case Shared:
+		err = l.take(ctx, 0, syscall.LOCK_SH, waiting)
+	case Locked:
+		err = l.take(ctx, 0, syscall.LOCK_EX, waiting)
+	case Private:
+		// The first instance nobody uses; a new one when all are in use.
+		for i := 0; ; i++ {
+			f, ok, terr := tryLock(instanceLock(dir, i), syscall.LOCK_EX)
+			if terr != nil {
+				err = terr
+				break
+			}
+			if ok {
+				l.files = append(l.files, f)
+				l.Instance = i
+				err = l.makeData(i)
+				break
+			}
+		}
+	}
+	if err != nil {
+		l.Release()
+		return nil, fmt.Errorf("cache %q: %w", s.Name, err)
+	}
+	return l, nil
+}
+
+// take locks instance i with how (LOCK_SH or LOCK_EX), waiting until ctx ends, and makes its
+// data directory.
+func (l *Lease) take(ctx context.Context, i int, how int, waiting func()) error {
+	f, err := lockFile(ctx, instanceLock(l.dir, i), how, waiting)
+	if err != nil {
+		return err
+	}
+	l.files = append(l.files, f)
+	l.Instance = i
+	return l.makeData(i)
+}
+
+// makeData makes instance i's data directory, writable by any user: a step runs as a user of
+// its own choosing, by default nobody.
+func (l *Lease) makeData(i int) error {
+	l.Path = instanceData(l.dir, i)
+	if err := os.MkdirAll(l.Path, 0o777); err != nil {
+		return err
+	}
+	return os.Chmod(l.Path, 0o777)
+}
+
+// Release ends the lease: the volume's last use is recorded and its locks are dropped.
+func (l *Lease) Release() {
+	if l == nil {
+		return
+	}
+	touchMeta(l.dir)
+	for i := len(l.files) - 1; i >= 0; i-- {
+		l.files[i].Close()
+	}
+	l.files = nil
+}
+
+func instanceLock(dir string, i int) string {
+	if i == 0 {
+		return filepath.Join(dir, "data.lock")
+	}
+	return filepath.Join(dir, "private-"+strconv.Itoa(i)+".lock")
+}
+
+func instanceData(dir string, i int) string {
+	if i == 0 {
+		return filepath.Join(dir, "data")
+	}
+	return filepath.Join(dir, "private-"+strconv.Itoa(i))
+}
+
+// lockFile opens path and flocks it with how, polling until ctx ends.
+func lockFile(ctx context.Context, path string, how int, waiting func()) (*os.File, error) {
+	var tick *time.Ticker
+	for {
+		f, ok, err := tryLock(path, how)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			return f, nil
+		}
+		if tick == nil {
+			if waiting != nil {
+				waiting()
+			}
+			tick = time.NewTicker(poll)
+			defer tick.Stop()
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("waiting for %s: %w", path, context.Cause(ctx))
+		case <-tick.C:
+		}
+	}
+}
+
+// tryLock opens path and flocks it with how without waiting; ok is false when another open
+// file holds a conflicting lock.
+func tryLock(path string, how int) (f *os.File, ok bool, err error) {
+	f, err = os.OpenFile(path, os.O_CREATE|os.O_RDWR|syscall.O_CLOEXEC, 0o644)
+	if err != nil {
+		return nil, false, err
+	}
+	if err := syscall.Flock(int(f.Fd()), how|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, false, nil
+		}
+		return nil, false, fmt.Errorf("locking %s: %w", path, err)
+	}
+	return f, true, nil
+}
+
+// same reports whether f is the file at path (not one renamed away since it was opened).
+func same(f *os.File, path string) bool {
+	a, err := f.Stat()
+	if err != nil {
+		return false
+	}
+	b, err := os.Stat(path)
+	return err == nil && os.SameFile(a, b)
+}
+
+func writeMeta(dir string, s Spec) error {
+	now := time.Now().UTC()
+	m := meta{Spec: s, Created: now, Used: now}
+	if old, err := readMeta(dir); err == nil {
+		m.Created = old.Created
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(dir, "meta.json.tmp-"+strconv.Itoa(os.Getpid())+"-"+strconv.FormatInt(now.UnixNano(), 36))
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(dir, "meta.json"))
+}
+
+// touchMeta records now as the volume's last use; a failure only loses that hint.
+func touchMeta(dir string) {
+	if m, err := readMeta(dir); err == nil {
+		writeMeta(dir, m.Spec)
+	}
+}
+
+func readMeta(dir string) (*meta, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "meta.json"))
+	if err != nil {
+		return nil, err
+	}
+	var m meta
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, "meta.json"), err)
+	}
+	return &m, nil
+}
+
+// Info describes one volume, as `foundry cache ls` shows it.
+type Info struct {
+	Key       string    `json:"key"`
+	Name      string    `json:"name"`
+	Domain    string    `json:"domain"`
+	Image     string    `json:"image"`
+	Platform  string    `json:"platform"`
+	Size      int64     `json:"size"`      // bytes of its files, all instances
+	Instances int       `json:"instances"` // 1 + private instances
+	Created   time.Time `json:"created"`
+	Used      time.Time `json:"used"`
+	InUse     bool      `json:"in_use"`
+}
+
+// List describes every volume, most recently used first. A directory without a readable
+// meta.json is listed by its key alone.
+func (st *Store) List() ([]Info, error) {
+	ents, err := os.ReadDir(st.Dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []Info
+	for _, e := range ents {
+		if !e.IsDir() || strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		dir := filepath.Join(st.Dir, e.Name())
+		in := Info{Key: e.Name()}
+		if m, err := readMeta(dir); err == nil {
+			in.Name, in.Domain, in.Image, in.Platform, in.Created, in.Used = m.Name, m.Domain, m.Image, m.Platform, m.Created, m.Used
+		}
+		in.Size = du(dir)
+		subs, _ := os.ReadDir(dir)
+		for _, s := range subs {
+			if s.IsDir() && (s.Name() == "data" || strings.HasPrefix(s.Name(), "private-")) {
+				in.Instances++
+			}
+		}
+		if f, ok, err := tryLock(filepath.Join(dir, "use.lock"), syscall.LOCK_EX); err == nil {
+			in.InUse = !ok
+			if ok {
+				f.Close()
+			}
+		}
+		out = append(out, in)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].Used.Equal(out[j].Used) {
+			return out[i].Used.After(out[j].Used)
+		}
+		return out[i].Key < out[j].Key
+	})
+	return out, nil
+}
+
+// du is the bytes of the regular files under dir.
+func du(dir string) int64 {
+	var n int64
+	filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if fi, err := d.Info(); err == nil {
+				n += fi.Size()
+			}
+		}
+		return nil
+	})
+	return n
+}
+
+// PruneOptions say which volumes Prune deletes. Volumes in use are never deleted.
+type PruneOptions struct {
+	All bool // every volume
+	// Name, when set, deletes the volumes of that cache name (any image, platform, domain).
+	Name string
+	// OlderThan deletes the volumes last used longer ago than it (0: no age bound).
+	OlderThan time.Duration
+	// MaxBytes bounds the volumes' total size: the least recently used are deleted until
+	// the rest fit (0: no size bound).
+	MaxBytes int64
+	DryRun   bool
+	Now      time.Time // zero: time.Now()
+}
+
+// PruneResult says what Prune deleted, and what it kept because a step was using it.
+type PruneResult struct {
+	Removed []Info `json:"removed"`
+	Busy    []Info `json:"busy"`
+	Freed   int64  `json:"freed"`
+}
+
+// Prune deletes the volumes o selects, least recently used first, skipping those in use.
+func (st *Store) Prune(o PruneOptions) (*PruneResult, error) {
+	list, err := st.List()
+	if err != nil {
+		return nil, err
+	}
+	now := o.Now
+	if now.IsZero() {
+		now = time.Now()
+	}
+	var total int64
+	for _, in := range list {
+		total += in.Size
+	}
+	res := &PruneResult{}
+	// List is most recently used first: walk it backwards, oldest first.
+	for i := len(list) - 1; i >= 0; i-- {
+		in := list[i]
+		pick := o.All || (o.Name != "" && in.Name == o.Name) ||
+			(o.OlderThan > 0 && now.Sub(in.Used) > o.OlderThan) ||
+			(o.MaxBytes > 0 && total > o.MaxBytes)
+		if !pick {
+			continue
+		}
+		removed, err := st.remove(in.Key, o.DryRun)
+		if err != nil {
+			return res, err
+		}
+		if !removed {
+			res.Busy = append(res.Busy, in)
+			continue
+		}
+		res.Removed = append(res.Removed, in)
+		res.Freed += in.Size
+		total -= in.Size
+	}
+	return res, nil
+}
+
+// remove deletes volume key unless a lease holds it, and reports whether it did (or, dry,
+// would have).
+func (st *Store) remove(key string, dry bool) (bool, error) {
+	dir := filepath.Join(st.Dir, key)
+	f, ok, err := tryLock(filepath.Join(dir, "use.lock"), syscall.LOCK_EX)
+	if err != nil || !ok {
+		return false, err
+	}
+	defer f.Close()
+	if dry {
+		return true, nil
+	}
+	// Renamed away under the lock: an Acquire that opened use.lock before finds it is no
+	// longer the file at the path, and makes the volume anew.
+	trash := filepath.Join(st.Dir, ".trash-"+key+"-"+strconv.FormatInt(time.Now().UnixNano(), 36))
+	if err := os.Rename(dir, trash); err != nil {
+		return false, err
+	}
+	return true, removeAll(trash)
+}
+
+// removeAll removes dir, making read-only directories a step left writable first.
+func removeAll(dir string) error {
+	if err := os.RemoveAll(dir); err == nil {
+		return nil
+	}
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			os.Chmod(p, 0o755)
+		}
+		return nil
+	})
+	return os.RemoveAll(dir)
+}

@@ -1,0 +1,50 @@
+package lang
+
+import (
+	"strings"
+	"testing"
+)
+
+// A step's caches decode by name or {name, sharing}; bad paths, names, modes and a cache
+// over a mount are refused; a reconstruction's builder and build may not mount one.
+func TestStepCaches(t *testing.T) {
+	step := func(caches string) string {
+		return busyboxSeed + "step \"s\" {\n  image   = seed.bb\n  run     = [\"true\"]\n  outputs = [\"/out/y\"]\n  mounts  = { \"/src\" = \"text\" }\n  caches  = " + caches + "\n}\n"
+	}
+	cfg, diags := Load(writeProject(t, map[string]string{"main.hcl": step(`{ "/cache/go" = "go-build", "/cache/npm" = { name = "npm", sharing = "locked" } }`)}), Options{})
+	if diags.HasErrors() {
+		t.Fatal(diags.Error())
+	}
+	got := cfg.Steps["s"].Caches
+	if c := got["/cache/go"]; c == nil || c.Name != "go-build" || c.Sharing != CacheShared {
+		t.Errorf("/cache/go: %+v", c)
+	}
+	if c := got["/cache/npm"]; c == nil || c.Name != "npm" || c.Sharing != CacheLocked {
+		t.Errorf("/cache/npm: %+v", c)
+	}
+	for caches, want := range map[string]string{
+		`{ "cache" = "x" }`:                                "Invalid cache path",
+		`{ "/out/c" = "x" }`:                               "Reserved cache path",
+		`{ "/src/c" = "x" }`:                               "Cache over a mount",
+		`{ "/c" = "Bad Name" }`:                            "Invalid cache name",
+		`{ "/c" = { name = "x", sharing = "sometimes" } }`: "Invalid cache sharing",
+		`{ "/c" = { name = "x", size = 3 } }`:              "Invalid cache",
+		`["x"]`:                                            "Incorrect attribute value type",
+	} {
+		_, diags := Load(writeProject(t, map[string]string{"main.hcl": step(caches)}), Options{})
+		if !diags.HasErrors() || !strings.Contains(diags.Error(), want) {
+			t.Errorf("caches = %s: want %q, got %v", caches, want, diags)
+		}
+	}
+	for _, block := range []string{"builder", "build"} {
+		body := "    " + block + " {\n      image = seed.bb\n      run   = [\"true\"]\n      outputs = [\"/out/x\"]\n      caches = { \"/c\" = \"go-build\" }\n    }\n" +
+			"    package {\n      files = { \"/bin/x\" = \"/out/x\" }\n    }\n"
+		if block == "build" {
+			body = goodBuilder + body
+		}
+		_, diags := Load(writeProject(t, map[string]string{"sealed/1.json": "{}", "builder/propose.sh": "true\n", "main.hcl": reconstructCap(body)}), Options{})
+		if len(diags) != 1 || diags[0].Summary != "Cache in a reconstruction" {
+			t.Errorf("a %s with caches: %v", block, diags)
+		}
+	}
+}
