@@ -147,7 +147,10 @@ type Capability struct {
 	Interface   *Interface
 	Equivalence string // bytes | json | lines | numeric
 	Tolerance   *Tolerance
-	Suites      map[string]*Suite
+	// Unordered makes every array of the output an unordered collection (a multiset) under
+	// the json and numeric equivalences (spec/capability-cases.md §5.5).
+	Unordered bool
+	Suites    map[string]*Suite
 	// Reconstruct, when set, says how to acquire the capability when no admitted version
 	// and no feasible recipe provides it (spec/capability.md §5a). Not in the contract.
 	Reconstruct *Reconstruct
@@ -255,11 +258,26 @@ type Tolerance struct {
 // Suite is a set of case files for a capability.
 type Suite struct {
 	Name    string   // dev | repair | sealed
-	Pattern string   // project-relative glob as written
+	Pattern string   // project-relative glob as written; "" when the suite is only generated
 	Files   []string // matched project-relative paths, sorted
 	Sealed  bool
-	Range   hcl.Range
+	// Generate, when set, adds generated cases to the suite (spec/capability.md §6b).
+	Generate *Generate
+	Range    hcl.Range
 }
+
+// Generate is a suite's generate block: Count inputs made from the contract's input
+// schema by the built-in generators (engine/generate). A dev or repair suite names its
+// Seed, which builders know; a sealed suite has none: the evaluator draws a fresh secret
+// seed for each candidate.
+type Generate struct {
+	Count int
+	Seed  string
+	Range hcl.Range
+}
+
+// MaxGenerated bounds a generate block's count.
+const MaxGenerated = 10000
 
 // Recipe is one way to provide a capability.
 type Recipe struct {
@@ -346,6 +364,10 @@ type Limits struct {
 	// EgressBytes bounds what a fixed-output step's broker relays, both ways and all
 	// connections together; only with network egress.
 	EgressBytes int64
+	// DiskBytes and Inodes bound the step's writable space, /out and /tmp together, while
+	// it runs: the bytes written and the files, directories and links made.
+	DiskBytes int64
+	Inodes    int64
 }
 
 // Product is a deliverable: steps that assemble it, acceptance checks, and where it goes.

@@ -174,7 +174,7 @@ func (l *loader) checkArtifactPaths(files map[string]*Artifact, rng hcl.Range, e
 
 var capabilitySchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{
-		{Name: "summary"}, {Name: "target"}, {Name: "effects"}, {Name: "equivalence"},
+		{Name: "summary"}, {Name: "target"}, {Name: "effects"}, {Name: "equivalence"}, {Name: "unordered"},
 	},
 	Blocks: []hcl.BlockHeaderSchema{
 		{Type: "interface", LabelNames: []string{"kind"}},
@@ -207,6 +207,16 @@ func (l *loader) decodeCapability(b *hcl.Block) {
 		}
 	}
 	l.decodeEquivalence(content, ctx, &c.Equivalence)
+	if a := content.Attributes["unordered"]; a != nil {
+		if v, d := l.eval(a.Expr, ctx, nil); !d.HasErrors() && v.IsKnown() {
+			if v.Type() != cty.Bool || v.IsNull() {
+				l.typeErr(a.Expr.Range(), "unordered", "a bool", v)
+			} else if c.Unordered = v.True(); c.Unordered && c.Equivalence != "json" && c.Equivalence != "numeric" {
+				l.diags = append(l.diags, errorf(a.Expr.Range().Ptr(), "Unexpected unordered",
+					"unordered = true compares output arrays as collections, which needs equivalence = \"json\" or \"numeric\", not %q.", c.Equivalence))
+			}
+		}
+	}
 	for _, blk := range content.Blocks {
 		switch blk.Type {
 		case "interface":
@@ -397,8 +407,18 @@ func (l *loader) decodeSuite(b *hcl.Block, ctx *hcl.EvalContext, capName string)
 		l.diags = append(l.diags, errorf(b.LabelRanges[0].Ptr(), "Invalid suite name", "%q is not a suite; use \"dev\", \"repair\" or \"sealed\".%s", s.Name, didYouMean(s.Name, suiteNames)))
 	}
 	s.Sealed = s.Name == "sealed"
-	content, diags := l.content(b.Body, &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "cases", Required: true}}})
+	content, diags := l.content(b.Body, &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "cases"}}, Blocks: []hcl.BlockHeaderSchema{{Type: "generate"}}})
 	l.diags = append(l.diags, diags...)
+	for _, blk := range content.Blocks {
+		if s.Generate != nil {
+			l.diags = append(l.diags, errorf(blk.DefRange.Ptr(), "Duplicate generate block", "A suite has one generate block."))
+			continue
+		}
+		s.Generate = l.decodeGenerate(blk, ctx, s)
+	}
+	if content.Attributes["cases"] == nil && s.Generate == nil {
+		l.diags = append(l.diags, errorf(b.DefRange.Ptr(), "Missing cases", "suite %q needs cases = \"GLOB\", a generate { count = N } block, or both.", s.Name))
+	}
 	if a := content.Attributes["cases"]; a != nil {
 		recPath := "capability." + capName + ".suite." + s.Name
 		s.Pattern, s.Files, _ = l.decodeCases(a, ctx, recPath, func(f string) {
@@ -412,6 +432,34 @@ func (l *loader) decodeSuite(b *hcl.Block, ctx *hcl.EvalContext, capName string)
 		})
 	}
 	return s
+}
+
+// decodeGenerate reads a suite's generate block: count (1 to MaxGenerated) and, for a dev
+// or repair suite only, the seed builders know.
+func (l *loader) decodeGenerate(b *hcl.Block, ctx *hcl.EvalContext, s *Suite) *Generate {
+	g := &Generate{Range: b.DefRange}
+	content, diags := l.content(b.Body, &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "count", Required: true}, {Name: "seed"}}})
+	l.diags = append(l.diags, diags...)
+	if a := content.Attributes["count"]; a != nil {
+		if v, d := l.eval(a.Expr, ctx, nil); !d.HasErrors() {
+			if n, ok := l.number(v, a.Expr.Range(), "count"); ok {
+				if n != float64(int(n)) || n < 1 || n > MaxGenerated {
+					l.diags = append(l.diags, errorf(a.Expr.Range().Ptr(), "Invalid count", "count must be a whole number from 1 to %d.", MaxGenerated))
+				} else {
+					g.Count = int(n)
+				}
+			}
+		}
+	}
+	l.optString(content, "seed", ctx, &g.Seed)
+	switch a := content.Attributes["seed"]; {
+	case s.Sealed && a != nil:
+		l.diags = append(l.diags, errorf(a.Expr.Range().Ptr(), "Seed in a sealed suite",
+			"The sealed suite's cases are generated from a fresh secret seed the evaluator draws for each candidate, revealed only in its signed result; a seed written here would let a builder compute them. Remove it."))
+	case !s.Sealed && a == nil:
+		l.diags = append(l.diags, errorf(b.DefRange.Ptr(), "Missing seed", "A %s suite's generated cases come from a seed builders know: give seed = \"…\".", s.Name))
+	}
+	return g
 }
 
 // decodeCases reads a cases attribute: a glob of case files under the project directory,
@@ -478,7 +526,7 @@ var stepSchema = &hcl.BodySchema{
 }
 
 var limitsSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
-	{Name: "memory"}, {Name: "cpus"}, {Name: "pids"}, {Name: "time"}, {Name: "output"}, {Name: "egress"},
+	{Name: "memory"}, {Name: "cpus"}, {Name: "pids"}, {Name: "time"}, {Name: "output"}, {Name: "egress"}, {Name: "disk"}, {Name: "inodes"},
 }}
 
 // reservedTargets are sandbox paths a mount may not cover.
@@ -733,7 +781,7 @@ func (l *loader) decodeLimits(b *hcl.Block, ctx *hcl.EvalContext) Limits {
 		v, d := l.eval(a.Expr, ctx, nil)
 		return v, a.Expr.Range(), !d.HasErrors()
 	}
-	for name, dst := range map[string]*int64{"memory": &lim.MemoryBytes, "output": &lim.OutputBytes, "egress": &lim.EgressBytes} {
+	for name, dst := range map[string]*int64{"memory": &lim.MemoryBytes, "output": &lim.OutputBytes, "egress": &lim.EgressBytes, "disk": &lim.DiskBytes} {
 		if v, rng, ok := get(name); ok {
 			if s, ok := l.str(v, rng, name); ok {
 				n, err := ParseSize(s)
@@ -758,6 +806,14 @@ func (l *loader) decodeLimits(b *hcl.Block, ctx *hcl.EvalContext) Limits {
 				l.diags = append(l.diags, errorAt(rng, "Invalid pids", "pids = %v must be a positive integer.", n))
 			}
 			lim.Pids = int64(n)
+		}
+	}
+	if v, rng, ok := get("inodes"); ok {
+		if n, ok := l.number(v, rng, "inodes"); ok {
+			if n < 1 || n != math.Trunc(n) || n > 1<<32 {
+				l.diags = append(l.diags, errorAt(rng, "Invalid inodes", "inodes = %v must be a positive integer of at most 4294967296: the files, directories and links the step may make in /out and /tmp.", n))
+			}
+			lim.Inodes = int64(n)
 		}
 	}
 	if v, rng, ok := get("time"); ok {

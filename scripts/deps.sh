@@ -3,7 +3,8 @@
 # Idempotent: safe to run on every `make test` / `make example`.
 set -euo pipefail
 need=()
-for p in containerd runc busybox-static docker-registry; do
+# graphviz draws `foundry graph -format svg`; chromium opens the report and the SVG in tests.
+for p in containerd runc busybox-static docker-registry graphviz chromium; do
   dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
 done
 # npm: the MCP Inspector, the independent MCP client the tests drive. A machine whose Node

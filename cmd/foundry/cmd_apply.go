@@ -105,6 +105,7 @@ is stale or the apply was interrupted or -lock-timeout passed, 2 usage error.`,
 			sel.register(fs, true)
 			keyPath := fs.String("signing-key", "", "private key `FILE` that signs provenance (default $FOUNDRY_SIGNING_KEY, else the project's .foundry/keys/signing.key, made on first use)")
 			grants := registerGrants(fs)
+			traceOut := fs.String("trace", "", "also write the apply's trace to `FILE` (Chrome trace event format; it is kept with the run either way: foundry trace)")
 			var rebuild stringList
 			fs.Var(&rebuild, "rebuild", "run the cached step or check `ADDRESS` again in a fresh sandbox with empty caches and compare its outputs byte for byte (repeatable)")
 			lockTimeout := fs.Duration("lock-timeout", 0, "wait at most `DURATION` for another apply of this project to finish; 0 waits as long as it takes")
@@ -175,7 +176,7 @@ is stale or the apply was interrupted or -lock-timeout passed, 2 usage error.`,
 				saveStat()
 				ctx, stop := notifyInterrupt(context.Background())
 				defer stop()
-				_, code := applyProject(ctx, env, applyRequest{
+				out, code := applyProject(ctx, env, applyRequest{
 					dir: dir, g: g, sel: sel.selection(), trust: trust, signingKey: *keyPath, grants: *grants,
 					parallelism: *par, ex: &ex, engine: &eng, ask: saved == nil && !*auto, lockTimeout: *lockTimeout, rebuild: rebuild,
 					events: func() (func(event.Event), func(), error) {
@@ -186,10 +187,26 @@ is stale or the apply was interrupted or -lock-timeout passed, 2 usage error.`,
 						return pr.event, pr.close, nil
 					},
 				})
+				if *traceOut != "" && out.result != nil && out.result.RunID != "" {
+					if err := writeTraceOf(env, dir, out.result.RunID, *traceOut); err != nil {
+						fmt.Fprintf(env.stderr, "foundry apply: the trace: %v\n", err)
+						return max(code, exitError)
+					}
+				}
 				return code
 			}
 		},
 	})
+}
+
+// writeTraceOf writes the trace kept with run id of the project in dir to path.
+func writeTraceOf(env *cliEnv, dir, id, path string) error {
+	ws, err := workspace.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer ws.Close()
+	return copyTrace(env, ws, id, path)
 }
 
 // applyRequest is one apply of a loaded project, under the operator's settings: the

@@ -3,15 +3,19 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/foundry-build/foundry/digest"
 	"github.com/foundry-build/foundry/engine/cache"
 	"github.com/foundry-build/foundry/engine/graphcache"
+	"github.com/foundry-build/foundry/engine/state"
 	"github.com/foundry-build/foundry/engine/volume"
 	"github.com/foundry-build/foundry/engine/workspace"
 	"github.com/foundry-build/foundry/store"
@@ -172,6 +176,11 @@ func collectGarbage(ctx context.Context, ws *workspace.Workspace, opt gcOptions)
 		if res.RunsPruned, err = ws.State.PruneRuns(ctx, opt.KeepRuns, opt.DryRun); err != nil {
 			return res, err
 		}
+		if !opt.DryRun {
+			if err := pruneTraces(ctx, ws); err != nil {
+				return res, err
+			}
+		}
 	}
 	if res.GraphsPruned, res.GraphBytes, err = graphcache.Prune(filepath.Join(ws.Dir, "graph-cache"), opt.KeepGraphs, opt.DryRun); err != nil {
 		return res, err
@@ -188,4 +197,32 @@ func collectGarbage(ctx context.Context, ws *workspace.Workspace, opt gcOptions)
 		os.MkdirAll(inputs, 0o755)
 	}
 	return res, nil
+}
+
+// pruneTraces removes the traces kept with runs the state database no longer has (a trace
+// is kept with its run: spec/state.md).
+func pruneTraces(ctx context.Context, ws *workspace.Workspace) error {
+	events, _ := ws.TracePaths("x")
+	dir := filepath.Dir(events)
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		id, _, _ := strings.Cut(e.Name(), ".")
+		if id == "" {
+			continue
+		}
+		if _, err := ws.State.GetRun(ctx, id); errors.Is(err, state.ErrNotFound) {
+			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
+				return err
+			}
+		} else if err != nil {
+			return err
+		}
+	}
+	return nil
 }

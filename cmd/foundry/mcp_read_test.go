@@ -44,6 +44,20 @@ func TestMCPReadOnlyTools(t *testing.T) {
 		t.Errorf("status of an unknown run: %s", resultText(res))
 	}
 
+	// run_summary: the latest run's summary, as foundry report -json gives it.
+	var rs runReport
+	structured(t, callTool(t, cs, "run_summary", map[string]any{}), &rs)
+	outcomes := map[string]string{}
+	for _, n := range rs.Nodes {
+		outcomes[n.Address] = n.Outcome
+	}
+	if rs.Run != st.Run || rs.Status != "succeeded" || outcomes["step.hello"] != "executed" || outcomes["capability.echo"] != "built" || len(rs.CapabilityEvents) == 0 || rs.WallUS <= 0 {
+		t.Errorf("run_summary: run %s status %s outcomes %v, %d capability events", rs.Run, rs.Status, outcomes, len(rs.CapabilityEvents))
+	}
+	if res := callTool(t, cs, "run_summary", map[string]any{"run": "20991231T000000-0000"}); !res.IsError || !strings.Contains(resultText(res), "no run") {
+		t.Errorf("run_summary of an unknown run: %s", resultText(res))
+	}
+
 	var e struct {
 		Node   string `json:"node"`
 		Cached bool   `json:"cached"`

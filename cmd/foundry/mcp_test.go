@@ -13,7 +13,7 @@ import (
 )
 
 // readTools are the tools every server has; apply needs -allow apply, propose -allow propose.
-var readTools = []string{"capabilities", "explain", "job_brief", "jobs", "logs", "plan", "status", "validate", "verify"}
+var readTools = []string{"capabilities", "explain", "job_brief", "jobs", "logs", "plan", "run_summary", "status", "validate", "verify"}
 
 // withTools is readTools and more, sorted as tools/list is.
 func withTools(more ...string) []string {

@@ -49,6 +49,15 @@ func (s *mcpServer) addProjectTools() {
 		Annotations:  readOnly("Status of recent runs"),
 	}, s.status)
 	addTool(s, &mcp.Tool{
+		Name:        "run_summary",
+		Description: "Return the summary of one apply (default the latest), as foundry report shows it: every node settled with its outcome (executed, cached, built, settled, fetched, failed, skipped, interrupted), when and on which executor slot, what it needed and why it failed or was skipped; the critical path; the steps' cache keys and exit codes; and the capability events (suites evaluated, candidates rejected with their counterexamples, admissions, pins).",
+		InputSchema: inputObject(map[string]*jsonschema.Schema{
+			"run": patternProp("A run ID (see the status tool); default the latest.", `^[0-9A-Za-z-]+$`, 64),
+		}),
+		OutputSchema: outputSchema[runReport](),
+		Annotations:  readOnly("Summary of a run"),
+	}, s.runSummary)
+	addTool(s, &mcp.Tool{
 		Name:        "explain",
 		Description: "Say why a step or check will run or is cached: its cache key, and every field of its definition that changed since it last completed, with the old and new values.",
 		InputSchema: inputObject(map[string]*jsonschema.Schema{
@@ -210,6 +219,23 @@ func (s *mcpServer) status(ctx context.Context, in statusIn) (statusOut, error) 
 		out.Runs = append(out.Runs, sr)
 	}
 	return out, nil
+}
+
+type runSummaryIn struct {
+	Run string `json:"run,omitempty"`
+}
+
+func (s *mcpServer) runSummary(ctx context.Context, in runSummaryIn) (runReport, error) {
+	ws, err := s.existingWorkspace()
+	if err != nil {
+		return runReport{}, err
+	}
+	defer ws.Close()
+	rep, err := runReportOf(ctx, ws, in.Run)
+	if err != nil {
+		return runReport{}, err
+	}
+	return *rep, nil
 }
 
 const timeFormat = "2006-01-02T15:04:05.000Z07:00"

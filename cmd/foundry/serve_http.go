@@ -38,6 +38,8 @@ type serveHandler struct {
 	logger *log.Logger
 	slots  chan struct{} // calls running at once
 	calls  sync.WaitGroup
+	// report reads a run's summary (GET /runs/RUN): runReportOf on serve's workspace.
+	report func(ctx context.Context, run string) (*runReport, error)
 	// bodies and checks are the memory budgets of inputs (serve_budget.go).
 	bodies, checks *memoryBudget
 }
@@ -55,11 +57,37 @@ func newServeHandler(project string, caps []invoke.Capability, run func(context.
 	}
 	h.mux.HandleFunc("/openapi.json", h.openAPI)
 	h.mux.HandleFunc("/capabilities/{name}", h.call)
+	h.mux.HandleFunc("GET /runs/{run}", h.runSummary)
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		problem(w, http.StatusNotFound, "not-found", "no such resource", r.URL.Path+": the API is POST /capabilities/NAME and GET /openapi.json")
 	})
 	return h, nil
 }
+
+// runSummary answers GET /runs/RUN ("latest" for the newest run) with the run's summary,
+// as 'foundry report -json' writes it.
+func (h *serveHandler) runSummary(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("run")
+	if id == "latest" {
+		id = ""
+	} else if !runIDPattern.MatchString(id) {
+		problem(w, http.StatusNotFound, "not-found", "no such run", id+" is not a run ID")
+		return
+	}
+	if h.report == nil {
+		problem(w, http.StatusNotFound, "not-found", "no such run", "this server reads no runs")
+		return
+	}
+	rep, err := h.report(r.Context(), id)
+	if err != nil {
+		problem(w, http.StatusNotFound, "not-found", "no such run", err.Error())
+		return
+	}
+	writeJSONBody(w, http.StatusOK, "application/json", rep)
+}
+
+// runIDPattern is what a run ID may be (the MCP tools' pattern).
+var runIDPattern = regexp.MustCompile(`^[0-9A-Za-z-]{1,64}$`)
 
 func (h *serveHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/foundry-build/foundry/engine/event"
 	"github.com/foundry-build/foundry/engine/graph"
 	"github.com/foundry-build/foundry/engine/state"
+	"github.com/foundry-build/foundry/engine/trace"
 	"github.com/foundry-build/foundry/engine/verdict"
 	"github.com/foundry-build/foundry/engine/workspace"
 	"github.com/foundry-build/foundry/executors"
@@ -75,6 +76,13 @@ type Rejection struct {
 	Refused bool
 	// Counterexample is the smallest failing case: its input, what was expected, what came.
 	Case, Input, Expected, Got string
+	// Shrunk, when the failing case was shrunk (§6 of spec/capability.md), is the smallest
+	// input found that fails the same way (ShrunkFailure, verdict.Intrinsic's text),
+	// abbreviated to 160 bytes; Original is the failing case's content digest, and
+	// ShrinkRuns how many runs of the candidate the shrinking took (charged as probes).
+	Shrunk, ShrunkFailure string        `json:",omitempty"`
+	Original              digest.Digest `json:",omitempty"`
+	ShrinkRuns            int           `json:",omitempty"`
 }
 
 func (r Rejection) String() string {
@@ -87,6 +95,9 @@ func (r Rejection) String() string {
 	s := fmt.Sprintf("  %s: failed the %s suite: %s", r.Recipe, r.Suite, r.Reason)
 	if r.Case != "" {
 		s += fmt.Sprintf("\n    counterexample %s\n      input:    %s\n      expected: %s\n      got:      %s", r.Case, r.Input, r.Expected, r.Got)
+		if r.Shrunk != "" {
+			s += fmt.Sprintf("\n      shrunk:   %s (%s; from case %s in %d run(s))", r.Shrunk, r.ShrunkFailure, r.Original.Short(), r.ShrinkRuns)
+		}
 	}
 	return s
 }
@@ -114,7 +125,10 @@ const DefaultMinUndisclosed = 1
 // sealed, the sealed cases never disclosed, with their digest (what verdicts are keyed by).
 type suites struct {
 	dev, repair, sealed []suiteCase
-	sealedDigest        digest.Digest
+	// sealedGen, when the sealed suite has a generate block, adds that many cases generated
+	// from a fresh secret seed for each candidate when the sealed suite runs.
+	sealedGen    *lang.Generate
+	sealedDigest digest.Digest
 	// names maps each sealed case's digest to its file, for the operator's local record.
 	names map[digest.Digest]string
 }
@@ -141,6 +155,19 @@ func readSuites(dir string, capb *lang.Capability, disclosed map[digest.Digest]b
 		s := capb.Suites[name]
 		if s == nil {
 			continue
+		}
+		if g := s.Generate; g != nil && name == "sealed" {
+			su.sealedGen = g
+		} else if g != nil {
+			gen, err := generatedCases(capb, name, g.Seed, g.Count)
+			if err != nil {
+				return nil, err
+			}
+			if name == "dev" {
+				su.dev = append(su.dev, gen...)
+			} else {
+				su.repair = append(su.repair, gen...)
+			}
 		}
 		for _, f := range s.Files {
 			b, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(f)))
@@ -170,7 +197,23 @@ func readSuites(dir string, capb *lang.Capability, disclosed map[digest.Digest]b
 		}
 	}
 	su.sealedDigest = suiteDigest(su.sealed)
+	if su.sealedGen != nil {
+		// The generated part is named by how many cases it draws, not by their seed: the
+		// suite (what verdicts are keyed by and admissions bind) is the same for every
+		// candidate, and each candidate meets it once.
+		su.sealedDigest = digest.FromBytes(fmt.Appendf(nil, "%s\ngenerate %d", su.sealedDigest, su.sealedGen.Count))
+	}
 	return su, nil
+}
+
+// undisclosed is how many sealed cases a candidate would meet that no builder has seen: a
+// generated batch is fresh for every candidate, so it never runs out.
+func (su *suites) undisclosed() int {
+	n := len(su.sealed)
+	if su.sealedGen != nil {
+		n += su.sealedGen.Count
+	}
+	return n
 }
 
 // disclosedBy are the content digests of the sealed cases of capability name that signed
@@ -219,7 +262,7 @@ func SealedNow(ctx context.Context, w *workspace.Workspace, dir string, keys []*
 		if err != nil {
 			return nil
 		}
-		return &Sealed{Digest: su.sealedDigest, Undisclosed: len(su.sealed)}
+		return &Sealed{Digest: su.sealedDigest, Undisclosed: su.undisclosed()}
 	}
 }
 
@@ -317,6 +360,12 @@ func (ev *Evaluator) recordedSealed(ctx context.Context, n *graph.Node, tree, im
 // returns a rejection (with the smallest counterexample) or, on success, the signed test
 // results: the evidence admission binds; and what the case runs took.
 func (ev *Evaluator) Evaluate(ctx context.Context, n *graph.Node, recipe string, tree digest.Digest, base executors.Image) (*Result, error) {
+	return ev.EvaluateShrinking(ctx, n, recipe, tree, base, DefaultShrinkRuns)
+}
+
+// EvaluateShrinking is Evaluate with the counterexample of a rejection shrunk in at most
+// shrinkRuns more runs of the candidate (0: not shrunk), counted among the Result's probes.
+func (ev *Evaluator) EvaluateShrinking(ctx context.Context, n *graph.Node, recipe string, tree digest.Digest, base executors.Image, shrinkRuns int) (*Result, error) {
 	capb := n.Capability
 	out := &Result{}
 	reject := func(r *Rejection) (*Result, error) {
@@ -349,11 +398,17 @@ func (ev *Evaluator) Evaluate(ctx context.Context, n *graph.Node, recipe string,
 			continue
 		}
 		started := time.Now()
-		rej, env, err := ev.runSuite(ctx, n, recipe, img, tree, part.name, part.cases, false)
+		rej, env, err := ev.runSuite(ctx, n, recipe, img, tree, part.name, part.cases, suiteDigest(part.cases), nil, false)
 		if err != nil {
 			return nil, err
 		}
 		out.Probes += len(part.cases)
+		if rej != nil {
+			if err := ev.shrink(ctx, capb, img, rej, shrinkRuns); err != nil {
+				return nil, err
+			}
+			out.Probes += rej.ShrinkRuns
+		}
 		out.CasesWall += time.Since(started)
 		if err := ev.Workspace.State.RecordEvaluation(ctx, state.Evaluation{Contract: n.Digest, Candidate: key, Suite: part.name, Passed: rej == nil, Record: []byte(`{}`)}); err != nil {
 			return nil, err
@@ -363,8 +418,8 @@ func (ev *Evaluator) Evaluate(ctx context.Context, n *graph.Node, recipe string,
 		}
 		out.Tests = append(out.Tests, env)
 	}
-	if need := MinUndisclosed(ev.Config.Project); len(su.sealed) < need {
-		return reject(&Rejection{Suite: "sealed", Reason: fmt.Sprintf("%d undisclosed sealed case(s) left, and promotion needs %d: every other sealed case was shown to a builder and now serves for repair; add sealed cases", len(su.sealed), need)})
+	if need := MinUndisclosed(ev.Config.Project); su.undisclosed() < need {
+		return reject(&Rejection{Suite: "sealed", Reason: fmt.Sprintf("%d undisclosed sealed case(s) left, and promotion needs %d: every other sealed case was shown to a builder and now serves for repair; add sealed cases", su.undisclosed(), need)})
 	}
 	if prev, row, err := ev.recordedSealed(ctx, n, tree, digest.Digest(img.Digest), su.sealedDigest, nil); err != nil {
 		return nil, err
@@ -380,9 +435,30 @@ func (ev *Evaluator) Evaluate(ctx context.Context, n *graph.Node, recipe string,
 	}
 	ev.fault(FaultBeforeSealed, n.Address)
 	started := time.Now()
-	rej, env, err := ev.runSuite(ctx, n, recipe, img, tree, provenance.SuiteSealed, su.sealed, true)
+	sealed, seedDep := su.sealed, []provenance.Dependency(nil)
+	if g := su.sealedGen; g != nil {
+		seed, err := freshSeed()
+		if err != nil {
+			return nil, err
+		}
+		gen, err := generatedCases(capb, "sealed", seed, g.Count)
+		if err != nil {
+			return nil, err
+		}
+		sealed = append(slices.Clone(sealed), gen...)
+		seedDep = []provenance.Dependency{seedDependency(seed, g.Count)}
+	}
+	rej, env, err := ev.runSuite(ctx, n, recipe, img, tree, provenance.SuiteSealed, sealed, su.sealedDigest, seedDep, true)
 	if err != nil {
 		return nil, err
+	}
+	if rej != nil {
+		// The case is disclosed with this rejection, so smaller inputs made from it may be
+		// shown too.
+		if err := ev.shrink(ctx, capb, img, rej, shrinkRuns); err != nil {
+			return nil, err
+		}
+		out.Probes += rej.ShrinkRuns
 	}
 	out.CasesWall += time.Since(started)
 	rec, _ := json.Marshal(verdictRecord{Rejection: rejectionOf(rej), Cases: su.names})
@@ -396,7 +472,11 @@ func (ev *Evaluator) Evaluate(ctx context.Context, n *graph.Node, recipe string,
 	if rej != nil {
 		// The state's index of disclosed cases, for the operator (the evidence is the
 		// signed result's disclosure).
-		if err := ev.Workspace.State.RetireCase(ctx, capb.Name, rej.caseDigest, su.names[rej.caseDigest], "shown as the counterexample that rejected a candidate"); err != nil {
+		name := su.names[rej.caseDigest]
+		if name == "" {
+			name = "(generated from the candidate's secret seed)"
+		}
+		if err := ev.Workspace.State.RetireCase(ctx, capb.Name, rej.caseDigest, name, "shown as the counterexample that rejected a candidate"); err != nil {
 			return nil, err
 		}
 		return reject(&rej.Rejection)
@@ -472,8 +552,9 @@ func (ev *Evaluator) Recorded(ctx context.Context, n *graph.Node, recipe string,
 type Result struct {
 	Rejection *Rejection // nil when the candidate passed
 	Tests     [][]byte   // the signed test results, when it passed
-	// Probes counts the dev and repair case runs (each in a sandbox of its own); CasesWall
-	// is the wall time of every suite run, sealed included.
+	// Probes counts the dev and repair case runs (each in a sandbox of its own) and the runs
+	// that shrank a counterexample, of any suite; CasesWall is the wall time of every suite
+	// run, sealed and shrinking included.
 	Probes    int
 	CasesWall time.Duration
 }
@@ -530,6 +611,9 @@ func recordedRejection(t *provenance.SignedTestResult, row *state.Verdict, su *s
 		if row != nil && json.Unmarshal(row.Record, &rec) == nil && rec.Rejection != nil && rec.Rejection.Case == rej.Case {
 			rej.Reason = "(recorded sealed evaluation) " + rec.Rejection.Reason
 			rej.Got = rec.Rejection.Got
+			if rec.Rejection.Original == d { // not re-run: what it was shrunk to, as recorded
+				rej.Shrunk, rej.ShrunkFailure, rej.Original = rec.Rejection.Shrunk, rec.Rejection.ShrunkFailure, d
+			}
 		}
 	}
 	return rej
@@ -547,33 +631,47 @@ func describeInput(c *verdict.Case) string {
 	return strings.Join(parts, "; ")
 }
 
-// rejection carries the failing case's digest, for retirement.
+// rejection carries the failing case's digest, for retirement, and what shrinking it needs.
 type rejection struct {
 	Rejection
 	caseDigest digest.Digest
 	inputLen   int // the smallest counterexample is the failing case with the shortest input
+	input      []byte
+	// intrinsic is how the run failed whatever the case expected (verdict.Intrinsic), or ""
+	// when the failure depends on the expectation: only an intrinsic failure is shrunk.
+	intrinsic string
 }
 
 // runSuite runs every case of a suite, each in a fresh sandbox, judges it, and mints the
 // suite's signed test result. It returns the smallest failing case as a rejection; with
 // disclose set, that case is about to be shown to the operator (and so to whoever builds the
 // next candidate), and the signed result records its disclosure.
-func (ev *Evaluator) runSuite(ctx context.Context, n *graph.Node, recipe string, img executors.Image, tree digest.Digest, suite string, cases []suiteCase, disclose bool) (*rejection, []byte, error) {
+//
+// suiteD is the suite's digest as signed; config adds to the result's configuration (a
+// generated sealed batch's seed).
+func (ev *Evaluator) runSuite(ctx context.Context, n *graph.Node, recipe string, img executors.Image, tree digest.Digest, suite string, cases []suiteCase, suiteD digest.Digest, config []provenance.Dependency, disclose bool) (*rejection, []byte, error) {
 	capb := n.Capability
 	started := time.Now()
 	var results []provenance.CaseResult
 	var worst *rejection
 	var worstName string
+	span := trace.Start(ctx, "suite "+suite, "evaluation")
+	defer span.End()
+	span.Set("cases", len(cases))
 	for _, sc := range cases {
+		cs := trace.Start(ctx, "case "+sc.name, "evaluation")
 		var v verdict.Verdict
+		var o verdict.Observation
 		var shown string
 		var err error
 		if capb.Interface.Kind == "service" {
 			v, shown, err = ev.runServiceCase(ctx, capb, img, sc.c, nil)
 		} else {
-			v, err = ev.runCase(ctx, capb, img, sc.c)
+			v, o, err = ev.runCase(ctx, capb, img, sc.c)
 			shown = string(sc.c.Input)
 		}
+		cs.Set("pass", err == nil && v.Pass)
+		cs.End()
 		if err != nil {
 			return nil, nil, err
 		}
@@ -583,6 +681,9 @@ func (ev *Evaluator) runSuite(ctx context.Context, n *graph.Node, recipe string,
 		}
 		rej := &rejection{Rejection: Rejection{Suite: suite, Reason: v.Reason, Case: sc.c.Name,
 			Input: abbreviate(shown, 160), Expected: v.Expected, Got: v.Got}, caseDigest: sc.digest, inputLen: caseSize(sc.c)}
+		if capb.Interface.Kind == "cli" {
+			rej.input, rej.intrinsic = sc.c.Input, verdict.Intrinsic(capb, o)
+		}
 		if worst == nil || rej.inputLen < worst.inputLen {
 			worst, worstName = rej, sc.name
 		}
@@ -598,9 +699,9 @@ func (ev *Evaluator) runSuite(ctx context.Context, n *graph.Node, recipe string,
 	sort.Slice(results, func(i, j int) bool { return results[i].Name < results[j].Name })
 	e := &provenance.Evaluation{
 		Capability: capb.Name, ContractDigest: string(n.Digest), Candidate: string(tree),
-		Suite: suite, SuiteDigest: string(suiteDigest(cases)),
+		Suite: suite, SuiteDigest: string(suiteD),
 		Evaluator: evaluator, Cases: results, StartedOn: started, FinishedOn: time.Now(),
-		Configuration: []provenance.Dependency{{Name: "candidate-image", URI: "foundry:" + n.Address, Digest: img.Digest}},
+		Configuration: append([]provenance.Dependency{{Name: "candidate-image", URI: "foundry:" + n.Address, Digest: img.Digest}}, config...),
 	}
 	if disclose && worst != nil {
 		e.Disclosed = []string{worstName}
@@ -639,16 +740,18 @@ func (ev *Evaluator) runCandidate(ctx context.Context, capb *lang.Capability, im
 	return ev.sandbox().Run(ctx, "the evaluation of capability."+capb.Name, capb.Interface.Entrypoint, img, a)
 }
 
-// runCase runs one case in a fresh sandbox: the entrypoint with the case input on stdin.
-func (ev *Evaluator) runCase(ctx context.Context, capb *lang.Capability, img executors.Image, c *verdict.Case) (verdict.Verdict, error) {
+// runCase runs one case in a fresh sandbox, the entrypoint with the case input on stdin,
+// and judges what it observed. A candidate whose entrypoint cannot start fails with an
+// empty observation.
+func (ev *Evaluator) runCase(ctx context.Context, capb *lang.Capability, img executors.Image, c *verdict.Case) (verdict.Verdict, verdict.Observation, error) {
 	o, err := ev.sandbox().RunCLI(ctx, "the evaluation of capability."+capb.Name, capb.Interface.Entrypoint, img, c.Stdin())
 	if errors.Is(err, executors.ErrNotStarted) {
-		return notStarted(err, c.Expect.Output), nil
+		return notStarted(err, c.Expect.Output), verdict.Observation{}, nil
 	}
 	if err != nil {
-		return verdict.Verdict{}, fmt.Errorf("running case %s: %w", c.Name, err)
+		return verdict.Verdict{}, verdict.Observation{}, fmt.Errorf("running case %s: %w", c.Name, err)
 	}
-	return verdict.Judge(capb, c, o), nil
+	return verdict.Judge(capb, c, o), o, nil
 }
 
 // notStarted is the verdict on a candidate whose entrypoint could not be executed: the

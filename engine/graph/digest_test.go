@@ -207,6 +207,14 @@ func TestServiceContractDigest(t *testing.T) {
 	if digestOf(src(nil, "  summary = \"documentation\"\n")) != ref {
 		t.Error("the summary changed the contract digest")
 	}
+	// unordered is part of the contract; unordered = false is the contract without it.
+	js := digestOf(src(nil, "  equivalence = \"json\"\n"))
+	if digestOf(src(nil, "  equivalence = \"json\"\n  unordered = true\n")) == js {
+		t.Error("unordered = true left the contract digest unchanged")
+	}
+	if digestOf(src(nil, "  equivalence = \"json\"\n  unordered = false\n")) != js {
+		t.Error("unordered = false changed the contract digest")
+	}
 }
 
 // TestOrderIsKahnByAddress checks Graph.Order against Kahn's algorithm on addresses: every
@@ -269,6 +277,39 @@ func TestUnknownNodesAreReportedInOrder(t *testing.T) {
 		}
 		if strings.Join(got, "\n") != strings.Join(want, "\n") {
 			t.Fatalf("diagnostics:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	}
+}
+
+// limits.disk and limits.inodes enter a step's digest only when they are not the defaults:
+// a step naming the defaults has the digest of one naming none (and of every step defined
+// before they existed), and any other bound changes it.
+func TestDiskLimitsDigest(t *testing.T) {
+	tool := graphtest.SeedFile(t, "#!/bin/sh\n")
+	digestWith := func(limits string) digest.Digest {
+		dir := t.TempDir()
+		src := `seed "s" {
+  layer { files = { "/bin/tool" = host_file("` + tool + `") } }
+}
+step "a" {
+  image = seed.s
+  run   = ["/bin/tool"]
+` + limits + `
+}
+`
+		graphtest.Must(t, os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(src), 0o644))
+		return compileDir(t, dir)["step.a"]
+	}
+	none := digestWith("")
+	if d := digestWith(`limits {
+    disk   = "1GiB"
+    inodes = 262144
+  }`); d != none {
+		t.Errorf("the default bounds changed the digest: %s, want %s", d, none)
+	}
+	for _, l := range []string{`limits { disk = "2GiB" }`, `limits { inodes = 1000 }`} {
+		if d := digestWith(l); d == none {
+			t.Errorf("%s left the digest unchanged", l)
 		}
 	}
 }

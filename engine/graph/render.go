@@ -9,7 +9,10 @@ import (
 
 // WriteDOT renders the graph in Graphviz DOT: an edge points from a dependency to its user.
 // Like a plan's WriteText, it writes through a buffer: a line per node and per edge.
-func (g *Graph) WriteDOT(out io.Writer, keep func(addr string) bool) {
+//
+// style, when not nil, gives a node's extra DOT attributes ("style=filled, fillcolor=…"):
+// foundry graph -format svg colours nodes by their plan status with it.
+func (g *Graph) WriteDOT(out io.Writer, keep func(addr string) bool, style func(addr string) string) {
 	w := bufio.NewWriterSize(out, 64<<10)
 	defer w.Flush()
 	fmt.Fprintln(w, "digraph foundry {")
@@ -19,13 +22,13 @@ func (g *Graph) WriteDOT(out io.Writer, keep func(addr string) bool) {
 	nodes, modules, order := g.drawn(keep)
 	for _, a := range modules[""] {
 		n := g.Nodes[a]
-		fmt.Fprintf(w, "  %q [shape=%s, label=%q];\n", a, shapes[n.Kind], a+"\n"+n.Digest.Short())
+		fmt.Fprintf(w, "  %q [shape=%s, label=%q%s];\n", a, shapes[n.Kind], a+"\n"+n.Digest.Short(), extra(style, a))
 	}
 	for i, m := range order {
 		fmt.Fprintf(w, "  subgraph cluster_%d {\n    label=%q;\n    style=rounded;\n", i, m)
 		for _, a := range modules[m] {
 			n := g.Nodes[a]
-			fmt.Fprintf(w, "    %q [shape=%s, label=%q];\n", a, shapes[n.Kind], strings.TrimPrefix(a, m+".")+"\n"+n.Digest.Short())
+			fmt.Fprintf(w, "    %q [shape=%s, label=%q%s];\n", a, shapes[n.Kind], strings.TrimPrefix(a, m+".")+"\n"+n.Digest.Short(), extra(style, a))
 		}
 		fmt.Fprintln(w, "  }")
 	}
@@ -43,6 +46,17 @@ func (g *Graph) WriteDOT(out io.Writer, keep func(addr string) bool) {
 		}
 	}
 	fmt.Fprintln(w, "}")
+}
+
+// extra is style's attributes of node a, after a comma; "" when there are none.
+func extra(style func(string) string, a string) string {
+	if style == nil {
+		return ""
+	}
+	if s := style(a); s != "" {
+		return ", " + s
+	}
+	return ""
 }
 
 // drawn are the nodes to draw (keep's, or all) in graph order, by the module instance they

@@ -11,6 +11,7 @@ import (
 	"slices"
 
 	"github.com/foundry-build/foundry/digest"
+	"github.com/foundry-build/foundry/engine/evaluate"
 	"github.com/foundry-build/foundry/engine/workspace"
 )
 
@@ -34,6 +35,11 @@ type counterexample struct {
 	Input    string `json:"input,omitempty"`
 	Expected string `json:"expected,omitempty"`
 	Got      string `json:"got,omitempty"`
+	// Shrunk is the smallest input found that fails the same way (shrunk_failure), shrunk
+	// from the case whose content digest is original.
+	Shrunk        string `json:"shrunk,omitempty"`
+	ShrunkFailure string `json:"shrunk_failure,omitempty"`
+	Original      string `json:"original,omitempty"`
 }
 
 // writeBrief writes the job's files for round and returns its brief, the files to mount
@@ -73,10 +79,29 @@ func (j *job) writeBrief(round int) (Brief, error) {
 			}
 			files[at] = b
 		}
+		// Generated cases: their seed, and their inputs one per line (compact), as the
+		// evaluator runs them. A candidate that memorises them gains nothing on the sealed
+		// batch, drawn from a fresh seed.
+		if g := s.Generate; g != nil {
+			inputs, err := evaluate.GeneratedInputs(capb, name)
+			if err != nil {
+				return Brief{}, err
+			}
+			b, err := json.Marshal(map[string]any{"seed": g.Seed, "count": g.Count, "expect": "exit 0 with output the contract allows, or a declared error"})
+			if err != nil {
+				return Brief{}, err
+			}
+			files[path.Join("cases", name, "generated.json")] = append(b, '\n')
+			var lines []byte
+			for _, in := range inputs {
+				lines = append(append(lines, in...), '\n')
+			}
+			files[path.Join("cases", name, "generated.jsonl")] = lines
+		}
 	}
 	for i, rej := range j.rep.Rounds {
 		b, err := json.MarshalIndent(counterexample{Round: i + 1, Suite: rej.Suite, Reason: rej.Reason, Case: rej.Case,
-			Input: rej.Input, Expected: rej.Expected, Got: rej.Got}, "", "  ")
+			Input: rej.Input, Expected: rej.Expected, Got: rej.Got, Shrunk: rej.Shrunk, ShrunkFailure: rej.ShrunkFailure, Original: string(rej.Original)}, "", "  ")
 		if err != nil {
 			return Brief{}, err
 		}

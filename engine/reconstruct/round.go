@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/foundry-build/foundry/engine/event"
 	"github.com/foundry-build/foundry/engine/graph"
 	"github.com/foundry-build/foundry/engine/state"
+	"github.com/foundry-build/foundry/engine/trace"
 	"github.com/foundry-build/foundry/executors"
 	"github.com/foundry-build/foundry/lang"
 	"github.com/foundry-build/foundry/provenance"
@@ -56,11 +58,26 @@ func (rd *round) run(ctx context.Context) (admitted bool, err error) {
 	if err := rd.begin(ctx); err != nil {
 		return false, err
 	}
-	for _, phase := range []func(context.Context) (bool, error){rd.propose, rd.pack, rd.evaluate} {
-		if done, err := phase(ctx); done || err != nil {
+	span := trace.Start(ctx, "round "+strconv.Itoa(rd.num), "reconstruction")
+	defer func() {
+		span.Set("admitted", admitted)
+		span.Set("job_spent", spendOf(rd.rep.Used)) // the job's spend as this round ended
+		span.End()
+	}()
+	phases := []struct {
+		name string
+		fn   func(context.Context) (bool, error)
+	}{{"propose", rd.propose}, {"pack", rd.pack}, {"evaluate", rd.evaluate}}
+	for _, phase := range phases {
+		sp := trace.Start(ctx, phase.name, "reconstruction")
+		done, err := phase.fn(ctx)
+		sp.End()
+		if done || err != nil {
 			return false, err
 		}
 	}
+	sp := trace.Start(ctx, "admit", "reconstruction")
+	defer sp.End()
 	return rd.admit(ctx)
 }
 
@@ -345,12 +362,18 @@ func (rd *round) evaluate(ctx context.Context) (done bool, err error) {
 			}
 			return false, &jobEnd{state.JobExhausted, fmt.Sprintf("the probes budget is spent: %d of %d used, and a candidate needs %d", rd.rep.Used.Probes, b.Probes, need)}
 		}
+		// Shrinking a counterexample may take the probes left after the cases, up to the
+		// evaluator's default. It is not reserved: a reservation an apply never charged is
+		// spent whole, and the cases are all a rejected candidate must run; shrinking runs
+		// are charged with the evaluation, and lost, like a run no record holds, when the
+		// apply dies while shrinking.
+		shrinkRuns := min(evaluate.DefaultShrinkRuns, b.Probes-rd.rep.Used.Probes-need)
 		eres, err := rd.db().Reserve(context.WithoutCancel(ctx), rd.state.ID, rd.num,
 			state.Reservation{Part: state.PartEvaluation, Wall: rd.wallLeft(rd.rep.Used), Probes: need, At: evStart})
 		if err != nil {
 			return false, err
 		}
-		res, err := ev.Evaluate(ctx, n, c.Recipe, c.Tree, c.Base)
+		res, err := ev.EvaluateShrinking(ctx, n, c.Recipe, c.Tree, c.Base, shrinkRuns)
 		if err != nil {
 			// The reservation stays open: the apply that resumes the round counts it as spent.
 			return false, fmt.Errorf("evaluating %s for %s: %w", c.Recipe, n.Address, err)

@@ -23,6 +23,7 @@ import (
 	"github.com/foundry-build/foundry/engine/reconstruct"
 	"github.com/foundry-build/foundry/engine/seed"
 	"github.com/foundry-build/foundry/engine/state"
+	"github.com/foundry-build/foundry/engine/trace"
 	"github.com/foundry-build/foundry/engine/workspace"
 	"github.com/foundry-build/foundry/executors"
 	"github.com/foundry-build/foundry/lang"
@@ -55,6 +56,9 @@ type Options struct {
 	Registry registry.Store
 	// TrustedKeys verify what is pulled from the registry.
 	TrustedKeys []*provenance.Verifier
+	// Trace records the apply's trace; when nil, Apply records one of its own. Either is
+	// kept with the run (workspace.TracePaths) when the apply ends.
+	Trace *trace.Recorder
 	// Rebuild are the -rebuild addresses: steps or checks whose cached result is checked by
 	// running them again in a fresh sandbox with empty caches (rebuild.go). Each must have
 	// a cached result; the apply fails a step that does not, or whose rebuild differs.
@@ -173,6 +177,8 @@ type runner struct {
 
 	// caps records what happens to capabilities in this run, for foundry status.
 	caps *capabilityLog
+	// trace records the apply's spans, kept with the run (keepTrace).
+	trace *trace.Recorder
 
 	sealedOnce sync.Once
 	sealed     map[digest.Digest]string
@@ -261,6 +267,10 @@ func Apply(ctx context.Context, ws *workspace.Workspace, g *graph.Graph, p *plan
 	}
 	defer unlock()
 	r := &runner{ws: ws, att: ws.Attester(opt.Signer), g: g, plan: p, planned: indexPlan(p), opt: opt, results: map[string]*nodeResult{}}
+	if r.trace = opt.Trace; r.trace == nil {
+		r.trace = trace.New(start)
+	}
+	ctx = trace.With(ctx, r.trace)
 	if err := r.recoverRuns(ctx); err != nil {
 		return nil, err
 	}
@@ -343,6 +353,10 @@ func Apply(ctx context.Context, ws *workspace.Workspace, g *graph.Graph, p *plan
 	if err := ws.State.FinishRun(context.WithoutCancel(ctx), run.ID, status); err != nil {
 		return res, err
 	}
+	if err := r.keepTrace(status, start.Add(res.Elapsed)); err != nil {
+		// The run is recorded and its results stored: a trace not kept loses no work.
+		r.emit(event.Event{Type: "trace_not_kept", Run: run.ID, Message: err.Error()})
+	}
 	r.emit(event.Event{Type: "run_finished", Run: run.ID, Elapsed: res.Elapsed,
 		Message: fmt.Sprintf("%d executed, %d cached, %d failed, %d skipped", res.Executed, res.Cached, len(res.Failed), len(res.Skipped))})
 	if ctx.Err() != nil {
@@ -352,6 +366,17 @@ func Apply(ctx context.Context, ws *workspace.Workspace, g *graph.Graph, p *plan
 		return res, err
 	}
 	return res, r.caps.failure()
+}
+
+// keepTrace ends the apply's trace at end and writes it, with the run's summary, where
+// `foundry trace` and `foundry report` read it (workspace.TracePaths).
+func (r *runner) keepTrace(status state.RunStatus, end time.Time) error {
+	f, sum := r.trace.Finish(r.runID, string(status), end)
+	events, summary := r.ws.TracePaths(r.runID)
+	if err := trace.WriteFile(events, f); err != nil {
+		return err
+	}
+	return trace.WriteFile(summary, sum)
 }
 
 // interruptedError is the error of a node that the cancellation of ctx stopped: "stopped:

@@ -13,6 +13,7 @@ import (
 	"github.com/foundry-build/foundry/engine/event"
 	"github.com/foundry-build/foundry/engine/graph"
 	"github.com/foundry-build/foundry/engine/plan"
+	"github.com/foundry-build/foundry/engine/trace"
 	"github.com/foundry-build/foundry/executors"
 )
 
@@ -132,7 +133,11 @@ func (r *runner) refuseQuarantined(ctx context.Context, n *graph.Node, c *admit.
 // rejection then). Admitted, n's result is its tree (capability_admitted).
 func (r *runner) admitCandidate(ctx context.Context, n *graph.Node, c *admit.Candidate, tests [][]byte) (*evaluate.Rejection, error) {
 	c.Tests = tests
+	sp := trace.Start(ctx, "sign and publish", "phase")
+	sp.Set("recipe", c.Recipe)
 	ref, m, err := r.adm.Admit(ctx, n, c)
+	sp.Set("ref", ref)
+	sp.End()
 	if err != nil {
 		return nil, fmt.Errorf("admitting %s for %s: %w", c.Recipe, n.Address, err)
 	}

@@ -1,6 +1,7 @@
 package run
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -23,6 +24,7 @@ import (
 	"github.com/foundry-build/foundry/engine/plan"
 	"github.com/foundry-build/foundry/engine/seed"
 	"github.com/foundry-build/foundry/engine/state"
+	"github.com/foundry-build/foundry/engine/trace"
 	"github.com/foundry-build/foundry/engine/workspace"
 	"github.com/foundry-build/foundry/executors"
 	"github.com/foundry-build/foundry/internal/capped"
@@ -41,14 +43,17 @@ func (r *runner) runStep(ctx context.Context, n *graph.Node) (outcome, error) {
 	if err != nil {
 		return 0, err
 	}
+	sp := trace.Start(ctx, "cache lookup", "phase")
 	res, hit, err := r.ws.Cache.Lookup(ctx, key)
 	if err != nil {
+		sp.End()
 		return 0, err
 	}
 	shared := ""
 	if !hit && r.opt.Shared != nil && !r.plan.Replaced(n.Address) {
 		res, shared, hit = r.lookupShared(ctx, key)
 	}
+	sp.End()
 	rerun := ""
 	switch {
 	case r.plan.Replaced(n.Address):
@@ -75,6 +80,7 @@ func (r *runner) runStep(ctx context.Context, n *graph.Node) (outcome, error) {
 			return 0, err
 		}
 		r.emit(event.Event{Type: "node_cached", Node: n.Address, Action: n.Digest, Message: shared})
+		trace.Instant(ctx, n.Address, "cache", map[string]any{"hit": cmp.Or(shared, "action cache"), "key": string(key)})
 		return cached, nil
 	}
 	if rerun == "" && shared != "" {
@@ -183,7 +189,9 @@ func (r *runner) execute(ctx context.Context, n *graph.Node, exe executors.Execu
 	if err := r.refuseSealedImage(st.Image.Node); err != nil {
 		return nil, &StepError{Reason: err.Error()}
 	}
+	sp := trace.Start(ctx, "inputs", "phase")
 	inputs, err := r.mounts(ctx, st)
+	sp.End()
 	if err != nil {
 		return nil, &StepError{Reason: err.Error()}
 	}
@@ -226,7 +234,8 @@ func (r *runner) execute(ctx context.Context, n *graph.Node, exe executors.Execu
 	action := &executors.Action{
 		ID: id, Name: n.Address + "@" + string(key), Platform: st.Platform, Image: base.image, Argv: st.Run, Env: envList(base.image.Env, st.Env), Workdir: st.Workdir,
 		User: st.User, Mounts: mounts, OutDir: outDir, Network: executors.NetworkNone,
-		Limits: executors.Limits{MemoryBytes: lim.MemoryBytes, CPUs: lim.CPUs, Pids: lim.Pids, Timeout: lim.Time},
+		Limits: executors.Limits{MemoryBytes: lim.MemoryBytes, CPUs: lim.CPUs, Pids: lim.Pids, Timeout: lim.Time,
+			DiskBytes: lim.DiskBytes, Inodes: lim.Inodes},
 		Stdout: stdout, Stderr: stderr,
 	}
 	fixed, err := r.fixedOutputFor(n, action)
@@ -250,8 +259,14 @@ func (r *runner) execute(ctx context.Context, n *graph.Node, exe executors.Execu
 	for _, c := range leases {
 		action.Mounts = append(action.Mounts, executors.Mount{Source: c.source(), Target: c.target, Writable: true})
 	}
+	ran := time.Now()
 	xr, err := exe.Run(ctx, action)
 	releaseCaches(leases)
+	if err == nil {
+		// The executor's times of the process: before it, the sandbox was being started.
+		trace.Phase(ctx, "sandbox start", "phase", ran, xr.Started, ran)
+		trace.Phase(ctx, "run", "phase", xr.Started, xr.Finished, ran)
+	}
 	// Once the process has ended, its result is recorded even if the apply is being
 	// interrupted: that takes milliseconds, and a step that finished stays finished.
 	bg := context.WithoutCancel(ctx)
@@ -265,6 +280,8 @@ func (r *runner) execute(ctx context.Context, n *graph.Node, exe executors.Execu
 		return nil, &StepError{Reason: fmt.Sprintf("the %s executor could not run it: %v", exe.Name(), err), ExitCode: -1, NotRun: true}
 	}
 	r.fault(FaultAfterExec, n.Address)
+	sp = trace.Start(ctx, "store outputs", "phase")
+	defer func() { sp.End() }() // ended as the phases below begin; a failure ends it here
 	outLog, err := stdout.store(r)
 	if err != nil {
 		return nil, err
@@ -281,6 +298,15 @@ func (r *runner) execute(ctx context.Context, n *graph.Node, exe executors.Execu
 	if xr.Remote != nil {
 		// It ran on a worker: its executor there is the builder, and the worker says where.
 		res.Executor, res.Isolation, res.Worker = xr.Remote.Executor, xr.Remote.Isolation, xr.Remote.Worker
+	}
+	// A step that filled its writable space fails whatever its exit status: what it left in
+	// /out may be cut short, and the bound, not its own message, says why.
+	if xr.Full != nil {
+		se := &StepError{Reason: fullReason(xr.Full), ExitCode: xr.ExitCode, Stdout: outLog.Digest, Stderr: errLog.Digest,
+			CPU: xr.Usage.CPU, PeakMemory: xr.Usage.PeakMemoryBytes}
+		se.LogTail = r.logTail(errLog, outLog, 10)
+		r.attemptFinished(bg, n, attempt, state.OutcomeFailed, se.Reason+"; "+logDetail(outLog, errLog))
+		return nil, se
 	}
 	if err := res.Success(); err != nil {
 		se := &StepError{ExitCode: xr.ExitCode, TimedOut: xr.TimedOut, OOMKilled: xr.OOMKilled, Stdout: outLog.Digest, Stderr: errLog.Digest,
@@ -319,11 +345,15 @@ func (r *runner) execute(ctx context.Context, n *graph.Node, exe executors.Execu
 	// its evidence. It is about what a step made; a check makes its passing result, named
 	// by the cache key it is recorded under: the acceptance evidence a delivery names. A
 	// step that makes nothing has no subject for it.
+	sp.End()
+	sp = nil
 	if len(res.Outputs) > 0 || n.Kind == graph.KindCheck {
+		sign := trace.Start(ctx, "sign", "phase")
 		env, err := r.attest(n, attempt, base.image, inputs, leases, res, lim, fixed, rb)
 		if err != nil {
 			return nil, fmt.Errorf("%s: provenance: %w", n.Address, err)
 		}
+		sign.End()
 		res.Attestations = []digest.Digest{env}
 	}
 	if rb != nil {
@@ -340,6 +370,7 @@ func (r *runner) execute(ctx context.Context, n *graph.Node, exe executors.Execu
 		return rb.orig, nil
 	}
 	r.fault(FaultAfterOutputs, n.Address)
+	sp = trace.Start(ctx, "cache write", "phase")
 	if err := r.ws.Cache.Put(bg, res); err != nil {
 		return nil, err
 	}
@@ -349,6 +380,8 @@ func (r *runner) execute(ctx context.Context, n *graph.Node, exe executors.Execu
 			r.emit(event.Event{Type: "record_not_shared", Node: n.Address, Action: n.Digest, Message: err.Error()})
 		}
 	}
+	sp.End()
+	sp = nil
 	r.fault(FaultAfterCachePut, n.Address)
 	if err := r.ws.State.AttemptFinished(bg, r.runID, n.Address, attempt, state.OutcomeSucceeded, logDetail(outLog, errLog)); err != nil {
 		return nil, err
@@ -362,6 +395,14 @@ func (r *runner) execute(ctx context.Context, n *graph.Node, exe executors.Execu
 	}
 	os.RemoveAll(scratch)
 	return res, nil
+}
+
+// fullReason says which bound of its writable space a step reached.
+func fullReason(f *executors.Full) string {
+	if f.Limit == "inodes" {
+		return fmt.Sprintf("made more than limits.inodes = %d files, directories and links in %s (/out and /tmp together are bounded while the step runs; raise limits.inodes if it needs more)", f.Bound, f.Where)
+	}
+	return fmt.Sprintf("wrote more than limits.disk = %s to %s (/out and /tmp together are bounded while the step runs; raise limits.disk, and limits.memory with it, if it needs more)", lang.FormatSize(f.Bound), f.Where)
 }
 
 // attemptFinished records how attempt of n ended when it did not succeed. The step's

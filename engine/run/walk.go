@@ -8,11 +8,13 @@ import (
 	"runtime/debug"
 	"slices"
 	"sort"
+	"time"
 
 	"github.com/foundry-build/foundry/engine/event"
 	"github.com/foundry-build/foundry/engine/graph"
 	"github.com/foundry-build/foundry/engine/plan"
 	"github.com/foundry-build/foundry/engine/state"
+	"github.com/foundry-build/foundry/engine/trace"
 )
 
 // outcome is how a node was settled, as the apply's Result counts it. A node that failed
@@ -27,6 +29,23 @@ const (
 	fetched                 // a source fetched in this apply (a stored one is settled)
 	skipped                 // not settled: a node it needs failed (done.cause)
 )
+
+// String is the outcome as traces and reports name it (spec/cli.md).
+func (o outcome) String() string {
+	switch o {
+	case executed:
+		return "executed"
+	case cached:
+		return "cached"
+	case built:
+		return "built"
+	case fetched:
+		return "fetched"
+	case skipped:
+		return "skipped"
+	}
+	return "settled"
+}
 
 // planIndex is the plan's nodes and capabilities by address.
 type planIndex struct {
@@ -113,6 +132,10 @@ type done struct {
 	cause   string // skipped: the failed node it needs
 	err     error
 	panic   *Panic // settling the node panicked: raised again by the walk
+	// start and end are when it was settled, on trace track tid (trace.TrackApply when the
+	// walk settled it itself).
+	start, end time.Time
+	tid        int
 }
 
 // walker is the state of one walk: what each node still waits for, who uses it, which
@@ -122,6 +145,7 @@ type walker struct {
 	ctx       context.Context
 	res       *Result
 	users     map[string][]string
+	deps      map[string][]string
 	waiting   map[string]int
 	failed    map[string]string // node → the root failure it is blocked by
 	ready     []string
@@ -132,7 +156,7 @@ type walker struct {
 // dependency failed is skipped (and so are its users), reported once as skipped with the
 // failure that blocked it.
 func (r *runner) walk(ctx context.Context, active []string, deps map[string][]string) *Result {
-	w := &walker{r: r, ctx: ctx, res: &Result{}, users: map[string][]string{}, waiting: map[string]int{},
+	w := &walker{r: r, ctx: ctx, res: &Result{}, users: map[string][]string{}, deps: deps, waiting: map[string]int{},
 		failed: map[string]string{}, remaining: len(active)}
 	for _, a := range active {
 		w.waiting[a] = len(deps[a])
@@ -156,14 +180,17 @@ func (r *runner) walk(ctx context.Context, active []string, deps map[string][]st
 			w.ready = w.ready[1:]
 			n := r.g.Nodes[a]
 			if cause, blocked := w.failed[a]; blocked {
-				w.finish(done{addr: a, outcome: skipped, cause: cause})
+				now := time.Now()
+				w.finish(done{addr: a, outcome: skipped, cause: cause, start: now, end: now})
 				continue
 			}
 			if r.precachedHit(n) {
 				// Settled from the cache lookup made before the walk: no work, so no
 				// goroutine to hand it to.
 				r.emit(event.Event{Type: "node_cached", Node: a, Action: n.Digest})
-				w.finish(done{addr: a, outcome: cached})
+				trace.Instant(ctx, a, "cache", map[string]any{"hit": "action cache", "digest": string(n.Digest)})
+				now := time.Now()
+				w.finish(done{addr: a, outcome: cached, start: now, end: now})
 				continue
 			}
 			running++
@@ -197,11 +224,19 @@ func (r *runner) settleOne(ctx context.Context, n *graph.Node, sem chan struct{}
 			d = done{addr: n.Address, panic: p}
 		}
 	}()
+	// A step or check is traced on the lane of the executor slot it holds; any other node
+	// on an engine lane of its own, since nodes settle side by side.
+	pool := trace.PoolEngine
 	if n.Kind == graph.KindStep || n.Kind == graph.KindCheck {
 		sem <- struct{}{}
 		defer func() { <-sem }()
+		pool = trace.PoolSlot
 	}
+	ctx, tid, release := trace.Lane(ctx, pool)
+	defer release()
+	d.tid, d.start = tid, time.Now()
 	d.outcome, d.err = r.settle(ctx, n)
+	d.end = time.Now()
 	return d
 }
 
@@ -236,6 +271,7 @@ func (w *walker) finish(d done) {
 	case d.outcome == fetched:
 		res.Fetched++
 	}
+	w.trace(d, cause)
 	for _, u := range w.users[d.addr] {
 		if _, already := w.failed[u]; cause != "" && !already {
 			w.failed[u] = cause
@@ -245,6 +281,24 @@ func (w *walker) finish(d done) {
 			w.ready = append(w.ready, u)
 		}
 	}
+}
+
+// trace records how d's node ended in the apply's trace.
+func (w *walker) trace(d done, cause string) {
+	n := w.r.g.Nodes[d.addr]
+	tn := trace.Node{Address: d.addr, Kind: string(n.Kind), Outcome: d.outcome.String(), Deps: w.deps[d.addr], Digest: string(n.Digest)}
+	switch {
+	case d.outcome == skipped:
+		tn.Cause = cause
+	case d.err != nil && w.ctx.Err() != nil:
+		tn.Outcome, tn.Error = "interrupted", d.err.Error()
+	case d.err != nil:
+		tn.Outcome, tn.Error = "failed", d.err.Error()
+		if se := (*StepError)(nil); errors.As(d.err, &se) {
+			tn.Log = se.LogTail
+		}
+	}
+	w.r.trace.Settled(tn, d.tid, d.start, d.end)
 }
 
 // skip reports node a as skipped because it needs cause, which failed: recorded for a step
@@ -264,8 +318,13 @@ func (w *walker) skip(a, cause string) {
 	}
 }
 
-// settle produces one node's result.
+// settle produces one node's result, its work traced as the phase its kind names (a
+// step's phases are traced as it runs: runStep).
 func (r *runner) settle(ctx context.Context, n *graph.Node) (outcome, error) {
+	if ph := phaseOf[n.Kind]; ph != "" {
+		sp := trace.Start(ctx, ph, "phase")
+		defer sp.End()
+	}
 	switch n.Kind {
 	case graph.KindSeed:
 		img, err := r.buildSeed(ctx, n)
@@ -300,6 +359,14 @@ func (r *runner) settle(ctx context.Context, n *graph.Node) (outcome, error) {
 		return settled, r.deliverProduct(ctx, n)
 	}
 	return 0, fmt.Errorf("%s: unknown node kind %s", n.Address, n.Kind)
+}
+
+// phaseOf names the phase of the nodes whose work is one phase.
+var phaseOf = map[graph.NodeKind]string{
+	graph.KindSeed:    "seed build",
+	graph.KindSource:  "fetch",
+	graph.KindPackage: "package",
+	graph.KindProduct: "acceptance and delivery",
 }
 
 // packageOf is the address of recipe node n's package, "" when it has none.

@@ -36,6 +36,10 @@ type Expectation struct {
 	Output json.RawMessage // expected output value, compact as written (see Case.Input)
 	Stdout *string         // exact expected stdout text (bytes and lines equivalences only)
 	Error  string          // name of an error of the contract's errors map
+	// Contract, for a generated case (never a case file), expects only what the contract
+	// says of every valid input: success with output the contract allows, or a declared
+	// error; a failure Intrinsic names fails it.
+	Contract bool
 }
 
 // Stdin returns the bytes fed to the candidate on standard input: the input as in Case.Input

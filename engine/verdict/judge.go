@@ -40,6 +40,18 @@ func Judge(c *lang.Capability, k *Case, o Observation) Verdict {
 		return Verdict{Reason: "cannot judge: not a case of a cli capability"}
 	}
 	want := k.Expect.Text()
+	if k.Expect.Contract {
+		if why := Intrinsic(c, o); why != "" {
+			got := "exit " + exitMeaning(o.ExitCode, c.Interface.Errors)
+			if len(o.Stderr) > 0 {
+				got += "; stderr " + quoted(o.Stderr, maxShown/2)
+			} else if o.ExitCode == 0 {
+				got += "; stdout " + quoted(o.Stdout, maxShown/2)
+			}
+			return Verdict{Reason: why, Expected: want, Got: got}
+		}
+		return Verdict{Pass: true}
+	}
 	switch {
 	case o.TimedOut:
 		return Verdict{Reason: "timed out", Expected: want, Got: "killed at the deadline"}
@@ -114,11 +126,11 @@ func judgeOutput(c *lang.Capability, e *Expectation, out []byte, what string) Ve
 			}
 			got = v
 		}
-		var tol tolerance
+		r := relation{numeric: eq == "numeric", unordered: c.Unordered}
 		if eq == "numeric" && c.Tolerance != nil {
-			tol = tolerance{abs: clean(c.Tolerance.Absolute), rel: clean(c.Tolerance.Relative), nanEqual: c.Tolerance.NaNEqual}
+			r.tol = tolerance{abs: clean(c.Tolerance.Absolute), rel: clean(c.Tolerance.Relative), nanEqual: c.Tolerance.NaNEqual}
 		}
-		if m := compareValues(got, wantV, "$", eq == "numeric", tol); m != nil {
+		if m := compareValues(got, wantV, "$", r); m != nil {
 			return Verdict{Reason: "output differs " + m.String(), Expected: want, Got: short(string(compact(out)), maxShown)}
 		}
 		return Verdict{Pass: true}
@@ -130,6 +142,8 @@ func judgeOutput(c *lang.Capability, e *Expectation, out []byte, what string) Ve
 // Text describes an expectation, as Verdict.Expected shows it.
 func (e *Expectation) Text() string {
 	switch {
+	case e.Contract:
+		return "exit 0 with output the contract allows, or a declared error"
 	case e.Error != "":
 		return fmt.Sprintf("error %q", e.Error)
 	case e.Stdout != nil:

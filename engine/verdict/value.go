@@ -58,8 +58,10 @@ func (m *mismatch) String() string { return "at " + m.path + ": " + m.msg }
 // are equal, or the first difference in document order (expected member order sorted by
 // name). Objects are unordered; arrays are ordered and keep duplicates; strings compare after
 // unescaping; numbers compare by numbersEqual. When numeric is set, the strings "NaN",
-// "Infinity" and "-Infinity" stand for numbers on both sides.
-func compareValues(got, want any, path string, numeric bool, tol tolerance) *mismatch {
+// "Infinity" and "-Infinity" stand for numbers on both sides; when unordered is set, arrays
+// are multisets (compareCollections).
+func compareValues(got, want any, path string, r relation) *mismatch {
+	numeric, tol := r.numeric, r.tol
 	if numeric {
 		gn, gok := asNumeric(got)
 		wn, wok := asNumeric(want)
@@ -86,7 +88,7 @@ func compareValues(got, want any, path string, numeric bool, tol tolerance) *mis
 			if !ok {
 				return &mismatch{path, "missing member " + short(strconv.Quote(k), 64)}
 			}
-			if m := compareValues(gv, w[k], memberPath(path, k), numeric, tol); m != nil {
+			if m := compareValues(gv, w[k], memberPath(path, k), r); m != nil {
 				return m
 			}
 		}
@@ -106,8 +108,11 @@ func compareValues(got, want any, path string, numeric bool, tol tolerance) *mis
 		if !ok {
 			return typeMismatch(got, want, path)
 		}
+		if r.unordered {
+			return compareCollections(g, w, path, r)
+		}
 		for i := 0; i < len(g) && i < len(w); i++ {
-			if m := compareValues(g[i], w[i], fmt.Sprintf("%s[%d]", path, i), numeric, tol); m != nil {
+			if m := compareValues(g[i], w[i], fmt.Sprintf("%s[%d]", path, i), r); m != nil {
 				return m
 			}
 		}

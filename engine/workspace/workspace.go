@@ -261,6 +261,13 @@ func readHolder(path string) Holder {
 // -attestations` reads and what an auditor can be handed.
 func (w *Workspace) AttestationDir() string { return filepath.Join(w.Dir, "attestations") }
 
+// TracePaths are where the trace of run runID is kept (spec/state.md): its Chrome trace
+// events, and its summary (engine/trace).
+func (w *Workspace) TracePaths(runID string) (events, summary string) {
+	dir := filepath.Join(w.Dir, "traces")
+	return filepath.Join(dir, runID+".json"), filepath.Join(dir, runID+".summary.json")
+}
+
 // Close closes the state database.
 func (w *Workspace) Close() error { return w.State.Close() }
 
