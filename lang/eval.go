@@ -9,11 +9,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/agext/levenshtein"
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/convert"
+
+	"github.com/foundry-build/foundry/internal/suggest"
 )
 
 func errorf(rng *hcl.Range, summary, format string, args ...any) *hcl.Diagnostic {
@@ -29,20 +30,10 @@ func errorAt(rng hcl.Range, summary, format string, args ...any) *hcl.Diagnostic
 
 // didYouMean returns " Did you mean "x"?" when a candidate is close to name.
 func didYouMean(name string, candidates []string) string {
-	best, bestD := "", 3
-	// Sorted for a stable choice among equally close names; a copy, because callers pass
-	// slices they print (refRoots was printed in a different order after the first call).
-	sorted := slices.Clone(candidates)
-	sort.Strings(sorted)
-	for _, c := range sorted {
-		if d := levenshtein.Distance(name, c, nil); d < bestD {
-			best, bestD = c, d
-		}
+	if best := suggest.Closest(name, candidates); best != "" {
+		return fmt.Sprintf(" Did you mean %q?", best)
 	}
-	if best == "" {
-		return ""
-	}
-	return fmt.Sprintf(" Did you mean %q?", best)
+	return ""
 }
 
 // stepScope is the set of steps a step expression may refer to as step.NAME: top-level steps

@@ -332,7 +332,7 @@ func parseFiles(files []sourceFile, b *budget) []parsedFile {
 		}
 		out[i].file = f
 		content, diags := f.Body.Content(rootSchema)
-		suggest(diags, rootSchema)
+		hintUnsupported(diags, rootSchema)
 		out[i].diags = append(out[i].diags, diags...)
 		out[i].blocks = content.Blocks
 	}
@@ -831,14 +831,14 @@ func (l *loader) content(body hcl.Body, schema *hcl.BodySchema) (*hcl.BodyConten
 		return content, nil
 	}
 	content, diags := body.Content(schema)
-	suggest(diags, schema)
+	hintUnsupported(diags, schema)
 	return content, diags
 }
 
-// suggest adds a "Did you mean" to each unsupported argument or block of diags that is close
+// hintUnsupported adds a "Did you mean" to each unsupported argument or block of diags that is close
 // to one the schema has, and puts diags in source order: hcl reports unsupported arguments
 // in the order of a map, which differs from run to run.
-func suggest(diags hcl.Diagnostics, schema *hcl.BodySchema) {
+func hintUnsupported(diags hcl.Diagnostics, schema *hcl.BodySchema) {
 	slices.SortStableFunc(diags, func(a, b *hcl.Diagnostic) int {
 		var ra, rb hcl.Range
 		if a.Subject != nil {

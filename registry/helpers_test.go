@@ -39,8 +39,6 @@ func goBin(name string) string {
 	return filepath.Join(gp, "bin", name)
 }
 
-func freePort(t testing.TB) int { return registrytest.FreePort(t) }
-
 func startDistribution(t testing.TB) string { return registrytest.StartDistribution(t) }
 
 // startGGCR starts go-containerregistry's in-process registry with the referrers API.

@@ -176,11 +176,6 @@ func (d Descriptor) toV1() v1.Descriptor {
 		ArtifactType: d.ArtifactType, Annotations: d.Annotations, Data: d.Data}
 }
 
-func fromV1(d v1.Descriptor) Descriptor {
-	return Descriptor{MediaType: string(d.MediaType), Digest: digest.Digest(d.Digest.String()), Size: d.Size,
-		ArtifactType: d.ArtifactType, Annotations: d.Annotations, Data: d.Data}
-}
-
 // descriptorOf describes raw bytes of the given media type.
 func descriptorOf(mediaType string, raw []byte) Descriptor {
 	return Descriptor{MediaType: mediaType, Digest: digest.FromBytes(raw), Size: int64(len(raw))}

@@ -497,7 +497,7 @@ func (x *extractor) entry(hdr *tar.Header, r io.Reader) error {
 			return err
 		}
 		x.add(digest.Entry{Path: p, Type: digest.TypeDir, Mode: digest.ModeDir})
-	case tar.TypeReg, tar.TypeRegA:
+	case tar.TypeReg: // the tar reader reports the legacy TypeRegA as TypeReg
 		if hdr.Size > x.treeBytes {
 			return fmt.Errorf("file of %d bytes exceeds the tree limit of %d bytes: %w", hdr.Size, x.lim.MaxTreeBytes, ErrTooLarge)
 		}

@@ -177,7 +177,7 @@ recipe "r" {
 	if code != 0 || p.Capabilities[0].Status == plan.StatusRegistry {
 		t.Fatalf("a forged, unattested artifact was pinned: %+v", p.Capabilities[0])
 	}
-	code, out, _ = runCLI(t, "capabilities", dir)
+	_, out, _ = runCLI(t, "capabilities", dir)
 	if !strings.Contains(out, "NOT ADMITTED") {
 		t.Errorf("capabilities must flag the forged artifact:\n%s", out)
 	}

@@ -76,38 +76,28 @@ action, missing -status or -reason, a -status that is not an outcome, -result wi
 				if err != nil {
 					return usage("%v", err)
 				}
-				action := "list"
-				if len(args) > 0 {
-					action, args = args[0], args[1:]
-				}
-				switch action {
-				case "list":
-					if len(args) != 0 {
-						return usage("list takes no arguments (the project is -C DIR)")
-					}
-					switch s := state.EffectStatus(*status); s {
-					case "", state.EffectIntended, state.EffectDispatched, state.EffectSucceeded, state.EffectFailed, state.EffectUnknown:
-					default:
-						return usage("-status %q: want intended, dispatched, succeeded, failed or unknown", *status)
-					}
-					return listEffects(env, *project, state.EffectStatus(*status), *jsonOut)
-				case "resolve":
-					if len(args) != 1 {
-						return usage("resolve wants exactly one effect ID")
-					}
-					s := state.EffectStatus(*status)
-					if s != state.EffectSucceeded && s != state.EffectFailed {
-						return usage("resolve needs -status succeeded or -status failed, got %q", *status)
-					}
-					if strings.TrimSpace(*reason) == "" {
-						return usage("resolve needs -reason TEXT: say what you found out, for whoever reads the effect later")
-					}
-					if s == state.EffectFailed && *result != "" {
-						return usage("-result is for -status succeeded: a failed effect produced nothing")
-					}
-					return resolveEffect(env, *project, args[0], s, *reason, *result, *jsonOut)
-				}
-				return usage("unknown action %q: want list or resolve", action)
+				return runAction(usage, args, "list",
+					action{"list", 0, "list takes no arguments (the project is -C DIR)", func([]string) int {
+						switch s := state.EffectStatus(*status); s {
+						case "", state.EffectIntended, state.EffectDispatched, state.EffectSucceeded, state.EffectFailed, state.EffectUnknown:
+						default:
+							return usage("-status %q: want intended, dispatched, succeeded, failed or unknown", *status)
+						}
+						return listEffects(env, *project, state.EffectStatus(*status), *jsonOut)
+					}},
+					action{"resolve", 1, "resolve wants exactly one effect ID", func(args []string) int {
+						s := state.EffectStatus(*status)
+						if s != state.EffectSucceeded && s != state.EffectFailed {
+							return usage("resolve needs -status succeeded or -status failed, got %q", *status)
+						}
+						if strings.TrimSpace(*reason) == "" {
+							return usage("resolve needs -reason TEXT: say what you found out, for whoever reads the effect later")
+						}
+						if s == state.EffectFailed && *result != "" {
+							return usage("-result is for -status succeeded: a failed effect produced nothing")
+						}
+						return resolveEffect(env, *project, args[0], s, *reason, *result, *jsonOut)
+					}})
 			}
 		},
 	})

@@ -6,11 +6,10 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/agext/levenshtein"
-
 	"github.com/foundry-build/foundry/engine/graph"
 	"github.com/foundry-build/foundry/engine/plan"
 	"github.com/foundry-build/foundry/engine/workspace"
+	"github.com/foundry-build/foundry/internal/suggest"
 )
 
 func init() {
@@ -161,15 +160,10 @@ func abbreviate(s string) string {
 	return s
 }
 
+// suggestFrom is " (did you mean NAME?)" for the one of names closest to name, or "".
 func suggestFrom(name string, names []string) string {
-	best, bestD := "", 4
-	for _, n := range names {
-		if d := levenshtein.Distance(name, n, nil); d < bestD {
-			best, bestD = n, d
-		}
+	if best := suggest.Closest(name, names); best != "" {
+		return fmt.Sprintf(" (did you mean %s?)", best)
 	}
-	if best == "" {
-		return ""
-	}
-	return fmt.Sprintf(" (did you mean %s?)", best)
+	return ""
 }

@@ -89,62 +89,11 @@ Exit codes: 0 success, 1 failure, 2 usage error.`,
 					return exitError
 				}
 				defer unlock()
-				var roots []digest.Digest
-				err = ws.State.EachActionRecord(context.Background(), func(_ digest.Digest, rec []byte) error {
-					var r cache.Result
-					if err := json.Unmarshal(rec, &r); err != nil {
-						return nil // an unreadable record protects nothing; lookups treat it as a miss
-					}
-					for _, o := range r.Outputs {
-						roots = append(roots, o.Digest)
-					}
-					for _, d := range []digest.Digest{r.Definition, r.Stdout.Digest, r.Stderr.Digest} {
-						if d != "" {
-							roots = append(roots, d)
-						}
-					}
-					roots = append(roots, r.Attestations...)
-					return nil
-				})
+				opt := gcOptions{DryRun: *dry, MinAge: *minAge, KeepRuns: *keepRuns, KeepGraphs: *keepGraphs, CacheMaxSize: *cacheMaxSize, CacheMaxAge: *cacheMaxAge}
+				res, err := collectGarbage(context.Background(), ws, opt)
 				if err != nil {
 					fmt.Fprintf(env.stderr, "foundry gc: %v\n", err)
 					return exitError
-				}
-				stats, err := ws.Store.GC(roots, store.GCOptions{MinAge: *minAge, DryRun: *dry})
-				if err != nil {
-					fmt.Fprintf(env.stderr, "foundry gc: %v\n", err)
-					return exitError
-				}
-				pruned := 0
-				if *keepRuns >= 0 {
-					if pruned, err = ws.State.PruneRuns(context.Background(), *keepRuns, *dry); err != nil {
-						fmt.Fprintf(env.stderr, "foundry gc: %v\n", err)
-						return exitError
-					}
-					if !*dry {
-						if err := pruneTraces(context.Background(), ws); err != nil {
-							fmt.Fprintf(env.stderr, "foundry gc: %v\n", err)
-							return exitError
-						}
-					}
-				}
-				graphs, graphBytes, err := graphcache.Prune(filepath.Join(ws.Dir, "graph-cache"), *keepGraphs, *dry)
-				if err != nil {
-					fmt.Fprintf(env.stderr, "foundry gc: %v\n", err)
-					return exitError
-				}
-				caches := &volume.PruneResult{}
-				if *cacheMaxSize > 0 || *cacheMaxAge > 0 {
-					if caches, err = ws.Volumes.Prune(volume.PruneOptions{MaxBytes: *cacheMaxSize, OlderThan: *cacheMaxAge, DryRun: *dry}); err != nil {
-						fmt.Fprintf(env.stderr, "foundry gc: cache volumes: %v\n", err)
-						return exitError
-					}
-				}
-				inputs := filepath.Join(ws.Dir, "inputs")
-				if !*dry {
-					// Materialized inputs are copies of blobs: always safe to drop under the lock.
-					os.RemoveAll(inputs)
-					os.MkdirAll(inputs, 0o755)
 				}
 				if *jsonOut {
 					writeJSON(env.stdout, struct {
@@ -154,24 +103,100 @@ Exit codes: 0 success, 1 failure, 2 usage error.`,
 						CachesPruned int
 						CacheBytes   int64
 						CachesBusy   int
-					}{stats, pruned, graphs, len(caches.Removed), caches.Freed, len(caches.Busy)})
+					}{res.GCStats, res.RunsPruned, res.GraphsPruned, len(res.Caches.Removed), res.Caches.Freed, len(res.Caches.Busy)})
 					return exitOK
 				}
 				verb := "Deleted"
-				if *dry {
+				if opt.DryRun {
 					verb = "Would delete"
 				}
 				fmt.Fprintf(env.stdout, "%s %d blob(s), %.1f MiB; kept %d live, spared %d younger than %s.\n",
-					verb, stats.Deleted, float64(stats.BytesFreed)/(1<<20), stats.Live, stats.Spared, *minAge)
-				if *keepRuns >= 0 {
-					fmt.Fprintf(env.stdout, "%s the records of %d run(s) older than the newest %d.\n", verb, pruned, *keepRuns)
+					verb, res.Deleted, float64(res.BytesFreed)/(1<<20), res.Live, res.Spared, opt.MinAge)
+				if opt.KeepRuns >= 0 {
+					fmt.Fprintf(env.stdout, "%s the records of %d run(s) older than the newest %d.\n", verb, res.RunsPruned, opt.KeepRuns)
 				}
-				fmt.Fprintf(env.stdout, "%s %d compiled graph(s) (%.1f MiB) beyond the %d most recently used.\n", verb, graphs, float64(graphBytes)/(1<<20), *keepGraphs)
-				fmt.Fprintf(env.stdout, "%s %d cache volume(s) (%.1f MiB); kept %d in use.\n", verb, len(caches.Removed), float64(caches.Freed)/(1<<20), len(caches.Busy))
+				fmt.Fprintf(env.stdout, "%s %d compiled graph(s) (%.1f MiB) beyond the %d most recently used.\n", verb, res.GraphsPruned, float64(res.GraphBytes)/(1<<20), opt.KeepGraphs)
+				fmt.Fprintf(env.stdout, "%s %d cache volume(s) (%.1f MiB); kept %d in use.\n", verb, len(res.Caches.Removed), float64(res.Caches.Freed)/(1<<20), len(res.Caches.Busy))
 				return exitOK
 			}
 		},
 	})
+}
+
+// gcOptions are what `foundry gc` reads from its flags.
+type gcOptions struct {
+	DryRun     bool          // report, delete nothing
+	MinAge     time.Duration // spare unreachable blobs younger than this
+	KeepRuns   int           // the newest runs whose records are kept; -1 keeps all
+	KeepGraphs int           // the most recently used compiled graphs kept
+	// The cache volumes are kept within CacheMaxSize bytes and CacheMaxAge of their last
+	// use; 0 is no bound.
+	CacheMaxSize int64
+	CacheMaxAge  time.Duration
+}
+
+// gcResult is what collectGarbage deleted, or would delete in a dry run.
+type gcResult struct {
+	store.GCStats
+	RunsPruned   int
+	GraphsPruned int
+	GraphBytes   int64
+	Caches       *volume.PruneResult
+}
+
+// collectGarbage is the core of `foundry gc` on ws, whose lock the caller holds: the
+// blobs no action cache record refers to, the records of old runs, the compiled graphs
+// beyond opt.KeepGraphs and the materialized inputs.
+func collectGarbage(ctx context.Context, ws *workspace.Workspace, opt gcOptions) (gcResult, error) {
+	res := gcResult{Caches: &volume.PruneResult{}}
+	var roots []digest.Digest
+	err := ws.State.EachActionRecord(ctx, func(_ digest.Digest, rec []byte) error {
+		var r cache.Result
+		if err := json.Unmarshal(rec, &r); err != nil {
+			return nil // an unreadable record protects nothing; lookups treat it as a miss
+		}
+		for _, o := range r.Outputs {
+			roots = append(roots, o.Digest)
+		}
+		for _, d := range []digest.Digest{r.Definition, r.Stdout.Digest, r.Stderr.Digest} {
+			if d != "" {
+				roots = append(roots, d)
+			}
+		}
+		roots = append(roots, r.Attestations...)
+		return nil
+	})
+	if err != nil {
+		return res, err
+	}
+	if res.GCStats, err = ws.Store.GC(roots, store.GCOptions{MinAge: opt.MinAge, DryRun: opt.DryRun}); err != nil {
+		return res, err
+	}
+	if opt.KeepRuns >= 0 {
+		if res.RunsPruned, err = ws.State.PruneRuns(ctx, opt.KeepRuns, opt.DryRun); err != nil {
+			return res, err
+		}
+		if !opt.DryRun {
+			if err := pruneTraces(ctx, ws); err != nil {
+				return res, err
+			}
+		}
+	}
+	if res.GraphsPruned, res.GraphBytes, err = graphcache.Prune(filepath.Join(ws.Dir, "graph-cache"), opt.KeepGraphs, opt.DryRun); err != nil {
+		return res, err
+	}
+	if opt.CacheMaxSize > 0 || opt.CacheMaxAge > 0 {
+		if res.Caches, err = ws.Volumes.Prune(volume.PruneOptions{MaxBytes: opt.CacheMaxSize, OlderThan: opt.CacheMaxAge, DryRun: opt.DryRun}); err != nil {
+			return res, fmt.Errorf("cache volumes: %w", err)
+		}
+	}
+	if !opt.DryRun {
+		// Materialized inputs are copies of blobs: always safe to drop under the lock.
+		inputs := filepath.Join(ws.Dir, "inputs")
+		os.RemoveAll(inputs)
+		os.MkdirAll(inputs, 0o755)
+	}
+	return res, nil
 }
 
 // pruneTraces removes the traces kept with runs the state database no longer has (a trace

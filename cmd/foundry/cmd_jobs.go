@@ -80,39 +80,25 @@ error.`,
 				if err != nil {
 					return usage("%v", err)
 				}
-				action := "list"
-				if len(args) > 0 {
-					action, args = args[0], args[1:]
-				}
-				switch action {
-				case "list":
-					if len(args) != 0 {
-						return usage("list takes no arguments (the project is -C DIR)")
-					}
-					return listJobs(env, *project, *jsonOut)
-				case "show":
-					if len(args) != 1 {
-						return usage("show wants exactly one job ID or capability")
-					}
-					if *lines < 0 {
-						return usage("-lines %d: want 0 (the whole log) or more", *lines)
-					}
-					return showJob(env, *project, args[0], *lines, *jsonOut)
-				case "brief":
-					if len(args) != 1 {
-						return usage("brief wants exactly one job ID or capability")
-					}
-					return jobBrief(env, *project, args[0], *out, *jsonOut)
-				case "propose":
-					if len(args) != 2 {
-						return usage("propose wants a job ID or capability and the directory of the proposal")
-					}
-					if *spend < 0 {
-						return usage("-spend %v: what a proposal cost is at least 0", *spend)
-					}
-					return jobPropose(env, *project, args[0], args[1], *spend, *jsonOut)
-				}
-				return usage("unknown action %q: want list, show, brief or propose", action)
+				return runAction(usage, args, "list",
+					action{"list", 0, "list takes no arguments (the project is -C DIR)", func([]string) int {
+						return listJobs(env, *project, *jsonOut)
+					}},
+					action{"show", 1, "show wants exactly one job ID or capability", func(args []string) int {
+						if *lines < 0 {
+							return usage("-lines %d: want 0 (the whole log) or more", *lines)
+						}
+						return showJob(env, *project, args[0], *lines, *jsonOut)
+					}},
+					action{"brief", 1, "brief wants exactly one job ID or capability", func(args []string) int {
+						return jobBrief(env, *project, args[0], *out, *jsonOut)
+					}},
+					action{"propose", 2, "propose wants a job ID or capability and the directory of the proposal", func(args []string) int {
+						if *spend < 0 {
+							return usage("-spend %v: what a proposal cost is at least 0", *spend)
+						}
+						return jobPropose(env, *project, args[0], args[1], *spend, *jsonOut)
+					}})
 			}
 		},
 	})

@@ -75,10 +75,6 @@ layer, 2 usage error.`,
 			jsonOut := fs.Bool("json", false, "print the result as JSON")
 			return func(env *cliEnv, args []string) int {
 				usage := func(format string, a ...any) int { return usageError(env, "pull", format, a...) }
-				failed := func(format string, a ...any) int {
-					fmt.Fprintf(env.stderr, "foundry pull: "+format+"\n", a...)
-					return exitError
-				}
 				args, err := interspersed(fs, args)
 				if err != nil {
 					return usage("%v", err)
@@ -86,90 +82,8 @@ layer, 2 usage error.`,
 				if len(args) != 1 {
 					return usage("want exactly one REF, got %d", len(args))
 				}
-				if *out == "" {
-					return usage("no -o DIR")
-				}
-				if *noVerify && (len(keys) > 0 || len(types) > 0 || len(builders) > 0 || *policyPath != "") {
-					return usage("-no-verify together with -key, -type, -builder or -policy: choose one")
-				}
-				if !*noVerify && len(keys) == 0 {
-					own, ok := projectKey(env, "pull", *project)
-					if !ok {
-						return usage("no -key: pull verifies attestations with a trusted public key (or say -no-verify); inside a project (-C DIR), its own .foundry/keys/signing.pub is the default")
-					}
-					keys = append(keys, own)
-				}
-				s, ref, err := openRef(args[0], *project)
-				if err != nil {
-					return failed("%v", err)
-				}
-				opt := registry.PullOptions{NoVerify: *noVerify}
-				if !*noVerify {
-					if opt.Keys, err = provenance.LoadVerifiers(keys...); err != nil {
-						return failed("%v", err)
-					}
-					if *policyPath != "" {
-						p, err := provenance.LoadPolicy(*policyPath)
-						if err != nil {
-							return failed("%v", err)
-						}
-						opt.Policy = *p
-					}
-					opt.Policy.Builders = appendNew(opt.Policy.Builders, builders...)
-					opt.Policy.PredicateTypes = appendNew(opt.Policy.PredicateTypes, types...)
-					if len(opt.Policy.PredicateTypes) == 0 {
-						opt.Policy.PredicateTypes = []string{provenance.PredicateVSA}
-					}
-				}
-				// The project's quarantine is consulted when the project has state; pull
-				// never creates a project.
-				stateDir := filepath.Join(*project, workspace.StateDir)
-				if fileExists(filepath.Join(stateDir, "state.db")) {
-					db, err := state.OpenState(filepath.Join(stateDir, "state.db"))
-					if err != nil {
-						return failed("%v", err)
-					}
-					defer db.Close()
-					opt.Quarantine = db
-				}
-				ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-				defer stop()
-				res, err := registry.Pull(ctx, s, ref, *out, opt)
-				if err != nil {
-					var ve *registry.VerificationError
-					if errors.As(err, &ve) && ve.Report != nil {
-						if *jsonOut {
-							writeJSON(env.stdout, map[string]any{"ok": false, "error": err.Error(), "report": ve.Report})
-						} else {
-							fmt.Fprintf(env.stderr, "foundry pull: %s: attestations do not verify; nothing was written\n\n", ve.Digest)
-							_ = ve.Report.WriteText(env.stderr)
-							if len(types) == 0 && *policyPath == "" {
-								fmt.Fprintf(env.stderr, "\nThe default requires Foundry's admission (-type %s). For an artifact Foundry\nbuilt but did not admit, require its provenance instead: -type %s\n",
-									provenance.PredicateVSA, provenance.PredicateSLSAProvenance)
-							}
-						}
-						return exitError
-					}
-					if *jsonOut {
-						writeJSON(env.stdout, map[string]any{"ok": false, "error": err.Error()})
-					}
-					return failed("%v", err)
-				}
-				if *jsonOut {
-					writeJSON(env.stdout, res)
-					return exitOK
-				}
-				fmt.Fprintf(env.stdout, "pulled %s %s (%s) into %s\n  manifest %s\n  tree     %s\n  contract %s\n",
-					res.Name, res.Version, res.Target, res.Dest, res.Digest, res.Tree, res.Contract)
-				if res.Verified {
-					fmt.Fprintf(env.stdout, "  verified: attestations signed by %s name %s\n", keyNames(res.Report), res.VerifiedSubject)
-				} else {
-					fmt.Fprintln(env.stdout, "  NOT VERIFIED (-no-verify)")
-				}
-				if !strings.Contains(args[0], "@") && !strings.HasPrefix(args[0], "sha256:") {
-					fmt.Fprintf(env.stdout, "Pin it: %s@%s\n", strings.TrimSuffix(args[0], ":"+ref), res.Digest)
-				}
-				return exitOK
+				return pullCapability(env, pullOptions{Out: *out, Keys: keys, NoVerify: *noVerify, Types: types, Builders: builders,
+					Policy: *policyPath, Project: *project, JSON: *jsonOut}, args[0])
 			}
 		},
 	})
@@ -227,4 +141,110 @@ func interspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 		args = fs.Args()
 	}
 	return pos, nil
+}
+
+// pullOptions are what `foundry pull` reads from its flags.
+type pullOptions struct {
+	Out      string   // the new directory the capability's files are written to (-o)
+	Keys     []string // trusted public key files (-key)
+	NoVerify bool     // skip the attestation checks (-no-verify)
+	Types    []string // required predicate types (-type)
+	Builders []string // allowed builder IDs (-builder)
+	Policy   string   // a JSON policy file (-policy)
+	Project  string   // the project whose quarantine is consulted (-C)
+	JSON     bool     // print the result as JSON
+}
+
+// pullCapability is the core of `foundry pull`: the capability arg names, verified under
+// opt, written to opt.Out.
+func pullCapability(env *cliEnv, opt pullOptions, arg string) int {
+	usage := func(format string, a ...any) int { return usageError(env, "pull", format, a...) }
+	failed := func(format string, a ...any) int {
+		fmt.Fprintf(env.stderr, "foundry pull: "+format+"\n", a...)
+		return exitError
+	}
+	if opt.Out == "" {
+		return usage("no -o DIR")
+	}
+	if opt.NoVerify && (len(opt.Keys) > 0 || len(opt.Types) > 0 || len(opt.Builders) > 0 || opt.Policy != "") {
+		return usage("-no-verify together with -key, -type, -builder or -policy: choose one")
+	}
+	if !opt.NoVerify && len(opt.Keys) == 0 {
+		own, ok := projectKey(env, "pull", opt.Project)
+		if !ok {
+			return usage("no -key: pull verifies attestations with a trusted public key (or say -no-verify); inside a project (-C DIR), its own .foundry/keys/signing.pub is the default")
+		}
+		opt.Keys = append(opt.Keys, own)
+	}
+	s, ref, err := openRef(arg, opt.Project)
+	if err != nil {
+		return failed("%v", err)
+	}
+	po := registry.PullOptions{NoVerify: opt.NoVerify}
+	if !opt.NoVerify {
+		if po.Keys, err = provenance.LoadVerifiers(opt.Keys...); err != nil {
+			return failed("%v", err)
+		}
+		if opt.Policy != "" {
+			p, err := provenance.LoadPolicy(opt.Policy)
+			if err != nil {
+				return failed("%v", err)
+			}
+			po.Policy = *p
+		}
+		po.Policy.Builders = appendNew(po.Policy.Builders, opt.Builders...)
+		po.Policy.PredicateTypes = appendNew(po.Policy.PredicateTypes, opt.Types...)
+		if len(po.Policy.PredicateTypes) == 0 {
+			po.Policy.PredicateTypes = []string{provenance.PredicateVSA}
+		}
+	}
+	// The project's quarantine is consulted when the project has state; pull
+	// never creates a project.
+	stateDir := filepath.Join(opt.Project, workspace.StateDir)
+	if fileExists(filepath.Join(stateDir, "state.db")) {
+		db, err := state.OpenState(filepath.Join(stateDir, "state.db"))
+		if err != nil {
+			return failed("%v", err)
+		}
+		defer db.Close()
+		po.Quarantine = db
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	res, err := registry.Pull(ctx, s, ref, opt.Out, po)
+	if err != nil {
+		var ve *registry.VerificationError
+		if errors.As(err, &ve) && ve.Report != nil {
+			if opt.JSON {
+				writeJSON(env.stdout, map[string]any{"ok": false, "error": err.Error(), "report": ve.Report})
+			} else {
+				fmt.Fprintf(env.stderr, "foundry pull: %s: attestations do not verify; nothing was written\n\n", ve.Digest)
+				_ = ve.Report.WriteText(env.stderr)
+				if len(opt.Types) == 0 && opt.Policy == "" {
+					fmt.Fprintf(env.stderr, "\nThe default requires Foundry's admission (-type %s). For an artifact Foundry\nbuilt but did not admit, require its provenance instead: -type %s\n",
+						provenance.PredicateVSA, provenance.PredicateSLSAProvenance)
+				}
+			}
+			return exitError
+		}
+		if opt.JSON {
+			writeJSON(env.stdout, map[string]any{"ok": false, "error": err.Error()})
+		}
+		return failed("%v", err)
+	}
+	if opt.JSON {
+		writeJSON(env.stdout, res)
+		return exitOK
+	}
+	fmt.Fprintf(env.stdout, "pulled %s %s (%s) into %s\n  manifest %s\n  tree     %s\n  contract %s\n",
+		res.Name, res.Version, res.Target, res.Dest, res.Digest, res.Tree, res.Contract)
+	if res.Verified {
+		fmt.Fprintf(env.stdout, "  verified: attestations signed by %s name %s\n", keyNames(res.Report), res.VerifiedSubject)
+	} else {
+		fmt.Fprintln(env.stdout, "  NOT VERIFIED (-no-verify)")
+	}
+	if !strings.Contains(arg, "@") && !strings.HasPrefix(arg, "sha256:") {
+		fmt.Fprintf(env.stdout, "Pin it: %s@%s\n", strings.TrimSuffix(arg, ":"+ref), res.Digest)
+	}
+	return exitOK
 }

@@ -73,26 +73,16 @@ the state could not be read or written, 2 usage error.`,
 				if err != nil {
 					return usage("%v", err)
 				}
-				action := "list"
-				if len(args) > 0 {
-					action, args = args[0], args[1:]
-				}
-				switch action {
-				case "list":
-					if len(args) != 0 {
-						return usage("list takes no arguments (the project is -C DIR)")
-					}
-					if *to != "" || *dest != "" || len(trust) > 0 {
-						return usage("-to, -dest and -trust-key are for rollback")
-					}
-					return listReleases(env, *project, *jsonOut)
-				case "rollback":
-					if len(args) != 1 {
-						return usage("rollback wants exactly one PRODUCT")
-					}
-					return rollbackRelease(env, *project, args[0], *to, *dest, trust, *jsonOut)
-				}
-				return usage("unknown action %q: want list or rollback", action)
+				return runAction(usage, args, "list",
+					action{"list", 0, "list takes no arguments (the project is -C DIR)", func([]string) int {
+						if *to != "" || *dest != "" || len(trust) > 0 {
+							return usage("-to, -dest and -trust-key are for rollback")
+						}
+						return listReleases(env, *project, *jsonOut)
+					}},
+					action{"rollback", 1, "rollback wants exactly one PRODUCT", func(args []string) int {
+						return rollbackRelease(env, *project, args[0], *to, *dest, trust, *jsonOut)
+					}})
 			}
 		},
 	})

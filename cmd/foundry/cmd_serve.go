@@ -97,10 +97,6 @@ listen errors, 2 usage error.`,
 				if len(args) > 0 {
 					return usageError(env, "serve", "unexpected arguments: %s (the project is -C DIR)", strings.Join(args, " "))
 				}
-				failed := func(format string, a ...any) int {
-					fmt.Fprintf(env.stderr, "foundry serve: "+format+"\n", a...)
-					return exitError
-				}
 				if host, _, err := net.SplitHostPort(*addr); err != nil {
 					return usageError(env, "serve", "-addr %q: %v", *addr, err)
 				} else if ip := net.ParseIP(host); !(host == "localhost" || ip != nil && ip.IsLoopback()) && !*allowRemote {
@@ -113,85 +109,8 @@ listen errors, 2 usage error.`,
 				if err := invoke.Sandboxed(exe); err != nil {
 					return usageError(env, "serve", "%v", err)
 				}
-				g, _ := loadGraph(env, *project, &v, false)
-				if g == nil {
-					return exitError
-				}
-				reg, err := projectRegistry(g, false)
-				if err != nil {
-					return failed("%v", err)
-				}
-				nothing := func() int {
-					return failed("nothing to serve: no capability of the project has an admitted cli version in %s whose evidence verifies (run 'foundry apply'; 'foundry capabilities' says why)", registryName(g))
-				}
-				if reg == nil {
-					return nothing() // no registry yet; and nothing is written
-				}
-				keys, err := trustedKeys(*project, trust)
-				if err != nil {
-					return failed("%v", err)
-				}
-				ws, err := workspace.Open(*project)
-				if err != nil {
-					return failed("%v", err)
-				}
-				defer ws.Close()
-				ctx, stop := serveContext()
-				defer stop()
-				inv, err := invoke.Inventory(ctx, ws, g, reg, keys)
-				if err != nil {
-					return failed("%v", err)
-				}
-				served := reportServed(env, g, inv)
-				if len(served) == 0 {
-					return nothing()
-				}
-				scratch, err := os.MkdirTemp("", "foundry-serve-")
-				if err != nil {
-					return failed("%v", err)
-				}
-				defer os.RemoveAll(scratch)
-				iv := &invoke.Invoker{Workspace: ws, Registry: reg, Keys: keys, Scratch: scratch,
-					Executor: func(ctx context.Context) (executors.Executor, error) {
-						if o, ok := exe.(executors.Opener); ok {
-							return o.Open(context.WithoutCancel(ctx))
-						}
-						return exe, nil
-					}}
 				defer exe.Close()
-				h, err := newServeHandler(g.Config.Project.Name, served, iv.Run, log.New(env.stderr, "serve: ", log.LstdFlags))
-				if err != nil {
-					return failed("%v", err)
-				}
-				h.report = func(ctx context.Context, run string) (*runReport, error) { return runReportOf(ctx, ws, run) }
-				ln, err := net.Listen("tcp", *addr)
-				if err != nil {
-					return failed("%v", err)
-				}
-				calls, cancelCalls := context.WithCancel(context.Background())
-				defer cancelCalls()
-				srv := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second,
-					BaseContext: func(net.Listener) context.Context { return calls }}
-				fmt.Fprintf(env.stderr, "foundry serve: listening on http://%s (OpenAPI document: http://%s/openapi.json)\n", ln.Addr(), ln.Addr())
-				errc := make(chan error, 1)
-				go func() { errc <- srv.Serve(ln) }()
-				serveStarted(ln.Addr().String())
-				select {
-				case err := <-errc:
-					return failed("%v", err)
-				case <-ctx.Done():
-				}
-				fmt.Fprintln(env.stderr, "foundry serve: stopping")
-				sctx, cancel := context.WithTimeout(context.Background(), serveGrace)
-				defer cancel()
-				if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-					// Calls still running past the grace: their sandboxes are killed.
-					cancelCalls()
-					srv.Close()
-				}
-				h.wait()
-				fmt.Fprintln(env.stderr, "foundry serve: stopped")
-				return exitOK
+				return serveProject(env, serveOptions{Project: *project, Vars: &v, Trust: trust, Addr: *addr, Executor: exe})
 			}
 		},
 	})
@@ -224,4 +143,102 @@ func registryName(g *graph.Graph) string {
 		return g.Config.Project.Registry
 	}
 	return defaultRegistry
+}
+
+// serveOptions are what `foundry serve` reads from its flags, checked: Addr is a loopback
+// address unless the operator allowed another, and Executor is a sandbox.
+type serveOptions struct {
+	Project  string    // the project directory (-C)
+	Vars     *varFlags // -var and -var-file
+	Trust    []string  // more trusted public keys (-trust-key)
+	Addr     string    // HOST:PORT to listen on
+	Executor executors.Executor
+}
+
+// serveProject is the core of `foundry serve`: it serves the project's admitted cli
+// capabilities on opt.Addr until serveContext's context is done (SIGINT, SIGTERM), then
+// gives calls in flight serveGrace.
+func serveProject(env *cliEnv, opt serveOptions) int {
+	failed := func(format string, a ...any) int {
+		fmt.Fprintf(env.stderr, "foundry serve: "+format+"\n", a...)
+		return exitError
+	}
+	g, _ := loadGraph(env, opt.Project, opt.Vars, false)
+	if g == nil {
+		return exitError
+	}
+	reg, err := projectRegistry(g, false)
+	if err != nil {
+		return failed("%v", err)
+	}
+	nothing := func() int {
+		return failed("nothing to serve: no capability of the project has an admitted cli version in %s whose evidence verifies (run 'foundry apply'; 'foundry capabilities' says why)", registryName(g))
+	}
+	if reg == nil {
+		return nothing() // no registry yet; and nothing is written
+	}
+	keys, err := trustedKeys(opt.Project, opt.Trust)
+	if err != nil {
+		return failed("%v", err)
+	}
+	ws, err := workspace.Open(opt.Project)
+	if err != nil {
+		return failed("%v", err)
+	}
+	defer ws.Close()
+	ctx, stop := serveContext()
+	defer stop()
+	inv, err := invoke.Inventory(ctx, ws, g, reg, keys)
+	if err != nil {
+		return failed("%v", err)
+	}
+	served := reportServed(env, g, inv)
+	if len(served) == 0 {
+		return nothing()
+	}
+	scratch, err := os.MkdirTemp("", "foundry-serve-")
+	if err != nil {
+		return failed("%v", err)
+	}
+	defer os.RemoveAll(scratch)
+	iv := &invoke.Invoker{Workspace: ws, Registry: reg, Keys: keys, Scratch: scratch,
+		Executor: func(ctx context.Context) (executors.Executor, error) {
+			if o, ok := opt.Executor.(executors.Opener); ok {
+				return o.Open(context.WithoutCancel(ctx))
+			}
+			return opt.Executor, nil
+		}}
+	h, err := newServeHandler(g.Config.Project.Name, served, iv.Run, log.New(env.stderr, "serve: ", log.LstdFlags))
+	if err != nil {
+		return failed("%v", err)
+	}
+	h.report = func(ctx context.Context, run string) (*runReport, error) { return runReportOf(ctx, ws, run) }
+	ln, err := net.Listen("tcp", opt.Addr)
+	if err != nil {
+		return failed("%v", err)
+	}
+	calls, cancelCalls := context.WithCancel(context.Background())
+	defer cancelCalls()
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second,
+		BaseContext: func(net.Listener) context.Context { return calls }}
+	fmt.Fprintf(env.stderr, "foundry serve: listening on http://%s (OpenAPI document: http://%s/openapi.json)\n", ln.Addr(), ln.Addr())
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	serveStarted(ln.Addr().String())
+	select {
+	case err := <-errc:
+		return failed("%v", err)
+	case <-ctx.Done():
+	}
+	fmt.Fprintln(env.stderr, "foundry serve: stopping")
+	sctx, cancel := context.WithTimeout(context.Background(), serveGrace)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		// Calls still running past the grace: their sandboxes are killed.
+		cancelCalls()
+		srv.Close()
+	}
+	h.wait()
+	fmt.Fprintln(env.stderr, "foundry serve: stopped")
+	return exitOK
 }

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/foundry-build/foundry/engine/evaluate"
+	"github.com/foundry-build/foundry/engine/workspace"
+	"github.com/foundry-build/foundry/provenance"
 )
 
 func init() {
@@ -50,88 +52,112 @@ action, withdraw without DIGEST or -reason).`,
 				if err != nil {
 					return usage("%v", err)
 				}
-				action := "list"
-				if len(args) > 0 {
-					action, args = args[0], args[1:]
-				}
-				withdraw := ""
-				switch {
-				case action == "list" && len(args) == 0 && *reason == "":
-				case action == "list":
-					return usage("list takes no arguments and no -reason")
-				case action == "withdraw" && len(args) == 1 && *reason != "":
-					withdraw = args[0]
-				case action == "withdraw":
-					return usage("withdraw takes one DIGEST and a -reason")
-				default:
-					return usage("unknown action %q: use list or withdraw", action)
-				}
-				dir := *project
-				ws, ok := openExistingWorkspace(env, "verdicts", dir)
-				if !ok {
-					return exitError
-				}
-				defer ws.Close()
-				keys, err := trustedKeys(dir, nil)
-				if err != nil {
-					fmt.Fprintf(env.stderr, "foundry verdicts: %v\n", err)
-					return exitError
-				}
-				ctx := context.Background()
-				if withdraw != "" {
-					v, err := evaluate.WithdrawVerdict(ctx, ws, keys, withdraw, *reason)
-					if err != nil {
-						fmt.Fprintf(env.stderr, "foundry verdicts: %v\n", err)
-						return exitError
-					}
-					if *jsonOut {
-						writeJSON(env.stdout, v)
-						return exitOK
-					}
-					fmt.Fprintf(env.stdout, "Withdrew verdict %s (%s on %s): %s\nThe next apply evaluates that candidate on the sealed suite again.\n",
-						v.Envelope, v.Capability, v.Candidate, v.WithdrawnReason)
-					return exitOK
-				}
-				vs, err := evaluate.Verdicts(ctx, ws, keys)
-				if err != nil {
-					fmt.Fprintf(env.stderr, "foundry verdicts: %v\n", err)
-					return exitError
-				}
-				if *jsonOut {
-					if vs == nil {
-						vs = []evaluate.VerdictView{}
-					}
-					writeJSON(env.stdout, vs)
-					return exitOK
-				}
-				if len(vs) == 0 {
-					fmt.Fprintln(env.stdout, "No sealed verdicts yet.")
-					return exitOK
-				}
-				for _, v := range vs {
-					result := "PASSED"
-					if !v.Passed {
-						result = fmt.Sprintf("FAILED %d of %d", v.Failed, v.Cases)
-					}
-					fmt.Fprintf(env.stdout, "%s  %s  %s\n", v.Envelope, v.Capability, result)
-					fmt.Fprintf(env.stdout, "  candidate %s  contract %s  suite %s\n", v.Candidate, shortDigest(string(v.Contract)), shortDigest(string(v.SuiteDigest)))
-					if !v.Evaluated.IsZero() {
-						fmt.Fprintf(env.stdout, "  evaluated %s\n", v.Evaluated.Local().Format(time.DateTime))
-					}
-					if v.Disclosed != "" {
-						fmt.Fprintf(env.stdout, "  disclosed %s (it serves for repair since)\n", v.Disclosed)
-					}
-					switch {
-					case v.Evidence == "":
-						fmt.Fprintln(env.stdout, "  IGNORED: a state row with no signed test result behind it")
-					case !v.Withdrawn.IsZero():
-						fmt.Fprintf(env.stdout, "  WITHDRAWN %s: %s\n", v.Withdrawn.Local().Format(time.DateTime), v.WithdrawnReason)
-					}
-				}
-				return exitOK
+				opt := verdictsOptions{Project: *project, JSON: *jsonOut}
+				return runAction(usage, args, "list",
+					action{"list", 0, "list takes no arguments and no -reason", func([]string) int {
+						if *reason != "" {
+							return usage("list takes no arguments and no -reason")
+						}
+						return listVerdicts(env, opt)
+					}},
+					action{"withdraw", 1, "withdraw takes one DIGEST and a -reason", func(args []string) int {
+						if *reason == "" {
+							return usage("withdraw takes one DIGEST and a -reason")
+						}
+						return withdrawVerdict(env, opt, args[0], *reason)
+					}})
 			}
 		},
 	})
+}
+
+// verdictsOptions are what `foundry verdicts` and its actions read from their flags.
+type verdictsOptions struct {
+	Project string // the project directory (-C)
+	JSON    bool   // print JSON
+}
+
+// openVerdicts opens the project's workspace, which must exist, and its trusted keys.
+func openVerdicts(env *cliEnv, project string) (*workspace.Workspace, []*provenance.Verifier, bool) {
+	ws, ok := openExistingWorkspace(env, "verdicts", project)
+	if !ok {
+		return nil, nil, false
+	}
+	keys, err := trustedKeys(project, nil)
+	if err != nil {
+		ws.Close()
+		fmt.Fprintf(env.stderr, "foundry verdicts: %v\n", err)
+		return nil, nil, false
+	}
+	return ws, keys, true
+}
+
+// withdrawVerdict is `foundry verdicts withdraw DIGEST -reason REASON`: the verdict whose
+// envelope digest is (or starts with) envelope is taken out of use.
+func withdrawVerdict(env *cliEnv, opt verdictsOptions, envelope, reason string) int {
+	ws, keys, ok := openVerdicts(env, opt.Project)
+	if !ok {
+		return exitError
+	}
+	defer ws.Close()
+	v, err := evaluate.WithdrawVerdict(context.Background(), ws, keys, envelope, reason)
+	if err != nil {
+		fmt.Fprintf(env.stderr, "foundry verdicts: %v\n", err)
+		return exitError
+	}
+	if opt.JSON {
+		writeJSON(env.stdout, v)
+		return exitOK
+	}
+	fmt.Fprintf(env.stdout, "Withdrew verdict %s (%s on %s): %s\nThe next apply evaluates that candidate on the sealed suite again.\n",
+		v.Envelope, v.Capability, v.Candidate, v.WithdrawnReason)
+	return exitOK
+}
+
+// listVerdicts is `foundry verdicts [list]`: every recorded sealed verdict, newest first.
+func listVerdicts(env *cliEnv, opt verdictsOptions) int {
+	ws, keys, ok := openVerdicts(env, opt.Project)
+	if !ok {
+		return exitError
+	}
+	defer ws.Close()
+	vs, err := evaluate.Verdicts(context.Background(), ws, keys)
+	if err != nil {
+		fmt.Fprintf(env.stderr, "foundry verdicts: %v\n", err)
+		return exitError
+	}
+	if opt.JSON {
+		if vs == nil {
+			vs = []evaluate.VerdictView{}
+		}
+		writeJSON(env.stdout, vs)
+		return exitOK
+	}
+	if len(vs) == 0 {
+		fmt.Fprintln(env.stdout, "No sealed verdicts yet.")
+		return exitOK
+	}
+	for _, v := range vs {
+		result := "PASSED"
+		if !v.Passed {
+			result = fmt.Sprintf("FAILED %d of %d", v.Failed, v.Cases)
+		}
+		fmt.Fprintf(env.stdout, "%s  %s  %s\n", v.Envelope, v.Capability, result)
+		fmt.Fprintf(env.stdout, "  candidate %s  contract %s  suite %s\n", v.Candidate, shortDigest(string(v.Contract)), shortDigest(string(v.SuiteDigest)))
+		if !v.Evaluated.IsZero() {
+			fmt.Fprintf(env.stdout, "  evaluated %s\n", v.Evaluated.Local().Format(time.DateTime))
+		}
+		if v.Disclosed != "" {
+			fmt.Fprintf(env.stdout, "  disclosed %s (it serves for repair since)\n", v.Disclosed)
+		}
+		switch {
+		case v.Evidence == "":
+			fmt.Fprintln(env.stdout, "  IGNORED: a state row with no signed test result behind it")
+		case !v.Withdrawn.IsZero():
+			fmt.Fprintf(env.stdout, "  WITHDRAWN %s: %s\n", v.Withdrawn.Local().Format(time.DateTime), v.WithdrawnReason)
+		}
+	}
+	return exitOK
 }
 
 // shortDigest abbreviates sha256:<hex> to its first 12 hex digits.

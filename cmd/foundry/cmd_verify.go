@@ -112,115 +112,8 @@ check failed and why) or a key, policy or artifact could not be read, 2 usage er
 			policyPath := fs.String("policy", "", "JSON policy `FILE`")
 			jsonOut := fs.Bool("json", false, "print the report as JSON")
 			return func(env *cliEnv, args []string) int {
-				usage := func(format string, a ...any) int { return usageError(env, "verify", format, a...) }
-				failed := func(format string, a ...any) int {
-					fmt.Fprintf(env.stderr, "foundry verify: "+format+"\n", a...)
-					return exitError
-				}
-				if len(keys) == 0 {
-					own, ok := projectKey(env, "verify", ".")
-					if !ok {
-						return usage("no -key: verification needs at least one trusted public key (inside a project, its own .foundry/keys/signing.pub is the default)")
-					}
-					keys = append(keys, own)
-				}
-				if len(args) == 0 {
-					return usage("no ARTIFACT to verify")
-				}
-				ociRefs := 0 // and releases: they bring their own attestations
-				for _, a := range args {
-					if isOCIRef(a) || isRelease(a) {
-						ociRefs++
-					}
-				}
-				if *dir == "" && len(envelopes) == 0 && ociRefs < len(args) {
-					return usage("no attestations: give -attestations DIR or -attestation FILE (OCI references bring their attached ones)")
-				}
-				verifiers, err := provenance.LoadVerifiers(keys...)
-				if err != nil {
-					return failed("%v", err)
-				}
-				var pol provenance.Policy
-				if *policyPath != "" {
-					p, err := provenance.LoadPolicy(*policyPath)
-					if err != nil {
-						return failed("%v", err)
-					}
-					pol = *p
-				}
-				pol.Builders = appendNew(pol.Builders, builders...)
-				pol.PredicateTypes = appendNew(pol.PredicateTypes, types...)
-				pol.Evaluators = appendNew(pol.Evaluators, evaluators...)
-				pol.Verifiers = appendNew(pol.Verifiers, verifierIDs...)
-				for _, b := range builders {
-					if b == "" {
-						return usage("empty -builder")
-					}
-				}
-				for _, id := range append(append([]string{}, evaluators...), verifierIDs...) {
-					if id == "" {
-						return usage("empty -evaluator or -verifier")
-					}
-				}
-				for _, t := range types {
-					if t == "" {
-						return usage("empty -type")
-					}
-				}
-
-				opts := provenance.Options{Keys: verifiers, Policy: pol}
-				for _, p := range envelopes {
-					b, err := os.ReadFile(p)
-					if err != nil {
-						return failed("attestation: %v", err)
-					}
-					opts.Attestations = append(opts.Attestations, provenance.Attestation{Source: p, Envelope: b})
-				}
-				if *dir != "" {
-					src, err := provenance.NewDirSource(*dir)
-					if err != nil {
-						return failed("%v", err)
-					}
-					if !*jsonOut {
-						for i, s := range src.Skipped {
-							if i == 5 {
-								fmt.Fprintf(env.stderr, "note: and %d more\n", len(src.Skipped)-i)
-								break
-							}
-							fmt.Fprintf(env.stderr, "note: skipped %s: %s\n", s.Path, s.Reason)
-						}
-					}
-					opts.Source = src
-				}
-
-				var notes io.Writer
-				if !*jsonOut {
-					notes = env.stderr
-				}
-				subjects := make([]provenance.Subject, 0, len(args))
-				for _, a := range args {
-					subj, err := verifySubject(context.Background(), a, &opts, len(types) == 0 && *policyPath == "", notes)
-					if err != nil {
-						return failed("%v", err)
-					}
-					subjects = append(subjects, subj)
-				}
-				rep, err := verifySubjects(context.Background(), opts, subjects)
-				if err != nil {
-					return failed("%v", err)
-				}
-				if *jsonOut {
-					err = rep.WriteJSON(env.stdout)
-				} else {
-					err = rep.WriteText(env.stdout)
-				}
-				if err != nil {
-					return failed("%v", err)
-				}
-				if !rep.OK {
-					return exitError
-				}
-				return exitOK
+				return verifyArtifacts(env, verifyOptions{Keys: keys, Types: types, Builders: builders, Evaluators: evaluators,
+					Verifiers: verifierIDs, Envelopes: envelopes, Dir: *dir, Policy: *policyPath, JSON: *jsonOut}, args)
 			}
 		},
 	})
@@ -454,4 +347,131 @@ type attestationList []provenance.Attestation
 
 func (a attestationList) Lookup(context.Context, string) ([]provenance.Attestation, error) {
 	return a, nil
+}
+
+// verifyOptions are what `foundry verify` reads from its flags.
+type verifyOptions struct {
+	Keys       []string // trusted public key files (-key)
+	Types      []string // required predicate types (-type)
+	Builders   []string // allowed builder IDs (-builder)
+	Evaluators []string // allowed test-result evaluator IDs (-evaluator)
+	Verifiers  []string // allowed verification-summary verifier IDs (-verifier)
+	Envelopes  []string // DSSE envelope files (-attestation)
+	Dir        string   // a directory of envelopes (-attestations)
+	Policy     string   // a JSON policy file (-policy)
+	JSON       bool     // print the report as JSON
+}
+
+// verifyArtifacts is the core of `foundry verify`: each artifact (a file, a tree, an OCI
+// reference or a release) against its attestations, under the keys and policy of opt.
+func verifyArtifacts(env *cliEnv, opt verifyOptions, artifacts []string) int {
+	usage := func(format string, a ...any) int { return usageError(env, "verify", format, a...) }
+	failed := func(format string, a ...any) int {
+		fmt.Fprintf(env.stderr, "foundry verify: "+format+"\n", a...)
+		return exitError
+	}
+	if len(opt.Keys) == 0 {
+		own, ok := projectKey(env, "verify", ".")
+		if !ok {
+			return usage("no -key: verification needs at least one trusted public key (inside a project, its own .foundry/keys/signing.pub is the default)")
+		}
+		opt.Keys = append(opt.Keys, own)
+	}
+	if len(artifacts) == 0 {
+		return usage("no ARTIFACT to verify")
+	}
+	ociRefs := 0 // and releases: they bring their own attestations
+	for _, a := range artifacts {
+		if isOCIRef(a) || isRelease(a) {
+			ociRefs++
+		}
+	}
+	if opt.Dir == "" && len(opt.Envelopes) == 0 && ociRefs < len(artifacts) {
+		return usage("no attestations: give -attestations DIR or -attestation FILE (OCI references bring their attached ones)")
+	}
+	verifiers, err := provenance.LoadVerifiers(opt.Keys...)
+	if err != nil {
+		return failed("%v", err)
+	}
+	var pol provenance.Policy
+	if opt.Policy != "" {
+		p, err := provenance.LoadPolicy(opt.Policy)
+		if err != nil {
+			return failed("%v", err)
+		}
+		pol = *p
+	}
+	pol.Builders = appendNew(pol.Builders, opt.Builders...)
+	pol.PredicateTypes = appendNew(pol.PredicateTypes, opt.Types...)
+	pol.Evaluators = appendNew(pol.Evaluators, opt.Evaluators...)
+	pol.Verifiers = appendNew(pol.Verifiers, opt.Verifiers...)
+	for _, b := range opt.Builders {
+		if b == "" {
+			return usage("empty -builder")
+		}
+	}
+	for _, id := range append(append([]string{}, opt.Evaluators...), opt.Verifiers...) {
+		if id == "" {
+			return usage("empty -evaluator or -verifier")
+		}
+	}
+	for _, t := range opt.Types {
+		if t == "" {
+			return usage("empty -type")
+		}
+	}
+
+	opts := provenance.Options{Keys: verifiers, Policy: pol}
+	for _, p := range opt.Envelopes {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return failed("attestation: %v", err)
+		}
+		opts.Attestations = append(opts.Attestations, provenance.Attestation{Source: p, Envelope: b})
+	}
+	if opt.Dir != "" {
+		src, err := provenance.NewDirSource(opt.Dir)
+		if err != nil {
+			return failed("%v", err)
+		}
+		if !opt.JSON {
+			for i, s := range src.Skipped {
+				if i == 5 {
+					fmt.Fprintf(env.stderr, "note: and %d more\n", len(src.Skipped)-i)
+					break
+				}
+				fmt.Fprintf(env.stderr, "note: skipped %s: %s\n", s.Path, s.Reason)
+			}
+		}
+		opts.Source = src
+	}
+
+	var notes io.Writer
+	if !opt.JSON {
+		notes = env.stderr
+	}
+	subjects := make([]provenance.Subject, 0, len(artifacts))
+	for _, a := range artifacts {
+		subj, err := verifySubject(context.Background(), a, &opts, len(opt.Types) == 0 && opt.Policy == "", notes)
+		if err != nil {
+			return failed("%v", err)
+		}
+		subjects = append(subjects, subj)
+	}
+	rep, err := verifySubjects(context.Background(), opts, subjects)
+	if err != nil {
+		return failed("%v", err)
+	}
+	if opt.JSON {
+		err = rep.WriteJSON(env.stdout)
+	} else {
+		err = rep.WriteText(env.stdout)
+	}
+	if err != nil {
+		return failed("%v", err)
+	}
+	if !rep.OK {
+		return exitError
+	}
+	return exitOK
 }

@@ -7,15 +7,17 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/agext/levenshtein"
 	"io"
+	"maps"
 	"os"
 	"runtime/debug"
 	"runtime/pprof"
+	"slices"
 	"sort"
 	"strings"
 
 	"github.com/foundry-build/foundry/engine/run"
+	"github.com/foundry-build/foundry/internal/suggest"
 )
 
 // Exit codes, documented in spec/cli.md.
@@ -192,15 +194,10 @@ func printCommandHelp(w io.Writer, c *command) {
 	}
 }
 
+// suggestCommand is ` (did you mean "NAME"?)` for the command closest to name, or "".
 func suggestCommand(name string) string {
-	best, bestD := "", 3
-	for n := range commands {
-		if d := levenshtein.Distance(name, n, nil); d < bestD {
-			best, bestD = n, d
-		}
+	if best := suggest.Closest(name, slices.Collect(maps.Keys(commands))); best != "" {
+		return fmt.Sprintf(" (did you mean %q?)", best)
 	}
-	if best == "" {
-		return ""
-	}
-	return fmt.Sprintf(" (did you mean %q?)", best)
+	return ""
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"slices"
 	"strings"
@@ -39,8 +40,13 @@ func TestMCPLifecycle(t *testing.T) {
 			t.Errorf("serverInfo %+v", ir.ServerInfo)
 		}
 		caps := ir.Capabilities
-		if caps == nil || caps.Tools == nil || !caps.Tools.ListChanged || caps.Logging != nil || caps.Prompts != nil || caps.Resources != nil {
+		if caps == nil || caps.Tools == nil || !caps.Tools.ListChanged || caps.Prompts != nil || caps.Resources != nil {
 			t.Errorf("capabilities %+v: want tools only", caps)
+		}
+		// Logging is read from the wire: go-sdk deprecates the field (SEP-2577).
+		var wire map[string]json.RawMessage
+		if b, err := json.Marshal(caps); err != nil || json.Unmarshal(b, &wire) != nil || wire["logging"] != nil {
+			t.Errorf("capabilities %s: want no logging (err %v)", b, err)
 		}
 		if ir.Instructions != mcpInstructions {
 			t.Errorf("instructions are not the server's fixed text: %q", ir.Instructions)

@@ -17,7 +17,6 @@
 //
 // An Admitter gets what it needs from the run (engine/run) as fields: the workspace, an
 // Attester, the graph, the registry and trusted keys, the run's ID and scratch directory,
-// and where to emit events and fault points. It imports engine/graph, engine/outbox,
-// engine/workspace, engine/cache (a step's result record) and engine/event; never the
-// plan, evaluate, reconstruct or the run.
+// and where to emit events and fault points. It never imports engine/plan, engine/evaluate
+// or engine/run (ARCHITECTURE.md's import rules, checked by internal/architecture).
 package admit

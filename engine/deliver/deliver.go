@@ -18,8 +18,8 @@
 // Each successful delivery is recorded in the state's releases table and moves the
 // product's release channel at the destination to it (channel.go).
 //
-// It imports engine/outbox, engine/state, engine/workspace, engine/event, lang, provenance
-// and registry; never the plan or the run.
+// It never imports engine/plan, engine/admit or engine/run (ARCHITECTURE.md's import rules,
+// checked by internal/architecture).
 package deliver
 
 import (

@@ -17,8 +17,7 @@
 //
 // An Evaluator gets what it needs from the run that drives it (engine/run, and the rounds
 // of engine/reconstruct) as fields: the workspace, an Attester, the trusted keys, the
-// project, a way to get the executor, the run's scratch directory and container prefix,
-// and where to emit events. It imports engine/graph, engine/workspace, engine/verdict,
-// engine/seed (a candidate's image), engine/state (verdict rows, an index) and
-// engine/event; never the plan, admit, reconstruct or the run.
+// project, a way to get the executor, the run's scratch directory and container prefix, and
+// where to emit events. It never imports engine/plan, engine/admit or engine/run
+// (ARCHITECTURE.md's import rules, checked by internal/architecture).
 package evaluate

@@ -13,6 +13,6 @@
 // the processors: the parallel passes give what the sequential ones give. A graph that
 // fails to compile has no order and no digests.
 //
-// It is the bottom of the engine: it imports lang and digest, and nothing else of Foundry's
-// but internal/parallel.
+// It is the bottom of the engine: of Foundry it imports only lang and digest, and internal
+// helpers (ARCHITECTURE.md's import rules, checked by internal/architecture).
 package graph

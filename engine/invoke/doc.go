@@ -29,6 +29,6 @@
 // (spec/artifact.md §2), so an admitted capability runs on its tree alone
 // (spec/interfaces.md §2): one whose entrypoint needs files of its base fails to start.
 //
-// It imports engine/evaluate, engine/admit, engine/verdict, engine/workspace and
-// engine/graph, never the plan or the run.
+// It never imports engine/plan or engine/run (ARCHITECTURE.md's import rules, checked by
+// internal/architecture).
 package invoke

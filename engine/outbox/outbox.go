@@ -10,7 +10,8 @@
 // Rows only index: an effect recorded as succeeded is looked for again at its
 // destination, and performed again (every Perform is idempotent) when it is not there.
 //
-// It imports engine/state only; engine/admit and engine/deliver use it.
+// Of Foundry it imports only engine/state (ARCHITECTURE.md's import rules, checked by
+// internal/architecture); engine/admit and engine/deliver use it.
 package outbox
 
 import (

@@ -17,8 +17,6 @@
 // anything is written (invariant 8 of ARCHITECTURE.md); and that a node whose digest, or an
 // input's, is quarantined is missing, with everything built from it (invariant 5).
 //
-// It imports engine/graph, engine/admit (what an admitted version is, and how the
-// registry's is judged), engine/evaluate (a capability's sealed suite as it stands) and,
-// below them, engine/workspace, engine/cache and engine/state; never engine/run or
-// engine/reconstruct.
+// It never imports engine/run or engine/reconstruct (ARCHITECTURE.md's import rules,
+// checked by internal/architecture).
 package plan

@@ -5,9 +5,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/agext/levenshtein"
-
 	"github.com/foundry-build/foundry/engine/graph"
+	"github.com/foundry-build/foundry/internal/suggest"
 )
 
 // -target and -replace. A target names a node, or a block whose instances or nodes are
@@ -40,16 +39,12 @@ func Resolve(g *graph.Graph, addr string) ([]string, error) {
 	if len(out) == 0 {
 		// The nearest address, of a node or of a repeated block (step.build of
 		// step.build["a"]).
-		best, bestD := "", 4
+		var names []string
 		for a := range g.Nodes {
-			for _, c := range []string{a, blockOf(a)} {
-				if d := levenshtein.Distance(addr, c, nil); d < bestD || d == bestD && c < best {
-					best, bestD = c, d
-				}
-			}
+			names = append(names, a, blockOf(a))
 		}
 		hint := ""
-		if best != "" {
+		if best := suggest.Closest(addr, names); best != "" {
 			hint = fmt.Sprintf(" (did you mean %s?)", best)
 		}
 		return nil, fmt.Errorf("no node or block %s in this project%s", addr, hint)

@@ -23,7 +23,6 @@
 //
 // It gets what it needs from the apply that drives it (engine/run) as fields, as
 // engine/evaluate and engine/admit do, and runs steps, refuses and admits candidates
-// through the Apply interface, which engine/run implements. It imports engine/plan (the
-// job's identity), engine/evaluate, engine/admit, engine/workspace, engine/graph (the cache
-// keys of its builder and build, graph.ReconstructStep) and engine/event; never engine/run.
+// through the Apply interface, which engine/run implements. It never imports engine/run
+// (ARCHITECTURE.md's import rules, checked by internal/architecture).
 package reconstruct

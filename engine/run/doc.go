@@ -23,11 +23,8 @@
 // runtime is removed before anything new runs; a step's sandbox has no network; a product
 // the plan did not find granted is not delivered.
 //
-// Run is the top of the engine: it imports engine/plan, engine/reconstruct,
-// engine/evaluate, engine/admit, engine/deliver, engine/workspace, engine/graph and
-// engine/event (and below them engine/cache, engine/seed and engine/state), and nothing
-// imports it but the CLI and its tests' helper, engine/run/runtest. The runner of an apply
-// holds the walk and the nodes' results; evaluation, admission, reconstruction and
-// delivery are the Evaluator, the Admitter, the Reconstructor and the Deliverer it builds,
-// each given the few things it needs.
+// Run is the top of the engine (ARCHITECTURE.md's import rules, checked by
+// internal/architecture). The runner of an apply holds the walk and the nodes' results;
+// evaluation, admission, reconstruction and delivery are the Evaluator, the Admitter, the
+// Reconstructor and the Deliverer it builds, each given the few things it needs.
 package run

@@ -240,7 +240,7 @@ func (r *runner) execute(ctx context.Context, n *graph.Node, exe executors.Execu
 	}
 	fixed, err := r.fixedOutputFor(n, action)
 	if err != nil {
-		r.ws.State.AttemptFinished(context.WithoutCancel(ctx), r.runID, n.Address, attempt, state.OutcomeError, err.Error())
+		r.attemptFinished(context.WithoutCancel(ctx), n, attempt, state.OutcomeError, err.Error())
 		return nil, err
 	}
 	var leases []cacheLease

@@ -114,7 +114,7 @@ func (b *Builder) packLayer(ctx context.Context, st *store, l Layer, mountPoints
 		return nil, errors.New("set exactly one of From, Files and Dir")
 	}
 	if l.At != "" && l.Dir == "" {
-		return nil, errors.New("At is only meaningful with Dir")
+		return nil, errors.New("the At field is only meaningful with Dir")
 	}
 	if l.From != nil {
 		return fromLayers(ctx, st, l.From, mountPoints)
@@ -254,7 +254,7 @@ func dirEntries(dir, at string) ([]entry, error) {
 			name = ""
 		}
 		if rel != "." && strings.HasPrefix(d.Name(), ".wh.") {
-			return fmt.Errorf("%s: file name starts with the OCI whiteout prefix .wh.", p)
+			return fmt.Errorf("%s: file name starts with the OCI whiteout prefix %q", p, ".wh.")
 		}
 		switch t := d.Type(); {
 		case t.IsDir():

@@ -182,7 +182,7 @@ func (u *unpacker) entry(hdr *tar.Header, r io.Reader, seen map[string]bool) err
 		}
 		// Applied at the end, so a read-only directory does not block its own contents.
 		u.dirModes[name] = perm
-	case tar.TypeReg, tar.TypeRegA:
+	case tar.TypeReg: // the tar reader reports the legacy TypeRegA as TypeReg
 		if hdr.Size > u.written {
 			return fmt.Errorf("file of %d bytes: %w", hdr.Size, errTooLarge)
 		}

@@ -7,9 +7,6 @@ import (
 	"fmt"
 	"time"
 
-	"modernc.org/sqlite"
-	sqlite3 "modernc.org/sqlite/lib"
-
 	"github.com/foundry-build/foundry/digest"
 )
 
@@ -65,10 +62,4 @@ func (d *DB) RetiredCases(ctx context.Context, capability string) (map[digest.Di
 		out[digest.Digest(d)] = name
 	}
 	return out, rows.Err()
-}
-
-// isConstraint reports whether err is a SQLite constraint violation (a duplicate key).
-func isConstraint(err error) bool {
-	var se *sqlite.Error
-	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_CONSTRAINT
 }

@@ -19,8 +19,6 @@
 // outbox, so a retried step never duplicates them. Evaluations and acceptance stay on the
 // apply's own sandbox: sealed cases never reach a registry or a worker.
 //
-// It imports executors, registry, store, digest, engine/workspace (a worker's store,
-// inputs and seed images are a workspace), engine/seed (a seed image's layout) and
-// engine/cache (a step's result record), and nothing else of the engine: never graph,
-// plan or run.
+// It never imports engine/graph, engine/plan or engine/run (ARCHITECTURE.md's import rules,
+// checked by internal/architecture).
 package temporal

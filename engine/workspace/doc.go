@@ -10,6 +10,6 @@
 // ARCHITECTURE.md), that an envelope is in the content store and the attestation directory
 // before it is used.
 //
-// It imports store, provenance, engine/cache, engine/state, engine/seed and engine/volume, and no other
-// package of the engine.
+// It never imports engine/graph: it knows nothing of nodes (ARCHITECTURE.md's import rules,
+// checked by internal/architecture).
 package workspace

@@ -221,11 +221,11 @@ func rawRunc(tmp, rootfs, tag, name string, argv ...string) (*bench, error) {
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return nil, err
 	}
-	if b, err := exec.Command("cp", "-a", rootfs, filepath.Join(bundle, "rootfs")).CombinedOutput(); err != nil {
+	if err := exec.Command("cp", "-a", rootfs, filepath.Join(bundle, "rootfs")).Run(); err != nil {
 		if err := os.MkdirAll(bundle, 0o755); err != nil {
 			return nil, err
 		}
-		if b, err = exec.Command("cp", "-a", rootfs, filepath.Join(bundle, "rootfs")).CombinedOutput(); err != nil {
+		if b, err := exec.Command("cp", "-a", rootfs, filepath.Join(bundle, "rootfs")).CombinedOutput(); err != nil {
 			return nil, fmt.Errorf("copy rootfs: %v: %s", err, b)
 		}
 	}
