@@ -20,11 +20,13 @@ deps:
 	bash scripts/deps.sh
 
 # test-tools installs the pinned interop tools the tests drive (cosign, crane, and the MCP
-# Inspector from npm into .test-tools/).
+# Inspector, conformance suite and TypeScript SDK from npm into .test-tools/).
 test-tools:
 	bash scripts/cosign.sh
 	bash scripts/crane.sh
 	bash scripts/mcp-inspector.sh
+	bash scripts/mcp-conformance.sh
+	bash scripts/mcp-sdk.sh
 
 # vet also fails on a tracked Go file gofmt would change.
 vet:
@@ -58,7 +60,8 @@ bench: deps build test-tools
 	$(GO) run ./bench/reconstruct -foundry $(BIN) -executor runc
 	# Issue 20: a call of int-sort as an MCP tools/call and as an HTTP POST, each against a
 	# direct sandboxed run of its entrypoint by the same executor, interleaved in one run
-	# (examples/int-sort applied once in a fresh copy; goal: each <= 1.2x the direct run).
+	# (examples/int-sort applied once in a fresh copy; goal: each <= 1.2x the direct run);
+	# issue 35 adds the same tools/call over HTTP with a bearer token (foundry mcp -http).
 	$(GO) run ./bench/invoke -foundry $(BIN) -executor runc
 	$(GO) run ./bench/invoke -foundry $(BIN) -executor containerd
 	# Issue 32: crane (go-containerregistry, vendored) built cold, no-op and after a one-line

@@ -64,12 +64,18 @@ type Mount struct {
 
 // Limits bound one action. Zero means "the executor's default", never "unlimited". The
 // sandboxed executors' defaults (executors/runc: EffectiveLimits) are 2 GiB memory, 1024 pids,
-// a one-hour timeout and no CPU quota (parallelism bounds CPU use).
+// a one-hour timeout, no CPU quota (parallelism bounds CPU use), and a writable space of
+// 1 GiB and 262144 inodes.
 type Limits struct {
 	MemoryBytes int64
 	CPUs        float64
 	Pids        int64
 	Timeout     time.Duration
+	// DiskBytes and Inodes bound the writable space, /out and /tmp together, while the
+	// action runs (Writable): a write past them fails with ENOSPC, and Result.Full says so.
+	// The local executor, which runs on the host, does not bound it.
+	DiskBytes int64
+	Inodes    int64
 }
 
 // Network policy of an action.
@@ -99,8 +105,10 @@ type Action struct {
 	Workdir  string
 	User     string // "uid:gid"; empty means the executor's non-root default
 	Mounts   []Mount
-	// OutDir is a host directory, created empty by the engine, mounted read-write at /out.
-	// Sandboxed executors chown it to the step's user so that a non-root step can write it.
+	// OutDir is a host directory, created empty by the engine, that holds what the action
+	// left in /out when Run returns. The local executor runs the action in it; a sandboxed
+	// executor gives the action a bounded writable space (Writable) and copies its /out
+	// into OutDir once the action's processes are gone.
 	OutDir  string
 	Limits  Limits
 	Network string
@@ -136,8 +144,11 @@ type Result struct {
 	TimedOut  bool   // killed at the deadline
 	OOMKilled bool   // the kernel OOM-killed a process of the step at its memory limit
 	Stopped   bool   // killed because Action.Attach returned (ExitCode -1, Signal SIGKILL)
-	Started   time.Time
-	Finished  time.Time
+	// Full is set when the action filled its writable space (Limits.DiskBytes or Inodes):
+	// whatever its exit status, what it left in /out may be cut short.
+	Full     *Full
+	Started  time.Time
+	Finished time.Time
 	// Usage is what the action's processes used, as the executor measured it once they had
 	// ended. A field is zero when the executor could not measure it; each executor's package
 	// doc says what it counts and when it cannot.

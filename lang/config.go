@@ -346,6 +346,10 @@ type Limits struct {
 	// EgressBytes bounds what a fixed-output step's broker relays, both ways and all
 	// connections together; only with network egress.
 	EgressBytes int64
+	// DiskBytes and Inodes bound the step's writable space, /out and /tmp together, while
+	// it runs: the bytes written and the files, directories and links made.
+	DiskBytes int64
+	Inodes    int64
 }
 
 // Product is a deliverable: steps that assemble it, acceptance checks, and where it goes.

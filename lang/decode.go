@@ -478,7 +478,7 @@ var stepSchema = &hcl.BodySchema{
 }
 
 var limitsSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
-	{Name: "memory"}, {Name: "cpus"}, {Name: "pids"}, {Name: "time"}, {Name: "output"}, {Name: "egress"},
+	{Name: "memory"}, {Name: "cpus"}, {Name: "pids"}, {Name: "time"}, {Name: "output"}, {Name: "egress"}, {Name: "disk"}, {Name: "inodes"},
 }}
 
 // reservedTargets are sandbox paths a mount may not cover.
@@ -733,7 +733,7 @@ func (l *loader) decodeLimits(b *hcl.Block, ctx *hcl.EvalContext) Limits {
 		v, d := l.eval(a.Expr, ctx, nil)
 		return v, a.Expr.Range(), !d.HasErrors()
 	}
-	for name, dst := range map[string]*int64{"memory": &lim.MemoryBytes, "output": &lim.OutputBytes, "egress": &lim.EgressBytes} {
+	for name, dst := range map[string]*int64{"memory": &lim.MemoryBytes, "output": &lim.OutputBytes, "egress": &lim.EgressBytes, "disk": &lim.DiskBytes} {
 		if v, rng, ok := get(name); ok {
 			if s, ok := l.str(v, rng, name); ok {
 				n, err := ParseSize(s)
@@ -758,6 +758,14 @@ func (l *loader) decodeLimits(b *hcl.Block, ctx *hcl.EvalContext) Limits {
 				l.diags = append(l.diags, errorAt(rng, "Invalid pids", "pids = %v must be a positive integer.", n))
 			}
 			lim.Pids = int64(n)
+		}
+	}
+	if v, rng, ok := get("inodes"); ok {
+		if n, ok := l.number(v, rng, "inodes"); ok {
+			if n < 1 || n != math.Trunc(n) || n > 1<<32 {
+				l.diags = append(l.diags, errorAt(rng, "Invalid inodes", "inodes = %v must be a positive integer of at most 4294967296: the files, directories and links the step may make in /out and /tmp.", n))
+			}
+			lim.Inodes = int64(n)
 		}
 	}
 	if v, rng, ok := get("time"); ok {

@@ -131,6 +131,21 @@ func LoadSigner(path string) (*Signer, error) {
 	if path == "" {
 		return nil, fmt.Errorf("no signing key: pass a key path or set %s", SigningKeyEnv)
 	}
+	cs, err := LoadPrivateKey(path)
+	if err != nil {
+		return nil, err
+	}
+	s, err := NewSigner(cs)
+	if err != nil {
+		return nil, fmt.Errorf("signing key %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// LoadPrivateKey reads a PKCS#8 PEM private key file as LoadSigner does, with the same
+// checks (a regular file, readable by its owner only, one "PRIVATE KEY" block), for a signer
+// of something other than statements (foundry mcp token's JWTs).
+func LoadPrivateKey(path string) (crypto.Signer, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return nil, fmt.Errorf("signing key: %w", err)
@@ -163,11 +178,7 @@ func LoadSigner(path string) (*Signer, error) {
 	if !ok {
 		return nil, fmt.Errorf("signing key %s: unsupported key type %T", path, k)
 	}
-	s, err := NewSigner(cs)
-	if err != nil {
-		return nil, fmt.Errorf("signing key %s: %w", path, err)
-	}
-	return s, nil
+	return cs, nil
 }
 
 // Verifier is one trusted public key.
@@ -177,7 +188,12 @@ type Verifier struct {
 	// KeyID names the key (see KeyID).
 	KeyID string
 	v     signature.Verifier
+	pub   crypto.PublicKey
 }
+
+// PublicKey is the trusted key itself (*ecdsa.PublicKey or ed25519.PublicKey), for a
+// verifier of something other than DSSE envelopes (foundry mcp's bearer tokens).
+func (v *Verifier) PublicKey() crypto.PublicKey { return v.pub }
 
 // NewVerifier wraps an ECDSA P-256 or Ed25519 public key; name labels it in reports.
 func NewVerifier(name string, pub crypto.PublicKey) (*Verifier, error) {
@@ -198,7 +214,7 @@ func NewVerifier(name string, pub crypto.PublicKey) (*Verifier, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Verifier{Name: name, KeyID: id, v: v}, nil
+	return &Verifier{Name: name, KeyID: id, v: v, pub: pub}, nil
 }
 
 // LoadVerifiers reads PKIX PEM public keys ("PUBLIC KEY", as written by foundry keygen or

@@ -16,6 +16,8 @@
 //     network, 512 MiB, 1 CPU, 256 pids, 60 s: spec/interfaces.md §2 step 5) and nothing
 //     of Foundry's call path: no validation, no pull, no transport;
 //   - MCP: a tools/call of cap_int-sort, timed by the client from request to result;
+//   - MCP over HTTP: the same tools/call to a long-lived `foundry mcp -http` on loopback
+//     with authorization, a go-sdk Streamable HTTP client sending a bearer token (issue 35);
 //   - HTTP: a POST /capabilities/int-sort, timed by the client from request to body.
 //
 // Each answer is checked against the sorted input. It prints the median and p90 of each,
@@ -126,12 +128,19 @@ func run() error {
 		return err
 	}
 	defer stopMCP()
+	mcpHTTPCall, stopMCPHTTP, err := startMCPHTTP(ctx, dir, input, want)
+	if err != nil {
+		return err
+	}
+	defer stopMCPHTTP()
 	httpCall, handlerTimes, stopServe, err := startServe(dir, input, want)
 	if err != nil {
 		return err
 	}
 	defer stopServe()
-	contenders := []*contender{{name: "MCP tools/call (foundry mcp, stdio)", call: mcpCall}, {name: "HTTP POST (foundry serve, loopback)", call: httpCall}}
+	contenders := []*contender{{name: "MCP tools/call (foundry mcp, stdio)", call: mcpCall},
+		{name: "MCP tools/call over HTTP (foundry mcp -http, bearer token)", call: mcpHTTPCall},
+		{name: "HTTP POST (foundry serve, loopback)", call: httpCall}}
 	// The servers' first calls pull the admitted version and build its image, which the
 	// direct runs then find in the seed store.
 	for _, c := range contenders {
@@ -178,14 +187,14 @@ func run() error {
 	}
 
 	fmt.Printf("a call of int-sort on %d integers, -executor %s, %d rounds interleaved (ms):\n", *count, *executor, *rounds)
-	fmt.Printf("  %-44s %8s %8s\n", "", "median", "p90")
+	fmt.Printf("  %-60s %8s %8s\n", "", "median", "p90")
 	for _, c := range contenders {
-		fmt.Printf("  %-44s %8.1f %8.1f\n", c.name, ms(quantile(c.d, 0.5)), ms(quantile(c.d, 0.9)))
+		fmt.Printf("  %-60s %8.1f %8.1f\n", c.name, ms(quantile(c.d, 0.5)), ms(quantile(c.d, 0.9)))
 	}
 	if len(handler) > 0 {
-		fmt.Printf("  %-44s %8.1f %8.1f\n", "  of which in serve's handler (its log, ms)", ms(quantile(handler, 0.5)), ms(quantile(handler, 0.9)))
+		fmt.Printf("  %-60s %8.1f %8.1f\n", "  of which in serve's handler (its log, ms)", ms(quantile(handler, 0.5)), ms(quantile(handler, 0.9)))
 	}
-	fmt.Printf("  %-44s %8.1f %8.1f\n", "a call's input+output validation, in-process", ms(quantile(validation, 0.5)), ms(quantile(validation, 0.9)))
+	fmt.Printf("  %-60s %8.1f %8.1f\n", "a call's input+output validation, in-process", ms(quantile(validation, 0.5)), ms(quantile(validation, 0.9)))
 	baseMed := quantile(base.d, 0.5)
 	for _, c := range contenders[1:] {
 		r := float64(quantile(c.d, 0.5)) / float64(baseMed)
@@ -219,6 +228,12 @@ func startMCP(ctx context.Context, dir string, input, want []byte) (func() (time
 	if err != nil {
 		return nil, nil, fmt.Errorf("foundry mcp: %v\n%s", err, stderr.String())
 	}
+	return mcpCaller(ctx, cs, input, want), func() { cs.Close() }, nil
+}
+
+// mcpCaller is one tools/call of cap_int-sort on cs with input, whose result must be want,
+// wrapped.
+func mcpCaller(ctx context.Context, cs *mcp.ClientSession, input, want []byte) func() (time.Duration, error) {
 	wantText := `{"output":` + string(want) + `}`
 	args := map[string]any{"input": json.RawMessage(input)}
 	call := func() (time.Duration, error) {
@@ -239,7 +254,92 @@ func startMCP(ctx context.Context, dir string, input, want []byte) (func() (time
 		}
 		return d, nil
 	}
-	return call, func() { cs.Close() }, nil
+	return call
+}
+
+// startMCPHTTP starts `foundry mcp -C dir -http` on a free loopback port with
+// authorization (an operator key made for the bench, a token for call:int-sort minted by
+// foundry mcp token) and connects a go-sdk client to it over Streamable HTTP with the
+// token: what a remote host pays per call, the bearer check included.
+func startMCPHTTP(ctx context.Context, dir string, input, want []byte) (func() (time.Duration, error), func(), error) {
+	keys, err := os.MkdirTemp("", "foundry-invokebench-keys-")
+	if err != nil {
+		return nil, nil, err
+	}
+	defer os.RemoveAll(keys)
+	key := filepath.Join(keys, "ops")
+	if out, err := foundry(dir, "keygen", "-out", key); err != nil {
+		return nil, nil, fmt.Errorf("keygen: %v\n%s", err, out)
+	}
+	cmd := exec.Command(*bin, "mcp", "-C", dir, "-executor", *executor, "-http", "127.0.0.1:0", "-token-issuer", "bench="+key+".pub")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	pipe, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, nil, err
+	}
+	listening := make(chan string, 1)
+	done := make(chan struct{})
+	var log strings.Builder
+	go func() {
+		defer close(done)
+		listen := regexp.MustCompile(`listening on (http://\S+)`)
+		sc := bufio.NewScanner(pipe)
+		for sc.Scan() {
+			if tracing() {
+				fmt.Fprintln(os.Stderr, sc.Text())
+			}
+			if log.Len() < 64<<10 {
+				log.WriteString(sc.Text() + "\n")
+			}
+			if m := listen.FindStringSubmatch(sc.Text()); m != nil {
+				listening <- m[1]
+			}
+		}
+	}()
+	stop := func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		}
+		cmd.Wait()
+	}
+	var url string
+	select {
+	case url = <-listening:
+	case <-done:
+		cmd.Wait()
+		return nil, nil, fmt.Errorf("foundry mcp -http exited before listening:\n%s", log.String())
+	case <-time.After(2 * time.Minute):
+		stop()
+		return nil, nil, fmt.Errorf("foundry mcp -http did not listen within 2 minutes:\n%s", log.String())
+	}
+	tok, err := foundry(dir, "mcp", "token", "-key", key+".key", "-issuer", "bench", "-audience", url, "-scope", "call:int-sort", "-expires", "24h")
+	if err != nil {
+		stop()
+		return nil, nil, fmt.Errorf("mcp token: %v\n%s", err, tok)
+	}
+	c := mcp.NewClient(&mcp.Implementation{Name: "foundry-bench-invoke", Version: "1"}, nil)
+	hc := &http.Client{Transport: bearer{strings.TrimSpace(string(tok))}}
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc}, nil)
+	if err != nil {
+		stop()
+		return nil, nil, fmt.Errorf("foundry mcp -http: %v\n%s", err, log.String())
+	}
+	return mcpCaller(ctx, cs, input, want), func() { cs.Close(); stop() }, nil
+}
+
+// bearer sends a bearer token with every request.
+type bearer struct{ token string }
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return http.DefaultTransport.RoundTrip(r)
 }
 
 // startServe starts `foundry serve -C dir` on a free loopback port; the call is one POST of

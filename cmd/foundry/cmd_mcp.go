@@ -4,17 +4,21 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
+
+	"github.com/foundry-build/foundry/provenance"
 )
 
 func init() {
 	register(&command{
 		name:    "mcp",
-		summary: "Serve the project to an LLM host as Model Context Protocol tools (stdio)",
-		usage:   "foundry mcp [-C DIR] [-allow apply,propose] [-trust-key PEM]... [options]",
+		summary: "Serve the project to an LLM host as Model Context Protocol tools (stdio or HTTP)",
+		usage:   "foundry mcp [-C DIR] [-allow apply,propose] [-trust-key PEM]... [-http ADDR [-token-issuer ISSUER=PEM]...] [options]\n       foundry mcp token -key KEY -audience URL -scope LIST [-expires DURATION] [-issuer NAME] [-subject NAME]",
 		help: `
 Mcp runs a Model Context Protocol server (protocol 2025-11-25, also 2025-06-18) on standard
 input and output for the project in DIR, so that an LLM host or coding agent can drive
@@ -48,6 +52,24 @@ Tools (each project tool is the code of the command of its name):
                 (a non-object input is the property "input", a non-object output
                 "output"); input and output are validated in full against the contract
 
+Over HTTP (-http HOST:PORT): the Streamable HTTP transport at /mcp, the same tools, with
+sessions (Mcp-Session-Id; at most -max-sessions open, each closed after -session-idle
+without a request), resumable streams (a host that reconnects with Last-Event-ID gets
+what it missed), every request of a session carrying MCP-Protocol-Version, bodies of at
+most 16 MiB holding one JSON-RPC message, and a request whose Origin is not the server's
+own (or an -allow-origin) refused. Plain HTTP is served on a loopback address only, unless
+-allow-remote; -tls-cert and -tls-key serve HTTPS.
+
+Authorization (-token-issuer ISSUER=PEM, repeatable): every request must carry a bearer
+token (a JWT signed ES256 or EdDSA by a key of a trusted issuer, for this server's
+resource URI (-resource, default the /mcp URL it listens on), not expired), else 401 with
+WWW-Authenticate naming the protected resource metadata at
+/.well-known/oauth-protected-resource. Its scopes say what it may do: read (the read-only
+tools), call:NAME or call:* (a capability), apply, propose:JOB or propose:*; a call
+outside them is 403 insufficient_scope and nothing runs. 'foundry mcp token' mints one,
+signed by the operator's key (foundry keygen), printed on stdout. Tokens are never passed
+to a tool, a step, a capability or a log.
+
 Every tool's input is a flat JSON object with no extra properties, validated in full by
 the server; a call that fails validation returns a tool error (isError) saying why, and a
 call of a tool that does not exist is a protocol error. Tools carry MCP annotations
@@ -66,11 +88,16 @@ Examples:
   foundry mcp -C examples/int-sort
   foundry mcp -C . -allow apply -trust-key team.pub
   npx @modelcontextprotocol/inspector --cli --method tools/list -- foundry mcp -C examples/hello
+  foundry keygen -out ops
+  foundry mcp -C . -http 127.0.0.1:8765 -token-issuer ops=ops.pub
+  foundry mcp token -key ops.key -issuer ops -audience http://127.0.0.1:8765/mcp \
+      -scope read,call:int-sort -expires 1h
 
 A host's configuration (for example Claude Desktop's mcpServers):
   {"command": "foundry", "args": ["mcp", "-C", "/path/to/project"]}
 
-Exit codes: 0 when the client closed the session, 1 when the server failed, 2 usage error.`,
+Exit codes: 0 when the client closed the session (stdio) or on SIGINT/SIGTERM (HTTP), 1 when
+the server failed, 2 usage error.`,
 		setup: func(fs *flag.FlagSet) func(*cliEnv, []string) int {
 			var cfg mcpConfig
 			fs.StringVar(&cfg.dir, "C", ".", "the project `DIR`")
@@ -82,8 +109,22 @@ Exit codes: 0 when the client closed the session, 1 when the server failed, 2 us
 			fs.IntVar(&cfg.parallelism, "parallelism", 4, "apply runs at most `N` steps at once")
 			fs.StringVar(&cfg.signingKey, "signing-key", "", "private key `FILE` apply signs provenance with (default $FOUNDRY_SIGNING_KEY, else the project's own)")
 			grants := registerGrants(fs)
+			var hc mcpHTTPConfig
+			fs.StringVar(&hc.addr, "http", "", "serve Streamable HTTP at `HOST:PORT`/mcp instead of stdio")
+			fs.BoolVar(&hc.allowPlain, "allow-remote", false, "with -http: serve plain HTTP on an address that is not loopback")
+			fs.StringVar(&hc.tlsCert, "tls-cert", "", "with -http: serve HTTPS with this certificate `PEM`")
+			fs.StringVar(&hc.tlsKey, "tls-key", "", "with -http: the TLS certificate's private key `PEM`")
+			fs.Var(&hc.origins, "allow-origin", "with -http: also accept requests from this browser `ORIGIN` (repeatable)")
+			fs.IntVar(&hc.sessions, "max-sessions", 16, "with -http: at most `N` sessions open at once")
+			fs.DurationVar(&hc.idle, "session-idle", 30*time.Minute, "with -http: close a session after this `DURATION` without a request")
+			fs.StringVar(&hc.resource, "resource", "", "with -http: this server's resource `URL`, the audience tokens must name (default the /mcp URL it listens on)")
+			var issuers stringList
+			fs.Var(&issuers, "token-issuer", "with -http: require bearer tokens; trust those of `ISSUER=PEM` signed by the public key(s) in PEM (repeatable)")
 			return func(env *cliEnv, args []string) int {
 				cfg.grants = *grants
+				if len(args) > 0 && args[0] == "token" {
+					return mcpToken(env, args[1:])
+				}
 				if len(args) > 0 {
 					return usageError(env, "mcp", "unexpected arguments: %s (the project is -C DIR)", strings.Join(args, " "))
 				}
@@ -102,6 +143,17 @@ Exit codes: 0 when the client closed the session, 1 when the server failed, 2 us
 					fmt.Fprintf(env.stderr, "foundry mcp: %v\n", err)
 					return exitError
 				}
+				if hc.addr == "" && (len(issuers) > 0 || hc.allowPlain || hc.tlsCert != "" || len(hc.origins) > 0 || hc.resource != "") {
+					return usageError(env, "mcp", "-token-issuer, -allow-remote, -tls-cert, -allow-origin and -resource go with -http")
+				}
+				if hc.addr != "" {
+					if err := checkHTTPConfig(&hc); err != nil {
+						return usageError(env, "mcp", "%v", err)
+					}
+					if hc.auth, err = parseTokenIssuers(issuers); err != nil {
+						return usageError(env, "mcp", "%v", err)
+					}
+				}
 				cfg.env = env
 				srv, err := newMCPServer(&cfg)
 				if err != nil {
@@ -109,6 +161,15 @@ Exit codes: 0 when the client closed the session, 1 when the server failed, 2 us
 					return exitError
 				}
 				defer srv.Close()
+				if hc.addr != "" {
+					ctx, stop := serveContext()
+					defer stop()
+					if err := srv.serveHTTP(ctx, &hc); err != nil {
+						fmt.Fprintf(env.stderr, "foundry mcp: %v\n", err)
+						return exitError
+					}
+					return exitOK
+				}
 				ctx, stop := notifyInterrupt(context.Background())
 				defer stop()
 				// The protocol's newline-delimited JSON-RPC on env's streams (os.Stdin and
@@ -159,4 +220,56 @@ func allowList(allow map[string]bool) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// mcpToken is 'foundry mcp token': it mints a bearer token for foundry mcp -http, signed by
+// the operator's private key, and prints it on stdout (nothing else).
+func mcpToken(env *cliEnv, args []string) int {
+	fs := flag.NewFlagSet("mcp token", flag.ContinueOnError)
+	fs.SetOutput(env.stderr)
+	key := fs.String("key", "", "the operator's private key `FILE` (foundry keygen's PREFIX.key)")
+	issuer := fs.String("issuer", "foundry", "the token's issuer `NAME`: the server trusts it with -token-issuer NAME=PREFIX.pub")
+	subject := fs.String("subject", "operator", "whom the token is for (`NAME`); a session is bound to its issuer and subject")
+	audience := fs.String("audience", "", "the server's resource `URL` (foundry mcp prints it: http://HOST:PORT/mcp)")
+	expires := fs.Duration("expires", time.Hour, "the token is valid for this `DURATION`")
+	var scopes stringList
+	fs.Var(&scopes, "scope", "what the token grants: a comma-separated `LIST` of read, apply, call:NAME, call:*, propose:JOB, propose:* (repeatable)")
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		return usageError(env, "mcp", "token: unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	var list []string
+	for _, l := range scopes {
+		for _, s := range strings.Split(l, ",") {
+			if s = strings.TrimSpace(s); s != "" {
+				list = append(list, s)
+			}
+		}
+	}
+	if err := checkScopes(list); err != nil {
+		return usageError(env, "mcp", "token: %v", err)
+	}
+	if *key == "" || *audience == "" {
+		return usageError(env, "mcp", "token: -key and -audience are required")
+	}
+	if u, err := url.Parse(*audience); err != nil || u.Scheme == "" || u.Host == "" {
+		return usageError(env, "mcp", "token: -audience %q: want the server's URL, http(s)://HOST:PORT/mcp", *audience)
+	}
+	if *expires <= 0 {
+		return usageError(env, "mcp", "token: -expires must be positive")
+	}
+	k, err := provenance.LoadPrivateKey(*key)
+	if err != nil {
+		fmt.Fprintf(env.stderr, "foundry mcp token: %v\n", err)
+		return exitError
+	}
+	tok, err := mintToken(k, *issuer, *subject, *audience, list, *expires, time.Now())
+	if err != nil {
+		fmt.Fprintf(env.stderr, "foundry mcp token: %v\n", err)
+		return exitError
+	}
+	fmt.Fprintln(env.stdout, tok)
+	return exitOK
 }

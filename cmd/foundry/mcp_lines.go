@@ -78,12 +78,21 @@ func (b boundedErrors) Write(ctx context.Context, msg jsonrpc.Message) error {
 	return b.Connection.Write(ctx, msg)
 }
 
-// boundToolErrors is the server's middleware that cuts the text of a tool error result
-// (isError) to mcpMaxTool bytes: the SDK's validation of a tool's arguments quotes
+// boundToolErrors is the server's middleware that cuts a JSON-RPC error's message to
+// mcpMaxEcho bytes and the text of a tool error result (isError) to mcpMaxTool bytes: the SDK's validation of a tool's arguments quotes
 // property names the client sent, and a message longer than that says nothing more.
 func boundToolErrors(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		res, err := next(ctx, method, req)
+		if err != nil && len(err.Error()) > mcpMaxEcho {
+			// Over HTTP no connection of ours sees the error (boundedErrors does over stdio).
+			var wire *jsonrpc.Error
+			code := int64(jsonrpc.CodeInternalError)
+			if errors.As(err, &wire) {
+				code = wire.Code
+			}
+			err = &jsonrpc.Error{Code: code, Message: short(err.Error(), mcpMaxEcho)}
+		}
 		if r, ok := res.(*mcp.CallToolResult); ok && r != nil && r.IsError {
 			for _, c := range r.Content {
 				if tc, ok := c.(*mcp.TextContent); ok && len(tc.Text) > mcpMaxTool {

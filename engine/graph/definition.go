@@ -31,6 +31,11 @@ const (
 	DefaultOutputBytes = 16 << 20
 	// DefaultEgressBytes bounds what the broker of a step with network egress relays.
 	DefaultEgressBytes = 1 << 30
+	// DefaultDiskBytes and DefaultInodes bound a step's writable space, /out and /tmp
+	// together, while it runs (spec/language.md §9). The sandbox holds that space in memory,
+	// charged to the step's memory limit, so the byte bound is half the default memory.
+	DefaultDiskBytes = 1 << 30
+	DefaultInodes    = 1 << 18
 )
 
 // EffectiveLimits fills a step's unset limits with the defaults.
@@ -49,6 +54,12 @@ func EffectiveLimits(l lang.Limits) lang.Limits {
 	}
 	if l.OutputBytes == 0 {
 		l.OutputBytes = DefaultOutputBytes
+	}
+	if l.DiskBytes == 0 {
+		l.DiskBytes = DefaultDiskBytes
+	}
+	if l.Inodes == 0 {
+		l.Inodes = DefaultInodes
 	}
 	return l
 }
@@ -407,6 +418,11 @@ type LimitsDefinition struct {
 	OutputBytes int64  `json:"output_bytes"`
 	// EgressBytes is set for a step with network egress only.
 	EgressBytes int64 `json:"egress_bytes,omitempty"`
+	// DiskBytes and Inodes are set only when they are not the defaults: every definition
+	// written before they existed is unchanged, and a step that names the default bound has
+	// the digest of one that names none.
+	DiskBytes int64 `json:"disk_bytes,omitempty"`
+	Inodes    int64 `json:"inodes,omitempty"`
 }
 
 // canonical is digest.Canonical(d), written directly: steps are most of a large graph's
@@ -459,7 +475,9 @@ func (d StepDefinition) write(holes *[]int32) ([]byte, error) {
 	e.Open('{')
 	e.Key("cpus")
 	e.String(d.Limits.CPUs)
+	e.OmitEmptyInt("disk_bytes", d.Limits.DiskBytes)
 	e.OmitEmptyInt("egress_bytes", d.Limits.EgressBytes)
+	e.OmitEmptyInt("inodes", d.Limits.Inodes)
 	e.Key("memory_bytes")
 	e.Int(d.Limits.MemoryBytes)
 	e.Key("output_bytes")
@@ -560,8 +578,15 @@ func EgressBytes(s *lang.Step) int64 {
 // limitsOf is the definition form of a step's effective limits.
 func limitsOf(l lang.Limits) LimitsDefinition {
 	lim := EffectiveLimits(l)
-	return LimitsDefinition{MemoryBytes: lim.MemoryBytes, CPUs: cpusText(lim.CPUs),
+	d := LimitsDefinition{MemoryBytes: lim.MemoryBytes, CPUs: cpusText(lim.CPUs),
 		Pids: lim.Pids, TimeMillis: lim.Time.Milliseconds(), OutputBytes: lim.OutputBytes}
+	if lim.DiskBytes != DefaultDiskBytes {
+		d.DiskBytes = lim.DiskBytes
+	}
+	if lim.Inodes != DefaultInodes {
+		d.Inodes = lim.Inodes
+	}
+	return d
 }
 
 // cpusText is strconv.FormatFloat(cpus, 'f', -1, 64), the decimal text definitions hold,

@@ -272,3 +272,36 @@ func TestUnknownNodesAreReportedInOrder(t *testing.T) {
 		}
 	}
 }
+
+// limits.disk and limits.inodes enter a step's digest only when they are not the defaults:
+// a step naming the defaults has the digest of one naming none (and of every step defined
+// before they existed), and any other bound changes it.
+func TestDiskLimitsDigest(t *testing.T) {
+	tool := graphtest.SeedFile(t, "#!/bin/sh\n")
+	digestWith := func(limits string) digest.Digest {
+		dir := t.TempDir()
+		src := `seed "s" {
+  layer { files = { "/bin/tool" = host_file("` + tool + `") } }
+}
+step "a" {
+  image = seed.s
+  run   = ["/bin/tool"]
+` + limits + `
+}
+`
+		graphtest.Must(t, os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(src), 0o644))
+		return compileDir(t, dir)["step.a"]
+	}
+	none := digestWith("")
+	if d := digestWith(`limits {
+    disk   = "1GiB"
+    inodes = 262144
+  }`); d != none {
+		t.Errorf("the default bounds changed the digest: %s, want %s", d, none)
+	}
+	for _, l := range []string{`limits { disk = "2GiB" }`, `limits { inodes = 1000 }`} {
+		if d := digestWith(l); d == none {
+			t.Errorf("%s left the digest unchanged", l)
+		}
+	}
+}

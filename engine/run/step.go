@@ -226,7 +226,8 @@ func (r *runner) execute(ctx context.Context, n *graph.Node, exe executors.Execu
 	action := &executors.Action{
 		ID: id, Name: n.Address + "@" + string(key), Platform: st.Platform, Image: base.image, Argv: st.Run, Env: envList(base.image.Env, st.Env), Workdir: st.Workdir,
 		User: st.User, Mounts: mounts, OutDir: outDir, Network: executors.NetworkNone,
-		Limits: executors.Limits{MemoryBytes: lim.MemoryBytes, CPUs: lim.CPUs, Pids: lim.Pids, Timeout: lim.Time},
+		Limits: executors.Limits{MemoryBytes: lim.MemoryBytes, CPUs: lim.CPUs, Pids: lim.Pids, Timeout: lim.Time,
+			DiskBytes: lim.DiskBytes, Inodes: lim.Inodes},
 		Stdout: stdout, Stderr: stderr,
 	}
 	fixed, err := r.fixedOutputFor(n, action)
@@ -281,6 +282,15 @@ func (r *runner) execute(ctx context.Context, n *graph.Node, exe executors.Execu
 	if xr.Remote != nil {
 		// It ran on a worker: its executor there is the builder, and the worker says where.
 		res.Executor, res.Isolation, res.Worker = xr.Remote.Executor, xr.Remote.Isolation, xr.Remote.Worker
+	}
+	// A step that filled its writable space fails whatever its exit status: what it left in
+	// /out may be cut short, and the bound, not its own message, says why.
+	if xr.Full != nil {
+		se := &StepError{Reason: fullReason(xr.Full), ExitCode: xr.ExitCode, Stdout: outLog.Digest, Stderr: errLog.Digest,
+			CPU: xr.Usage.CPU, PeakMemory: xr.Usage.PeakMemoryBytes}
+		se.LogTail = r.logTail(errLog, outLog, 10)
+		r.attemptFinished(bg, n, attempt, state.OutcomeFailed, se.Reason+"; "+logDetail(outLog, errLog))
+		return nil, se
 	}
 	if err := res.Success(); err != nil {
 		se := &StepError{ExitCode: xr.ExitCode, TimedOut: xr.TimedOut, OOMKilled: xr.OOMKilled, Stdout: outLog.Digest, Stderr: errLog.Digest,
@@ -362,6 +372,14 @@ func (r *runner) execute(ctx context.Context, n *graph.Node, exe executors.Execu
 	}
 	os.RemoveAll(scratch)
 	return res, nil
+}
+
+// fullReason says which bound of its writable space a step reached.
+func fullReason(f *executors.Full) string {
+	if f.Limit == "inodes" {
+		return fmt.Sprintf("made more than limits.inodes = %d files, directories and links in %s (/out and /tmp together are bounded while the step runs; raise limits.inodes if it needs more)", f.Bound, f.Where)
+	}
+	return fmt.Sprintf("wrote more than limits.disk = %s to %s (/out and /tmp together are bounded while the step runs; raise limits.disk, and limits.memory with it, if it needs more)", lang.FormatSize(f.Bound), f.Where)
 }
 
 // attemptFinished records how attempt of n ended when it did not succeed. The step's

@@ -156,7 +156,8 @@ func (a *Activities) run(ctx context.Context, req Request) (*Result, error) {
 		ID: strings.ToLower(a.prefix() + workspace.NewID()), Name: req.ID, Platform: req.Platform,
 		Image: img, Argv: req.Argv, Env: req.Env, Workdir: req.Workdir, User: req.User,
 		Mounts: mounts, OutDir: outDir, Network: req.Network,
-		Limits: executors.Limits{MemoryBytes: req.Limits.MemoryBytes, CPUs: req.Limits.CPUs, Pids: req.Limits.Pids, Timeout: req.Limits.Timeout},
+		Limits: executors.Limits{MemoryBytes: req.Limits.MemoryBytes, CPUs: req.Limits.CPUs, Pids: req.Limits.Pids, Timeout: req.Limits.Timeout,
+			DiskBytes: req.Limits.DiskBytes, Inodes: req.Limits.Inodes},
 		Stdout: stdout, Stderr: stderr,
 	}
 	xr, err := a.Executor.Run(ctx, action)
@@ -171,6 +172,9 @@ func (a *Activities) run(ctx context.Context, req Request) (*Result, error) {
 		Started: xr.Started, Finished: xr.Finished, CPU: xr.Usage.CPU, PeakMemory: xr.Usage.PeakMemoryBytes,
 		Executor: a.Executor.Name(), Isolation: a.Executor.Isolation(), Worker: a.Identity,
 	}
+	if f := xr.Full; f != nil {
+		res.Full = &Full{Limit: f.Limit, Bound: f.Bound, Where: f.Where}
+	}
 	if res.Stdout, err = a.pushBytes(ctx, reg, stdout.B.Bytes()); err != nil {
 		return nil, err
 	}
@@ -178,7 +182,7 @@ func (a *Activities) run(ctx context.Context, req Request) (*Result, error) {
 		return nil, err
 	}
 	// A failed step's /out is not an output of anything: only a success's is sent back.
-	if xr.ExitCode == 0 && !xr.TimedOut && !xr.OOMKilled {
+	if xr.ExitCode == 0 && !xr.TimedOut && !xr.OOMKilled && xr.Full == nil {
 		d, _, err := a.WS.Store.PutDir(outDir)
 		if err != nil {
 			return nil, fmt.Errorf("storing /out: %w", err)

@@ -277,7 +277,8 @@ func (e *Executor) request(ctx context.Context, a *executors.Action) (Request, e
 	req := Request{
 		ID: a.Name, Platform: platform, Registry: e.opt.Registry.String(), Image: a.Image.Digest,
 		Argv: a.Argv, Env: a.Env, Workdir: a.Workdir, User: a.User, Network: network,
-		Limits:   Limits{MemoryBytes: a.Limits.MemoryBytes, CPUs: a.Limits.CPUs, Pids: a.Limits.Pids, Timeout: a.Limits.Timeout},
+		Limits: Limits{MemoryBytes: a.Limits.MemoryBytes, CPUs: a.Limits.CPUs, Pids: a.Limits.Pids, Timeout: a.Limits.Timeout,
+			DiskBytes: a.Limits.DiskBytes, Inodes: a.Limits.Inodes},
 		LogBytes: 64 << 20,
 	}
 	if err := e.pushImage(ctx, a.Image); err != nil {
@@ -392,12 +393,16 @@ func (e *Executor) collect(ctx context.Context, a *executors.Action, r *Result) 
 			return nil, err
 		}
 	}
-	return &executors.Result{
+	xr := &executors.Result{
 		ExitCode: r.ExitCode, Signal: r.Signal, TimedOut: r.TimedOut, OOMKilled: r.OOMKilled,
 		Started: r.Started, Finished: r.Finished,
 		Usage:  executors.Usage{CPU: r.CPU, PeakMemoryBytes: r.PeakMemory},
 		Remote: &executors.Remote{Executor: r.Executor, Isolation: r.Isolation, Worker: r.Worker},
-	}, nil
+	}
+	if r.Full != nil {
+		xr.Full = &executors.Full{Limit: r.Full.Limit, Bound: r.Full.Bound, Where: r.Full.Where}
+	}
+	return xr, nil
 }
 
 // Close tells the workflow that the apply is done, waits a moment for it to end (so that an

@@ -102,6 +102,15 @@ type Limits struct {
 	CPUs        float64       `json:"cpus,omitempty"`
 	Pids        int64         `json:"pids,omitempty"`
 	Timeout     time.Duration `json:"timeout_ns,omitempty"`
+	DiskBytes   int64         `json:"disk_bytes,omitempty"`
+	Inodes      int64         `json:"inodes,omitempty"`
+}
+
+// Full is executors.Full as it travels.
+type Full struct {
+	Limit string `json:"limit"`
+	Bound int64  `json:"bound"`
+	Where string `json:"where"`
 }
 
 // Result is what the worker's executor observed, and where the step's /out and logs are.
@@ -110,6 +119,7 @@ type Result struct {
 	Signal     string        `json:"signal,omitempty"`
 	TimedOut   bool          `json:"timed_out,omitempty"`
 	OOMKilled  bool          `json:"oom_killed,omitempty"`
+	Full       *Full         `json:"full,omitempty"` // the writable space's bound it reached
 	Started    time.Time     `json:"started"`
 	Finished   time.Time     `json:"finished"`
 	CPU        time.Duration `json:"cpu_ns,omitempty"`

@@ -48,6 +48,7 @@ import (
 	"github.com/containerd/containerd/errdefs"
 	"github.com/containerd/containerd/images"
 	"github.com/containerd/containerd/leases"
+	"github.com/containerd/containerd/mount"
 	"github.com/containerd/containerd/namespaces"
 	"github.com/containerd/containerd/oci"
 	"github.com/containerd/containerd/remotes"
@@ -92,13 +93,21 @@ type Options struct {
 	// NoSharedShim gives every task its own shim instead of one shim per executor (see
 	// keeper.go); slower, for runtimes without shim groups.
 	NoSharedShim bool
+	// Root holds each action's writable space (executors.Writable), under the namespace's
+	// name. Default DefaultRoot. The daemon's shims must see the mounts made there: foundry
+	// and containerd share the mount namespace (as scripts/containerd.sh runs them).
+	Root string
 }
+
+// DefaultRoot is where the executor mounts actions' writable spaces.
+const DefaultRoot = "/run/foundry-containerd-actions"
 
 // Executor runs actions as containerd tasks. It is safe for concurrent use.
 type Executor struct {
 	client  *containerd.Client
 	ns      string
 	seccomp bool
+	root    string // the namespace's directory under Options.Root
 
 	mu     sync.Mutex
 	images map[string]*imageEntry // by manifest digest
@@ -147,6 +156,9 @@ func New(ctx context.Context, o Options) (*Executor, error) {
 	if o.Namespace == "" {
 		o.Namespace = DefaultNamespace
 	}
+	if o.Root == "" {
+		o.Root = DefaultRoot
+	}
 	// Without a socket, or with one nobody listens on (a stopped daemon), the client would
 	// retry until its timeout; say so at once.
 	if _, err := os.Stat(o.Address); err != nil {
@@ -165,8 +177,14 @@ func New(ctx context.Context, o Options) (*Executor, error) {
 		c.Close()
 		return nil, fmt.Errorf("containerd executor: %s does not answer: %w", o.Address, err)
 	}
+	root := filepath.Join(o.Root, o.Namespace)
+	if err := os.MkdirAll(root, 0o700); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("containerd executor: %w", err)
+	}
 	e := &Executor{
 		client:  c,
+		root:    root,
 		ns:      o.Namespace,
 		seccomp: !o.NoSeccomp,
 		images:  map[string]*imageEntry{},
@@ -233,7 +251,29 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 		return nil, fmt.Errorf("containerd executor: %w", err)
 	}
 	defer egress.Stop()
-	so := runc.SpecOptions{RootPath: "rootfs", CgroupsPath: cgroupsPath, Seccomp: e.seccomp, Egress: egress}
+	wdir := filepath.Join(e.root, a.ID)
+	// Inputs are bound from overlays of them, and the root from an overlay of the snapshot's
+	// layers named by descriptors, so that the sandbox's mountinfo does not show where they
+	// are on the host (executors/neutral.go).
+	indir, rootdir := wdir+"-in", wdir+"-root"
+	release := sync.OnceValue(func() error {
+		return errors.Join(executors.UnmountWritable(wdir), executors.UnstageInputs(indir), executors.UnmountWritable(rootdir))
+	})
+	// Released with the rest once the action is over: in the background once it ran, here
+	// if it never got that far.
+	inBackground := false
+	defer func() {
+		if !inBackground {
+			release()
+		}
+	}()
+	staged, err := executors.StageInputs(indir, a.Mounts)
+	if err != nil {
+		return nil, fmt.Errorf("containerd executor: action %s: %w", a.ID, err)
+	}
+	sa := *a
+	sa.Mounts = staged
+	so := runc.SpecOptions{RootPath: "rootfs", CgroupsPath: cgroupsPath, Seccomp: e.seccomp, Egress: egress, Writable: wdir}
 	// A shared shim serves one task creation at a time (its Create holds a lock across
 	// `runc create`), so an action holds its shim only until its task exists.
 	shim := e.shims.acquire()
@@ -241,12 +281,14 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 	if shim != nil {
 		so.Annotations = map[string]string{shimGroupAnnotation: shim.group}
 	}
-	spec, err := runc.Spec(a, so)
+	spec, err := runc.Spec(&sa, so)
 	if err != nil {
 		return nil, fmt.Errorf("containerd executor: %w", err)
 	}
-	if err := os.Lchown(a.OutDir, int(spec.Process.User.UID), int(spec.Process.User.GID)); err != nil {
-		return nil, fmt.Errorf("containerd executor: action %s: chown OutDir: %w", a.ID, err)
+	lim := runc.EffectiveLimits(a.Limits)
+	w, err := executors.MountWritable(wdir, lim.DiskBytes, lim.Inodes, spec.Process.User.UID, spec.Process.User.GID)
+	if err != nil {
+		return nil, fmt.Errorf("containerd executor: action %s: %w", a.ID, err)
 	}
 
 	// Cleanup must run even when ctx is cancelled.
@@ -270,6 +312,9 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 		}
 		if err := doneLease(cctx); err != nil && !errdefs.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("delete lease: %w", err))
+		}
+		if err := release(); err != nil {
+			errs = append(errs, err)
 		}
 		return errors.Join(errs...)
 	}
@@ -298,6 +343,9 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 				mounts[i].Options = append(append([]string(nil), mounts[i].Options...), "volatile")
 			}
 		}
+	}
+	if mounts, err = neutralRoot(rootdir, mounts); err != nil {
+		return fail("mount rootfs", err)
 	}
 	// The spec is read when the container is created: the retry below creates it again
 	// after changing the spec.
@@ -426,12 +474,19 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 	tr.Mark("io+oom")
 	res.Usage = runc.Usage(cgroupsPath)
 	tr.Mark("usage")
+	// Every process of the step is gone: what it left in /out is final.
+	var outErr error
+	if res.Full, outErr = w.Full(); outErr == nil {
+		outErr = w.CopyOut(a.OutDir)
+	}
+	tr.Mark("out")
 	// Every process of the step is gone (the pid namespace died with its init, or the
 	// kill-all above ended them) and its output is captured: deleting the task (runc delete,
 	// shim shutdown), container, snapshot and lease only frees resources, so it happens off
 	// the critical path. Close waits for it; bgSlots bounds how far it may lag.
 	e.bgSlots <- struct{}{}
 	e.bg.Add(1)
+	inBackground = true
 	go func() {
 		defer func() { <-e.bgSlots; e.bg.Done() }()
 		if _, err := task.Delete(cctx, containerd.WithProcessKill); err != nil && !errdefs.IsNotFound(err) {
@@ -444,6 +499,9 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 	if oomErr != nil {
 		return nil, fmt.Errorf("containerd executor: action %s: %w", a.ID, oomErr)
 	}
+	if outErr != nil {
+		return nil, fmt.Errorf("containerd executor: action %s: %w", a.ID, outErr)
+	}
 	res.ExitCode = int(code)
 	res.OOMKilled = oom
 	if (killedBy != nil || oom) && code == 128+uint32(syscall.SIGKILL) {
@@ -454,6 +512,38 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 		return res, fmt.Errorf("containerd executor: action %s: cancelled: %w", a.ID, killedBy)
 	}
 	return res, nil
+}
+
+// neutralRoot mounts the snapshot's overlay at dir itself, its layers named by descriptors
+// (executors.MountOverlay), and returns the bind of dir the shim mounts as the task's root in
+// its place: the overlay's options, which the sandbox reads in /proc/self/mountinfo, then
+// name no directory of the host. Mounts of another shape are returned as they are.
+func neutralRoot(dir string, ms []mount.Mount) ([]mount.Mount, error) {
+	if len(ms) != 1 || ms[0].Type != "overlay" {
+		return ms, nil
+	}
+	var lower []string
+	var upper, work string
+	var extra []string
+	for _, o := range ms[0].Options {
+		switch k, v, _ := strings.Cut(o, "="); k {
+		case "lowerdir":
+			lower = strings.Split(v, ":")
+		case "upperdir":
+			upper = v
+		case "workdir":
+			work = v
+		default:
+			extra = append(extra, o)
+		}
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	if err := executors.MountOverlay(dir, lower, upper, work, extra, 0); err != nil {
+		return nil, err
+	}
+	return []mount.Mount{{Type: "bind", Source: dir, Options: []string{"rbind", "rw"}}}, nil
 }
 
 // shimFailure reports whether err says the shim could not be reached (as opposed to the
@@ -649,6 +739,22 @@ func (e *Executor) sweep(ctx context.Context, prefix string) (int, error) {
 		found++
 		if err := sn.Remove(ctx, k); err != nil && !errdefs.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("remove snapshot %s: %w", k, err))
+		}
+	}
+	// Writable spaces, staged inputs and roots last: their tasks are gone. Removing one is not "found": nothing of
+	// the daemon's can make it again.
+	ents, _ := os.ReadDir(e.root)
+	for _, ent := range ents {
+		if !strings.HasPrefix(ent.Name(), prefix) {
+			continue
+		}
+		dir := filepath.Join(e.root, ent.Name())
+		undo := executors.UnmountWritable // the writable space, or the root's overlay
+		if strings.HasSuffix(dir, "-in") {
+			undo = executors.UnstageInputs
+		}
+		if err := undo(dir); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return found, errors.Join(errs...)

@@ -3,6 +3,7 @@ package containerd_test
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -218,8 +219,11 @@ func TestCleanupFindsOrphanedTask(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A parked task like a keeper's: an empty root and an argv that exists everywhere.
+	wdir := t.TempDir()
+	os.Mkdir(filepath.Join(wdir, "out"), 0o755)
+	os.Mkdir(filepath.Join(wdir, "tmp"), 0o755)
 	spec, err := runc.Spec(&executors.Action{ID: id, Argv: []string{"/proc/self/exe"}, OutDir: t.TempDir()},
-		runc.SpecOptions{RootPath: "rootfs", CgroupsPath: "/" + testNamespace + "/" + id})
+		runc.SpecOptions{RootPath: "rootfs", CgroupsPath: "/" + testNamespace + "/" + id, Writable: wdir})
 	if err != nil {
 		t.Fatal(err)
 	}

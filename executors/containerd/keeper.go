@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -210,10 +211,18 @@ func (e *Executor) startKeeper(ctx context.Context) (_ *keeper, err error) {
 		OutDir: k.outDir,
 		Limits: executors.Limits{MemoryBytes: 32 << 20, Pids: 4},
 	}
+	// The keeper is never started, so its writable space is two plain directories: the
+	// runtime only needs its mount sources to exist.
+	for _, d := range []string{"out", "tmp"} {
+		if err := os.Mkdir(filepath.Join(k.outDir, d), 0o700); err != nil {
+			return nil, err
+		}
+	}
 	spec, err := runc.Spec(a, runc.SpecOptions{
 		RootPath:    "rootfs",
 		CgroupsPath: "/" + e.ns + "/" + k.id,
 		Annotations: map[string]string{shimGroupAnnotation: k.group},
+		Writable:    k.outDir,
 	})
 	if err != nil {
 		return nil, err

@@ -58,6 +58,7 @@ func Run(t *testing.T, c Config) {
 		t.Run("HostNetwork", s.hostNetwork)
 		t.Run("OOM", s.oom)
 		t.Run("Pids", s.pids)
+		t.Run("WritableBound", s.writableBound)
 		t.Run("CleanupKillsOrphans", s.cleanupKillsOrphans)
 	}
 	t.Run("NoLeftovers", s.noLeftovers)
@@ -653,6 +654,72 @@ func (s *suite) oom(t *testing.T) {
 	st.a.Limits.MemoryBytes = 64 << 20
 	if r := s.run(t, st); r.OOMKilled || r.ExitCode != 0 {
 		t.Errorf("small step: %+v", r)
+	}
+}
+
+// writableBound: /out and /tmp together are bounded while the step runs, in bytes and in
+// inodes. A write past the bound fails at once (the step sees ENOSPC), Result.Full names the
+// bound and where it was reached, and what was written up to it is all that reaches the
+// host's OutDir. A step under the bound is not reported full and its output arrives whole,
+// modes and links included.
+func (s *suite) writableBound(t *testing.T) {
+	const bound = 4 << 20
+	for _, c := range []struct{ name, script, limit, where string }{
+		{"bytes to /out", "dd if=/dev/zero of=/out/big bs=1M count=64; echo dd-exit-$?", "disk", "/out"},
+		{"bytes to /tmp", "dd if=/dev/zero of=/tmp/big bs=1M count=64; echo dd-exit-$?", "disk", "/tmp"},
+		{"inodes in /out", "mkdir /out/d && i=0; while [ $i -lt 500 ]; do : > /out/d/f$i || break; i=$((i+1)); done; echo made-$i", "inodes", "/out"},
+	} {
+		st := s.newStep(t, sh(c.script)...)
+		st.a.Limits.DiskBytes, st.a.Limits.Inodes = bound, 100
+		r := s.run(t, st)
+		if r.Full == nil || r.Full.Limit != c.limit || r.Full.Where != c.where {
+			t.Errorf("%s: Full = %+v, want %s at %s; exit %d stdout %q stderr %q", c.name, r.Full, c.limit, c.where, r.ExitCode, st.stdout.String(), st.stderr.String())
+			continue
+		}
+		if c.limit == "disk" && (r.Full.Bound != bound || strings.Contains(st.stdout.String(), "dd-exit-0")) {
+			t.Errorf("%s: Full %+v, stdout %q: the write past the bound did not fail", c.name, r.Full, st.stdout.String())
+		}
+		if c.limit == "inodes" && (r.Full.Bound != 100 || strings.Contains(st.stdout.String(), "made-500")) {
+			t.Errorf("%s: Full %+v, stdout %q: files past the bound were made", c.name, r.Full, st.stdout.String())
+		}
+		var size, files int64
+		filepath.WalkDir(st.a.OutDir, func(p string, d os.DirEntry, err error) error {
+			if err == nil && p != st.a.OutDir {
+				files++
+				if fi, err := d.Info(); err == nil {
+					size += fi.Size()
+				}
+			}
+			return nil
+		})
+		if size > bound || files > 100 {
+			t.Errorf("%s: the host's OutDir holds %d bytes in %d entries, past the bound of %d bytes, 100 inodes", c.name, size, files, bound)
+		}
+	}
+	// Under the bound: nothing full, and /out arrives as the step left it.
+	st := s.newStep(t, sh("mkdir -p /out/d/e && echo hi > /out/d/f && chmod 755 /out/d/f && ln -s f /out/d/l && mkfifo /out/d/p && echo t > /tmp/t && dd if=/dev/zero of=/out/z bs=1M count=2 2>/dev/null")...)
+	st.a.Limits.DiskBytes, st.a.Limits.Inodes = bound, 100
+	r := s.run(t, st)
+	if r.Full != nil || r.ExitCode != 0 {
+		t.Fatalf("under the bound: Full %+v exit %d stderr %q", r.Full, r.ExitCode, st.stderr.String())
+	}
+	if b, err := os.ReadFile(filepath.Join(st.a.OutDir, "d", "f")); err != nil || string(b) != "hi\n" {
+		t.Errorf("/out/d/f: %q %v", b, err)
+	}
+	if fi, err := os.Lstat(filepath.Join(st.a.OutDir, "d", "f")); err != nil || fi.Mode().Perm() != 0o755 {
+		t.Errorf("/out/d/f mode: %v %v", fi, err)
+	}
+	if l, err := os.Readlink(filepath.Join(st.a.OutDir, "d", "l")); err != nil || l != "f" {
+		t.Errorf("/out/d/l: %q %v", l, err)
+	}
+	if fi, err := os.Lstat(filepath.Join(st.a.OutDir, "d", "p")); err != nil || fi.Mode().Type() != os.ModeNamedPipe {
+		t.Errorf("/out/d/p: %v %v", fi, err)
+	}
+	if fi, err := os.Stat(filepath.Join(st.a.OutDir, "z")); err != nil || fi.Size() != 2<<20 {
+		t.Errorf("/out/z: %v %v", fi, err)
+	}
+	if fi, err := os.Stat(filepath.Join(st.a.OutDir, "d", "e")); err != nil || !fi.IsDir() {
+		t.Errorf("/out/d/e: %v %v", fi, err)
 	}
 }
 

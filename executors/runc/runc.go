@@ -32,6 +32,7 @@ import (
 	"syscall"
 	"time"
 
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 
 	"github.com/foundry-build/foundry/executors"
@@ -140,19 +141,30 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 		return nil, fmt.Errorf("runc executor: %w", err)
 	}
 	defer egress.Stop()
-	spec, err := Spec(a, SpecOptions{RootPath: "rootfs", CgroupsPath: cgroupsPath, Seccomp: e.seccomp, Egress: egress})
-	if err != nil {
-		return nil, fmt.Errorf("runc executor: %w", err)
+	bundle := filepath.Join(e.bundleDir, a.ID)
+	if _, err := os.Lstat(bundle); err == nil {
+		return nil, fmt.Errorf("runc executor: action %s: bundle %s already exists (duplicate action ID?)", a.ID, bundle)
 	}
-	// The step's user must be able to write /out; the engine creates OutDir as itself.
-	if err := os.Lchown(a.OutDir, int(spec.Process.User.UID), int(spec.Process.User.GID)); err != nil {
-		return nil, fmt.Errorf("runc executor: action %s: chown OutDir: %w", a.ID, err)
+	// Inputs are bound from overlays of them, so that the sandbox's mountinfo does not show
+	// where they are on the host (executors/neutral.go).
+	staged, err := executors.StageInputs(filepath.Join(bundle, stagedDir), a.Mounts)
+	if err != nil {
+		e.removeBundle(bundle)
+		return nil, fmt.Errorf("runc executor: action %s: %w", a.ID, err)
+	}
+	sa := *a
+	sa.Mounts = staged
+	spec, err := Spec(&sa, SpecOptions{RootPath: "rootfs", CgroupsPath: cgroupsPath, Seccomp: e.seccomp, Egress: egress,
+		Writable: filepath.Join(bundle, writableDir)})
+	if err != nil {
+		e.removeBundle(bundle)
+		return nil, fmt.Errorf("runc executor: %w", err)
 	}
 
 	tr := executors.NewTrace(a.ID)
 	defer tr.Done()
-	bundle := filepath.Join(e.bundleDir, a.ID)
-	if err := e.prepareBundle(bundle, a.Image.Rootfs, spec); err != nil {
+	w, err := e.prepareBundle(bundle, a.Image.Rootfs, spec, EffectiveLimits(a.Limits))
+	if err != nil {
 		e.removeBundle(bundle)
 		return nil, fmt.Errorf("runc executor: action %s: %w", a.ID, err)
 	}
@@ -252,6 +264,14 @@ func (e *Executor) Run(ctx context.Context, a *executors.Action) (*executors.Res
 	}
 	res.OOMKilled = oom
 	res.ExitCode = exitCode
+	// Every process of the step is gone: what it left in /out is final.
+	if res.Full, err = w.Full(); err != nil {
+		return nil, fmt.Errorf("runc executor: action %s: %w", a.ID, err)
+	}
+	if err := w.CopyOut(a.OutDir); err != nil {
+		return nil, fmt.Errorf("runc executor: action %s: %w", a.ID, err)
+	}
+	tr.Mark("out")
 	// runc folds a fatal signal into 128+n. When the executor or the kernel's OOM killer sent
 	// SIGKILL we know the cause; any other 128+n is reported as the exit code runc gave.
 	if (killedBy != nil || oom) && exitCode == 128+int(syscall.SIGKILL) {
@@ -321,11 +341,32 @@ func (e *Executor) killUntilExit(id string, waitErr <-chan error) error {
 	}
 }
 
-// prepareBundle creates bundle/{upper,work,rootfs}, mounts the overlay and writes config.json.
-func (e *Executor) prepareBundle(bundle, lower string, spec any) error {
-	if _, err := os.Lstat(bundle); err == nil {
-		return fmt.Errorf("bundle %s already exists (duplicate action ID?)", bundle)
+// writableDir is where a bundle's writable space (executors.Writable) is mounted, and
+// stagedDir where its inputs are staged (executors.StageInputs).
+const (
+	writableDir = "rw"
+	stagedDir   = "in"
+)
+
+// prepareBundle creates bundle/{upper,work,rootfs}, mounts the overlay and the writable space
+// (bounded by lim, out owned by the spec's user) and writes config.json.
+func (e *Executor) prepareBundle(bundle, lower string, spec *specs.Spec, lim executors.Limits) (*executors.Writable, error) {
+	if err := e.mountRootfs(bundle, lower); err != nil {
+		return nil, err
 	}
+	w, err := executors.MountWritable(filepath.Join(bundle, writableDir), lim.DiskBytes, lim.Inodes, spec.Process.User.UID, spec.Process.User.GID)
+	if err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(spec)
+	if err != nil {
+		return nil, err
+	}
+	return w, os.WriteFile(filepath.Join(bundle, "config.json"), b, 0o600)
+}
+
+// mountRootfs creates bundle/{upper,work,rootfs} and mounts the overlay of lower there.
+func (e *Executor) mountRootfs(bundle, lower string) error {
 	for _, d := range []string{"upper", "work", "rootfs"} {
 		if err := os.MkdirAll(filepath.Join(bundle, d), 0o700); err != nil {
 			return err
@@ -335,24 +376,17 @@ func (e *Executor) prepareBundle(bundle, lower string, spec any) error {
 	if err := os.Chmod(filepath.Join(bundle, "upper"), 0o755); err != nil {
 		return err
 	}
-	for _, p := range []string{lower, bundle} {
-		if strings.ContainsAny(p, ",:") {
-			return fmt.Errorf("path %q: overlay options cannot contain ',' or ':'", p)
-		}
-	}
-	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", lower,
-		filepath.Join(bundle, "upper"), filepath.Join(bundle, "work"))
+	// The layers are named by descriptors: the sandbox reads this mount's options in
+	// /proc/self/mountinfo, and they must not show the project's path or the bundle's.
+	var extra []string
 	if OverlayVolatile() {
-		opts += ",volatile"
+		extra = append(extra, "volatile")
 	}
-	if err := unix.Mount("overlay", filepath.Join(bundle, "rootfs"), "overlay", 0, opts); err != nil {
-		return fmt.Errorf("mount overlay rootfs: %w", err)
+	if err := executors.MountOverlay(filepath.Join(bundle, "rootfs"), []string{lower},
+		filepath.Join(bundle, "upper"), filepath.Join(bundle, "work"), extra, 0); err != nil {
+		return fmt.Errorf("rootfs: %w", err)
 	}
-	b, err := json.Marshal(spec)
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(bundle, "config.json"), b, 0o600)
+	return nil
 }
 
 var (
@@ -386,8 +420,14 @@ func OverlayVolatile() bool {
 	return volatileOK
 }
 
-// removeBundle unmounts the overlay (if mounted) and deletes the bundle.
+// removeBundle unmounts the writable space and the overlay (if mounted) and deletes the bundle.
 func (e *Executor) removeBundle(bundle string) error {
+	if err := executors.UnmountWritable(filepath.Join(bundle, writableDir)); err != nil {
+		return err
+	}
+	if err := executors.UnstageInputs(filepath.Join(bundle, stagedDir)); err != nil {
+		return err
+	}
 	rootfs := filepath.Join(bundle, "rootfs")
 	if err := unix.Unmount(rootfs, 0); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
 		// Busy: a process still holds it (should not happen once runc delete returned).

@@ -27,6 +27,10 @@ const (
 	DefaultPids = 1024
 	// DefaultTimeout is the wall-clock deadline when the step gives none.
 	DefaultTimeout = time.Hour
+	// DefaultDiskBytes and DefaultInodes bound the writable space (/out and /tmp together,
+	// executors.Writable), which is memory: half the default memory limit.
+	DefaultDiskBytes = 1 << 30
+	DefaultInodes    = 1 << 18
 	// DefaultPath is added to the environment when it has no PATH, as Docker and containerd
 	// do; without it the runtime cannot resolve argv[0].
 	DefaultPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -49,6 +53,12 @@ func EffectiveLimits(l executors.Limits) executors.Limits {
 	if l.Timeout <= 0 {
 		l.Timeout = DefaultTimeout
 	}
+	if l.DiskBytes <= 0 {
+		l.DiskBytes = DefaultDiskBytes
+	}
+	if l.Inodes <= 0 {
+		l.Inodes = DefaultInodes
+	}
 	return l
 }
 
@@ -66,10 +76,13 @@ type SpecOptions struct {
 	// Egress is the network an action with network egress runs in (executors.StartEgress):
 	// the spec joins its namespace by path and sets the proxy variables to its listener.
 	Egress *executors.Egress
+	// Writable is the host directory whose out and tmp are bound at /out and /tmp: the
+	// action's bounded writable space (executors.Writable). Required.
+	Writable string
 }
 
 // Spec builds the complete OCI runtime spec of the sandbox for a: read-only root, input mounts
-// read-only, /out (a.OutDir) read-write, /tmp a tmpfs, a private network namespace with only
+// read-only, /out and /tmp read-write from o.Writable, a private network namespace with only
 // loopback (runc brings lo up) unless a.Network is "host" (the host's) or "egress" (the namespace
 // o.Egress made, its proxy variables set), a non-root user, no capabilities,
 // no-new-privileges, the default masked and read-only /proc and /sys paths, and memory, pids and
@@ -104,6 +117,9 @@ func Spec(a *executors.Action, o SpecOptions) (*specs.Spec, error) {
 		cwd = "/"
 	}
 
+	if o.Writable == "" || !path.IsAbs(o.Writable) {
+		return nil, fmt.Errorf("action %s: the writable space %q must be an absolute host path", a.ID, o.Writable)
+	}
 	rootPath := o.RootPath
 	if rootPath == "" {
 		rootPath = "rootfs"
@@ -156,7 +172,7 @@ func Spec(a *executors.Action, o SpecOptions) (*specs.Spec, error) {
 			Capabilities: &specs.LinuxCapabilities{},
 			Rlimits:      []specs.POSIXRlimit{{Type: "RLIMIT_NOFILE", Hard: 1024, Soft: 1024}},
 		},
-		Mounts: mounts(a),
+		Mounts: mounts(a, o.Writable),
 		Linux: &specs.Linux{
 			CgroupsPath: o.CgroupsPath,
 			Resources:   res,
@@ -183,9 +199,10 @@ func Spec(a *executors.Action, o SpecOptions) (*specs.Spec, error) {
 	return s, nil
 }
 
-// mounts lists the kernel filesystems, /out, /tmp and the inputs (read-only unless Writable). Parents come before
-// children: the runtime mounts in order, and a mount at /src/a must land on top of /src.
-func mounts(a *executors.Action) []specs.Mount {
+// mounts lists the kernel filesystems, /out and /tmp (from the writable space at writable),
+// and the inputs (read-only unless Writable). Parents come before children: the runtime
+// mounts in order, and a mount at /src/a must land on top of /src.
+func mounts(a *executors.Action, writable string) []specs.Mount {
 	ms := []specs.Mount{
 		{Destination: "/proc", Type: "proc", Source: "proc", Options: []string{"nosuid", "noexec", "nodev"}},
 		// Read-only: runc fills /dev with the device nodes first and remounts it at the end,
@@ -198,9 +215,10 @@ func mounts(a *executors.Action) []specs.Mount {
 		{Destination: "/dev/mqueue", Type: "mqueue", Source: "mqueue", Options: []string{"nosuid", "noexec", "nodev"}},
 		{Destination: "/sys", Type: "sysfs", Source: "sysfs", Options: []string{"nosuid", "noexec", "nodev", "ro"}},
 		{Destination: "/sys/fs/cgroup", Type: "cgroup", Source: "cgroup", Options: []string{"nosuid", "noexec", "nodev", "relatime", "ro"}},
-		// /tmp pages count against the memory limit, which bounds its size.
-		{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", "mode=1777"}},
-		{Destination: "/out", Type: "bind", Source: a.OutDir, Options: []string{"rbind", "rw", "nosuid", "nodev"}},
+		// One bounded tmpfs holds both (executors.Writable); its pages count against the
+		// memory limit too.
+		{Destination: "/tmp", Type: "bind", Source: path.Join(writable, "tmp"), Options: []string{"rbind", "rw", "nosuid", "nodev"}},
+		{Destination: "/out", Type: "bind", Source: path.Join(writable, "out"), Options: []string{"rbind", "rw", "nosuid", "nodev"}},
 	}
 	in := append([]executors.Mount(nil), a.Mounts...)
 	sort.SliceStable(in, func(i, j int) bool {

@@ -235,11 +235,18 @@ func rawRunc(tmp, rootfs, tag, name string, argv ...string) (*bench, error) {
 		}
 	}
 	a := &executors.Action{ID: "bench-raw", Argv: argv, OutDir: out, Env: []string{"PATH=/bin"}}
-	spec, err := runc.Spec(a, runc.SpecOptions{RootPath: "rootfs", CgroupsPath: "/foundry-bench/" + tag + "/" + name, Seccomp: true})
-	if err != nil {
-		return nil, err
+	// The raw baseline binds /out and /tmp from plain directories: no bounded writable space.
+	w := filepath.Join(bundle, "rw")
+	for _, d := range []string{"out", "tmp"} {
+		if err := os.MkdirAll(filepath.Join(w, d), 0o777); err != nil {
+			return nil, err
+		}
+		if err := os.Chown(filepath.Join(w, d), 65534, 65534); err != nil {
+			return nil, err
+		}
 	}
-	if err := os.Chown(out, 65534, 65534); err != nil {
+	spec, err := runc.Spec(a, runc.SpecOptions{RootPath: "rootfs", CgroupsPath: "/foundry-bench/" + tag + "/" + name, Seccomp: true, Writable: w})
+	if err != nil {
 		return nil, err
 	}
 	b, err := json.Marshal(spec)
