@@ -27,11 +27,14 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"time"
 
 	"github.com/foundry-build/foundry/bench/benchutil"
@@ -118,6 +121,13 @@ type contender struct {
 
 func main() {
 	flag.Parse()
+	// An interrupted bench still stops its buildkitd and removes its projects and volumes.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-sig
+		exit(1)
+	}()
 	abs, err := filepath.Abs(*bin)
 	must(err)
 	*bin = abs
@@ -146,14 +156,20 @@ func main() {
 	for r := range *rounds {
 		for i := range cs {
 			c := cs[(i+r)%len(cs)] // who goes first rotates from round to round
+			record := func(phase string) {
+				m := c.build()
+				c.runs[phase] = append(c.runs[phase], m)
+				// Each build as it ends, on stderr: a long run that is cut short still says something.
+				fmt.Fprintf(os.Stderr, "round %d: %s %s %.2f s (go build CPU %.1f s, engine %.1f s)\n",
+					r+1, c.label(), phase, m.wall.Seconds(), m.build.Seconds(), m.engine.Seconds())
+			}
 			c.edit(fmt.Sprintf("cold-%d", r), true)
-			c.runs["cold"] = append(c.runs["cold"], c.build())
+			record("cold")
 			for range 2 {
-				c.runs["no-op"] = append(c.runs["no-op"], c.build())
+				record("no-op")
 			}
 			c.edit(fmt.Sprintf("edit-%d", r), false)
-			c.runs["one-line"] = append(c.runs["one-line"], c.build())
-			fmt.Fprintf(os.Stderr, "round %d: %s done\n", r+1, c.label())
+			record("one-line")
 		}
 	}
 
@@ -180,7 +196,11 @@ var cleanups []func()
 
 func atExit(f func()) { cleanups = append(cleanups, f) }
 
+var exitOnce sync.Mutex
+
+// exit runs the cleanups, once (a signal may arrive while main exits), and exits.
 func exit(code int) {
+	exitOnce.Lock()
 	for i := len(cleanups) - 1; i >= 0; i-- {
 		cleanups[i]()
 	}
@@ -285,7 +305,7 @@ func foundryContender(executor, src, goroot string) *contender {
 			if cold {
 				foundry("cache", "prune", "-all")
 			}
-			setEdit(dir, nonce)
+			setEdit(filepath.Join(dir, "src"), nonce)
 		},
 		build: func() measure {
 			start := time.Now()
