@@ -66,6 +66,10 @@ bench: deps build test-tools
 	# issue 35 adds the same tools/call over HTTP with a bearer token (foundry mcp -http).
 	$(GO) run ./bench/invoke -foundry $(BIN) -executor runc
 	$(GO) run ./bench/invoke -foundry $(BIN) -executor containerd
+	# Issue 32: crane (go-containerregistry, vendored) built cold, no-op and after a one-line
+	# change, GOCACHE on a cache volume, in Foundry (containerd, runc) and in BuildKit with a
+	# cache mount, interleaved (3 rounds: ~30 min on 2 cores; GOBUILD_ROUNDS to change).
+	bk=$$(bash scripts/buildkit.sh) && $(GO) run ./bench/gobuild -foundry $(BIN) -buildkit "$$bk" -rounds $${GOBUILD_ROUNDS:-3}
 	bash scripts/bench.sh
 	$(GO) run ./bench/registry
 	# Issue 22: 200 sleep-bound steps on 1, 2 and 4 Temporal workers against the embedded
