@@ -188,8 +188,8 @@ func TestCacheVolumeSpeedsUpAGoBuild(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(out), &pr) != nil || len(pr.Removed) != 2 || pr.Freed == 0 {
 		t.Fatalf("cache prune: exit %d: %s %s", code, out, errs)
 	}
-	if code, out, _ = foundry(t, dir, "cache", "ls", "-json"); strings.TrimSpace(out) != "[]" {
-		t.Fatalf("after prune -all: %s", out)
+	if code, out, _ = foundry(t, dir, "cache", "ls", "-json"); code != 0 || strings.TrimSpace(out) != "[]" {
+		t.Fatalf("after prune -all: exit %d: %s", code, out)
 	}
 }
 
