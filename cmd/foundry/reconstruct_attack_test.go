@@ -210,16 +210,10 @@ func secretsOf(t *testing.T, dir string, never ...string) *secrets {
 func leaks(log string, obs []observation, s *secrets) []string {
 	var out []string
 	leak := func(o observation, why string) { out = append(out, "OBSERVED "+o.what+": "+o.result+": "+why) }
-	// What the sandbox mounts from the project, by mount point: the builder's directories,
-	// the job, /out and, without overlayfs, the image. Besides /out and /tmp, what the builder
-	// is given is read-only.
-	fromProject := map[string]func(rel string) bool{
-		"/":       func(rel string) bool { return strings.HasPrefix(rel, ".foundry/images/rootfs/") },
-		"/src":    func(rel string) bool { return rel == "builder" },
-		"/attack": func(rel string) bool { return rel == "attack" },
-		"/job":    func(rel string) bool { return strings.HasPrefix(rel, ".foundry/inputs/tree-") },
-		"/out":    func(rel string) bool { return strings.HasPrefix(rel, ".foundry/runs/") },
-	}
+	// What the sandbox mounts, by mount point: the image, the builder's directories, the job
+	// and /out (and /tmp). Besides /out and /tmp, what the builder is given is read-only, and
+	// no mount shows where on the host it comes from (issue 29 item 8).
+	declared := map[string]bool{"/": true, "/src": true, "/attack": true, "/job": true, "/out": true}
 	readOnly := map[string]bool{"/": true, "/src": true, "/attack": true, "/job": true}
 	var readDev, sawSrc bool
 	for _, o := range obs {
@@ -249,20 +243,16 @@ func leaks(log string, obs []observation, s *secrets) []string {
 			}
 		case "mount":
 			mnt, rest, _ := strings.Cut(o.result, " from ")
-			root, opts, _ := strings.Cut(rest, " (")
-			if !kernelFS(mnt) && fromProject[mnt] == nil && mnt != "/tmp" {
+			_, opts, _ := strings.Cut(rest, " (")
+			if !kernelFS(mnt) && !declared[mnt] && mnt != "/tmp" {
 				leak(o, "a mount the builder does not declare")
 			}
 			if readOnly[mnt] && !strings.HasPrefix(opts, "ro,") {
 				leak(o, "writable")
 			}
-			rel, err := filepath.Rel(s.dir, root)
-			if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
-				continue // not from the project
-			}
-			sawSrc = sawSrc || (mnt == "/src" && rel == "builder")
-			if expected := fromProject[mnt]; expected == nil || !expected(rel) {
-				leak(o, "a mount of the project's "+rel)
+			sawSrc = sawSrc || mnt == "/src"
+			if strings.Contains(o.result, s.dir) {
+				leak(o, "it shows the project's host path")
 			}
 		case "network interfaces":
 			if strings.TrimSpace(o.result) != "lo" {
@@ -282,7 +272,7 @@ func leaks(log string, obs []observation, s *secrets) []string {
 		out = append(out, "the control failed: the probe did not read the dev case /job/cases/dev/order.json")
 	}
 	if !sawSrc {
-		out = append(out, "the control failed: /proc/self/mountinfo does not show /src mounted from the project's builder directory")
+		out = append(out, "the control failed: /proc/self/mountinfo does not show /src")
 	}
 	if len(results(obs, "network loopback")) == 0 {
 		out = append(out, "the control failed: the probe did not try the network")

@@ -468,14 +468,16 @@ func (s *suite) serviceExits(t *testing.T) {
 	}
 }
 
-// usage: a step that burns CPU and fills a 64 MiB buffer reports more than 100ms of CPU and at
+// usage: a step that burns CPU and fills a 128 MiB buffer reports more than 100ms of CPU and at
 // least 32 MiB of peak memory; a trivial one reports less of both. A sandbox's numbers include
-// its runtime's init (runc's takes some 30ms of CPU and 4 MiB), hence the margins.
+// its runtime's init (runc's takes some 30ms of CPU and 4 MiB), hence the margins. The buffer
+// is well above the test process's own peak (some 70 MiB), which the local executor cannot
+// tell from its child's (executors/local: PeakMemoryBytes is then 0); with 64 MiB, CI saw 0.
 func (s *suite) usage(t *testing.T) {
 	const minCPU, minPeak = 100 * time.Millisecond, 32 << 20
-	// dd reads /dev/zero into a 64 MiB buffer, which makes every page of it resident; the loop
+	// dd reads /dev/zero into a 128 MiB buffer, which makes every page of it resident; the loop
 	// takes some 700ms of CPU in busybox sh, and 300ms in dash (the local executor's sh).
-	st := s.newStep(t, sh("dd if=/dev/zero of=/dev/null bs=64M count=1 2>/dev/null && i=0 && while [ $i -lt 300000 ]; do i=$((i+1)); done")...)
+	st := s.newStep(t, sh("dd if=/dev/zero of=/dev/null bs=128M count=1 2>/dev/null && i=0 && while [ $i -lt 300000 ]; do i=$((i+1)); done")...)
 	r := s.run(t, st)
 	t.Logf("busy step: %+v", r.Usage)
 	if r.ExitCode != 0 || r.Usage.CPU <= minCPU || r.Usage.PeakMemoryBytes < minPeak {
