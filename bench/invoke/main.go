@@ -272,51 +272,9 @@ func startMCPHTTP(ctx context.Context, dir string, input, want []byte) (func() (
 		return nil, nil, fmt.Errorf("keygen: %v\n%s", err, out)
 	}
 	cmd := exec.Command(*bin, "mcp", "-C", dir, "-executor", *executor, "-http", "127.0.0.1:0", "-token-issuer", "bench="+key+".pub")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	pipe, err := cmd.StderrPipe()
+	url, stop, err := startListening(cmd, "foundry mcp -http", nil)
 	if err != nil {
 		return nil, nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, nil, err
-	}
-	listening := make(chan string, 1)
-	done := make(chan struct{})
-	var log strings.Builder
-	go func() {
-		defer close(done)
-		listen := regexp.MustCompile(`listening on (http://\S+)`)
-		sc := bufio.NewScanner(pipe)
-		for sc.Scan() {
-			if tracing() {
-				fmt.Fprintln(os.Stderr, sc.Text())
-			}
-			if log.Len() < 64<<10 {
-				log.WriteString(sc.Text() + "\n")
-			}
-			if m := listen.FindStringSubmatch(sc.Text()); m != nil {
-				listening <- m[1]
-			}
-		}
-	}()
-	stop := func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		}
-		cmd.Wait()
-	}
-	var url string
-	select {
-	case url = <-listening:
-	case <-done:
-		cmd.Wait()
-		return nil, nil, fmt.Errorf("foundry mcp -http exited before listening:\n%s", log.String())
-	case <-time.After(2 * time.Minute):
-		stop()
-		return nil, nil, fmt.Errorf("foundry mcp -http did not listen within 2 minutes:\n%s", log.String())
 	}
 	tok, err := foundry(dir, "mcp", "token", "-key", key+".key", "-issuer", "bench", "-audience", url, "-scope", "call:int-sort", "-expires", "24h")
 	if err != nil {
@@ -328,7 +286,7 @@ func startMCPHTTP(ctx context.Context, dir string, input, want []byte) (func() (
 	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc}, nil)
 	if err != nil {
 		stop()
-		return nil, nil, fmt.Errorf("foundry mcp -http: %v\n%s", err, log.String())
+		return nil, nil, fmt.Errorf("foundry mcp -http: connecting to %s: %v", url, err)
 	}
 	return mcpCaller(ctx, cs, input, want), func() { cs.Close(); stop() }, nil
 }
@@ -347,58 +305,20 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 // calls since it was last called.
 func startServe(dir string, input, want []byte) (call func() (time.Duration, error), handlerTimes func() []time.Duration, stop func(), err error) {
 	cmd := exec.Command(*bin, "serve", "-C", dir, "-addr", "127.0.0.1:0", "-executor", *executor)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	pipe, err := cmd.StderrPipe()
+	logged := make(chan time.Duration, 1024)
+	callLog := regexp.MustCompile(`POST /capabilities/int-sort 200 (\S+)$`)
+	base, stop, err := startListening(cmd, "foundry serve", func(line string) bool {
+		m := callLog.FindStringSubmatch(line)
+		if m == nil {
+			return false
+		}
+		if d, err := time.ParseDuration(m[1]); err == nil {
+			logged <- d
+		}
+		return true
+	})
 	if err != nil {
 		return nil, nil, nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, nil, nil, err
-	}
-	listening := make(chan string, 1)
-	logged := make(chan time.Duration, 1024)
-	done := make(chan struct{})
-	var log strings.Builder
-	go func() {
-		defer close(done)
-		listen := regexp.MustCompile(`listening on (http://\S+)`)
-		callLog := regexp.MustCompile(`POST /capabilities/int-sort 200 (\S+)$`)
-		sc := bufio.NewScanner(pipe)
-		for sc.Scan() {
-			line := sc.Text()
-			if tracing() {
-				fmt.Fprintln(os.Stderr, line)
-			}
-			if m := listen.FindStringSubmatch(line); m != nil {
-				log.WriteString(line + "\n")
-				listening <- m[1]
-			} else if m := callLog.FindStringSubmatch(line); m != nil {
-				if d, err := time.ParseDuration(m[1]); err == nil {
-					logged <- d
-				}
-			} else if log.Len() < 64<<10 {
-				log.WriteString(line + "\n")
-			}
-		}
-	}()
-	stop = func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		}
-		cmd.Wait()
-	}
-	var base string
-	select {
-	case base = <-listening:
-	case <-done:
-		cmd.Wait()
-		return nil, nil, nil, fmt.Errorf("foundry serve exited before listening:\n%s", log.String())
-	case <-time.After(2 * time.Minute):
-		stop()
-		return nil, nil, nil, fmt.Errorf("foundry serve did not listen within 2 minutes:\n%s", log.String())
 	}
 	url := base + "/capabilities/int-sort"
 	wantBody := string(want) + "\n"
@@ -630,5 +550,63 @@ func must(err error) {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench/invoke:", err)
 		os.Exit(1)
+	}
+}
+
+// startListening starts cmd, a foundry server on 127.0.0.1:0 in a process group of its own,
+// and waits up to 2 minutes for it to log "listening on URL". Each line it writes to stderr
+// goes first to onLine (if any), which says whether it took the line; the others are kept, up
+// to 64 KiB, for the error when the server never listens. stop ends the server (SIGTERM, then
+// SIGKILL of its group after 30s).
+func startListening(cmd *exec.Cmd, name string, onLine func(line string) bool) (url string, stop func(), err error) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	pipe, err := cmd.StderrPipe()
+	if err != nil {
+		return "", nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return "", nil, err
+	}
+	listening := make(chan string, 1)
+	done := make(chan struct{})
+	var log strings.Builder
+	go func() {
+		defer close(done)
+		listen := regexp.MustCompile(`listening on (http://\S+)`)
+		sc := bufio.NewScanner(pipe)
+		for sc.Scan() {
+			line := sc.Text()
+			if tracing() {
+				fmt.Fprintln(os.Stderr, line)
+			}
+			if onLine != nil && onLine(line) {
+				continue
+			}
+			if log.Len() < 64<<10 {
+				log.WriteString(line + "\n")
+			}
+			if m := listen.FindStringSubmatch(line); m != nil {
+				listening <- m[1]
+			}
+		}
+	}()
+	stop = func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		}
+		cmd.Wait()
+	}
+	select {
+	case url = <-listening:
+		return url, stop, nil
+	case <-done:
+		cmd.Wait()
+		return "", nil, fmt.Errorf("%s exited before listening:\n%s", name, log.String())
+	case <-time.After(2 * time.Minute):
+		stop()
+		return "", nil, fmt.Errorf("%s did not listen within 2 minutes:\n%s", name, log.String())
 	}
 }

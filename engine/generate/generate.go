@@ -125,6 +125,26 @@ type gen struct{ r *rand.Rand }
 // one in n.
 func (g *gen) one(n int) bool { return g.r.IntN(n) == 0 }
 
+// length draws the length of a string or an array from its schema m: between the minimum
+// (minKey, at most 64) and the maximum (maxKey, at most spread above the minimum), and the
+// minimum itself one time in oneIn, where off-by-one bugs live.
+func (g *gen) length(m map[string]any, minKey, maxKey string, spread, oneIn int) int {
+	lo := 0
+	if f, ok := num(m, minKey); ok {
+		lo = int(math.Min(f, 64))
+	}
+	hi := lo + spread
+	if f, ok := num(m, maxKey); ok {
+		hi = int(math.Min(f, float64(lo+spread)))
+	}
+	hi = max(hi, lo)
+	n := lo + g.r.IntN(hi-lo+1)
+	if g.one(oneIn) {
+		n = lo
+	}
+	return n
+}
+
 func (g *gen) value(s any, depth int) (any, error) {
 	m, ok := s.(map[string]any)
 	if !ok { // true: anything; false has no value, and validation drops what is made
@@ -272,22 +292,7 @@ func (g *gen) number(m map[string]any) any {
 var alphabet = []rune("abcxyzABC019 \t\n\"\\,[]{}é€😀")
 
 func (g *gen) str(m map[string]any) any {
-	minL, maxL := 0, 12
-	if f, ok := num(m, "minLength"); ok {
-		minL = int(math.Min(f, 64))
-	}
-	if f, ok := num(m, "maxLength"); ok {
-		maxL = int(math.Min(f, float64(minL+12)))
-	} else {
-		maxL = minL + 12
-	}
-	if maxL < minL {
-		maxL = minL
-	}
-	n := minL + g.r.IntN(maxL-minL+1)
-	if g.one(4) {
-		n = minL
-	}
+	n := g.length(m, "minLength", "maxLength", 12, 4)
 	var b strings.Builder
 	for range n {
 		b.WriteRune(alphabet[g.r.IntN(len(alphabet))])
@@ -296,22 +301,7 @@ func (g *gen) str(m map[string]any) any {
 }
 
 func (g *gen) array(m map[string]any, depth int) (any, error) {
-	minN, maxN := 0, 8
-	if f, ok := num(m, "minItems"); ok {
-		minN = int(math.Min(f, 64))
-	}
-	if f, ok := num(m, "maxItems"); ok {
-		maxN = int(math.Min(f, float64(minN+8)))
-	} else {
-		maxN = minN + 8
-	}
-	if maxN < minN {
-		maxN = minN
-	}
-	n := minN + g.r.IntN(maxN-minN+1)
-	if g.one(5) {
-		n = minN
-	}
+	n := g.length(m, "minItems", "maxItems", 8, 5)
 	unique := m["uniqueItems"] == true
 	items, ok := m["items"]
 	if !ok {

@@ -4,9 +4,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -90,19 +91,10 @@ func (m *rebuildMode) compare(st *store.Store, got []cache.Output) string {
 			fmt.Fprintf(&b, "%s: a %s in the cached result, a %s in the rebuild\n", o.Path, w.Kind, o.Kind)
 		}
 	}
-	for _, p := range sortedKeys(want) {
+	for _, p := range slices.Sorted(maps.Keys(want)) {
 		fmt.Fprintf(&b, "%s: in the cached result only\n", p)
 	}
 	return b.String()
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // treeDiff reports the files of two trees that differ.
@@ -134,7 +126,7 @@ func treeDiff(st *store.Store, root string, a, b digest.Digest) string {
 			fmt.Fprintf(&out, "%s: cached %s mode %o %s%s, rebuilt %s mode %o %s%s\n", p, o.Type, o.Mode, o.Digest, o.Target, e.Type, e.Mode, e.Digest, e.Target)
 		}
 	}
-	for _, p := range sortedKeys(ea) {
+	for _, p := range slices.Sorted(maps.Keys(ea)) {
 		fmt.Fprintf(&out, "%s: in the cached result only\n", root+"/"+p)
 	}
 	return out.String()
@@ -200,7 +192,7 @@ func clip(s string) string {
 // rebuild's caches, which no other step ever saw.
 func emptyCacheDirs(n *graph.Node, scratch string) ([]cacheLease, error) {
 	var out []cacheLease
-	for _, target := range sortedKeys(n.Step.Caches) {
+	for _, target := range slices.Sorted(maps.Keys(n.Step.Caches)) {
 		dir := filepath.Join(scratch, "cache-"+fmt.Sprint(len(out)))
 		if err := os.MkdirAll(dir, 0o777); err != nil {
 			return nil, err
