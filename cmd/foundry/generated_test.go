@@ -69,8 +69,12 @@ func TestGeneratedSealedBatchDefeatsMemorising(t *testing.T) {
 	}
 	saysAll(t, "apply", r.stderr,
 		"dev suite: 9 of 9 cases passed",
-		"reconstruct round 1: failed the sealed suite: exited with 9 (not a declared error code)",
-		"shrunk:   [")
+		"reconstruct round 1: failed the sealed suite: exited with 9 (not a declared error code)")
+	// The counterexample is shrunk, unless the secret batch's first failure is already the
+	// smallest failing input there is ([0]: the memoriser knows [] from its dev cases).
+	if !strings.Contains(r.stderr, "shrunk:   [") && !strings.Contains(r.stderr, "input:    [0]\n") {
+		t.Errorf("apply: the counterexample was not shrunk:\n%s", r.stderr)
+	}
 	j := showJobJSON(t, dir, "sorter")
 	if j.Status != "admitted" || len(j.RoundList) != 2 || j.RoundList[0].Failure == nil || j.RoundList[0].Failure.Suite != "sealed" {
 		t.Fatalf("job: %+v", j)
