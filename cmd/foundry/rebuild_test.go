@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -148,5 +149,54 @@ recipe "stamped" {
 	}
 	if reproduced != 1 {
 		t.Fatalf("%d rebuild attestations of recipe.good, want 1", reproduced)
+	}
+}
+
+// reproducible = true is a policy on admission, not on what a recipe's steps make: it changes
+// the recipe's digest (and so the plan's), and no step's digest, so no step runs again for it.
+func TestReproducibleInTheRecipeDigestOnly(t *testing.T) {
+	digests := func(reproducible bool) (plan string, nodes map[string]string) {
+		dir := t.TempDir()
+		copyTree(t, filepath.Join("testdata", "trust"), dir)
+		tmpl, err := os.ReadFile(filepath.Join(dir, "main.hcl.tmpl"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		src := strings.ReplaceAll(string(tmpl), "REGISTRY", "oci-layout:.foundry/registry")
+		if reproducible {
+			src = strings.Replace(src, "  cost     = 2\n", "  cost     = 2\n  reproducible = true\n", 1)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		code, out, errs := foundry(t, dir, "plan", "-json")
+		if code != 0 {
+			t.Fatalf("plan -json: exit %d\n%s", code, errs)
+		}
+		var p struct {
+			Digest string `json:"plan_digest"`
+			Nodes  []struct{ Address, Digest string }
+		}
+		if err := json.Unmarshal([]byte(out), &p); err != nil {
+			t.Fatal(err)
+		}
+		nodes = map[string]string{}
+		for _, n := range p.Nodes {
+			nodes[n.Address] = n.Digest
+		}
+		return p.Digest, nodes
+	}
+	plan0, off := digests(false)
+	plan1, on := digests(true)
+	if plan0 == plan1 {
+		t.Errorf("reproducible = true left the plan's digest as it was (%s)", plan0)
+	}
+	if off["recipe.good"] == "" || off["recipe.good"] == on["recipe.good"] {
+		t.Errorf("recipe.good's digest: %q without reproducible, %q with it", off["recipe.good"], on["recipe.good"])
+	}
+	for a, d := range off {
+		if a != "recipe.good" && on[a] != d {
+			t.Errorf("reproducible = true on recipe.good changed %s's digest", a)
+		}
 	}
 }

@@ -310,6 +310,12 @@ func (g *Graph) definition(n *Node) (any, error) {
 			steps[name] = g.Nodes[n.Address+".step."+name].Digest
 		}
 		def := map[string]any{"kind": "recipe", "v": DefinitionVersion, "cost": r.Cost, "steps": steps}
+		if r.Reproducible {
+			// A policy on admission (its candidate is rebuilt without caches before it is
+			// evaluated), not on what the steps make: in the recipe's digest, so that the plan
+			// changes with it, and in no step's. Absent when false: earlier digests stay.
+			def["reproducible"] = true
+		}
 		if r.Provides != nil {
 			def["provides"] = g.ref(r.Provides)
 		}

@@ -179,6 +179,15 @@ type StepView struct {
 	// Egress and OutputDigest are a fixed-output step's (network egress).
 	Egress       []string `json:"egress,omitempty"`
 	OutputDigest string   `json:"output_digest,omitempty"`
+	// Caches are the cache volumes it mounts (spec/language.md §9b) by sandbox path; omitted
+	// when it mounts none. They are in no action digest: what a cache holds is not an input.
+	Caches map[string]CacheView `json:"caches,omitempty"`
+}
+
+// CacheView is one cache volume a step mounts, as a plan shows it.
+type CacheView struct {
+	Name    string `json:"name"`
+	Sharing string `json:"sharing"` // shared, locked or private
 }
 
 // Mounts are a step's mounts as a plan shows them: each sandbox path with a description of
@@ -736,6 +745,12 @@ func StepViewOf(n *graph.Node) *StepView {
 		Outputs: d.Outputs, Limits: d.Limits, Network: d.Network, Egress: d.Egress, OutputDigest: d.OutputDigest}
 	if s.Image != nil {
 		v.Image = s.Image.Node
+	}
+	if len(s.Caches) > 0 {
+		v.Caches = make(map[string]CacheView, len(s.Caches))
+		for target, c := range s.Caches {
+			v.Caches[target] = CacheView{Name: c.Name, Sharing: c.Sharing}
+		}
 	}
 	return v
 }

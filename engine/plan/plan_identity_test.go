@@ -115,3 +115,51 @@ func TestPlanMountsWriteAndReadBack(t *testing.T) {
 		}
 	}
 }
+
+// A plan shows the cache volumes a step mounts, in JSON (path → name and sharing, read back
+// as written) and in text, and leaves them out of the step's digest: what a cache holds is
+// not an input, so renaming a cache plans no run.
+func TestPlanShowsCaches(t *testing.T) {
+	dir, sh := t.TempDir(), graphtest.SeedFile(t, "#!/bin/sh\n")
+	step := func(caches string) *Plan {
+		src := fmt.Sprintf("seed \"base\" {\n  layer { files = { \"/bin/sh\" = host_file(%q) } }\n}\n", sh) +
+			"step \"b\" {\n  image = seed.base\n  run = [\"sh\"]\n  outputs = [\"/out/o\"]\n  caches = " + caches + "\n}\n"
+		graphtest.Must(t, os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(src), 0o644))
+		return planOf(t, graphtest.LoadConfig(t, dir))
+	}
+	p := step(`{ "/cache/go-build" = "go-build", "/root/.npm" = { name = "npm", sharing = "locked" } }`)
+	var js bytes.Buffer
+	graphtest.Must(t, p.WriteJSON(&js))
+	path := filepath.Join(t.TempDir(), "plan.json")
+	graphtest.Must(t, os.WriteFile(path, js.Bytes(), 0o644))
+	loaded, err := Load(path)
+	graphtest.Must(t, err)
+	want := map[string]CacheView{"/cache/go-build": {Name: "go-build", Sharing: "shared"}, "/root/.npm": {Name: "npm", Sharing: "locked"}}
+	for _, q := range []*Plan{p, loaded} {
+		for _, n := range q.Nodes {
+			if n.Address == "step.b" && !maps.Equal(n.Step.Caches, want) {
+				t.Errorf("step.b's caches in the plan: %v, want %v\n%s", n.Step.Caches, want, js.Bytes())
+			}
+		}
+	}
+	if !bytes.Contains(js.Bytes(), []byte(`"caches": {`)) {
+		t.Errorf("the plan's JSON has no caches:\n%s", js.Bytes())
+	}
+	var text bytes.Buffer
+	p.WriteText(&text)
+	for _, w := range []string{"cache go-build at /cache/go-build", "cache npm at /root/.npm (locked)"} {
+		if !bytes.Contains(text.Bytes(), []byte(w)) {
+			t.Errorf("the text plan does not say %q:\n%s", w, text.Bytes())
+		}
+	}
+	// No caches: no "caches" key, as before; and the step's digest is the same.
+	none := step(`{}`)
+	js.Reset()
+	graphtest.Must(t, none.WriteJSON(&js))
+	if bytes.Contains(js.Bytes(), []byte(`"caches"`)) {
+		t.Errorf("a step without caches shows caches:\n%s", js.Bytes())
+	}
+	if none.Digest != p.Digest {
+		t.Errorf("caches changed the plan's digest: %s against %s", none.Digest, p.Digest)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 
@@ -44,6 +45,13 @@ func (p *Plan) WriteText(out io.Writer) {
 		extra := ""
 		if n.Step != nil {
 			extra = "  " + describeArgv(n.Step.Argv)
+			for _, target := range slices.Sorted(maps.Keys(n.Step.Caches)) {
+				c := n.Step.Caches[target]
+				extra += "  cache " + c.Name + " at " + target
+				if c.Sharing != lang.CacheShared {
+					extra += " (" + c.Sharing + ")"
+				}
+			}
 		}
 		if e := n.Egress; e != nil {
 			for _, h := range e.Hosts {
