@@ -70,8 +70,8 @@ it (-format svg or png) with Graphviz's dot, each node filled with the colour of
 status (run, cached, build, fetch, registry, reconstruct, missing, needs-grant; an
 alternative recipe is dashed). Solid edges point from what a node
 needs to the node; dashed "provides" edges link a capability to the recipes that can build
-it (alternatives, of which one is used). The nodes of each module instance are drawn
-together in a cluster labelled with its address. With -target, only the targets and what
+it (alternatives, of which one is used). The nodes of each module instance, recipe and
+product are drawn together in a cluster labelled with its address. With -target, only the targets and what
 they need are drawn.
 
 Examples:

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"html"
 	"image/png"
 	"io"
 	"log"
@@ -12,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -345,5 +347,30 @@ func TestServeRunSummary(t *testing.T) {
 	}
 	if want := []string{"r1", "", "r2"}; !slices.Equal(asked, want) {
 		t.Errorf("runs read %q, want %q", asked, want)
+	}
+}
+
+// graph -format svg draws each recipe and each module instance as a Graphviz cluster
+// labelled with its address: int-sort's two recipes, matrix's two module instances.
+func TestGraphSVGClusters(t *testing.T) {
+	needTool(t, "dot", "apt-get install graphviz (scripts/deps.sh)")
+	cluster := regexp.MustCompile(`<g id="clust\d+" class="cluster">\s*<title>cluster_\d+</title>[^<]*<path[^>]*/>\s*<text[^>]*>([^<]*)</text>`)
+	for example, want := range map[string][]string{
+		"int-sort": {"recipe.int-sort-go", "recipe.int-sort-set"},
+		"matrix":   {`module.sum["linux/amd64"]`, `module.sum["linux/arm64"]`},
+	} {
+		dir := copyExample(t, example)
+		code, out, errs := foundry(t, dir, "graph", "-format", "svg")
+		if code != 0 {
+			t.Fatalf("%s: graph -format svg exited %d: %s", example, code, errs)
+		}
+		var got []string
+		for _, m := range cluster.FindAllStringSubmatch(out, -1) {
+			got = append(got, html.UnescapeString(m[1]))
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: clusters %q, want %q", example, got, want)
+		}
 	}
 }

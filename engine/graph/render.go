@@ -59,8 +59,8 @@ func extra(style func(string) string, a string) string {
 	return ""
 }
 
-// drawn are the nodes to draw (keep's, or all) in graph order, by the module instance they
-// belong to ("" for none), and the modules in the order first met.
+// drawn are the nodes to draw (keep's, or all) in graph order, by the cluster they are
+// drawn in ("" for none: Cluster), and the clusters in the order first met.
 func (g *Graph) drawn(keep func(string) bool) (nodes []string, modules map[string][]string, order []string) {
 	modules = map[string][]string{}
 	for _, a := range g.Order {
@@ -68,13 +68,31 @@ func (g *Graph) drawn(keep func(string) bool) (nodes []string, modules map[strin
 			continue
 		}
 		nodes = append(nodes, a)
-		m := g.Nodes[a].Module()
+		m := Cluster(a, g.Nodes[a])
 		if m != "" && modules[m] == nil {
 			order = append(order, m)
 		}
 		modules[m] = append(modules[m], a)
 	}
 	return nodes, modules, order
+}
+
+// Cluster is the group node a is drawn in: its module instance ("module.m" or
+// "module.m[\"k\"]"), else the recipe or product it belongs to ("recipe.r" for the recipe and
+// its steps and package, "product.p" for the product and its steps and checks), else "".
+func Cluster(a string, n *Node) string {
+	if m := n.Module(); m != "" {
+		return m
+	}
+	for _, kind := range []string{"recipe.", "product."} {
+		rest, ok := strings.CutPrefix(a, kind)
+		if !ok {
+			continue
+		}
+		name, _, _ := strings.Cut(rest, ".")
+		return kind + name
+	}
+	return ""
 }
 
 // WriteMermaid renders the graph as a Mermaid flowchart, through a buffer (see WriteDOT).
