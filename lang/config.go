@@ -180,8 +180,36 @@ type Reconstruct struct {
 	// build's outputs (Node BuildAddress, Path a declared output of the build).
 	Package *Package
 	Budget  ReconstructBudget
-	Range   hcl.Range
+	// References are the reference dossier: pinned implementations the capability is
+	// reconstructed from, by name (spec/capability.md §5b). Nil when it names none.
+	References map[string]*Reference
+	Range      hcl.Range
 }
+
+// Reference is one entry of a reconstruct block's reference dossier: a pinned
+// implementation (a seed, whose bytes are pinned by content), how it is run, where it came
+// from and under what licence, and the rights the operator grants over it, each a separate
+// decision: Inspect (a builder may read its bytes: its image is mounted read-only at
+// ReferenceDir/NAME in the builder's sandbox), Observe (its outputs may serve as expected
+// outputs of generated cases, expect = reference.NAME, and be shown to a builder; every
+// generated case a builder is shown with the reference's answer is charged as a probe), and
+// Distribute (its bytes may appear in a candidate; when false, a candidate holding a file
+// byte-identical to one of the reference's is refused).
+type Reference struct {
+	Name       string
+	Image      *Artifact // kind ArtifactSeed
+	Entrypoint []string
+	Licence    string
+	Origin     string
+	Inspect    bool
+	Observe    bool
+	Distribute bool
+	Range      hcl.Range
+}
+
+// ReferenceDir is where a builder finds the references it may inspect, each at
+// ReferenceDir/NAME, read-only.
+const ReferenceDir = "/reference"
 
 // Proposals is a reconstruct block's proposals block: each round waits for a proposal sent
 // from outside, a file tree holding Outputs.
@@ -273,7 +301,12 @@ type Suite struct {
 type Generate struct {
 	Count int
 	Seed  string
-	Range hcl.Range
+	// Expect, when set, names the reference (of the capability's reconstruct block) whose
+	// output on each generated input is the case's expected output: a differential suite.
+	// "" expects only what the contract says of every valid input.
+	Expect      string
+	ExpectRange hcl.Range
+	Range       hcl.Range
 }
 
 // MaxGenerated bounds a generate block's count.

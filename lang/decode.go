@@ -242,6 +242,25 @@ func (l *loader) decodeCapability(b *hcl.Block) {
 			c.Reconstruct = l.decodeReconstruct(blk, c.Name)
 		}
 	}
+	for _, name := range []string{"dev", "repair", "sealed"} {
+		s := c.Suites[name]
+		if s == nil || s.Generate == nil || s.Generate.Expect == "" {
+			continue
+		}
+		g := s.Generate
+		var r *Reference
+		if c.Reconstruct != nil {
+			r = c.Reconstruct.References[g.Expect]
+		}
+		switch {
+		case r == nil:
+			l.diags = append(l.diags, errorf(g.ExpectRange.Ptr(), "Unknown reference", "expect = reference.%s: the capability's reconstruct block declares no reference %q.", g.Expect, g.Expect))
+		case !r.Observe:
+			l.diags = append(l.diags, errorf(g.ExpectRange.Ptr(), "Reference not observable", "expect = reference.%s takes expected outputs from running the reference, which its dossier (at %s) does not allow: it says observe = false.", g.Expect, r.Range))
+		case c.Interface != nil && c.Interface.Kind != "cli":
+			l.diags = append(l.diags, errorf(g.ExpectRange.Ptr(), "Differential suite of a service", "expect = reference.%s compares a cli's outputs; a service capability cannot take its expected outputs from a reference yet.", g.Expect))
+		}
+	}
 	if c.Interface == nil {
 		l.diags = append(l.diags, errorf(b.DefRange.Ptr(), "Missing interface", "capability %q needs an interface \"cli\" { ... } or interface \"service\" { ... } block.", c.Name))
 	}
@@ -438,8 +457,18 @@ func (l *loader) decodeSuite(b *hcl.Block, ctx *hcl.EvalContext, capName string)
 // or repair suite only, the seed builders know.
 func (l *loader) decodeGenerate(b *hcl.Block, ctx *hcl.EvalContext, s *Suite) *Generate {
 	g := &Generate{Range: b.DefRange}
-	content, diags := l.content(b.Body, &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "count", Required: true}, {Name: "seed"}}})
+	content, diags := l.content(b.Body, &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "count", Required: true}, {Name: "seed"}, {Name: "expect"}}})
 	l.diags = append(l.diags, diags...)
+	if a := content.Attributes["expect"]; a != nil {
+		// expect = reference.NAME: a reference of the reconstruct block, checked once the
+		// capability is decoded.
+		tr, d := hcl.AbsTraversalForExpr(a.Expr)
+		if d.HasErrors() || len(tr) != 2 || tr.RootName() != "reference" {
+			l.diags = append(l.diags, errorf(a.Expr.Range().Ptr(), "Invalid expect", "expect names the reference whose outputs are expected, as reference.NAME (a reference block of the capability's reconstruct block)."))
+		} else if at, ok := tr[1].(hcl.TraverseAttr); ok {
+			g.Expect, g.ExpectRange = at.Name, a.Expr.Range()
+		}
+	}
 	if a := content.Attributes["count"]; a != nil {
 		if v, d := l.eval(a.Expr, ctx, nil); !d.HasErrors() {
 			if n, ok := l.number(v, a.Expr.Range(), "count"); ok {
@@ -928,7 +957,7 @@ func (l *loader) decodePackage(b *hcl.Block, ctx *hcl.EvalContext, scope *stepSc
 	return p
 }
 
-var reconstructSchema = &hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{{Type: "builder"}, {Type: "proposals"}, {Type: "build"}, {Type: "package"}, {Type: "budget"}}}
+var reconstructSchema = &hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{{Type: "builder"}, {Type: "proposals"}, {Type: "build"}, {Type: "package"}, {Type: "budget"}, {Type: "reference", LabelNames: []string{"name"}}}}
 
 // decodeReconstruct decodes a capability's reconstruct block: exactly one builder or
 // proposals block, at most one build, one package, at most one budget.
@@ -938,6 +967,18 @@ func (l *loader) decodeReconstruct(b *hcl.Block, capName string) *Reconstruct {
 	l.diags = append(l.diags, diags...)
 	seen := map[string]*hcl.Block{}
 	for _, blk := range content.Blocks {
+		if blk.Type == "reference" {
+			r := l.decodeReference(blk)
+			if rc.References == nil {
+				rc.References = map[string]*Reference{}
+			}
+			if prev := rc.References[r.Name]; prev != nil {
+				l.diags = append(l.diags, errorf(blk.DefRange.Ptr(), "Duplicate reference", "reference %q was already declared at %s.", r.Name, prev.Range))
+				continue
+			}
+			rc.References[r.Name] = r
+			continue
+		}
 		if prev := seen[blk.Type]; prev != nil {
 			l.diags = append(l.diags, errorf(blk.DefRange.Ptr(), "Duplicate "+blk.Type+" block", "A reconstruct block has one %s block; the first is at %s.", blk.Type, prev.DefRange))
 			continue
@@ -966,6 +1007,53 @@ func (l *loader) decodeReconstruct(b *hcl.Block, capName string) *Reconstruct {
 		rc.Budget = l.decodeBudget(blk)
 	}
 	return rc
+}
+
+// decodeReference decodes a reconstruct block's reference block: image (a seed, pinned by
+// content), entrypoint, licence and origin (required: a dossier says where its bytes came
+// from and under what terms), and the three rights, each false unless written.
+func (l *loader) decodeReference(b *hcl.Block) *Reference {
+	r := &Reference{Name: b.Labels[0], Range: b.DefRange}
+	if !validName(r.Name) {
+		l.diags = append(l.diags, errorf(b.LabelRanges[0].Ptr(), "Invalid reference name", "%q must start with a letter and hold only letters, digits, '_' and '-'.", r.Name))
+	}
+	content, diags := l.content(b.Body, &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
+		{Name: "image", Required: true}, {Name: "entrypoint", Required: true}, {Name: "licence", Required: true}, {Name: "origin", Required: true},
+		{Name: "inspect"}, {Name: "observe"}, {Name: "distribute"}}})
+	l.diags = append(l.diags, diags...)
+	ctx := l.baseContext()
+	if a := content.Attributes["image"]; a != nil {
+		if v, d := l.eval(a.Expr, ctx, nil); !d.HasErrors() {
+			r.Image = l.artifact(v, a.Expr.Range(), "image", false, ArtifactSeed)
+		}
+	}
+	if a := content.Attributes["entrypoint"]; a != nil {
+		if v, d := l.eval(a.Expr, ctx, nil); !d.HasErrors() {
+			r.Entrypoint = l.stringList(v, a.Expr.Range(), "entrypoint")
+			if len(r.Entrypoint) == 0 {
+				l.diags = append(l.diags, errorAt(a.Expr.Range(), "Empty entrypoint", "A reference's entrypoint is the command run with each input on stdin, for example [\"/bin/sort\", \"-n\"]."))
+			}
+		}
+	}
+	l.optString(content, "licence", ctx, &r.Licence)
+	l.optString(content, "origin", ctx, &r.Origin)
+	for _, right := range []struct {
+		name string
+		dst  *bool
+	}{{"inspect", &r.Inspect}, {"observe", &r.Observe}, {"distribute", &r.Distribute}} {
+		a := content.Attributes[right.name]
+		if a == nil {
+			continue
+		}
+		if v, d := l.eval(a.Expr, ctx, nil); !d.HasErrors() && v.IsKnown() {
+			if v.Type() != cty.Bool || v.IsNull() {
+				l.typeErr(a.Expr.Range(), right.name, "a bool", v)
+			} else {
+				*right.dst = v.True()
+			}
+		}
+	}
+	return r
 }
 
 // decodeReconstructStep decodes a reconstruct's builder or build block as a step of its

@@ -72,6 +72,9 @@ type Candidate struct {
 	Output func(*lang.Artifact) (*cache.Output, digest.Digest, error)
 	Tests  [][]byte // the signed test results of its evaluation
 	Ref    string   // the reference it was admitted as, once it was
+	// Evidence says what its sealed evaluation proved (evaluate.Result.Evidence), shown
+	// with its admission; "" when not known.
+	Evidence string
 }
 
 // Admit publishes c, a candidate of capability n that passed evaluation, to the project

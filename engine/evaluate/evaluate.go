@@ -46,7 +46,11 @@ type Evaluator struct {
 	// Fault is called at the evaluation's fault points (FaultBeforeSealed, FaultAfterSealed)
 	// with the capability's address: a test hook, nil in production.
 	Fault func(point, node string)
+	// Images gives the image a seed address was built as: a reference's, which the
+	// evaluator runs for a differential suite's expected outputs. Nil when none is built.
+	Images func(addr string) (executors.Image, bool)
 
+	refs referenceRuns
 	// The signed test results of the attestation directory, read once; resultsRead is
 	// cleared when the Evaluator signs one that a later lookup must find.
 	resultsMu   sync.Mutex
@@ -114,6 +118,9 @@ type suiteCase struct {
 	c      *verdict.Case
 	digest digest.Digest
 	name   string // as published in test results
+	// ref, for a case generated for a differential suite, names the reference whose
+	// output on its input is the case's expected output (filled in by Evaluator.differential).
+	ref string
 }
 
 // DefaultMinUndisclosed is how many undisclosed sealed cases a capability must keep for a
@@ -202,6 +209,11 @@ func readSuites(dir string, capb *lang.Capability, disclosed map[digest.Digest]b
 		// suite (what verdicts are keyed by and admissions bind) is the same for every
 		// candidate, and each candidate meets it once.
 		su.sealedDigest = digest.FromBytes(fmt.Appendf(nil, "%s\ngenerate %d", su.sealedDigest, su.sealedGen.Count))
+		if r := su.sealedGen.Expect; r != "" {
+			// What its cases expect is part of the suite: a reference's outputs (the
+			// dossier, which pins the reference, is in each signed result).
+			su.sealedDigest = digest.FromBytes(fmt.Appendf(nil, "%s\nexpect reference.%s", su.sealedDigest, r))
+		}
 	}
 	return su, nil
 }
@@ -390,6 +402,36 @@ func (ev *Evaluator) EvaluateShrinking(ctx context.Context, n *graph.Node, recip
 	if err != nil {
 		return nil, err
 	}
+	// The reference dossier, frozen for this evaluation: a candidate holding a reference's
+	// bytes that may not be distributed is refused; a reference the contract's own cases
+	// refute stops the evaluation (a *Disagreement); the differential cases take their
+	// expected outputs from their reference, each run in a sandbox of its own.
+	dossier, err := DossierOf(capb, ev.Images)
+	if err != nil && capb.Reconstruct != nil && referenced(capb) {
+		return nil, err
+	} else if err != nil {
+		dossier = nil // not needed: no suite expects a reference's outputs
+	}
+	if rej, err := ev.refuseDistribution(capb, dossier, tree); err != nil || rej != nil {
+		if err != nil {
+			return nil, err
+		}
+		return reject(rej)
+	}
+	if err := ev.checkReferences(ctx, capb, dossier, su); err != nil {
+		return nil, err
+	}
+	var config []provenance.Dependency
+	if dossier != nil {
+		config = []provenance.Dependency{dossier.Dependency()}
+		out.Dossier = dossier
+	}
+	if su.dev, err = ev.differential(ctx, capb, dossier, su.dev); err != nil {
+		return nil, err
+	}
+	if su.repair, err = ev.differential(ctx, capb, dossier, su.repair); err != nil {
+		return nil, err
+	}
 	for _, part := range []struct {
 		name  string
 		cases []suiteCase
@@ -398,13 +440,13 @@ func (ev *Evaluator) EvaluateShrinking(ctx context.Context, n *graph.Node, recip
 			continue
 		}
 		started := time.Now()
-		rej, env, err := ev.runSuite(ctx, n, recipe, img, tree, part.name, part.cases, suiteDigest(part.cases), nil, false)
+		rej, env, err := ev.runSuite(ctx, n, recipe, img, tree, part.name, part.cases, suiteDigest(part.cases), config, false)
 		if err != nil {
 			return nil, err
 		}
 		out.Probes += len(part.cases)
 		if rej != nil {
-			if err := ev.shrink(ctx, capb, img, rej, shrinkRuns); err != nil {
+			if err := ev.shrink(ctx, capb, img, dossier, rej, shrinkRuns); err != nil {
 				return nil, err
 			}
 			out.Probes += rej.ShrinkRuns
@@ -445,17 +487,23 @@ func (ev *Evaluator) EvaluateShrinking(ctx context.Context, n *graph.Node, recip
 		if err != nil {
 			return nil, err
 		}
+		if gen, err = ev.differential(ctx, capb, dossier, gen); err != nil {
+			return nil, err
+		}
 		sealed = append(slices.Clone(sealed), gen...)
 		seedDep = []provenance.Dependency{seedDependency(seed, g.Count)}
+		out.Evidence = evidence(g, seed, len(gen), len(su.sealed))
+	} else {
+		out.Evidence = fmt.Sprintf("%d hand-written sealed case(s) passed", len(su.sealed))
 	}
-	rej, env, err := ev.runSuite(ctx, n, recipe, img, tree, provenance.SuiteSealed, sealed, su.sealedDigest, seedDep, true)
+	rej, env, err := ev.runSuite(ctx, n, recipe, img, tree, provenance.SuiteSealed, sealed, su.sealedDigest, append(seedDep, config...), true)
 	if err != nil {
 		return nil, err
 	}
 	if rej != nil {
 		// The case is disclosed with this rejection, so smaller inputs made from it may be
 		// shown too.
-		if err := ev.shrink(ctx, capb, img, rej, shrinkRuns); err != nil {
+		if err := ev.shrink(ctx, capb, img, dossier, rej, shrinkRuns); err != nil {
 			return nil, err
 		}
 		out.Probes += rej.ShrinkRuns
@@ -557,6 +605,12 @@ type Result struct {
 	// run, sealed and shrinking included.
 	Probes    int
 	CasesWall time.Duration
+	// Evidence says what the sealed suite proved, for the admission ("agreed with
+	// reference R on N generated sealed cases from seed S, 0 disagreements; M hand-written
+	// sealed cases passed"); "" when the sealed result was a recorded one.
+	Evidence string
+	// Dossier is the reference dossier the evaluation was judged under, nil without one.
+	Dossier *Dossier
 }
 
 // Probes is the number of dev and repair cases a candidate of n runs before the sealed
@@ -638,8 +692,10 @@ type rejection struct {
 	inputLen   int // the smallest counterexample is the failing case with the shortest input
 	input      []byte
 	// intrinsic is how the run failed whatever the case expected (verdict.Intrinsic), or ""
-	// when the failure depends on the expectation: only an intrinsic failure is shrunk.
+	// when the failure depends on the expectation: only an intrinsic failure is shrunk,
+	// or one of a differential case (ref), whose reference says what a smaller input expects.
 	intrinsic string
+	ref       string
 }
 
 // runSuite runs every case of a suite, each in a fresh sandbox, judges it, and mints the
@@ -682,7 +738,7 @@ func (ev *Evaluator) runSuite(ctx context.Context, n *graph.Node, recipe string,
 		rej := &rejection{Rejection: Rejection{Suite: suite, Reason: v.Reason, Case: sc.c.Name,
 			Input: abbreviate(shown, 160), Expected: v.Expected, Got: v.Got}, caseDigest: sc.digest, inputLen: caseSize(sc.c)}
 		if capb.Interface.Kind == "cli" {
-			rej.input, rej.intrinsic = sc.c.Input, verdict.Intrinsic(capb, o)
+			rej.input, rej.intrinsic, rej.ref = sc.c.Input, verdict.Intrinsic(capb, o), sc.ref
 		}
 		if worst == nil || rej.inputLen < worst.inputLen {
 			worst, worstName = rej, sc.name

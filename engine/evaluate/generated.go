@@ -46,7 +46,11 @@ func generatedCases(capb *lang.Capability, suite, seed string, count int) ([]sui
 		if suite == provenance.SuiteSealed {
 			name = string(d)
 		}
-		out = append(out, suiteCase{c: &verdict.Case{Name: name, Input: v, Expect: verdict.Expectation{Contract: true}}, digest: d, name: name})
+		sc := suiteCase{c: &verdict.Case{Name: name, Input: v, Expect: verdict.Expectation{Contract: true}}, digest: d, name: name}
+		if s := capb.Suites[suite]; s != nil && s.Generate != nil {
+			sc.ref = s.Generate.Expect
+		}
+		out = append(out, sc)
 	}
 	return out, nil
 }
@@ -84,4 +88,24 @@ func GeneratedInputs(capb *lang.Capability, suite string) ([][]byte, error) {
 		out[i] = c.c.Input
 	}
 	return out, nil
+}
+
+// evidence says what a sealed suite with generate block g proved when it passed: count
+// cases generated from seed (with their reference's outputs expected, when g names one) and
+// handWritten hand-written sealed cases.
+func evidence(g *lang.Generate, seed string, count, handWritten int) string {
+	if g.Expect != "" {
+		return fmt.Sprintf("agreed with reference %s on %d generated sealed case(s) from seed %s, 0 disagreements; %d hand-written sealed case(s) passed", g.Expect, count, seed, handWritten)
+	}
+	return fmt.Sprintf("met the contract on %d generated sealed case(s) from seed %s; %d hand-written sealed case(s) passed", count, seed, handWritten)
+}
+
+// referenced reports whether a suite of capb expects a reference's outputs.
+func referenced(capb *lang.Capability) bool {
+	for _, s := range capb.Suites {
+		if s.Generate != nil && s.Generate.Expect != "" {
+			return true
+		}
+	}
+	return false
 }

@@ -24,14 +24,34 @@ const DefaultShrinkRuns = 24
 // deadline. Every smaller input tried must be valid for the contract's input schema (one
 // that is not is never run, and costs nothing). It sets rej's Shrunk, ShrunkFailure,
 // Original and ShrinkRuns when a smaller input failed; ShrinkRuns counts every run.
-func (ev *Evaluator) shrink(ctx context.Context, capb *lang.Capability, img executors.Image, rej *rejection, budget int) error {
-	if budget <= 0 || rej.intrinsic == "" || rej.intrinsic == "timed out" || rej.input == nil {
+//
+// A failing case of a differential suite (rej.ref) is shrunk whatever its failure: a
+// smaller input still fails when the candidate's output on it is not what the reference's
+// is (the reference run first, in a sandbox of its own, and not charged: an input it fails
+// on is not tried).
+func (ev *Evaluator) shrink(ctx context.Context, capb *lang.Capability, img executors.Image, d *Dossier, rej *rejection, budget int) error {
+	differential := rej.ref != "" && d != nil
+	if budget <= 0 || rej.input == nil || rej.intrinsic == "timed out" || (rej.intrinsic == "" && !differential) {
 		return nil
 	}
-	runs := 0
+	runs, failure := 0, rej.intrinsic
+	if differential {
+		failure = "its output is not the reference " + rej.ref + "'s"
+	}
 	res, err := shrink.Shrink(rej.input, func(in []byte) (bool, error) {
 		if !verdict.ValidInput(capb, in) {
 			return false, nil
+		}
+		var want verdict.Expectation
+		if differential {
+			e, err := ev.referenceExpectation(ctx, capb, d, rej.ref, "", in)
+			var dis *Disagreement
+			if errors.As(err, &dis) {
+				return false, nil
+			} else if err != nil {
+				return false, err
+			}
+			want = e
 		}
 		runs++
 		o, err := ev.sandbox().RunCLI(ctx, "shrinking a counterexample of capability."+capb.Name, capb.Interface.Entrypoint, img, append(in, '\n'))
@@ -41,14 +61,18 @@ func (ev *Evaluator) shrink(ctx context.Context, capb *lang.Capability, img exec
 		if err != nil {
 			return false, err
 		}
-		return verdict.Intrinsic(capb, o) == rej.intrinsic, nil
+		if !differential {
+			return verdict.Intrinsic(capb, o) == rej.intrinsic, nil
+		}
+		v := verdict.Judge(capb, &verdict.Case{Input: in, Expect: want}, o)
+		return !v.Pass, nil
 	}, budget)
 	rej.ShrinkRuns = runs
 	if err != nil {
 		return fmt.Errorf("shrinking case %s: %w", rej.Case, err)
 	}
 	if res.Shrunk() {
-		rej.Shrunk, rej.ShrunkFailure, rej.Original = abbreviate(string(res.Value), 160), rej.intrinsic, rej.caseDigest
+		rej.Shrunk, rej.ShrunkFailure, rej.Original = abbreviate(string(res.Value), 160), failure, rej.caseDigest
 	}
 	return nil
 }

@@ -243,6 +243,13 @@ func (n *Node) Artifacts(ordered bool) []*lang.Artifact {
 			if rc.Package != nil && rc.Package.Base != nil {
 				out = append(out, rc.Package.Base)
 			}
+			// The references' images: the evaluator runs a reference, each in its own
+			// sandbox, for a differential suite's expected outputs.
+			for _, name := range slices.Sorted(maps.Keys(rc.References)) {
+				if img := rc.References[name].Image; img != nil {
+					out = append(out, img)
+				}
+			}
 		}
 	}
 	return out

@@ -374,11 +374,21 @@ func (rd *round) evaluate(ctx context.Context) (done bool, err error) {
 			return false, err
 		}
 		res, err := ev.EvaluateShrinking(ctx, n, c.Recipe, c.Tree, c.Base, shrinkRuns)
+		var dis *evaluate.Disagreement
+		if errors.As(err, &dis) {
+			// The reference cannot judge the candidate: the job stops, and says why.
+			u := state.Usage{Wall: time.Since(evStart)}
+			if ferr := rd.fail(ctx, state.PartEvaluation, u, state.RoundFailed, rd.proposal.Key, c.Tree, rd.reject("not judged: "+dis.Error())); ferr != nil {
+				return false, ferr
+			}
+			return false, &jobEnd{state.JobUnresolved, dis.Error()}
+		}
 		if err != nil {
 			// The reservation stays open: the apply that resumes the round counts it as spent.
 			return false, fmt.Errorf("evaluating %s for %s: %w", c.Recipe, n.Address, err)
 		}
 		rd.evaluation = *res
+		c.Evidence = res.Evidence
 		u = state.Usage{Wall: time.Since(evStart), Probes: res.Probes, CasesWall: res.CasesWall}
 		if eres.At.Before(evStart) {
 			u = u.Add(eres.Spent(evStart)) // what the apply that died in it spent stays spent

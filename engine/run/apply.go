@@ -286,6 +286,7 @@ func Apply(ctx context.Context, ws *workspace.Workspace, g *graph.Graph, p *plan
 	r.scratch = filepath.Join(ws.Dir, "runs", run.ID)
 	r.eval = &evaluate.Evaluator{Workspace: ws, Attester: r.att, TrustedKeys: opt.TrustedKeys, Config: g.Config,
 		Executor: r.executor, Scratch: r.scratch, ContainerPrefix: r.containerPrefix(), Emit: r.emit, Fault: r.fault}
+	r.eval.Images = rounds{r}.Image
 	r.adm = &admit.Admitter{Workspace: ws, Attester: r.att, Graph: g, Registry: opt.Registry, TrustedKeys: opt.TrustedKeys,
 		Version: opt.Version, RunID: run.ID, Scratch: r.scratch, Emit: r.emit, Fault: r.fault}
 	own, err := opt.Signer.Verifier("signing key " + opt.Signer.KeyID())

@@ -147,7 +147,11 @@ func (r *runner) admitCandidate(ctx context.Context, n *graph.Node, c *admit.Can
 		return r.rejectCandidate(n, c, evaluate.Rejection{Refused: true, Reason: fmt.Sprintf("its manifest %s is quarantined (%s)", m, why)}), nil
 	}
 	r.setResult(n.Address, &nodeResult{tree: c.Tree})
-	r.emit(event.Event{Type: "capability_admitted", Node: n.Address, Recipe: c.Recipe, Ref: ref, Message: fmt.Sprintf("%s admitted as %s", c.Recipe, ref)})
+	msg := fmt.Sprintf("%s admitted as %s", c.Recipe, ref)
+	if c.Evidence != "" {
+		msg += ": " + c.Evidence
+	}
+	r.emit(event.Event{Type: "capability_admitted", Node: n.Address, Recipe: c.Recipe, Ref: ref, Message: msg})
 	c.Ref = ref
 	return nil, nil
 }
