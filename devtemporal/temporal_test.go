@@ -155,8 +155,13 @@ func TestTemporalContinuesAsNew(t *testing.T) {
 		t.Fatalf("apply: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 	id := workflowOf(t, r)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	// The apply waits 10 s for its workflow to end; on a loaded machine (CI saw it) the end
+	// comes later, so wait for it here before asking how it ended.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	if err := c.Server.GetDefaultClient().GetWorkflow(ctx, id, "").Get(ctx, nil); err != nil {
+		t.Errorf("workflow %s: %v", id, err)
+	}
 	desc, err := c.Server.GetDefaultClient().DescribeWorkflowExecution(ctx, id, "")
 	if err != nil {
 		t.Fatal(err)
