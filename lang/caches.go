@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
@@ -25,7 +26,7 @@ const (
 	CachePrivate = "private"
 )
 
-var cacheNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
+var cacheNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`) })
 
 // decodeCaches decodes a step's caches attribute: a map of sandbox path to a cache name, or
 // to an object { name = "...", sharing = "locked" }.
@@ -83,7 +84,7 @@ func (l *loader) decodeCaches(st *Step, a *hcl.Attribute, ctx *hcl.EvalContext, 
 				l.diags = append(l.diags, errorAt(rng, "Cache over a mount", "cache %q at %q overlaps the mount at %q: an input is read-only and a cache is writable; give them separate paths.", c.Name, target, m))
 			}
 		}
-		if !cacheNameRE.MatchString(c.Name) {
+		if !cacheNameRE().MatchString(c.Name) {
 			l.diags = append(l.diags, errorAt(rng, "Invalid cache name", "caches[%q] = %q: a cache name is 1 to 64 of a-z, 0-9, '.', '_' and '-', starting with a letter or digit.", target, c.Name))
 		}
 		if c.Sharing != CacheShared && c.Sharing != CacheLocked && c.Sharing != CachePrivate {

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
@@ -35,7 +36,9 @@ func (d Destination) String() string { return d.Scheme + ":" + d.Path }
 // registryRepo is an oci: destination's repository: a host (with a dot, or localhost) and
 // an optional port, then one or more lowercase path components as the distribution
 // reference grammar has them; no tag, no digest, no scheme.
-var registryRepo = regexp.MustCompile(`^((?:[a-z0-9](?:[a-z0-9-]*[a-z0-9])?\.)+[a-z0-9](?:[a-z0-9-]*[a-z0-9])?|localhost|\[[0-9a-f:]+\])(:[0-9]{1,5})?((?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)+)$`)
+var registryRepo = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^((?:[a-z0-9](?:[a-z0-9-]*[a-z0-9])?\.)+[a-z0-9](?:[a-z0-9-]*[a-z0-9])?|localhost|\[[0-9a-f:]+\])(:[0-9]{1,5})?((?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)+)$`)
+})
 
 // ParseDestination reads "dir:PATH", "oci-layout:PATH" or "oci:HOST[:PORT]/REPO". A
 // relative PATH is resolved against base (the project directory for a deliver block); base
@@ -51,7 +54,7 @@ func ParseDestination(s, base string) (Destination, error) {
 		return Destination{}, fmt.Errorf("%q names no path", s)
 	}
 	if scheme == SchemeOCI {
-		if !registryRepo.MatchString(p) {
+		if !registryRepo().MatchString(p) {
 			return Destination{}, fmt.Errorf("%q is not a registry repository: want %s:HOST[:PORT]/REPO, lowercase, with a host that has a dot or a port (or is localhost), and no tag, digest or scheme", s, SchemeOCI)
 		}
 		return Destination{Scheme: scheme, Path: p}, nil

@@ -822,7 +822,7 @@ func cleanContent(body hcl.Body, schema *hcl.BodySchema) (*hcl.BodyContent, bool
 	return &hcl.BodyContent{Attributes: attrs, Blocks: blocks, MissingItemRange: b.MissingItemRange()}, true
 }
 
-var unsupportedName = regexp.MustCompile(`(?:argument named|[Bb]locks of type) "([^"]+)"`)
+var unsupportedName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?:argument named|[Bb]locks of type) "([^"]+)"`) })
 
 // content decodes body against schema and adds a "Did you mean" to each unsupported
 // argument or block that is close to one the schema has.
@@ -866,7 +866,7 @@ func hintUnsupported(diags hcl.Diagnostics, schema *hcl.BodySchema) {
 		if strings.Contains(d.Detail, "Did you mean") {
 			continue
 		}
-		if m := unsupportedName.FindStringSubmatch(d.Detail); m != nil {
+		if m := unsupportedName().FindStringSubmatch(d.Detail); m != nil {
 			if s := didYouMean(m[1], names); s != "" {
 				d.Detail += s
 			} else if len(names) > 0 {

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
@@ -92,8 +93,8 @@ var sourceLimitsSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
 }}
 
 var (
-	hex64     = regexp.MustCompile(`^[0-9a-f]{64}$`)
-	gitCommit = regexp.MustCompile(`^[0-9a-f]{40}$`)
+	hex64     = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9a-f]{64}$`) })
+	gitCommit = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9a-f]{40}$`) })
 )
 
 // decodeSource decodes a source block.
@@ -156,7 +157,7 @@ func (l *loader) decodeSource(b *hcl.Block) {
 		switch {
 		case !ok:
 			l.diags = append(l.diags, errorf(b.DefRange.Ptr(), "Unpinned source", "source %q needs commit = \"<40 hex digits>\": a git source is pinned by the full id of a commit, never by a branch or tag.", s.Name))
-		case !gitCommit.MatchString(c):
+		case !gitCommit().MatchString(c):
 			l.diags = append(l.diags, errorAt(rng, "Unpinned source", "commit = %q is not the full id of a commit: write its 40 lowercase hex digits (a branch, tag or short id would be resolved at fetch time).", c))
 		}
 		s.Pin = c
@@ -194,7 +195,7 @@ func (l *loader) decodeHTTPSource(s *Source, content *hcl.BodyContent, urls []st
 	switch {
 	case !ok:
 		l.diags = append(l.diags, errorf(s.DeclRange.Ptr(), "Unpinned source", "source %q needs sha256 = \"<64 hex digits>\": the SHA-256 of the bytes its url serves, so that they are checked before anything sees them.", s.Name))
-	case !hex64.MatchString(sum):
+	case !hex64().MatchString(sum):
 		l.diags = append(l.diags, errorAt(rng, "Unpinned source", "sha256 = %q is not a SHA-256: write its 64 lowercase hex digits.", sum))
 	default:
 		s.Pin = "sha256:" + sum
@@ -291,7 +292,7 @@ func parseOCISource(s string) (string, error) {
 	if !ok || digest.Digest(d).Validate() != nil {
 		return "", fmt.Errorf("oci = %q is not pinned: write HOST[:PORT]/REPO@sha256:<64 hex digits>", s)
 	}
-	if !registryRepo.MatchString(repo) {
+	if !registryRepo().MatchString(repo) {
 		return "", fmt.Errorf("oci = %q: %q is not a registry repository (lowercase, with a host that has a dot or a port, or is localhost; no tag)", s, repo)
 	}
 	return d, nil

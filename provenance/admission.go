@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	vsa "github.com/in-toto/attestation/go/predicates/vsa/v1"
@@ -54,7 +55,7 @@ const ConfigCandidateImage = "candidate-image"
 // MediaTypeOCIManifest is the media type of the manifest subject of a summary.
 const MediaTypeOCIManifest = "application/vnd.oci.image.manifest.v1+json"
 
-var levelRE = regexp.MustCompile(`^[A-Z][A-Z0-9_]{0,63}$`)
+var levelRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Z][A-Z0-9_]{0,63}$`) })
 
 // DefaultVerifiers is the verifier.id allowlist Verify uses when a Policy names none.
 func DefaultVerifiers() []string { return []string{VerifierIDAdmission} }
@@ -66,7 +67,7 @@ func CheckLevel(name string) error {
 	if strings.HasPrefix(strings.ToUpper(name), "SLSA_") {
 		return fmt.Errorf("level %q: names starting with SLSA_ are reserved for SLSA's own levels", name)
 	}
-	if !levelRE.MatchString(name) {
+	if !levelRE().MatchString(name) {
 		return fmt.Errorf("level %q: want upper-case letters, digits and underscores", name)
 	}
 	switch name {
@@ -141,7 +142,7 @@ func NewVerificationSummary(a *Admission) (*Statement, error) {
 	if err != nil {
 		return nil, fmt.Errorf("verification summary: subject: %w", err)
 	}
-	if !digestRE.MatchString(a.ContractDigest) {
+	if !digestRE().MatchString(a.ContractDigest) {
 		return nil, fmt.Errorf("verification summary: contract digest %q is not sha256:<64 hex>", a.ContractDigest)
 	}
 	verifierID := a.Verifier
@@ -362,7 +363,7 @@ func ParseVerificationSummary(st *intoto.Statement) (*vsa.VerificationSummary, e
 		return nil, fmt.Errorf("verificationResult %q: want PASSED or FAILED", p.GetVerificationResult())
 	}
 	for i, in := range p.GetInputAttestations() {
-		if !digestRE.MatchString("sha256:" + in.GetDigest()["sha256"]) {
+		if !digestRE().MatchString("sha256:" + in.GetDigest()["sha256"]) {
 			return nil, fmt.Errorf("inputAttestations[%d] has no sha256 digest", i)
 		}
 	}

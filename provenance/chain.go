@@ -114,7 +114,7 @@ func (v *verifier) summary(r *AttestationReport, st *intoto.Statement, want stri
 	}
 	r.pass("levels", "%s", strings.Join(levels, ", "))
 	contract := subjectContract(st, want)
-	if !digestRE.MatchString(contract) {
+	if !digestRE().MatchString(contract) {
 		r.fail("contract", CodeContract, "the subject has no %s annotation (sha256:<hex>): the contract it was admitted under is unknown", AnnotationContract)
 		return
 	}

@@ -147,7 +147,7 @@ func NewTestResult(e *Evaluation) (*Statement, error) {
 	if e.Capability == "" {
 		return nil, errors.New("test result: no capability name")
 	}
-	if !digestRE.MatchString(e.ContractDigest) {
+	if !digestRE().MatchString(e.ContractDigest) {
 		return nil, fmt.Errorf("test result: contract digest %q is not sha256:<64 hex>", e.ContractDigest)
 	}
 	cand, err := digestSet(e.Candidate)
@@ -428,7 +428,7 @@ func ParseTestResult(st *intoto.Statement) (*TestResult, error) {
 // sha256Of is "sha256:<hex>" of a descriptor's sha256 digest, or "" if it has none valid.
 func sha256Of(rd *intoto.ResourceDescriptor) string {
 	h, ok := rd.GetDigest()["sha256"]
-	if !ok || !digestRE.MatchString("sha256:"+h) {
+	if !ok || !digestRE().MatchString("sha256:"+h) {
 		return ""
 	}
 	return "sha256:" + h

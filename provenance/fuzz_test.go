@@ -140,7 +140,7 @@ func FuzzParsePredicates(f *testing.F) {
 			default:
 				t.Fatalf("accepted suite %q", tr.Suite)
 			}
-			if !digestRE.MatchString(tr.ContractDigest) || !digestRE.MatchString(tr.SuiteDigest) || checkURI(tr.Evaluator) != nil {
+			if !digestRE().MatchString(tr.ContractDigest) || !digestRE().MatchString(tr.SuiteDigest) || checkURI(tr.Evaluator) != nil {
 				t.Fatalf("accepted incomplete configuration: %+v", tr)
 			}
 		case PredicateVSA:
@@ -155,7 +155,7 @@ func FuzzParsePredicates(f *testing.F) {
 				t.Fatalf("accepted verificationResult %q", r)
 			}
 			for _, in := range p.GetInputAttestations() {
-				if !digestRE.MatchString("sha256:" + in.GetDigest()["sha256"]) {
+				if !digestRE().MatchString("sha256:" + in.GetDigest()["sha256"]) {
 					t.Fatalf("accepted an input attestation without a sha256 digest")
 				}
 			}

@@ -83,11 +83,11 @@ func NewDeliveryReceipt(d *Delivery) (*Statement, error) {
 		return nil, fmt.Errorf("delivery receipt: project %q and product %q are required", d.Project, d.Product)
 	}
 	for what, dg := range map[string]string{"revision": d.Revision, "source": d.Source, "release": d.Release, "artifact": d.Artifact} {
-		if !digestRE.MatchString(dg) {
+		if !digestRE().MatchString(dg) {
 			return nil, fmt.Errorf("delivery receipt: %s %q is not sha256:<64 hex>", what, dg)
 		}
 	}
-	if d.Manifest != "" && !digestRE.MatchString(d.Manifest) {
+	if d.Manifest != "" && !digestRE().MatchString(d.Manifest) {
 		return nil, fmt.Errorf("delivery receipt: manifest %q is not sha256:<64 hex>", d.Manifest)
 	}
 	if d.Destination == "" || d.Location == "" {
@@ -193,7 +193,7 @@ func ParseDeliveryReceipt(st *intoto.Statement) (*Receipt, error) {
 		return nil, fmt.Errorf("delivery receipt: %w", err)
 	}
 	for what, dg := range map[string]string{"revision": rc.Revision, "source": rc.Source, "release": rc.Release, "artifact": rc.Artifact} {
-		if !digestRE.MatchString(dg) {
+		if !digestRE().MatchString(dg) {
 			return nil, fmt.Errorf("delivery receipt: %s %q is not sha256:<64 hex>", what, dg)
 		}
 	}
@@ -207,7 +207,7 @@ func ParseDeliveryReceipt(st *intoto.Statement) (*Receipt, error) {
 		return nil, errNoAcceptance
 	}
 	for _, e := range rc.Acceptance {
-		if e.Name == "" || !digestRE.MatchString(e.Digest) {
+		if e.Name == "" || !digestRE().MatchString(e.Digest) {
 			return nil, fmt.Errorf("delivery receipt: acceptance evidence %q with digest %q", e.Name, e.Digest)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	slsa "github.com/in-toto/attestation/go/predicates/provenance/v1"
@@ -64,9 +65,9 @@ const (
 )
 
 var (
-	gitCommitRE = regexp.MustCompile(`^[0-9a-f]{40}$`)
-	executorRE  = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
-	digestRE    = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+	gitCommitRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9a-f]{40}$`) })
+	executorRE  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`) })
+	digestRE    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^sha256:[0-9a-f]{64}$`) })
 )
 
 // BuilderID is the builder.id for an executor running with the given isolation, e.g.
@@ -74,7 +75,7 @@ var (
 // isolation) pair is a distinct id because SLSA makes builder.id "the sole determiner of
 // the build level": an unsandboxed run must never share an id with a sandboxed one.
 func BuilderID(executor, isolation string) (string, error) {
-	if !executorRE.MatchString(executor) {
+	if !executorRE().MatchString(executor) {
 		return "", fmt.Errorf("executor %q: want a lowercase name like containerd, runc or local", executor)
 	}
 	switch isolation {
@@ -275,7 +276,7 @@ func NewProvenance(e *Execution) (*Statement, error) {
 	if e.InvocationID == "" {
 		return nil, errors.New("provenance: no invocation id")
 	}
-	if !digestRE.MatchString(e.ActionDigest) {
+	if !digestRE().MatchString(e.ActionDigest) {
 		return nil, fmt.Errorf("provenance: action digest %q is not sha256:<64 hex>", e.ActionDigest)
 	}
 	if e.StartedOn.IsZero() || e.FinishedOn.IsZero() {
@@ -290,7 +291,7 @@ func NewProvenance(e *Execution) (*Statement, error) {
 			return nil, errors.New("provenance: network mode none with hosts, connections or an output digest")
 		}
 	case "egress":
-		if len(e.Network.Hosts) == 0 || !digestRE.MatchString(e.Network.OutputDigest) {
+		if len(e.Network.Hosts) == 0 || !digestRE().MatchString(e.Network.OutputDigest) {
 			return nil, errors.New("provenance: network mode egress needs its hosts and output digest")
 		}
 	case "host":
@@ -312,7 +313,7 @@ func NewProvenance(e *Execution) (*Statement, error) {
 		"user":         e.User,
 	}
 	if e.CacheKey != "" {
-		if !digestRE.MatchString(e.CacheKey) {
+		if !digestRE().MatchString(e.CacheKey) {
 			return nil, fmt.Errorf("provenance: cache key %q is not sha256:<64 hex>", e.CacheKey)
 		}
 		internalMap["cacheKey"] = e.CacheKey
@@ -329,13 +330,13 @@ func NewProvenance(e *Execution) (*Statement, error) {
 		internalMap["caches"] = cs
 	}
 	if r := e.Reproduces; r != nil {
-		if !digestRE.MatchString(r.Attestation) || !digestRE.MatchString(r.CacheKey) {
+		if !digestRE().MatchString(r.Attestation) || !digestRE().MatchString(r.CacheKey) {
 			return nil, fmt.Errorf("provenance: reproduces: attestation %q and cache key %q must be sha256:<64 hex>", r.Attestation, r.CacheKey)
 		}
 		internalMap["reproduces"] = Reproduction{Attestation: r.Attestation, CacheKey: r.CacheKey, Note: ReproducedNote}
 	}
 	if e.RuntimeSpecDigest != "" {
-		if !digestRE.MatchString(e.RuntimeSpecDigest) {
+		if !digestRE().MatchString(e.RuntimeSpecDigest) {
 			return nil, fmt.Errorf("provenance: runtime spec digest %q is not sha256:<64 hex>", e.RuntimeSpecDigest)
 		}
 		internalMap["runtimeSpecDigest"] = e.RuntimeSpecDigest
@@ -483,7 +484,7 @@ func toStruct(v any) (*structpb.Struct, error) {
 }
 
 func digestSet(d string) (map[string]string, error) {
-	if !digestRE.MatchString(d) {
+	if !digestRE().MatchString(d) {
 		return nil, fmt.Errorf("digest %q is not sha256:<64 lowercase hex>", d)
 	}
 	return map[string]string{"sha256": strings.TrimPrefix(d, "sha256:")}, nil
@@ -493,7 +494,7 @@ func dependencyRD(d Dependency, role string) (*intoto.ResourceDescriptor, error)
 	var ds map[string]string
 	var err error
 	if d.GitCommit != "" && d.Digest == "" {
-		if !gitCommitRE.MatchString(d.GitCommit) {
+		if !gitCommitRE().MatchString(d.GitCommit) {
 			return nil, fmt.Errorf("git commit %q is not 40 lowercase hex digits", d.GitCommit)
 		}
 		ds = map[string]string{"gitCommit": d.GitCommit}
@@ -505,13 +506,13 @@ func dependencyRD(d Dependency, role string) (*intoto.ResourceDescriptor, error)
 	}
 	ann := map[string]any{AnnotationRole: role}
 	if d.Source != "" {
-		if !digestRE.MatchString(d.Tree) {
+		if !digestRE().MatchString(d.Tree) {
 			return nil, fmt.Errorf("source %s: tree %q is not a digest", d.Source, d.Tree)
 		}
 		ann[AnnotationSource], ann[AnnotationTree] = d.Source, d.Tree
 	}
 	if d.Producer != "" {
-		if !digestRE.MatchString(d.Producer) {
+		if !digestRE().MatchString(d.Producer) {
 			return nil, fmt.Errorf("producer %q is not an action digest", d.Producer)
 		}
 		ann[AnnotationProducer] = d.Producer

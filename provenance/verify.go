@@ -152,7 +152,7 @@ func LoadPolicy(path string) (*Policy, error) {
 		}
 	}
 	for i, r := range p.Signers {
-		if !digestRE.MatchString(r.KeyID) {
+		if !digestRE().MatchString(r.KeyID) {
 			return nil, fmt.Errorf("policy %s: signers[%d].keyId %q is not a key id (sha256:<hex>, as foundry keygen prints)", path, i, r.KeyID)
 		}
 		if len(r.Builders) == 0 {
@@ -280,11 +280,11 @@ func Verify(ctx context.Context, opts Options, artifacts ...Subject) (*Report, e
 		return nil, errors.New("verify: no artifacts")
 	}
 	for _, a := range artifacts {
-		if !digestRE.MatchString(a.Digest) {
+		if !digestRE().MatchString(a.Digest) {
 			return nil, fmt.Errorf("verify: artifact %s: digest %q is not sha256:<64 lowercase hex>", a.Name, a.Digest)
 		}
 		for _, d := range []string{a.Contract, a.Manifest} {
-			if d != "" && !digestRE.MatchString(d) {
+			if d != "" && !digestRE().MatchString(d) {
 				return nil, fmt.Errorf("verify: artifact %s: digest %q is not sha256:<64 lowercase hex>", a.Name, d)
 			}
 		}
@@ -642,7 +642,7 @@ func (v *verifier) dependencies(r *AttestationReport, prov *slsa.Provenance, dep
 		d := "sha256:" + hex
 		var dr *ArtifactReport
 		switch {
-		case !digestRE.MatchString(d):
+		case !digestRE().MatchString(d):
 			dr = &ArtifactReport{Name: name, Digest: d, Checks: []Check{{Name: "dependency", Code: CodeDependency,
 				Detail: "Foundry-produced dependency has no sha256 digest"}}}
 		case v.inProcess[d]:

@@ -44,7 +44,7 @@ import (
 // digests that the distribution spec does not allow are refused with 400. A pushed
 // manifest must hash to the digest it is pushed under and be at most MaxManifestSize bytes.
 func Handler(l *Layout, repo string, logger *log.Logger) (http.Handler, error) {
-	if !repoName.MatchString(repo) {
+	if !repoName().MatchString(repo) {
 		return nil, fmt.Errorf("serve: repository name %q is not a distribution-spec name", repo)
 	}
 	if logger == nil {
@@ -62,8 +62,10 @@ func Handler(l *Layout, repo string, logger *log.Logger) (http.Handler, error) {
 
 // The distribution spec's grammar of repository names and tags.
 var (
-	repoName = regexp.MustCompile(`^[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*(/[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*)*$`)
-	tagName  = regexp.MustCompile(`^[a-zA-Z0-9_][a-zA-Z0-9._-]{0,127}$`)
+	repoName = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`^[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*(/[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*)*$`)
+	})
+	tagName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-zA-Z0-9_][a-zA-Z0-9._-]{0,127}$`) })
 )
 
 type serveHandler struct {
@@ -96,7 +98,7 @@ func (h *serveHandler) repoTag(ref string) (repo, tag string) {
 	if i := strings.LastIndex(ref, ":"); i >= 0 {
 		repo, tag = ref[:i], ref[i+1:]
 	}
-	if !repoName.MatchString(repo) || !tagName.MatchString(tag) {
+	if !repoName().MatchString(repo) || !tagName().MatchString(tag) {
 		return "", ""
 	}
 	return repo, tag
@@ -226,7 +228,7 @@ func (h *serveHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.inner.ServeHTTP(w, r)
 		return
 	}
-	if !repoName.MatchString(repo) {
+	if !repoName().MatchString(repo) {
 		regError(w, http.StatusBadRequest, "NAME_INVALID", fmt.Sprintf("%.200q is not a repository name", repo))
 		return
 	}
@@ -242,7 +244,7 @@ func (h *serveHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.inner.ServeHTTP(w, r) // every repository sees every blob
 		return
 	}
-	if kind == "manifests" && !tagName.MatchString(target) {
+	if kind == "manifests" && !tagName().MatchString(target) {
 		if _, err := digest.Parse(target); err != nil {
 			// Nothing can be stored under it (400), so nothing is found under it (404).
 			if r.Method == http.MethodPut {

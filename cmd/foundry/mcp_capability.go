@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -31,7 +32,7 @@ import (
 // both when it is short enough.
 const capToolPrefix = "cap_"
 
-var mcpToolName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
+var mcpToolName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`) })
 
 // Lowered schemas wrap a non-object root in an object of one property with these names.
 const (
@@ -135,7 +136,7 @@ func (s *mcpServer) inventory(ctx context.Context) ([]invoke.Capability, error) 
 // offered.
 func capabilityTool(c invoke.Capability) (*mcp.Tool, *capTool, error) {
 	name := capToolPrefix + c.Name
-	if !mcpToolName.MatchString(name) {
+	if !mcpToolName().MatchString(name) {
 		return nil, nil, fmt.Errorf("its tool name %q is not an MCP tool name ([A-Za-z0-9_.-], at most 128)", name)
 	}
 	if c.Kind != "cli" {

@@ -70,7 +70,7 @@ func (h *serveHandler) runSummary(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("run")
 	if id == "latest" {
 		id = ""
-	} else if !runIDPattern.MatchString(id) {
+	} else if !runIDPattern().MatchString(id) {
 		problem(w, http.StatusNotFound, "not-found", "no such run", id+" is not a run ID")
 		return
 	}
@@ -87,7 +87,7 @@ func (h *serveHandler) runSummary(w http.ResponseWriter, r *http.Request) {
 }
 
 // runIDPattern is what a run ID may be (the MCP tools' pattern).
-var runIDPattern = regexp.MustCompile(`^[0-9A-Za-z-]{1,64}$`)
+var runIDPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9A-Za-z-]{1,64}$`) })
 
 func (h *serveHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
 
@@ -269,7 +269,7 @@ func writeJSONBody(w http.ResponseWriter, status int, contentType string, v any)
 
 // componentName is a capability's key among the document's component schemas, which
 // OpenAPI restricts to ^[a-zA-Z0-9._-]+$.
-var componentName = regexp.MustCompile(`^[a-zA-Z0-9._-]+$`)
+var componentName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-zA-Z0-9._-]+$`) })
 
 // openAPIDocument is the OpenAPI 3.1 document of the capabilities served: one POST
 // operation each, its request and 200 response schemas the contract's schemas exactly as
@@ -289,7 +289,7 @@ func openAPIDocument(project string, caps []invoke.Capability) (map[string]any, 
 	var served []string
 	for _, c := range caps {
 		key := c.Name
-		if !componentName.MatchString(key) {
+		if !componentName().MatchString(key) {
 			key = "capability-" + c.Contract.Hex()[:16]
 		}
 		in, err := embeddedSchema(c.InputSchema, "urn:foundry:capability:"+c.Name+":input")

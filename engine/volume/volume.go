@@ -31,6 +31,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -52,11 +53,11 @@ const (
 // ValidSharing reports whether s is a sharing mode.
 func ValidSharing(s string) bool { return s == Shared || s == Locked || s == Private }
 
-var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
+var nameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`) })
 
 // ValidName reports whether s can name a cache: 1-64 of [a-z0-9._-], starting with a
 // letter or digit.
-func ValidName(s string) bool { return nameRE.MatchString(s) }
+func ValidName(s string) bool { return nameRE().MatchString(s) }
 
 // Spec says which volume a step mounts.
 type Spec struct {
