@@ -149,6 +149,10 @@ func writeExplanation(w io.Writer, g *graph.Graph, e *plan.Explanation) {
 				job = fmt.Sprintf("job %s (%s: %d of %d candidates, %d of %d probes spent; foundry jobs show %s)", j.ID, j.Status, j.Rounds, wt.Budget.Candidates, j.Probes, wt.Budget.Probes, j.ID)
 			}
 		}
+		if j := wt.Job; j != nil && j.Next != "" {
+			fmt.Fprintf(w, "  waits for %s, which no admitted version or recipe provides; its job %s is %s: this step cannot run until then\n", wt.Capability, j.ID, j.Next)
+			continue
+		}
 		fmt.Fprintf(w, "  waits for %s, which no admitted version or recipe provides: it is reconstructed by %s, and this step runs once it is admitted\n", wt.Capability, job)
 	}
 }

@@ -170,9 +170,29 @@ func TestReconstructionExhausted(t *testing.T) {
 	}
 	r := failedApply(t, dir)
 	id := showJobJSON(t, dir, "sorter").ID
+	// Exhausted with its budget still spent, explain and plan say so and how to go on (issue
+	// 29): not "runs once it is admitted", not "to reconstruct".
 	if code, out, errs := foundry(t, dir, "explain", "step.use-sorter"); code != 0 ||
-		!strings.Contains(out, "reconstructed by job "+id+" (exhausted: 1 of 1 candidates, 1 of 20 probes spent; foundry jobs show "+id+")") {
+		!strings.Contains(out, "its job "+id+" is exhausted: its budget is spent (1 of 1 candidates) with no admission; to go on, raise the budget of the reconstruct block (main.hcl:") ||
+		strings.Contains(out, "runs once it is admitted") {
 		t.Errorf("explain after the job (exit %d):\n%s%s", code, out, errs)
+	}
+	if code, out, errs := foundry(t, dir, "plan"); code != 0 || strings.Contains(out, "to reconstruct") ||
+		!strings.Contains(out, ", 1 exhausted (budget spent, raise it to go on)") || !strings.Contains(out, "job "+id+" (exhausted)") ||
+		!strings.Contains(out, "exhausted: its budget is spent (1 of 1 candidates)") {
+		t.Errorf("plan after the job (exit %d):\n%s%s", code, out, errs)
+	}
+	code, out, errs := foundry(t, dir, "plan", "-json")
+	var pj struct {
+		Summary      plan.Summary
+		Capabilities []plan.Capability
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &pj) != nil {
+		t.Fatalf("plan -json: exit %d\n%s%s", code, out, errs)
+	}
+	if pj.Summary.Exhausted != 1 || len(pj.Capabilities) != 1 || pj.Capabilities[0].Reconstruct == nil || pj.Capabilities[0].Reconstruct.Job == nil ||
+		pj.Capabilities[0].Reconstruct.Job.Status != "exhausted" || !strings.Contains(pj.Capabilities[0].Reconstruct.Job.Next, "raise the budget") {
+		t.Errorf("plan -json after the job: %s", out)
 	}
 	// explain -json names the same job, now with what it spent.
 	if after := explainWaits(t, dir); len(after) != 1 || after[0].Job == nil || after[0].Job.ID != id || after[0].Job.ID != before[0].Job.ID ||
@@ -180,7 +200,7 @@ func TestReconstructionExhausted(t *testing.T) {
 		t.Errorf("explain -json after the job: waits_for_jobs %+v", after)
 	}
 	// jobs -json lists it: the job without its rounds.
-	code, out, errs := foundry(t, dir, "jobs", "-json")
+	code, out, errs = foundry(t, dir, "jobs", "-json")
 	var list []jobJSON
 	if code != 0 || json.Unmarshal([]byte(out), &list) != nil {
 		t.Fatalf("jobs -json: exit %d\n%s%s", code, out, errs)
@@ -203,6 +223,18 @@ func TestReconstructionExhausted(t *testing.T) {
 	}
 	if c := planCapability(t, dir, "capability.sorter"); c["status"] != "reconstruct" {
 		t.Errorf("an exhausted reconstruction admitted something: %v", c)
+	}
+	// With the budget raised, apply can go on with the job: the plan says to reconstruct.
+	hcl, err := os.ReadFile(filepath.Join(dir, "main.hcl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raised := strings.Replace(string(hcl), "candidates = 1 ", "candidates = 2 ", 1)
+	if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(raised), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errs := foundry(t, dir, "plan"); code != 0 || !strings.Contains(out, ", 1 to reconstruct") || strings.Contains(out, "exhausted (budget") {
+		t.Errorf("plan with the budget raised (exit %d):\n%s%s", code, out, errs)
 	}
 }
 

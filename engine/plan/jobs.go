@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
+	"time"
 
 	"github.com/foundry-build/foundry/digest"
 	"github.com/foundry-build/foundry/engine/evaluate"
@@ -40,6 +42,25 @@ type JobView struct {
 	Probes     int     `json:"probes"`
 	WallMillis int64   `json:"wall_ms"`
 	Spend      float64 `json:"spend"`
+	// Next says how to go on when the job is exhausted and the reconstruct block's budget
+	// is still spent: apply reopens such a job only under a raised budget.
+	Next string `json:"next,omitempty"`
+}
+
+// spentUnder says which part of budget b the job's rounds have spent ("" when none is):
+// an exhausted job with a part still spent ends again as soon as apply reopens it.
+func (v *JobView) spentUnder(b lang.ReconstructBudget) string {
+	switch {
+	case v.Rounds >= b.Candidates:
+		return fmt.Sprintf("%d of %d candidates", v.Rounds, b.Candidates)
+	case v.Probes >= b.Probes:
+		return fmt.Sprintf("%d of %d probes", v.Probes, b.Probes)
+	case time.Duration(v.WallMillis)*time.Millisecond >= b.Wall:
+		return fmt.Sprintf("%dms of %s wall", v.WallMillis, b.Wall)
+	case v.Spend > b.Spend:
+		return fmt.Sprintf("%g of %g spend", v.Spend, b.Spend)
+	}
+	return ""
 }
 
 // jobOf looks up the job of capability n in db.
@@ -65,6 +86,15 @@ func jobOf(ctx context.Context, db *state.DB, g *graph.Graph, n *graph.Node) (*J
 		used = used.Add(r.Used)
 	}
 	v.Status, v.Rounds, v.Probes, v.WallMillis, v.Spend = string(j.Status), len(rounds), used.Probes, used.Wall.Milliseconds(), used.Spend
+	if rc := n.Capability.Reconstruct; j.Status == state.JobExhausted && rc != nil {
+		if spent := v.spentUnder(rc.Budget); spent != "" {
+			at := ""
+			if rc.Range.Filename != "" {
+				at = fmt.Sprintf(" (%s:%d)", rc.Range.Filename, rc.Range.Start.Line)
+			}
+			v.Next = fmt.Sprintf("exhausted: its budget is spent (%s) with no admission; to go on, raise the budget of the reconstruct block%s (apply reopens the job, keeping what it spent), or provide %s by a recipe or an admitted version; foundry jobs show %s says how each round failed", spent, at, n.Address, j.ID)
+		}
+	}
 	return v, nil
 }
 

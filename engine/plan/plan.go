@@ -312,6 +312,9 @@ type Summary struct {
 	Missing  int `json:"missing"`
 	// Reconstruct counts the capabilities to reconstruct.
 	Reconstruct int `json:"reconstruct,omitempty"`
+	// Exhausted counts those of them whose job is exhausted with its budget still spent:
+	// apply cannot go on with them until the budget is raised (their job's next says how).
+	Exhausted int `json:"exhausted,omitempty"`
 	// NeedsGrant counts the products whose destination no grant allows, the sources not
 	// stored whose hosts no grant allows, and the steps that reach an endpoint none allows.
 	NeedsGrant int `json:"needs_grant,omitempty"`

@@ -160,6 +160,9 @@ func (p *Plan) WriteText(out io.Writer) {
 					fmt.Fprintf(w, "      %s, new: budget %d candidates, %d probes, %s wall, %s scratch, %g spend\n", id, b.Candidates, b.Probes, b.Wall, lang.FormatSize(b.ScratchBytes), b.Spend)
 				} else {
 					fmt.Fprintf(w, "      job %s (%s): %d of %d candidates, %d of %d probes, %dms of %s wall spent\n", j.ID, j.Status, j.Rounds, b.Candidates, j.Probes, b.Probes, j.WallMillis, b.Wall)
+					if j.Next != "" {
+						fmt.Fprintf(w, "      %s\n", j.Next)
+					}
 				}
 			case !c.Ready && c.Reachable:
 				fmt.Fprintln(w, "      reachable, not ready: a prerequisite is not at hand yet")
@@ -246,8 +249,11 @@ func (p *Plan) WriteText(out io.Writer) {
 		fmt.Fprintf(w, "\n%s", s)
 	}
 	more := "" // the counts shown only when not zero
-	if s.Reconstruct > 0 {
-		more = fmt.Sprintf(", %d to reconstruct", s.Reconstruct)
+	if n := s.Reconstruct - s.Exhausted; n > 0 {
+		more = fmt.Sprintf(", %d to reconstruct", n)
+	}
+	if s.Exhausted > 0 {
+		more += fmt.Sprintf(", %d exhausted (budget spent, raise it to go on)", s.Exhausted)
 	}
 	if s.Fetch > 0 {
 		more += fmt.Sprintf(", %d to fetch", s.Fetch)

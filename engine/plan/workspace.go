@@ -63,6 +63,9 @@ func ForWorkspace(ctx context.Context, w *workspace.Workspace, g *graph.Graph, r
 			if cp.Reconstruct.Job, err = jobOf(ctx, w.State, g, n); err != nil {
 				return nil, err
 			}
+			if cp.Reconstruct.Job.Next != "" {
+				p.Summary.Exhausted++
+			}
 		}
 		if cp.Status == StatusRegistry || n.Capability.Suites["sealed"] == nil {
 			continue
