@@ -1,6 +1,7 @@
 package main
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -55,5 +56,57 @@ func TestReferenceNotDistributableRefused(t *testing.T) {
 	saysAll(t, "apply", r.stderr, "its file /opt/bb is byte-identical to /bin/busybox of reference bbsort, whose dossier does not allow distributing its bytes")
 	if strings.Contains(r.stderr, "admitted as") {
 		t.Errorf("admitted:\n%s", r.stderr)
+	}
+}
+
+// With inspect = true the builder finds the reference's files read-only at
+// /reference/bbsort, what it found shows in foundry jobs show, and its provenance names
+// that input; without inspect there is no /reference in its sandbox. The mount is an input
+// of the builder's action: its cache key differs with inspect.
+func TestReferenceInspectMount(t *testing.T) {
+	look := []string{`run     = ["sh", "/src/propose.sh"]`,
+		`run     = ["sh", "-c", "ls /reference/bbsort/bin >&2; (: > /reference/bbsort/x) 2>/dev/null || echo NOT-WRITABLE >&2; sh /src/propose.sh"]`}
+	builderKeys := map[bool]string{}
+	for _, inspect := range []bool{true, false} {
+		rights := "observe = true"
+		if inspect {
+			rights += "\n      inspect = true"
+		}
+		dir := newReconstructFixture(t, "3", append(referenceEdits("-n", rights), look...)...)
+		if r := apply(t, dir, nil, "-progress", "plain"); r.code != 0 {
+			t.Fatalf("inspect %v: apply: exit %d\n%s", inspect, r.code, r.stderr)
+		}
+		code, out, errs := foundry(t, dir, "jobs", "show", "sorter", "-lines", "0")
+		if code != 0 {
+			t.Fatalf("jobs show: exit %d\n%s", code, errs)
+		}
+		round1 := out[strings.Index(out, "round 1 "):strings.Index(out, "round 2 ")]
+		if inspect {
+			saysAll(t, "jobs show, round 1", round1, "| busybox", "| sort", "| NOT-WRITABLE")
+		} else if strings.Contains(round1, "busybox") || !strings.Contains(round1, "/reference/bbsort/bin: No such file or directory") {
+			t.Errorf("without inspect, the builder saw the reference:\n%s", round1)
+		}
+		j := showJobJSON(t, dir, "sorter")
+		builderKeys[inspect] = string(j.RoundList[0].Builder)
+		// The builder's provenance names the reference it was shown, and only then.
+		files, err := filepath.Glob(filepath.Join(dir, ".foundry", "attestations", "*.intoto.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		named := 0
+		for _, f := range files {
+			_, st := readStatement(t, f)
+			for _, d := range st.Predicate.BuildDefinition.ResolvedDependencies {
+				if d.Name == "/reference/bbsort" && strings.Contains(d.URI, "reference=bbsort") {
+					named++
+				}
+			}
+		}
+		if want := map[bool]int{true: 2, false: 0}[inspect]; named != want {
+			t.Errorf("inspect %v: %d builder provenance(s) name /reference/bbsort, want %d (one per round)", inspect, named, want)
+		}
+	}
+	if builderKeys[true] == "" || builderKeys[true] == builderKeys[false] {
+		t.Errorf("round 1's builder key with inspect %s, without %s: want two keys", builderKeys[true], builderKeys[false])
 	}
 }

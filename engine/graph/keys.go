@@ -81,22 +81,27 @@ func (g *Graph) CacheKey(n *Node, content ContentOf) (key digest.Digest, def []b
 
 // ReconstructStep is st, the builder or the build of capability c's reconstruct block, as
 // a step node of its own: it is not in the graph, and each round of c's reconstruction
-// runs it with one mount the engine adds besides st's own, at extraTarget and holding
-// extraDigest (the round's job at lang.JobDir for the builder, its proposal at
-// lang.ProposalDir for the build). Its Digest, which is also its cache key, is the digest
-// of its Definition: st's kind (builder or build), DefinitionVersion, c's contract digest,
-// st's fields (StepFields), the digest of image, the image it runs in, and by target what
-// every mount holds: the extra one, a project directory by its digest, inline text by its
-// bytes' digest, a capability by the tree it settled with (trees; an error when ""). So
-// the same job for the same builder, or the same proposal for the same build, is the same
-// action, and a round an apply died in finds the run it finished in the action cache.
-func ReconstructStep(c *Node, st *lang.Step, image string, extraTarget string, extraDigest digest.Digest, trees func(capability string) digest.Digest) (*Node, error) {
+// runs it with the mounts the engine adds besides st's own, extra: by target, the tree each
+// holds (the round's job at lang.JobDir and each reference it may inspect at
+// lang.ReferenceDir/NAME for the builder, its proposal at lang.ProposalDir for the build).
+// Its Digest, which is also its cache key, is the digest of its Definition: st's kind
+// (builder or build), DefinitionVersion, c's contract digest, st's fields (StepFields), the
+// digest of image, the image it runs in, and by target what every mount holds: the extra
+// ones, a project directory by its digest, inline text by its bytes' digest, a capability
+// by the tree it settled with (trees; an error when ""). So the same job for the same
+// builder, or the same proposal for the same build, is the same action, and a round an
+// apply died in finds the run it finished in the action cache; a builder that may inspect
+// a reference is another action than one that may not.
+func ReconstructStep(c *Node, st *lang.Step, image string, extra map[string]digest.Digest, trees func(capability string) digest.Digest) (*Node, error) {
 	addr := lang.BuilderAddress(c.Capability.Name)
 	if st.Kind == "build" {
 		addr = lang.BuildAddress(c.Capability.Name)
 	}
 	n := &Node{Address: addr, Kind: KindStep, Step: st, Range: st.DeclRange}
-	mounts := map[string]string{extraTarget: string(extraDigest)}
+	mounts := map[string]string{}
+	for target, d := range extra {
+		mounts[target] = string(d)
+	}
 	for target, a := range st.Mounts {
 		d := a.Digest
 		switch a.Kind {

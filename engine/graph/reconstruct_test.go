@@ -59,7 +59,7 @@ capability "sorter" {
 		return func(string) digest.Digest { return digest.Digest(d) }
 	}
 	helper := tree("sha256:4444444444444444444444444444444444444444444444444444444444444444")
-	b, err := ReconstructStep(c, rc.Builder, image, lang.JobDir, "sha256:2222222222222222222222222222222222222222222222222222222222222222", helper)
+	b, err := ReconstructStep(c, rc.Builder, image, map[string]digest.Digest{lang.JobDir: "sha256:2222222222222222222222222222222222222222222222222222222222222222"}, helper)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +69,7 @@ capability "sorter" {
 	if b.Address != "capability.sorter.reconstruct.builder" || b.Kind != KindStep || b.Step != rc.Builder {
 		t.Errorf("builder node %s %s", b.Address, b.Kind)
 	}
-	bd, err := ReconstructStep(c, rc.Build, image, lang.ProposalDir, "sha256:3333333333333333333333333333333333333333333333333333333333333333", helper)
+	bd, err := ReconstructStep(c, rc.Build, image, map[string]digest.Digest{lang.ProposalDir: "sha256:3333333333333333333333333333333333333333333333333333333333333333"}, helper)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,16 +80,21 @@ capability "sorter" {
 		t.Errorf("build address %s", bd.Address)
 	}
 
-	// Another job, another image, another version of a mounted capability: another action.
+	// Another job, another image, another version of a mounted capability, a reference it
+	// may inspect: another action.
 	for what, d := range map[string]func() (*Node, error){
 		"job": func() (*Node, error) {
-			return ReconstructStep(c, rc.Builder, image, lang.JobDir, "sha256:5555555555555555555555555555555555555555555555555555555555555555", helper)
+			return ReconstructStep(c, rc.Builder, image, map[string]digest.Digest{lang.JobDir: "sha256:5555555555555555555555555555555555555555555555555555555555555555"}, helper)
 		},
 		"image": func() (*Node, error) {
-			return ReconstructStep(c, rc.Builder, "sha256:6666666666666666666666666666666666666666666666666666666666666666", lang.JobDir, "sha256:2222222222222222222222222222222222222222222222222222222222222222", helper)
+			return ReconstructStep(c, rc.Builder, "sha256:6666666666666666666666666666666666666666666666666666666666666666", map[string]digest.Digest{lang.JobDir: "sha256:2222222222222222222222222222222222222222222222222222222222222222"}, helper)
+		},
+		"inspected reference": func() (*Node, error) {
+			return ReconstructStep(c, rc.Builder, image, map[string]digest.Digest{lang.JobDir: "sha256:2222222222222222222222222222222222222222222222222222222222222222",
+				lang.ReferenceDir + "/bbsort": "sha256:8888888888888888888888888888888888888888888888888888888888888888"}, helper)
 		},
 		"capability": func() (*Node, error) {
-			return ReconstructStep(c, rc.Builder, image, lang.JobDir, "sha256:2222222222222222222222222222222222222222222222222222222222222222", tree("sha256:7777777777777777777777777777777777777777777777777777777777777777"))
+			return ReconstructStep(c, rc.Builder, image, map[string]digest.Digest{lang.JobDir: "sha256:2222222222222222222222222222222222222222222222222222222222222222"}, tree("sha256:7777777777777777777777777777777777777777777777777777777777777777"))
 		},
 	} {
 		n, err := d()
@@ -97,7 +102,7 @@ capability "sorter" {
 			t.Errorf("another %s: key %v, %v; want a new key", what, n, err)
 		}
 	}
-	if _, err := ReconstructStep(c, rc.Builder, image, lang.JobDir, "sha256:2222222222222222222222222222222222222222222222222222222222222222", tree("")); err == nil {
+	if _, err := ReconstructStep(c, rc.Builder, image, map[string]digest.Digest{lang.JobDir: "sha256:2222222222222222222222222222222222222222222222222222222222222222"}, tree("")); err == nil {
 		t.Error("a builder mounting an unsettled capability was keyed")
 	}
 }

@@ -35,9 +35,10 @@ type Apply interface {
 	// Run settles n, a builder or a build (graph.ReconstructStep), under its cache key
 	// n.Digest: from the action cache when it holds a result this apply may use (cached),
 	// else by running n in the sandbox, reported as a step is, with in mounted besides its
-	// own mounts. A run that failed, or that the executor could not run, is a *RunError;
-	// any other error means it could not be attempted, or the apply was interrupted.
-	Run(ctx context.Context, n *graph.Node, note string, in Input) (res *cache.Result, cached bool, err error)
+	// own mounts and named in its provenance. A run that failed, or that the executor could
+	// not run, is a *RunError; any other error means it could not be attempted, or the
+	// apply was interrupted.
+	Run(ctx context.Context, n *graph.Node, note string, in ...Input) (res *cache.Result, cached bool, err error)
 	// Assemble lays files out as a tree in the store and returns its digest, as a
 	// package's files are; a step output of a node in steps (a round's builder or build,
 	// which are not in the graph) is taken from its result there.
@@ -56,7 +57,8 @@ type Apply interface {
 }
 
 // Input is what a round mounts in its builder or build besides the step's own mounts
-// (the job, the proposal), and how the run's provenance names it.
+// (the job, the references it may inspect, the proposal), and how the run's provenance
+// names it.
 type Input struct {
 	Mount executors.Mount
 	Dep   provenance.Dependency

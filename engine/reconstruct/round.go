@@ -201,7 +201,7 @@ func (rd *round) build(ctx context.Context) (res *cache.Result, cached bool, err
 	if !ok {
 		return nil, false, fmt.Errorf("image %s is not built", bl.Image.Node)
 	}
-	node, err := graph.ReconstructStep(rd.n, bl, img.Digest, lang.ProposalDir, tree, ap.Tree)
+	node, err := graph.ReconstructStep(rd.n, bl, img.Digest, map[string]digest.Digest{lang.ProposalDir: tree}, ap.Tree)
 	if err != nil {
 		return nil, false, err
 	}

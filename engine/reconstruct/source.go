@@ -3,6 +3,8 @@ package reconstruct
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -71,14 +73,23 @@ func (b commandBuilder) Propose(ctx context.Context, br Brief) (*Proposal, error
 	if !ok {
 		return nil, fmt.Errorf("image %s is not built", st.Image.Node)
 	}
-	bn, err := graph.ReconstructStep(b.n, st, img.Digest, lang.JobDir, br.Tree, ap.Tree)
+	// The provenance names the job and the round by the URI of what /job held.
+	ins := []Input{{Mount: executors.Mount{Source: br.Dir, Target: lang.JobDir},
+		Dep: provenance.Dependency{Name: lang.JobDir, URI: roundURI(b.n.Address, br.Job, br.Round), Digest: string(br.Tree)}}}
+	refs, err := b.inspected()
 	if err != nil {
 		return nil, err
 	}
-	// The provenance names the job and the round by the URI of what /job held.
-	job := Input{Mount: executors.Mount{Source: br.Dir, Target: lang.JobDir},
-		Dep: provenance.Dependency{Name: lang.JobDir, URI: roundURI(b.n.Address, br.Job, br.Round), Digest: string(br.Tree)}}
-	res, cached, err := ap.Run(ctx, bn, roundLabel(br.Round), job)
+	ins = append(ins, refs...)
+	extra := map[string]digest.Digest{}
+	for _, in := range ins {
+		extra[in.Mount.Target] = digest.Digest(in.Dep.Digest)
+	}
+	bn, err := graph.ReconstructStep(b.n, st, img.Digest, extra, ap.Tree)
+	if err != nil {
+		return nil, err
+	}
+	res, cached, err := ap.Run(ctx, bn, roundLabel(br.Round), ins...)
 	if err != nil {
 		return nil, err
 	}
@@ -88,6 +99,36 @@ func (b commandBuilder) Propose(ctx context.Context, br Brief) (*Proposal, error
 		return nil, err
 	}
 	return p, nil
+}
+
+// inspected are the references the builder may read (inspect = true), each its image's
+// root mounted read-only at lang.ReferenceDir/NAME, keyed and named in the provenance by
+// the tree it holds; a reference the builder may not inspect is not in its sandbox at all.
+// Its files are checked for sealed cases' content, as every tree shown to a builder is.
+func (b commandBuilder) inspected() ([]Input, error) {
+	var ins []Input
+	refs := b.block.References
+	for _, name := range slices.Sorted(maps.Keys(refs)) {
+		r := refs[name]
+		if !r.Inspect {
+			continue
+		}
+		img, ok := b.rc.Apply.Image(r.Image.Node)
+		if !ok || img.Rootfs == "" {
+			return nil, fmt.Errorf("reference %s: image %s is not built (or has no unpacked root)", name, r.Image.Node)
+		}
+		man, tree, err := digest.Dir(img.Rootfs)
+		if err != nil {
+			return nil, fmt.Errorf("reference %s: reading its files: %w", name, err)
+		}
+		target := lang.ReferenceDir + "/" + name
+		if err := b.rc.Apply.RefuseSealed("reference "+name, man); err != nil {
+			return nil, err
+		}
+		ins = append(ins, Input{Mount: executors.Mount{Source: img.Rootfs, Target: target, Digest: string(tree)},
+			Dep: provenance.Dependency{Name: target, URI: "foundry:" + r.Image.Node + "?reference=" + name + "&image=" + img.Digest, Digest: string(tree)}})
+	}
+	return ins, nil
 }
 
 // written is the number of bytes a run's outputs hold: a file's size, a tree's files'.

@@ -38,7 +38,7 @@ func (h rounds) Tree(addr string) digest.Digest {
 	return ""
 }
 
-func (h rounds) Run(ctx context.Context, n *graph.Node, note string, in reconstruct.Input) (*cache.Result, bool, error) {
+func (h rounds) Run(ctx context.Context, n *graph.Node, note string, in ...reconstruct.Input) (*cache.Result, bool, error) {
 	r := h.r
 	res, hit, err := r.ws.Cache.Lookup(ctx, n.Digest)
 	if err != nil {
@@ -48,7 +48,11 @@ func (h rounds) Run(ctx context.Context, n *graph.Node, note string, in reconstr
 		r.emit(event.Event{Type: "node_cached", Node: n.Address, Action: n.Digest})
 		return res, true, nil
 	}
-	res, err = r.runAction(ctx, n, n.Digest, n.Definition, note, input{mount: in.Mount, dep: in.Dep})
+	extra := make([]input, len(in))
+	for i, x := range in {
+		extra[i] = input{mount: x.Mount, dep: x.Dep}
+	}
+	res, err = r.runAction(ctx, n, n.Digest, n.Definition, note, extra...)
 	var se *StepError
 	if errors.As(err, &se) {
 		return nil, false, &reconstruct.RunError{Err: err, NotRun: se.NotRun, CPU: se.CPU, PeakMemory: se.PeakMemory,
