@@ -36,6 +36,9 @@ type StatCache struct {
 	mu      sync.Mutex
 	entries map[string]statEntry
 	dirty   bool
+	// hits and misses count Lookups answered and not answered since the cache was
+	// opened: a miss is a file that is read and hashed.
+	hits, misses int
 }
 
 type statEntry struct {
@@ -127,15 +130,14 @@ func (c *StatCache) Lookup(path string, fi fs.FileInfo) (Digest, bool) {
 		return "", false
 	}
 	k, ok := c.keyOf(fi)
-	if !ok {
-		return "", false
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, found := c.entries[path]
-	if !found || e.key != k {
+	if !ok || !found || e.key != k {
+		c.misses++
 		return "", false
 	}
+	c.hits++
 	// Use is recorded by the day: a cache whose entries all hit is not rewritten on every
 	// load.
 	if now := c.opened.Unix(); now-e.used > int64(usedGranularity/time.Second) {
@@ -144,6 +146,17 @@ func (c *StatCache) Lookup(path string, fi fs.FileInfo) (Digest, bool) {
 		c.dirty = true
 	}
 	return e.digest, true
+}
+
+// Counts returns how many Lookups found a remembered digest (hits) and how many did not
+// (misses: files read and hashed) since the cache was opened. A nil cache has neither.
+func (c *StatCache) Counts() (hits, misses int) {
+	if c == nil {
+		return 0, 0
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.hits, c.misses
 }
 
 // Store remembers d as the digest of the file at path (absolute), described by fi.

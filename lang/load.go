@@ -3,6 +3,7 @@ package lang
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -33,6 +34,9 @@ type Options struct {
 	// StatCache, if set, supplies the digests of input files unchanged since it last saw
 	// them (file, dir, host_file, host_dir) and learns the others. The caller saves it.
 	StatCache *digest.StatCache
+	// Digests, if set, are file and tree digests computed for this load already (by
+	// Changed, just before): they are used instead of hashing those paths again.
+	Digests Digests
 	// Budget bounds evaluation (see Budget); zero fields take DefaultBudget's. It is the
 	// operator's: nothing in the project's files can set it.
 	Budget Budget
@@ -96,6 +100,7 @@ func Load(dir string, opts Options) (*Config, hcl.Diagnostics) {
 		return nil, hcl.Diagnostics{errorf(nil, "Invalid project directory", "%v", err)}
 	}
 	in.stat = opts.StatCache
+	maps.Copy(in.hashed, opts.Digests.hashed)
 	l := newLoader(in, newBudget(opts.Budget))
 	if files := l.readFiles(l.cfg.Dir); files != nil {
 		l.load(files, opts)

@@ -8,20 +8,32 @@ import (
 	"github.com/foundry-build/foundry/digest"
 )
 
+// Digests are the file and tree digests a Changed computed, for the Load that follows a
+// miss (Options.Digests): each input tree is then walked once, not once to find what
+// changed and once more to load. The zero value holds none.
+type Digests struct {
+	hashed map[string]digest.Digest // as inputs.hashed: by kind and path
+}
+
 // Changed re-derives every read a load of the project in dir recorded (Config.Inputs and
 // Config.Globs) as a new load would make it, and says which first differs: "" when none
 // does, so that a load with the same files and options would read exactly what that one
-// did. File and tree digests come from stat when it knows them unchanged.
-func Changed(dir string, inputs []InputRecord, globs []GlobRecord, stat *digest.StatCache) string {
+// did. File and tree digests come from stat when it knows them unchanged; those it
+// computed are returned for the load that follows.
+func Changed(dir string, inputs []InputRecord, globs []GlobRecord, stat *digest.StatCache) (string, Digests) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
-		return err.Error()
+		return err.Error(), Digests{}
 	}
 	in, err := newInputs(abs)
 	if err != nil {
-		return err.Error()
+		return err.Error(), Digests{}
 	}
 	in.stat = stat
+	return in.changed(inputs, globs), Digests{in.hashed}
+}
+
+func (in *inputs) changed(inputs []InputRecord, globs []GlobRecord) string {
 	suites := map[string]GlobRecord{}
 	for _, g := range globs {
 		if g.Suite != "" {

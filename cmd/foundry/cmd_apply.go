@@ -174,12 +174,12 @@ is stale or the apply was interrupted or -lock-timeout passed, 2 usage error.`,
 						return exitError
 					}
 				}
-				saveStat()
 				ctx, stop := notifyInterrupt(context.Background())
 				defer stop()
 				out, code := applyProject(ctx, env, applyRequest{
 					dir: dir, g: g, sel: sel.selection(), trust: trust, signingKey: *keyPath, grants: *grants,
 					parallelism: *par, ex: &ex, engine: &eng, ask: saved == nil && !*auto, lockTimeout: *lockTimeout, rebuild: rebuild,
+					saveCaches: saveStat,
 					events: func() (func(event.Event), func(), error) {
 						pr, err := newProgress(*prog, env.stderr)
 						if err != nil {
@@ -225,6 +225,10 @@ type applyRequest struct {
 	ask         bool          // show the plan and ask for approval on a terminal first
 	lockTimeout time.Duration // how long to wait for another apply's lock; 0 waits as long as it takes
 	rebuild     []string      // -rebuild addresses
+	// saveCaches writes the stat and graph caches of the load that made g (loadGraphUnsaved's
+	// saveStat); nil if the caller saved them. It is called once the state directory exists,
+	// so that the first apply of a project saves them too.
+	saveCaches func()
 	// events starts the progress display once the plan is approved: it returns where the
 	// apply's events go and the function that ends the display.
 	events func() (emit func(event.Event), done func(), err error)
@@ -238,8 +242,8 @@ type applyOutcome struct {
 
 // applyProject plans the loaded project under the workspace's lock and carries the plan
 // out, reporting on env as 'foundry apply' does; it returns what it did and the exit code.
-// The caller saves the stat and graph caches first (a stale saved plan writes nothing). An
-// interruption is ctx's cancellation with an *interruption as its cause.
+// The caller has refused a stale saved plan first (which writes nothing). An interruption
+// is ctx's cancellation with an *interruption as its cause.
 func applyProject(ctx context.Context, env *cliEnv, req applyRequest) (out applyOutcome, code int) {
 	dir, g := req.dir, req.g
 	grants, ok := loadGrants(env, "apply", dir, req.grants)
@@ -253,6 +257,9 @@ func applyProject(ctx context.Context, env *cliEnv, req applyRequest) (out apply
 		return out, exitError
 	}
 	defer ws.Close()
+	if req.saveCaches != nil {
+		req.saveCaches()
+	}
 	// Held from planning through applying: the plan's cache lookups stay true (nothing can
 	// collect their blobs meanwhile), so apply reuses them. Another apply of the project
 	// holding it is waited for, as long as -lock-timeout allows.

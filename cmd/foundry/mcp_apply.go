@@ -75,13 +75,14 @@ func (s *mcpServer) addApplyTool() {
 
 func (s *mcpServer) apply(ctx context.Context, in applyIn) (applyOut, error) {
 	env, buf := s.toolEnv()
-	g, _, err := s.load(env)
-	if err != nil {
-		return applyOut{}, err
+	// The caches are saved once the apply has made the state directory, as by apply.
+	g, diags, saveCaches := loadGraphUnsaved(env, s.cfg.dir, &s.cfg.vars, true)
+	if g == nil {
+		return applyOut{}, diagnosticsError(diags)
 	}
 	o, code := applyProject(ctx, env, applyRequest{
 		dir: s.cfg.dir, g: g, sel: plan.Selection{Targets: in.Targets}, trust: s.cfg.trust,
-		signingKey: s.cfg.signingKey, parallelism: s.cfg.parallelism, ex: &s.cfg.ex, grants: s.cfg.grants,
+		signingKey: s.cfg.signingKey, parallelism: s.cfg.parallelism, ex: &s.cfg.ex, grants: s.cfg.grants, saveCaches: saveCaches,
 		events: func() (func(event.Event), func(), error) { return func(event.Event) {}, func() {}, nil },
 	})
 	out := applyOut{Outcome: "complete", ExitCode: code, Failed: []applyFailure{}, Skipped: []string{}}

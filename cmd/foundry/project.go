@@ -96,15 +96,21 @@ func loadGraph(env *cliEnv, dir string, v *varFlags, jsonOut bool) (*graph.Graph
 
 // loadGraphUnsaved is loadGraph without writing the stat cache or the graph cache
 // (engine/graphcache): the caller calls saveStat once it has decided to write in the state
-// directory at all (apply of a stale saved plan writes nothing).
+// directory at all (apply of a stale saved plan writes nothing). saveStat writes them only
+// if the state directory exists by then: commands that only read a project never create
+// it, and the first apply of a project, which creates it, saves what its load learnt.
 func loadGraphUnsaved(env *cliEnv, dir string, v *varFlags, jsonOut bool) (g *graph.Graph, diags hcl.Diagnostics, saveStat func()) {
-	// Input digests are remembered by stat in the project's state directory, when it has
-	// one (commands that only read a project do not create it).
-	var stat *digest.StatCache
-	if st, err := os.Stat(filepath.Join(dir, workspace.StateDir)); err == nil && st.IsDir() {
-		stat = digest.OpenStatCache(filepath.Join(dir, workspace.StateDir, "stat-cache"))
-	}
+	// Input digests are remembered by stat in the project's state directory.
+	state := filepath.Join(dir, workspace.StateDir)
+	stat := digest.OpenStatCache(filepath.Join(state, "stat-cache"))
+	commit := func() error { return nil }
 	saveStat = func() {
+		if st, err := os.Stat(state); err != nil || !st.IsDir() {
+			return
+		}
+		if err := commit(); err != nil {
+			fmt.Fprintf(env.stderr, "Warning: %v (the project will be loaded again next time)\n", err)
+		}
 		if err := stat.Save(); err != nil {
 			fmt.Fprintf(env.stderr, "Warning: %v (input files will be hashed again next time)\n", err)
 		}
@@ -116,23 +122,17 @@ func loadGraphUnsaved(env *cliEnv, dir string, v *varFlags, jsonOut bool) (g *gr
 		}
 		return nil, diags, saveStat
 	}
-	// Compiled graphs are cached beside the stat cache, under the same condition.
-	var cacheDir string
+	// Compiled graphs are cached beside the stat cache.
 	var trace io.Writer
-	if stat != nil {
-		cacheDir = filepath.Join(dir, workspace.StateDir, "graph-cache")
-	}
 	if debugging(env, "graph-cache") {
 		trace = env.stderr
 	}
-	g, cfg, diags, commit := graphcache.Load(dir, lang.Options{Vars: v.vars, VarFiles: v.varFiles, StatCache: stat, Budget: budget}, cacheDir, trace)
-	saveStat = func() {
-		if err := commit(); err != nil {
-			fmt.Fprintf(env.stderr, "Warning: %v (the project will be loaded again next time)\n", err)
-		}
-		if err := stat.Save(); err != nil {
-			fmt.Fprintf(env.stderr, "Warning: %v (input files will be hashed again next time)\n", err)
-		}
+	var cfg *lang.Config
+	g, cfg, diags, commit = graphcache.Load(dir, lang.Options{Vars: v.vars, VarFiles: v.varFiles, StatCache: stat, Budget: budget},
+		filepath.Join(state, "graph-cache"), trace)
+	if debugging(env, "stat-cache") {
+		hits, misses := stat.Counts()
+		fmt.Fprintf(env.stderr, "stat cache: %d remembered, %d hashed\n", hits, misses)
 	}
 	if len(diags) > 0 && !jsonOut {
 		var files map[string]*hcl.File

@@ -86,12 +86,13 @@ func Load(dir string, opts lang.Options, cacheDir string, trace io.Writer) (g *g
 			say("miss: %v", err)
 		} else {
 			path := filepath.Join(cacheDir, key)
-			g, why := lookup(path, key, opts.StatCache)
+			g, why, digests := lookup(path, key, opts.StatCache)
 			if g != nil {
 				say("hit %s", key[:12])
 				return g, nil, nil, func() error { return touch(path) }
 			}
 			say("miss: %s", why)
+			opts.Digests = digests
 		}
 	}
 	cfg, diags = lang.Load(dir, opts)
@@ -195,24 +196,25 @@ func field(h hash.Hash, ss ...string) {
 }
 
 // lookup returns the graph of the entry at path if it is whole, is the entry of key, and
-// every read it lists is unchanged; else nil and why not.
-func lookup(path, key string, stat *digest.StatCache) (*graph.Graph, string) {
+// every read it lists is unchanged; else nil, why not, and the digests it computed in
+// finding out (for the load that follows).
+func lookup(path, key string, stat *digest.StatCache) (*graph.Graph, string, lang.Digests) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, "no entry " + key[:12]
+		return nil, "no entry " + key[:12], lang.Digests{}
 	}
 	if err != nil {
-		return nil, fmt.Sprintf("unreadable entry: %v", err)
+		return nil, fmt.Sprintf("unreadable entry: %v", err), lang.Digests{}
 	}
 	e, err := decode(b)
 	if err != nil {
-		return nil, fmt.Sprintf("damaged entry %s: %v", key[:12], err)
+		return nil, fmt.Sprintf("damaged entry %s: %v", key[:12], err), lang.Digests{}
 	}
 	if e.Key != key {
-		return nil, fmt.Sprintf("damaged entry %s: it is another key's", key[:12])
+		return nil, fmt.Sprintf("damaged entry %s: it is another key's", key[:12]), lang.Digests{}
 	}
-	if why := lang.Changed(e.Dir, e.Inputs, e.Globs, stat); why != "" {
-		return nil, why
+	if why, digests := lang.Changed(e.Dir, e.Inputs, e.Globs, stat); why != "" {
+		return nil, why, digests
 	}
 	cfg := &lang.Config{Dir: e.Dir, Files: map[string]*hcl.File{}, Project: e.Project,
 		Variables: map[string]*lang.Variable{}, Locals: map[string]cty.Value{},
@@ -220,16 +222,16 @@ func lookup(path, key string, stat *digest.StatCache) (*graph.Graph, string) {
 		Steps: make(map[string]*lang.Step, len(e.Steps)), Inputs: e.Inputs, Globs: e.Globs, EvalUsage: e.EvalUsage}
 	for _, s := range e.Steps {
 		if s == nil {
-			return nil, fmt.Sprintf("damaged entry %s: a nil step", key[:12])
+			return nil, fmt.Sprintf("damaged entry %s: a nil step", key[:12]), lang.Digests{}
 		}
 		cfg.Steps[s.Name] = s
 	}
 	cfg.SetDeclaredSteps(e.Steps)
 	g, err := graph.Restore(cfg, e.Nodes, e.Order)
 	if err != nil {
-		return nil, fmt.Sprintf("damaged entry %s: %v", key[:12], err)
+		return nil, fmt.Sprintf("damaged entry %s: %v", key[:12], err), lang.Digests{}
 	}
-	return g, ""
+	return g, "", lang.Digests{}
 }
 
 func orEmpty[V any](m map[string]V) map[string]V {

@@ -175,7 +175,10 @@ product "foundry" {
 
   # Offline: network "none", the default. Reproducible by construction: -trimpath, no VCS
   # stamp, fixed ldflags, no cgo; `foundry apply -rebuild step.build` checks it. GOCACHE is a
-  # cache volume, so a changed package recompiles alone (-rebuild empties it).
+  # cache volume, which is keyed by the step's image: the sources are layers of seed.src, so
+  # an edit makes another image and an empty cache, and every package compiles again. It
+  # serves only what runs on the same image: this build and check.unit, and a step run again
+  # on unchanged sources (-replace); -rebuild empties it.
   step "build" {
     image   = seed.src
     workdir = "/src"
