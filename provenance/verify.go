@@ -236,6 +236,9 @@ type AttestationReport struct {
 	// Provenance is, for a summary that lists no provenance, the candidate's own
 	// provenance looked up by its digest.
 	Provenance *ArtifactReport `json:"provenance,omitempty"`
+	// Reproduces is, for a verified rebuild's provenance (internalParameters.reproduces),
+	// the envelope digest of the execution whose outputs it made again byte for byte.
+	Reproduces string `json:"reproduces,omitempty"`
 
 	// For a test result found as a summary's input: what it says, for the chain.
 	sealed, passed       bool
@@ -392,6 +395,16 @@ func (v *verifier) artifact(a Subject, types []string, depth int) *ArtifactRepor
 			ar.OK = false
 		}
 		ar.Checks = append(ar.Checks, c)
+	}
+	// An identical rebuild is the artifact's own fact, not only its envelope's: said beside
+	// the verdict. It refuses nothing when absent.
+	for _, at := range ar.Attestations {
+		if at.OK && at.Reproduces != "" {
+			ar.Checks = append(ar.Checks, Check{Name: "reproduced", OK: true, Detail: fmt.Sprintf(
+				"%s: verified envelope %s is a rebuild in a fresh sandbox whose outputs are byte for byte those of envelope %s",
+				ReproducedNote, at.Digest, at.Reproduces)})
+			break
+		}
 	}
 	return ar
 }
@@ -609,6 +622,7 @@ func (v *verifier) provenanceOf(r *AttestationReport, st *intoto.Statement, dept
 func (v *verifier) hermeticity(r *AttestationReport, prov *slsa.Provenance) {
 	internal := prov.GetBuildDefinition().GetInternalParameters().GetFields()
 	if rp := internal["reproduces"].GetStructValue().GetFields(); rp != nil {
+		r.Reproduces = rp["attestation"].GetStringValue()
 		r.pass("reproduced", "%s: its outputs are byte for byte those of the execution of envelope %s (cache key %s)",
 			ReproducedNote, rp["attestation"].GetStringValue(), rp["cacheKey"].GetStringValue())
 	}

@@ -121,7 +121,11 @@ func (p *progress) plain(e event.Event) {
 			fmt.Fprintf(p.w, "  ... %s\n", e.Node)
 		}
 	case "node_done":
-		fmt.Fprintf(p.w, "  ok  %s%s\n", e.Node, el)
+		if e.Message != "" {
+			fmt.Fprintf(p.w, "  ok  %s%s: %s\n", e.Node, el, e.Message)
+		} else {
+			fmt.Fprintf(p.w, "  ok  %s%s\n", e.Node, el)
+		}
 	case "node_cached":
 		if e.Message != "" {
 			fmt.Fprintf(p.w, "  =   %s (cached: %s)\n", e.Node, e.Message)

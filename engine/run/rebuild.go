@@ -97,6 +97,34 @@ func (m *rebuildMode) compare(st *store.Store, got []cache.Output) string {
 	return b.String()
 }
 
+// reproduced is the message of an identical rebuild: how many files it made again, bit for
+// bit, and each output's digest (a file's is the SHA-256 of its bytes, as sha256sum prints it).
+func (m *rebuildMode) reproduced(st *store.Store) string {
+	files := 0
+	var each []string
+	for _, o := range m.orig.Outputs {
+		each = append(each, o.Path+" "+string(o.Digest))
+		if o.Kind != cache.Tree {
+			files++
+			continue
+		}
+		man, err := st.ReadManifest(o.Digest)
+		if err != nil {
+			return fmt.Sprintf("reproduced bit for bit: %s (tree %s unreadable: %v)", strings.Join(each, ", "), o.Digest, err)
+		}
+		for _, e := range man.Entries {
+			if e.Type == digest.TypeFile {
+				files++
+			}
+		}
+	}
+	noun := "files"
+	if files == 1 {
+		noun = "file"
+	}
+	return fmt.Sprintf("reproduced bit for bit: %d %s, %s", files, noun, strings.Join(each, ", "))
+}
+
 // treeDiff reports the files of two trees that differ.
 func treeDiff(st *store.Store, root string, a, b digest.Digest) string {
 	ma, err := st.ReadManifest(a)

@@ -154,7 +154,11 @@ func (r *runner) runActionMode(ctx context.Context, n *graph.Node, key digest.Di
 		return nil, err
 	}
 	zero := 0
-	r.emit(event.Event{Type: "node_done", Node: n.Address, Action: n.Digest, Elapsed: time.Since(start), ExitCode: &zero})
+	done := event.Event{Type: "node_done", Node: n.Address, Action: n.Digest, Elapsed: time.Since(start), ExitCode: &zero}
+	if rb != nil {
+		done.Message = rb.reproduced(r.ws.Store)
+	}
+	r.emit(done)
 	return res, nil
 }
 
