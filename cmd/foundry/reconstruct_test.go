@@ -238,6 +238,22 @@ func TestReconstructionExhausted(t *testing.T) {
 	}
 }
 
+// Two projects with the same reconstruct block have different jobs (issue 29): a job ID
+// names its project as well as the contract, target and trust policy.
+func TestReconstructionJobIDIsPerProject(t *testing.T) {
+	a := explainWaits(t, newReconstructFixture(t, "1"))
+	b := explainWaits(t, newReconstructFixture(t, "1", `project "reconstruct"`, `project "elsewhere"`))
+	if len(a) != 1 || len(b) != 1 || a[0].Job == nil || b[0].Job == nil {
+		t.Fatalf("explain -json: waits_for_jobs %+v and %+v", a, b)
+	}
+	if a[0].Job.ID == b[0].Job.ID {
+		t.Errorf("projects reconstruct and elsewhere share job %s", a[0].Job.ID)
+	}
+	if again := explainWaits(t, newReconstructFixture(t, "1")); len(again) != 1 || again[0].Job == nil || again[0].Job.ID != a[0].Job.ID {
+		t.Errorf("the same project's job ID changed: %+v, then %+v", a[0].Job, again)
+	}
+}
+
 // A builder that fails spends its round: nothing is evaluated, and the report says so.
 func TestReconstructionBuilderFailureSpendsTheRound(t *testing.T) {
 	r := failedApply(t, newReconstructFixture(t, "2", `"/src/propose.sh"`, `"/src/absent.sh"`))

@@ -14,7 +14,7 @@ import (
 	"github.com/foundry-build/foundry/lang"
 )
 
-// JobIdentity is what names the reconstruction job of capability n: its contract digest,
+// JobIdentity is what names the reconstruction job of capability n: its project's name, contract digest,
 // its target platform and the trust policy its candidates are promoted under (how many
 // undisclosed sealed cases promotion needs, and whether earlier-suite pins are kept). The
 // same in the plan and in every apply, so that an apply joins the job an earlier one opened.
@@ -28,8 +28,19 @@ func JobIdentity(g *graph.Graph, n *graph.Node) (id, target string, policy diges
 	if err != nil {
 		return "", "", "", err
 	}
-	id, err = state.JobID(n.Digest, target, policy)
+	id, err = state.JobID(p.Name, n.Digest, target, policy)
 	return id, target, policy, err
+}
+
+// RecordedJob is JobIdentity's ID of capability n's job, after giving it to the job db
+// recorded for n under an earlier foundry's ID (state.AdoptJob), so that a job opened
+// before job IDs named the project keeps its rounds and what it spent.
+func RecordedJob(ctx context.Context, db *state.DB, g *graph.Graph, n *graph.Node) (id, target string, policy digest.Digest, err error) {
+	id, target, policy, err = JobIdentity(g, n)
+	if err != nil {
+		return "", "", "", err
+	}
+	return id, target, policy, db.AdoptJob(ctx, id, n.Digest, target, policy)
 }
 
 // JobView is a reconstruction job as the plan shows it: recorded by an earlier apply, or
@@ -65,7 +76,7 @@ func (v *JobView) spentUnder(b lang.ReconstructBudget) string {
 
 // jobOf looks up the job of capability n in db.
 func jobOf(ctx context.Context, db *state.DB, g *graph.Graph, n *graph.Node) (*JobView, error) {
-	id, _, _, err := JobIdentity(g, n)
+	id, _, _, err := RecordedJob(ctx, db, g, n)
 	if err != nil {
 		return nil, err
 	}

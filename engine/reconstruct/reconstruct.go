@@ -153,7 +153,7 @@ func (rc *Reconstructor) Settle(ctx context.Context, n *graph.Node) ([]evaluate.
 // (exhausted, unresolved, or admitted by an apply whose artifact the plan did not find) is
 // reopened: whether anything is left to do is the budget's to say, and what it spent stays.
 func (rc *Reconstructor) openJob(ctx context.Context, n *graph.Node) (state.Job, error) {
-	id, target, policy, err := plan.JobIdentity(rc.Graph, n)
+	id, target, policy, err := plan.RecordedJob(ctx, rc.Workspace.State, rc.Graph, n)
 	if err != nil {
 		return state.Job{}, err
 	}
@@ -186,7 +186,7 @@ func (rc *Reconstructor) openJob(ctx context.Context, n *graph.Node) (state.Job,
 // first). A round it left running is closed as admitted, with the pinned tree as its
 // candidate.
 func (rc *Reconstructor) AdmittedElsewhere(ctx context.Context, n *graph.Node, pin *admit.Admitted) error {
-	id, _, _, err := plan.JobIdentity(rc.Graph, n)
+	id, _, _, err := plan.RecordedJob(ctx, rc.Workspace.State, rc.Graph, n)
 	if err != nil {
 		return err
 	}

@@ -132,14 +132,47 @@ type RunLog struct {
 	Error  string        `json:"error,omitempty"` // why it failed; "" when it succeeded
 }
 
-// JobID is the ID of the job for a contract, target and trust policy: the same in every
-// apply and in the plan.
-func JobID(contract digest.Digest, target string, policy digest.Digest) (string, error) {
-	d, _, err := digest.Of([]string{"foundry-job/v1", string(contract), target, string(policy)})
+// JobID is the ID of project's job for a contract, target and trust policy: the same in
+// every apply and in the plan, and different in two projects that reconstruct the same
+// contract (v2; v1 left the project out, so unrelated projects shared job IDs).
+func JobID(project string, contract digest.Digest, target string, policy digest.Digest) (string, error) {
+	d, _, err := digest.Of([]string{"foundry-job/v2", project, string(contract), target, string(policy)})
 	if err != nil {
 		return "", fmt.Errorf("state: job id: %w", err)
 	}
 	return "job-" + d.Hex()[:16], nil
+}
+
+// AdoptJob gives the job recorded for a contract, target and policy the ID id, with its
+// rounds and proposals, when an earlier foundry recorded it under another ID (a v1 job
+// ID). There is at most one such job in a project's state (jobs are unique by the three),
+// so what it spent stays spent under its new ID. It does nothing when none is recorded.
+func (d *DB) AdoptJob(ctx context.Context, id string, contract digest.Digest, target string, policy digest.Digest) error {
+	return d.tx(ctx, "adopt job "+id, func(tx *sql.Tx) error {
+		var old string
+		err := tx.QueryRowContext(ctx, `SELECT id FROM jobs WHERE contract_digest = ? AND target = ? AND policy_digest = ?`,
+			string(contract), target, string(policy)).Scan(&old)
+		if errors.Is(err, sql.ErrNoRows) || old == id {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		// The job's rows point at it by ID: checked at commit, when all of them moved.
+		if _, err := tx.ExecContext(ctx, `PRAGMA defer_foreign_keys = ON`); err != nil {
+			return err
+		}
+		for _, q := range []string{
+			`UPDATE jobs SET id = ? WHERE id = ?`,
+			`UPDATE job_rounds SET job_id = ? WHERE job_id = ?`,
+			`UPDATE proposals SET job_id = ? WHERE job_id = ?`,
+		} {
+			if _, err := tx.ExecContext(ctx, q, id, old); err != nil {
+				return fmt.Errorf("from %s: %w", old, err)
+			}
+		}
+		return nil
+	})
 }
 
 // OpenJob opens j, or joins the job already recorded under its ID: that one keeps its

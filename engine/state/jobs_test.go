@@ -16,11 +16,11 @@ func TestJobLifecycle(t *testing.T) {
 	ctx := context.Background()
 	db := openTest(t)
 	c, pol := digest.FromBytes([]byte("contract")), digest.FromBytes([]byte("policy"))
-	id, err := JobID(c, "linux/amd64", pol)
+	id, err := JobID("p", c, "linux/amd64", pol)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if other, _ := JobID(c, "linux/arm64", pol); other == id {
+	if other, _ := JobID("p", c, "linux/arm64", pol); other == id {
 		t.Fatal("two targets share a job")
 	}
 	b := JobBudget{Candidates: 3, Probes: 20, Wall: time.Minute, Scratch: 1 << 20}
@@ -120,5 +120,35 @@ func TestJobLifecycle(t *testing.T) {
 	}
 	if err := db.SetJobStatus(ctx, "job-none", JobOpen, "", ""); err == nil {
 		t.Error("the status of an unknown job was set")
+	}
+}
+
+// A job recorded under an earlier ID (v1, without the project's name) is given the new ID
+// with its rounds and proposals, so that what it spent stays spent.
+func TestAdoptJob(t *testing.T) {
+	ctx := context.Background()
+	db := openTest(t)
+	c, pol := digest.FromBytes([]byte("contract")), digest.FromBytes([]byte("policy"))
+	b := JobBudget{Candidates: 3, Probes: 20, Wall: time.Minute, Scratch: 1 << 20}
+	if _, _, err := db.OpenJob(ctx, Job{ID: "job-old", Capability: "sorter", Contract: c, Target: "linux/amd64", Policy: pol, Budget: b}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.StartRound(ctx, "job-old", 1, "builder", "run-1"); err != nil {
+		t.Fatal(err)
+	}
+	id, _ := JobID("p", c, "linux/amd64", pol)
+	for range 2 { // a second adoption finds the job under its new ID and does nothing
+		if err := db.AdoptJob(ctx, id, c, "linux/amd64", pol); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := db.Job(ctx, "job-old"); err == nil {
+		t.Error("the job is still recorded under its old ID")
+	}
+	if j, err := db.Job(ctx, id); err != nil || j.Capability != "sorter" {
+		t.Fatalf("the adopted job: %+v %v", j, err)
+	}
+	if rs, err := db.Rounds(ctx, id); err != nil || len(rs) != 1 {
+		t.Fatalf("the adopted job's rounds: %+v %v", rs, err)
 	}
 }
