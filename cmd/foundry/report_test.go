@@ -36,8 +36,11 @@ type page struct {
 	requests []string // every request but the file itself
 	nodes    map[string]string
 	links    []string // fragment links whose target is missing
-	shot     []byte
-	took     time.Duration
+	// items are the .receipt and .evidence elements: each one's data attributes and its
+	// class.
+	items []map[string]string
+	shot  []byte
+	took  time.Duration
 }
 
 // openInChromium opens file in headless Chromium, recording console errors, exceptions and
@@ -92,6 +95,9 @@ func openInChromium(t *testing.T, file string) *page {
 		t.Fatal(err)
 	}
 	if p.links, err = chromedp.Run(ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll("a[href^='#']")).map(a => a.getAttribute("href")).filter(h => !document.getElementById(h.slice(1)))`)); err != nil {
+		t.Fatal(err)
+	}
+	if p.items, err = chromedp.Run(ctx, chromedp.Evaluate[[]map[string]string](`Array.from(document.querySelectorAll(".receipt, .evidence")).map(e => Object.assign({class: e.className}, e.dataset))`)); err != nil {
 		t.Fatal(err)
 	}
 	if p.shot, err = chromedp.Run(ctx, chromedp.CaptureScreenshot()); err != nil {
