@@ -27,6 +27,8 @@ type runReport struct {
 	Steps            []state.Node            `json:"steps"`
 	CapabilityEvents []state.CapabilityEvent `json:"capability_events"`
 	Receipts         []deliveryReceipt       `json:"receipts"`
+	// Evidence is each step's signed provenance, by address, verified with who signed it.
+	Evidence map[string][]reportEvidence `json:"evidence"`
 }
 
 // runReportOf reads run runID of ws ("" for the latest) as a runReport.
@@ -79,6 +81,9 @@ func runReportOf(ctx context.Context, ws *workspace.Workspace, runID string) (*r
 		return nil, fmt.Errorf("reading the project's public key to verify the run's evidence with: %w", err)
 	}
 	rep.Receipts = receiptsOf(ctx, keys, rep.CapabilityEvents)
+	if rep.Evidence, err = stepEvidence(ctx, ws, keys, rep.Steps); err != nil {
+		return nil, err
+	}
 	return rep, nil
 }
 

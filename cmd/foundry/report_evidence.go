@@ -142,3 +142,57 @@ func verifyRelease(ctx context.Context, loc string, keys []*provenance.Verifier)
 	}
 	return verifySubjects(ctx, opts, []provenance.Subject{subj})
 }
+
+// stepEvidence verifies the signed provenance the action cache keeps for each step of the
+// run that executed or was cached (by the step's action, its cache key), as `foundry verify
+// -key PUB -attestations .foundry/attestations` verifies it for the subject it names: the
+// report's "signed by" of each step.
+func stepEvidence(ctx context.Context, ws *workspace.Workspace, keys []*provenance.Verifier, steps []state.Node) (map[string][]reportEvidence, error) {
+	out := map[string][]reportEvidence{}
+	if len(keys) == 0 {
+		return out, nil
+	}
+	var src provenance.AttestationSource
+	for _, s := range steps {
+		if (s.Status != state.NodeDone && s.Status != state.NodeCached) || s.Action == "" {
+			continue
+		}
+		res, ok, err := ws.Cache.Lookup(ctx, s.Action)
+		if err != nil {
+			return nil, fmt.Errorf("the evidence of %s: %w", s.Address, err)
+		}
+		if !ok {
+			continue
+		}
+		for _, d := range res.Attestations {
+			env, err := ws.Store.Get(d)
+			if err != nil {
+				return nil, fmt.Errorf("the evidence of %s: %w", s.Address, err)
+			}
+			subjects, err := provenance.ClaimedSubjects(env)
+			if err != nil || len(subjects) == 0 {
+				out[s.Address] = append(out[s.Address], reportEvidence{Envelope: provenance.EnvelopeDigest(env), SignedBy: []provenance.KeyInfo{}, Why: fmt.Sprintf("unreadable statement: %v", err)})
+				continue
+			}
+			if src == nil {
+				if src, err = provenance.NewDirSource(ws.AttestationDir()); err != nil {
+					return nil, err
+				}
+			}
+			opts := provenance.Options{Keys: keys, Source: src, Attestations: []provenance.Attestation{{Source: s.Address, Envelope: env}}}
+			rep, err := verifySubjects(ctx, opts, []provenance.Subject{{Name: s.Address, Digest: subjects[0]}})
+			if err != nil {
+				return nil, fmt.Errorf("verifying the evidence of %s: %w", s.Address, err)
+			}
+			// The source may hold other envelopes about the same subject (another run's):
+			// the step's own is reported.
+			for _, a := range rep.Artifacts[0].Attestations {
+				if a.Digest == provenance.EnvelopeDigest(env) {
+					out[s.Address] = append(out[s.Address], evidenceOf(a))
+					break
+				}
+			}
+		}
+	}
+	return out, nil
+}
