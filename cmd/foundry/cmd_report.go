@@ -18,13 +18,17 @@ import (
 // run_summary give it (spec/cli.md, "Traces and reports"): the trace's summary (every node
 // settled with its outcome, times, track and dependencies; the critical path), the steps'
 // rows of the state database (cache keys, exit codes, why each failed) and the run's
-// capability events (suites evaluated, candidates rejected with their counterexamples,
-// admissions with the reference published, pins).
+// capability and product events (suites evaluated, candidates rejected with their
+// counterexamples, admissions with the reference published, pins, acceptances, deliveries),
+// and each delivery's release verified by its receipt with the project's public key.
 type runReport struct {
 	trace.Summary
 	Args             []string                `json:"args"`
 	Steps            []state.Node            `json:"steps"`
 	CapabilityEvents []state.CapabilityEvent `json:"capability_events"`
+	Receipts         []deliveryReceipt       `json:"receipts"`
+	// Evidence is each step's signed provenance, by address, verified with who signed it.
+	Evidence map[string][]reportEvidence `json:"evidence"`
 }
 
 // runReportOf reads run runID of ws ("" for the latest) as a runReport.
@@ -71,6 +75,14 @@ func runReportOf(ctx context.Context, ws *workspace.Workspace, runID string) (*r
 	}
 	if ev != nil {
 		rep.CapabilityEvents = ev
+	}
+	keys, err := reportKeys(ws)
+	if err != nil {
+		return nil, fmt.Errorf("reading the project's public key to verify the run's evidence with: %w", err)
+	}
+	rep.Receipts = receiptsOf(ctx, keys, rep.CapabilityEvents)
+	if rep.Evidence, err = stepEvidence(ctx, ws, keys, rep.Steps); err != nil {
+		return nil, err
 	}
 	return rep, nil
 }
@@ -161,9 +173,11 @@ Report writes one HTML file about run RUN (default the latest) of the project in
 that opens in any browser without a network: the summary (what ran, was cached, built,
 fetched, failed or was skipped, with times), a timeline of the executor slots, the graph
 drawn as SVG with each node coloured by its outcome and linked to its details, the critical
-path, each capability's evidence as the run recorded it (suites evaluated, candidates
-rejected with their counterexamples, the version admitted or pinned), and the failures
-with why. With -json it writes the run's summary as JSON instead (as GET /runs/RUN of
+path, each capability's and product's evidence as the run recorded it (suites evaluated,
+candidates rejected with their counterexamples, the version admitted or pinned, acceptance),
+the delivery receipts, each release verified as 'foundry verify -key' verifies it with the
+project's public key and each envelope with the key that signed it, and the failures with
+why. With -json it writes the run's summary as JSON instead (as GET /runs/RUN of
 'foundry serve -runs' and the MCP tool run_summary return it).
 
 Examples:

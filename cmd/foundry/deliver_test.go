@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -496,6 +497,91 @@ product "`+p+`"`, 1)
 	code, out, errs := foundry(t, dir, "verify", "-key", key, rel)
 	if code != 0 || !strings.Contains(out, "predicateType https://in-toto.io/attestation/test-result/v0.1") {
 		t.Fatalf("verify of the accepted release: exit %d\n%s\n%s", code, out, errs)
+	}
+	deliveryReportShowsReceipt(t, dir, rel, key)
+}
+
+// deliveryReportShowsReceipt checks the report of the run that delivered product.durable to
+// release rel (and failed forgetful's acceptance): the product events are in its JSON, its
+// "Delivery receipts" section, opened in Chromium, shows the release verified with the
+// receipt and the acceptance result it names, each signed by the project's key; once a
+// delivered byte changes, the receipt no longer verifies.
+func deliveryReportShowsReceipt(t *testing.T, dir, rel, key string) {
+	keys, err := provenance.LoadVerifiers(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyID := keys[0].KeyID
+	readReport := func() runReport {
+		t.Helper()
+		code, out, errs := foundry(t, dir, "report", "-json")
+		var rep runReport
+		if code != 0 || json.Unmarshal([]byte(out), &rep) != nil {
+			t.Fatalf("report -json: exit %d: %s", code, errs)
+		}
+		return rep
+	}
+	rep := readReport()
+	types := map[string]string{}
+	for _, e := range rep.CapabilityEvents {
+		types[e.Capability+" "+e.Type] = e.Ref
+	}
+	for _, want := range []string{"product.durable product_accepted", "product.forgetful acceptance_failed", "product.durable product_delivered"} {
+		if _, ok := types[want]; !ok {
+			t.Errorf("report -json: no event %s in %v", want, types)
+		}
+	}
+	if len(rep.Receipts) != 1 || rep.Receipts[0].Product != "product.durable" || rep.Receipts[0].Location != "dir:"+rel || !rep.Receipts[0].Verified {
+		t.Fatalf("report -json receipts: %+v, want product.durable at %s verified", rep.Receipts, rel)
+	}
+	signed := map[string]string{}
+	for _, e := range rep.Receipts[0].Evidence {
+		if e.Verified && len(e.SignedBy) == 1 {
+			signed[e.What] = e.SignedBy[0].KeyID
+		}
+	}
+	if signed[provenance.PredicateDeliveryReceipt] != keyID || signed[provenance.PredicateTestResult] != keyID {
+		t.Errorf("report -json: receipt and acceptance signed by %v, want both by %s", signed, keyID)
+	}
+
+	file := filepath.Join(t.TempDir(), "report.html")
+	if code, _, errs := foundry(t, dir, "report", "-o", file); code != 0 {
+		t.Fatalf("report exited %d: %s", code, errs)
+	}
+	p := openInChromium(t, file)
+	if len(p.console) > 0 || len(p.requests) > 0 || len(p.links) > 0 {
+		t.Errorf("console errors %v, requests %v, dangling links %v: want none", p.console, p.requests, p.links)
+	}
+	var receipts []string
+	shown := map[string]string{}
+	for _, it := range p.items {
+		switch it["class"] {
+		case "receipt":
+			receipts = append(receipts, it["product"]+" "+it["verified"])
+		case "evidence":
+			if it["verified"] == "true" {
+				shown[it["what"]] = it["signers"]
+			}
+		}
+	}
+	if !slices.Equal(receipts, []string{"product.durable true"}) {
+		t.Errorf("the report's delivery receipts: %v, want product.durable verified", receipts)
+	}
+	if shown[provenance.PredicateDeliveryReceipt] != keyID || shown[provenance.PredicateTestResult] != keyID {
+		t.Errorf("the report shows the receipt's evidence signed by %v, want by %s", shown, keyID)
+	}
+	notBlank(t, p.shot)
+
+	files := filepath.Join(rel, deliver.FilesDir, "srv", "start")
+	b, err := os.ReadFile(files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(files, append(b, '#'), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if r := readReport().Receipts; len(r) != 1 || r[0].Verified || r[0].Why == "" {
+		t.Errorf("a changed delivered file: receipts %+v, want it not verified, saying why", r)
 	}
 }
 

@@ -49,6 +49,7 @@ type reportNode struct {
 	ID        string // its anchor: n<index>
 	Key       string // a step's cache key (or definition digest while pending)
 	ExitCode  string
+	Evidence  []reportEvidence // its signed provenance, with who signed it
 	X, Y      int
 	W, H      int
 	Label     string
@@ -126,6 +127,7 @@ func viewOf(rep *runReport) *reportView {
 		if j, ok := steps[n.Address]; ok {
 			s := rep.Steps[j]
 			rn.Key = string(s.Action)
+			rn.Evidence = rep.Evidence[n.Address]
 			if s.ExitCode != nil {
 				rn.ExitCode = fmt.Sprint(*s.ExitCode)
 			}

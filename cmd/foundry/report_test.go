@@ -28,6 +28,7 @@ import (
 	"github.com/foundry-build/foundry/engine/state"
 	"github.com/foundry-build/foundry/engine/trace"
 	"github.com/foundry-build/foundry/engine/trace/tracetest"
+	"github.com/foundry-build/foundry/provenance"
 )
 
 // page is what headless Chromium saw of a file it opened.
@@ -36,8 +37,11 @@ type page struct {
 	requests []string // every request but the file itself
 	nodes    map[string]string
 	links    []string // fragment links whose target is missing
-	shot     []byte
-	took     time.Duration
+	// items are the .receipt and .evidence elements: each one's data attributes, its
+	// class, and the address of the node whose row holds it (row).
+	items []map[string]string
+	shot  []byte
+	took  time.Duration
 }
 
 // openInChromium opens file in headless Chromium, recording console errors, exceptions and
@@ -92,6 +96,9 @@ func openInChromium(t *testing.T, file string) *page {
 		t.Fatal(err)
 	}
 	if p.links, err = chromedp.Run(ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll("a[href^='#']")).map(a => a.getAttribute("href")).filter(h => !document.getElementById(h.slice(1)))`)); err != nil {
+		t.Fatal(err)
+	}
+	if p.items, err = chromedp.Run(ctx, chromedp.Evaluate[[]map[string]string](`Array.from(document.querySelectorAll(".receipt, .evidence")).map(e => Object.assign({class: e.className, row: e.closest("tr.row") ? e.closest("tr.row").dataset.address : ""}, e.dataset))`)); err != nil {
 		t.Fatal(err)
 	}
 	if p.shot, err = chromedp.Run(ctx, chromedp.CaptureScreenshot()); err != nil {
@@ -196,6 +203,21 @@ func TestReportAndGraphInChromium(t *testing.T) {
 		t.Errorf("links that resolve to nothing: %v", p.links)
 	}
 	notBlank(t, p.shot)
+	// The step that executed shows its signed provenance, verified, and the project's key
+	// as the one that signed it; the failed ones have none.
+	keys, err := provenance.LoadVerifiers(filepath.Join(dir, ".foundry", "keys", "signing.pub"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var signed []string
+	for _, it := range p.items {
+		if it["class"] == "evidence" {
+			signed = append(signed, fmt.Sprintf("%s %s %s %s", it["row"], it["what"], it["verified"], it["signers"]))
+		}
+	}
+	if want := []string{"step.ok " + provenance.PredicateSLSAProvenance + " true " + keys[0].KeyID}; !slices.Equal(signed, want) {
+		t.Errorf("the report's evidence: %q, want %q", signed, want)
+	}
 
 	svg := filepath.Join(t.TempDir(), "graph.svg")
 	code, out, errs := foundry(t, dir, "graph", "-format", "svg")

@@ -12,9 +12,10 @@ import (
 	"github.com/foundry-build/foundry/engine/state"
 )
 
-// capabilityLog records what happened to capabilities in one run (state.CapabilityEvent),
-// for `foundry status`: the capability events as they are emitted, with the fields they
-// carry, and how each capability settled (a failure emits no event of its own).
+// capabilityLog records what happened to capabilities and products in one run
+// (state.CapabilityEvent), for `foundry status` and `foundry report`: the capability and
+// product events as they are emitted, with the fields they carry, and how each capability
+// settled (a failure emits no event of its own).
 //
 // It records what the events say and never decides anything; the evidence of an admission
 // is in the signed attestations, not here.
@@ -30,11 +31,14 @@ func newCapabilityLog(db *state.DB, run string) *capabilityLog {
 	return &capabilityLog{db: db, run: run}
 }
 
-// capabilityEventTypes are the events a capabilityLog records.
+// capabilityEventTypes are the events a capabilityLog records: a capability's, and a
+// product's acceptance and delivery (accept.go, deliver.go; the delivery's Ref is where its
+// release is, which the report verifies by its receipt).
 var capabilityEventTypes = map[string]bool{
 	"suite_evaluated": true, "candidate_rejected": true, "capability_admitted": true,
 	"capability_pinned": true, "pin_refused": true, "effect_reconciled": true,
 	"reconstruct_round": true, "reconstruct_exhausted": true, "reconstruct_unresolved": true, "reconstruct_waiting": true,
+	"product_accepted": true, "acceptance_failed": true, "product_delivered": true,
 }
 
 // event records e if it is a capability event.

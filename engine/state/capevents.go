@@ -16,14 +16,14 @@ type CapabilityEvent struct {
 	RunID       string    `json:"run"`
 	Seq         int       `json:"seq"` // order within the run, from 1
 	Time        time.Time `json:"time"`
-	Type        string    `json:"type"` // suite_evaluated, candidate_rejected, capability_admitted, capability_pinned, effect_reconciled, capability_failed
-	Capability  string    `json:"capability"`
+	Type        string    `json:"type"`             // suite_evaluated, candidate_rejected, capability_admitted, capability_pinned, effect_reconciled, capability_failed; product_accepted, acceptance_failed, product_delivered
+	Capability  string    `json:"capability"`       // the capability's address, or the product's
 	Recipe      string    `json:"recipe,omitempty"` // the candidate
 	Suite       string    `json:"suite,omitempty"`  // suite_evaluated; candidate_rejected when a suite rejected it
 	Passed      *bool     `json:"passed,omitempty"` // suite_evaluated: every case passed
 	Cases       *int      `json:"cases,omitempty"`  // suite_evaluated: cases run
 	CasesPassed *int      `json:"cases_passed,omitempty"`
-	Ref         string    `json:"ref,omitempty"` // capability_admitted, capability_pinned: the admitted version
+	Ref         string    `json:"ref,omitempty"` // capability_admitted, capability_pinned: the admitted version; product_accepted, acceptance_failed: the signed result; product_delivered: where the release is
 	Message     string    `json:"message"`       // as the progress event said it
 }
 

@@ -1,0 +1,198 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/foundry-build/foundry/engine/state"
+	"github.com/foundry-build/foundry/engine/workspace"
+	"github.com/foundry-build/foundry/lang"
+	"github.com/foundry-build/foundry/provenance"
+)
+
+// The report's evidence is verified here exactly as `foundry verify -key PUB` verifies it
+// (verifySubject, verifySubjects, verifyReleaseDir), with the project's own public key:
+// who signed an envelope is the trusted key its signature verified with (SignedBy), never
+// a key id the envelope claims.
+
+// reportEvidence is one signed envelope as the report shows it.
+type reportEvidence struct {
+	What     string               `json:"what"`     // its predicateType ("" when it could not be read)
+	Envelope string               `json:"envelope"` // the digest of its exact bytes
+	Verified bool                 `json:"verified"` // it passed every check foundry verify makes of it
+	SignedBy []provenance.KeyInfo `json:"signed_by"`
+	Why      string               `json:"why,omitempty"` // the first check it failed
+}
+
+// deliveryReceipt is a product's delivery in the run, its release verified by its receipt.
+type deliveryReceipt struct {
+	Product  string `json:"product"`
+	Location string `json:"location"` // the release directory or registry reference
+	Verified bool   `json:"verified"`
+	Why      string `json:"why,omitempty"` // why it does not verify
+	// Evidence is the receipt, then the acceptance envelopes it names, each with its signers.
+	Evidence []reportEvidence `json:"evidence"`
+}
+
+// evidenceOf is what a verification says of one envelope.
+func evidenceOf(a *provenance.AttestationReport) reportEvidence {
+	e := reportEvidence{What: a.PredicateType, Envelope: a.Digest, Verified: a.OK, SignedBy: a.SignedBy}
+	if e.SignedBy == nil {
+		e.SignedBy = []provenance.KeyInfo{}
+	}
+	for _, c := range a.Checks {
+		if !c.OK {
+			e.Why = c.Name + ": " + c.Detail
+			break
+		}
+	}
+	return e
+}
+
+// chainOf is every envelope a verification relied on, in the order it followed them (an
+// attestation, then the inputs it lists, then the provenance it looked up), each once; for
+// an artifact that did not verify, every candidate, since any may be the one that should
+// have passed.
+func chainOf(rep *provenance.Report) []reportEvidence {
+	out := []reportEvidence{}
+	seen := map[string]bool{}
+	var walk func(as []*provenance.AttestationReport, all bool)
+	walk = func(as []*provenance.AttestationReport, all bool) {
+		for _, a := range as {
+			if (!a.OK && !all) || seen[a.Digest] {
+				continue
+			}
+			seen[a.Digest] = true
+			out = append(out, evidenceOf(a))
+			walk(a.Inputs, true)
+			if a.Provenance != nil {
+				walk(a.Provenance.Attestations, !a.Provenance.OK)
+			}
+		}
+	}
+	for _, art := range rep.Artifacts {
+		walk(art.Attestations, !art.OK)
+	}
+	return out
+}
+
+// whyNot is the first failed check of a verification that did not pass.
+func whyNot(rep *provenance.Report) string {
+	for _, art := range rep.Artifacts {
+		for _, c := range art.Checks {
+			if !c.OK {
+				return c.Name + ": " + c.Detail
+			}
+		}
+	}
+	return "it did not verify"
+}
+
+// reportKeys are the keys the report verifies evidence with: the project's own public key.
+func reportKeys(ws *workspace.Workspace) ([]*provenance.Verifier, error) {
+	return trustedKeys(filepath.Dir(ws.Dir), nil)
+}
+
+// receiptsOf verifies the release of every product_delivered event among events by its
+// delivery receipt, as `foundry verify -key PUB LOCATION` does: a release directory with
+// verifyReleaseDir, a release in a registry through verifySubject.
+func receiptsOf(ctx context.Context, keys []*provenance.Verifier, events []state.CapabilityEvent) []deliveryReceipt {
+	out := []deliveryReceipt{}
+	for _, e := range events {
+		if e.Type != "product_delivered" {
+			continue
+		}
+		r := deliveryReceipt{Product: e.Capability, Location: e.Ref, Evidence: []reportEvidence{}}
+		rep, err := verifyRelease(ctx, e.Ref, keys)
+		switch {
+		case err != nil:
+			r.Why = err.Error()
+		default:
+			r.Verified, r.Evidence = rep.OK, chainOf(rep)
+			if !rep.OK {
+				r.Why = whyNot(rep)
+			}
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// verifyRelease verifies the release a delivery wrote at loc (dir:PATH, or a registry
+// reference as the delivery reported it) with keys.
+func verifyRelease(ctx context.Context, loc string, keys []*provenance.Verifier) (*provenance.Report, error) {
+	if len(keys) == 0 {
+		return nil, fmt.Errorf("the project has no signing key (.foundry/keys/signing.pub) to verify it with")
+	}
+	if dir, ok := strings.CutPrefix(loc, lang.SchemeDir+":"); ok {
+		if !isRelease(dir) {
+			return nil, fmt.Errorf("%s is no longer a release (moved or removed?)", dir)
+		}
+		return verifyReleaseDir(ctx, dir, keys)
+	}
+	if !isOCIRef(loc) {
+		return nil, fmt.Errorf("%s is no longer a release (moved or removed?)", loc)
+	}
+	opts := provenance.Options{Keys: keys}
+	subj, err := verifySubject(ctx, loc, &opts, true, nil)
+	if err != nil {
+		return nil, err
+	}
+	return verifySubjects(ctx, opts, []provenance.Subject{subj})
+}
+
+// stepEvidence verifies the signed provenance the action cache keeps for each step of the
+// run that executed or was cached (by the step's action, its cache key), as `foundry verify
+// -key PUB -attestations .foundry/attestations` verifies it for the subject it names: the
+// report's "signed by" of each step.
+func stepEvidence(ctx context.Context, ws *workspace.Workspace, keys []*provenance.Verifier, steps []state.Node) (map[string][]reportEvidence, error) {
+	out := map[string][]reportEvidence{}
+	if len(keys) == 0 {
+		return out, nil
+	}
+	var src provenance.AttestationSource
+	for _, s := range steps {
+		if (s.Status != state.NodeDone && s.Status != state.NodeCached) || s.Action == "" {
+			continue
+		}
+		res, ok, err := ws.Cache.Lookup(ctx, s.Action)
+		if err != nil {
+			return nil, fmt.Errorf("the evidence of %s: %w", s.Address, err)
+		}
+		if !ok {
+			continue
+		}
+		for _, d := range res.Attestations {
+			env, err := ws.Store.Get(d)
+			if err != nil {
+				return nil, fmt.Errorf("the evidence of %s: %w", s.Address, err)
+			}
+			subjects, err := provenance.ClaimedSubjects(env)
+			if err != nil || len(subjects) == 0 {
+				out[s.Address] = append(out[s.Address], reportEvidence{Envelope: provenance.EnvelopeDigest(env), SignedBy: []provenance.KeyInfo{}, Why: fmt.Sprintf("unreadable statement: %v", err)})
+				continue
+			}
+			if src == nil {
+				if src, err = provenance.NewDirSource(ws.AttestationDir()); err != nil {
+					return nil, err
+				}
+			}
+			opts := provenance.Options{Keys: keys, Source: src, Attestations: []provenance.Attestation{{Source: s.Address, Envelope: env}}}
+			rep, err := verifySubjects(ctx, opts, []provenance.Subject{{Name: s.Address, Digest: subjects[0]}})
+			if err != nil {
+				return nil, fmt.Errorf("verifying the evidence of %s: %w", s.Address, err)
+			}
+			// The source may hold other envelopes about the same subject (another run's):
+			// the step's own is reported.
+			for _, a := range rep.Artifacts[0].Attestations {
+				if a.Digest == provenance.EnvelopeDigest(env) {
+					out[s.Address] = append(out[s.Address], evidenceOf(a))
+					break
+				}
+			}
+		}
+	}
+	return out, nil
+}
