@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Runs every go fuzz target in the module for about the given number of seconds each
-# (default 10; a trailing "s" is accepted).
+# (default 10; a trailing "s" is accepted), or with a pattern (an extended regular
+# expression, matched against "PACKAGE.FuzzTarget") only the targets it matches.
+#
+# Usage: scripts/fuzz.sh [SECONDS] [PATTERN]    e.g. scripts/fuzz.sh 30 'cmd/foundry\.FuzzMCP'
 #
 # Why execution counts and not -fuzztime=10s: with a duration, Go 1.26's fuzz coordinator
 # can report its own deadline as a failure ("context deadline exceeded", no crasher written;
@@ -10,6 +13,7 @@
 set -euo pipefail
 budget=${1:-10}
 budget=${budget%s}
+pattern=${2:-}
 cd "$(dirname "$0")/.."
 
 now_ms() { date +%s%3N; }
@@ -56,11 +60,20 @@ fuzz_target() { # package, target
   done
 }
 
+ran=0
 for pkg in $(go list ./...); do
   dir=$(go list -f '{{.Dir}}' "$pkg")
   for f in $(grep -l '^func Fuzz' "$dir"/*_test.go 2>/dev/null); do
     for t in $(grep -o '^func Fuzz[A-Za-z0-9_]*' "$f" | sed 's/^func //'); do
+      if [ -n "$pattern" ] && ! grep -Eq -- "$pattern" <<<"$pkg.$t"; then
+        continue
+      fi
       fuzz_target "$pkg" "$t"
+      ran=$((ran + 1))
     done
   done
 done
+if [ -n "$pattern" ] && ((ran == 0)); then
+  echo "fuzz.sh: no fuzz target matches $pattern" >&2
+  exit 1
+fi

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/base64"
 	"encoding/json"
+	"flag"
 	"net"
 	"os"
 	"os/exec"
@@ -30,12 +31,30 @@ func TestMain(m *testing.M) {
 	// developer's own (spec/grants.md §1).
 	os.Setenv("XDG_CONFIG_HOME", filepath.Join(dir, "config"))
 	os.Unsetenv(grantsEnv)
-	if out, err := exec.Command("go", "build", "-o", foundryBin, ".").CombinedOutput(); err != nil {
-		panic("building foundry: " + err.Error() + "\n" + string(out))
+	// The fuzz targets here never run the binary: a fuzz worker (go test -fuzz starts one
+	// per core, and again after each crasher) does not build it, nor a fuzzing run that
+	// runs no test (scripts/fuzz.sh: -run '^$'); each build costs seconds of fuzzing time.
+	flag.Parse()
+	if !fuzzOnly() {
+		if out, err := exec.Command("go", "build", "-o", foundryBin, ".").CombinedOutput(); err != nil {
+			panic("building foundry: " + err.Error() + "\n" + string(out))
+		}
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// fuzzOnly says whether this process only fuzzes: a fuzz worker, or a fuzzing run whose
+// -test.run matches no test.
+func fuzzOnly() bool {
+	flagValue := func(name string) string {
+		if f := flag.Lookup(name); f != nil {
+			return f.Value.String()
+		}
+		return ""
+	}
+	return flagValue("test.fuzzworker") == "true" || flagValue("test.fuzz") != "" && flagValue("test.run") == "^$"
 }
 
 // needSandbox skips (or, in CI, fails) when this machine cannot run sandboxes.

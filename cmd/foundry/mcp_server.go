@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"slices"
 	"strings"
@@ -60,17 +61,7 @@ type mcpServer struct {
 // apply when allowed, and a tool per admitted capability. Close releases what the
 // capability tools hold.
 func newMCPServer(cfg *mcpConfig) (*mcpServer, error) {
-	s := &mcpServer{cfg: cfg, log: slog.New(slog.NewTextHandler(cfg.env.stderr, nil))}
-	s.srv = mcp.NewServer(&mcp.Implementation{Name: "foundry", Title: "Foundry", Version: version}, &mcp.ServerOptions{
-		Instructions: mcpInstructions,
-		// go-sdk logs each session's lifecycle at Info: only its warnings and errors here.
-		Logger:                    slog.New(slog.NewTextHandler(cfg.env.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		SupportedProtocolVersions: mcpProtocolVersions,
-		// Tools only: no logging, prompts or resources. The capability tools follow the
-		// inventory, which an apply can change: the list changes then, and says so.
-		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
-	})
-	s.srv.AddReceivingMiddleware(boundToolErrors)
+	s := &mcpServer{cfg: cfg, log: slog.New(slog.NewTextHandler(cfg.env.stderr, nil)), srv: newSDKServer(cfg.env.stderr)}
 	s.addProjectTools()
 	if cfg.allow["apply"] {
 		s.addApplyTool()
@@ -82,6 +73,22 @@ func newMCPServer(cfg *mcpConfig) (*mcpServer, error) {
 	s.refreshCapabilityTools(context.Background())
 	s.log.Info("serving", "project", cfg.dir, "tools", strings.Join(append(slices.Clone(s.tools), s.capTools...), ","), "allow", strings.Join(allowList(cfg.allow), ","))
 	return s, nil
+}
+
+// newSDKServer is go-sdk's server as foundry mcp configures it, with no tool yet; it logs
+// go-sdk's warnings and errors to stderr.
+func newSDKServer(stderr io.Writer) *mcp.Server {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "foundry", Title: "Foundry", Version: version}, &mcp.ServerOptions{
+		Instructions: mcpInstructions,
+		// go-sdk logs each session's lifecycle at Info: only its warnings and errors here.
+		Logger:                    slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		SupportedProtocolVersions: mcpProtocolVersions,
+		// Tools only: no logging, prompts or resources. The capability tools follow the
+		// inventory, which an apply can change: the list changes then, and says so.
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
+	})
+	srv.AddReceivingMiddleware(boundToolErrors)
+	return srv
 }
 
 // Close releases the capability tools' workspace, executor and scratch directory.
