@@ -6,8 +6,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -147,4 +149,104 @@ func TestMCPInspector(t *testing.T) {
 	if code, _, errs := inspect(t, bin, dir, "--method", "tools/call", "--tool-name", "apply"); code == 0 || !strings.Contains(errs, "not found") {
 		t.Errorf("the Inspector calling apply: exit %d\n%s", code, errs)
 	}
+}
+
+// inspectHTTP runs the Inspector's CLI against the server at url over Streamable HTTP, with
+// the bearer token when not "", and returns its exit code, the JSON it printed (nil when
+// none) and its stderr.
+func inspectHTTP(t *testing.T, bin, url, token string, args ...string) (int, map[string]any, string) {
+	t.Helper()
+	full := append([]string{"--cli", "--transport", "http", "--server-url", url}, args...)
+	if token != "" {
+		full = append(full, "--header", "Authorization: Bearer "+token)
+	}
+	cmd := exec.Command(bin, full...)
+	cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	var v map[string]any
+	if s := strings.TrimSpace(out.String()); s != "" {
+		if err := json.Unmarshal([]byte(s), &v); err != nil {
+			t.Fatalf("inspector %v printed what is not JSON: %v\n%s\n%s", args, err, s, errb.String())
+		}
+	}
+	return code, v, errb.String()
+}
+
+// The Inspector as a remote host of foundry mcp -http with authorization: it lists the
+// tools go-sdk lists, calls a capability and gets its result and its declared error, is
+// refused what its token does not grant (insufficient_scope, no result), and is refused
+// everything once its token has expired.
+func TestMCPInspectorHTTP(t *testing.T) {
+	bin := inspectorBin(t)
+	dir := appliedMCPProject(t)
+	keys := t.TempDir()
+	ops := keygenCLI(t, keys, "ops")
+	srv := startMCPHTTP(t, dir, "-token-issuer", "ops="+ops+".pub")
+	mint := func(args ...string) string {
+		return mintCLI(t, append([]string{"-key", ops + ".key", "-issuer", "ops", "-audience", srv.url}, args...)...)
+	}
+	host := mint("-scope", "read", "-scope", "call:echo")
+
+	code, listed, errs := inspectHTTP(t, bin, srv.url, host, "--method", "tools/list")
+	if code != 0 || listed == nil {
+		t.Fatalf("inspector tools/list over HTTP: exit %d\n%s\n%s", code, errs, srv.log())
+	}
+	cs, err := connectHTTP(t, srv.url, host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var jsNames []string
+	for _, jt := range listed["tools"].([]any) {
+		jsNames = append(jsNames, jt.(map[string]any)["name"].(string))
+	}
+	if goNames := toolNames(listTools(t, cs)); !reflect.DeepEqual(jsNames, goNames) || !slices.Contains(jsNames, "cap_echo") {
+		t.Errorf("the Inspector lists %v over HTTP, go-sdk %v", jsNames, goNames)
+	}
+
+	code, res, errs := inspectHTTP(t, bin, srv.url, host, "--method", "tools/call", "--tool-name", "cap_echo", "--tool-arg", "text=over http")
+	if text := inspectorText(res); code != 0 || res["isError"] == true || text != `{"text":"over http"}` {
+		t.Errorf("cap_echo over HTTP: exit %d, %v\n%s", code, res, errs)
+	}
+	code, res, errs = inspectHTTP(t, bin, srv.url, host, "--method", "tools/call", "--tool-name", "cap_echo", "--tool-arg", "text=boom")
+	if text := inspectorText(res); code == 0 || res["isError"] != true || !strings.Contains(text, `"error":"invalid_input"`) || !strings.Contains(text, `"exit_code":2`) {
+		t.Errorf("cap_echo boom over HTTP: exit %d, %v\n%s", code, res, errs)
+	}
+
+	// A token that reads but may not call the capability: refused; no result.
+	reader := mint("-scope", "read")
+	code, res, errs = inspectHTTP(t, bin, srv.url, reader, "--method", "tools/call", "--tool-name", "cap_echo", "--tool-arg", "text=hi")
+	// The Inspector reads the scope from the WWW-Authenticate challenge: "Insufficient scope:
+	// required "call:echo"".
+	if low := strings.ToLower(errs); code == 0 || res != nil && res["isError"] != true || !strings.Contains(low, "insufficient scope") || !strings.Contains(errs, `call:echo`) {
+		t.Errorf("cap_echo with a read token: exit %d, %v\n%s", code, res, errs)
+	}
+
+	// An expired token: a 401, which the Inspector takes for a need to authorize anew (it
+	// would start OAuth in a terminal; here it says auth_required).
+	brief := mint("-scope", "read", "-expires", "1s")
+	time.Sleep(2 * time.Second)
+	code, res, errs = inspectHTTP(t, bin, srv.url, brief, "--method", "tools/list")
+	if code == 0 || res != nil && res["tools"] != nil || !strings.Contains(errs, "auth_required") {
+		t.Errorf("tools/list with an expired token: exit %d, %v\n%s", code, res, errs)
+	}
+}
+
+// inspectorText is the text of the first content item of a tool result the Inspector
+// printed.
+func inspectorText(res map[string]any) string {
+	content, _ := res["content"].([]any)
+	if len(content) == 0 {
+		return ""
+	}
+	m, _ := content[0].(map[string]any)
+	s, _ := m["text"].(string)
+	return s
 }
