@@ -48,3 +48,38 @@ func TestStepCaches(t *testing.T) {
 		}
 	}
 }
+
+// caches is an attribute of a step (and a product's step or check, which are steps) only:
+// anywhere else it is an error diagnostic at the caches line. Evaluation sandboxes have no
+// block of their own in the language, so they cannot ask for one.
+func TestCachesRefusedOutsideSteps(t *testing.T) {
+	const c = "  caches = { \"/c\" = \"go-build\" }\n"
+	builderWith := strings.Replace(goodBuilder, "      limits", "    "+c+"      limits", 1)
+	buildWith := "    build {\n      image = seed.bb\n      run   = [\"true\"]\n      outputs = [\"/out/x\"]\n    " + c + "    }\n"
+	pkg := "    package {\n      files = { \"/bin/x\" = \"/out/x\" }\n    }\n"
+	for where, main := range map[string]string{
+		"seed":       "seed \"bb\" {\n  layer { files = { \"/bin/busybox\" = host_file(\"/bin/sh\") } }\n" + c + "}\n",
+		"seed layer": "seed \"bb\" {\n  layer {\n    files = { \"/bin/busybox\" = host_file(\"/bin/sh\") }\n  " + c + "  }\n}\n",
+		"capability": busyboxSeed + "capability \"c\" {\n  interface \"cli\" { entrypoint = [\"/bin/x\"] }\n" + c + "}\n",
+		"suite":      busyboxSeed + "capability \"c\" {\n  interface \"cli\" { entrypoint = [\"/bin/x\"] }\n  suite \"sealed\" {\n    cases = \"sealed/*.json\"\n  " + c + "  }\n}\n",
+		"builder":    reconstructCap(builderWith + pkg),
+		"build":      reconstructCap(goodBuilder + buildWith + pkg),
+		"package":    reconstructCap(goodBuilder + "    package {\n      files = { \"/bin/x\" = \"/out/x\" }\n    " + c + "    }\n"),
+	} {
+		line := strings.Count(main[:strings.Index(main, "caches =")], "\n") + 1
+		_, diags := Load(writeProject(t, map[string]string{"sealed/1.json": "{}", "builder/propose.sh": "true\n", "main.hcl": main}), Options{})
+		if !diags.HasErrors() {
+			t.Errorf("%s: caches accepted", where)
+			continue
+		}
+		found := false
+		for _, d := range diags {
+			if d.Subject != nil && strings.HasSuffix(d.Subject.Filename, "main.hcl") && d.Subject.Start.Line == line {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("%s: no diagnostic at main.hcl:%d: %v", where, line, diags)
+		}
+	}
+}
