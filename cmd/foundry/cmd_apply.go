@@ -18,6 +18,7 @@ import (
 	"github.com/foundry-build/foundry/engine/graph"
 	"github.com/foundry-build/foundry/engine/plan"
 	"github.com/foundry-build/foundry/engine/run"
+	"github.com/foundry-build/foundry/engine/state"
 	"github.com/foundry-build/foundry/engine/workspace"
 	"github.com/foundry-build/foundry/provenance"
 )
@@ -389,13 +390,20 @@ func applyProject(ctx context.Context, env *cliEnv, req applyRequest) (out apply
 	for _, d := range res.Delivered {
 		fmt.Fprintf(env.stdout, "Delivered %s to %s.\n", d.Product, d.Location)
 	}
+	// Failed nodes are counted from the run's rows, as status counts them.
+	rows, err := ws.State.Nodes(context.WithoutCancel(ctx), res.RunID)
+	if err != nil {
+		fmt.Fprintf(env.stderr, "foundry apply: %v\n", err)
+		return out, exitError
+	}
+	failed := state.CountNodes(rows)[state.NodeFailed]
 	fetched := ""
 	if res.Fetched > 0 {
 		fetched = fmt.Sprintf("%d fetched, ", res.Fetched)
 	}
 	fmt.Fprintf(env.stdout, "Apply %s: %s%d executed, %d cached, %d failed, %d skipped in %s.\n",
 		map[bool]string{true: "complete", false: "failed"}[len(res.Failed) == 0 && planned.Summary.Missing == 0],
-		fetched, res.Executed, res.Cached, len(res.Failed), len(res.Skipped), res.Elapsed.Round(1e6))
+		fetched, res.Executed, res.Cached, failed, len(res.Skipped), res.Elapsed.Round(1e6))
 	if len(res.Failed) > 0 {
 		return out, exitError
 	}

@@ -86,9 +86,8 @@ Exit codes: 0 success, 1 no state or unknown run, 2 usage error.`,
 					fmt.Fprintf(env.stdout, "  %-28s %-12s %s  %-10s plan %.19s\n", r.ID, r.Status, r.Started.Local().Format("2006-01-02 15:04:05"), dur, r.Plan)
 				}
 				fmt.Fprintf(env.stdout, "\nNodes of run %s:\n", id)
-				counts := map[state.NodeStatus]int{}
+				counts := state.CountNodes(nodes)
 				for _, n := range nodes {
-					counts[n.Status]++
 					line := fmt.Sprintf("  %-8s %-44s", n.Status, n.Address)
 					if !n.Finished.IsZero() && !n.Started.IsZero() {
 						line += " " + n.Finished.Sub(n.Started).Round(time.Millisecond).String()

@@ -170,6 +170,23 @@ func TestReconstructionExhausted(t *testing.T) {
 	}
 	r := failedApply(t, dir)
 	id := showJobJSON(t, dir, "sorter").ID
+	// apply, status and status -json count the run's failures alike (issue 29): the
+	// exhausted capability is one failed node in each.
+	if !strings.Contains(r.stdout, ", 1 failed, ") {
+		t.Errorf("apply's summary does not say 1 failed:\n%s", r.stdout)
+	}
+	if code, out, errs := foundry(t, dir, "status"); code != 0 || !strings.Contains(out, ", 1 failed, ") ||
+		!strings.Contains(out, "failed   capability.sorter") {
+		t.Errorf("status after the exhausted job (exit %d):\n%s%s", code, out, errs)
+	}
+	code, out, errs := foundry(t, dir, "status", "-json")
+	var st struct{ Nodes []state.Node }
+	if code != 0 || json.Unmarshal([]byte(out), &st) != nil {
+		t.Fatalf("status -json: exit %d\n%s%s", code, out, errs)
+	}
+	if n := state.CountNodes(st.Nodes)[state.NodeFailed]; n != 1 {
+		t.Errorf("status -json counts %d failed nodes, apply 1: %s", n, out)
+	}
 	// Exhausted with its budget still spent, explain and plan say so and how to go on (issue
 	// 29): not "runs once it is admitted", not "to reconstruct".
 	if code, out, errs := foundry(t, dir, "explain", "step.use-sorter"); code != 0 ||
@@ -182,7 +199,7 @@ func TestReconstructionExhausted(t *testing.T) {
 		!strings.Contains(out, "exhausted: its budget is spent (1 of 1 candidates)") {
 		t.Errorf("plan after the job (exit %d):\n%s%s", code, out, errs)
 	}
-	code, out, errs := foundry(t, dir, "plan", "-json")
+	code, out, errs = foundry(t, dir, "plan", "-json")
 	var pj struct {
 		Summary      plan.Summary
 		Capabilities []plan.Capability

@@ -262,6 +262,7 @@ func (w *walker) finish(d done) {
 		}
 		res.Failed = append(res.Failed, se)
 		cause = d.addr
+		w.recordFailed(d.addr, se)
 	case d.outcome == executed:
 		res.Executed++
 	case d.outcome == cached:
@@ -299,6 +300,25 @@ func (w *walker) trace(d done, cause string) {
 		}
 	}
 	w.r.trace.Settled(tn, d.tid, d.start, d.end)
+}
+
+// recordFailed records node a, which failed with se, in the run's node rows when it is not
+// a step or check (those record their own end): a capability whose reconstruction was
+// exhausted is one failure in apply's summary and in status alike (state.CountNodes).
+func (w *walker) recordFailed(a string, se *StepError) {
+	r := w.r
+	n := r.g.Nodes[a]
+	if n == nil || n.Kind == graph.KindStep || n.Kind == graph.KindCheck {
+		return
+	}
+	ctx := context.WithoutCancel(w.ctx)
+	err := r.ws.State.NodeStarted(ctx, r.runID, a, n.Digest)
+	if err == nil {
+		err = r.ws.State.NodeFinished(ctx, r.runID, a, state.NodeResult{Status: state.NodeFailed, Error: se.Error()})
+	}
+	if err != nil {
+		r.stop(fmt.Errorf("recording %s as failed: %w", a, err))
+	}
 }
 
 // skip reports node a as skipped because it needs cause, which failed: recorded for a step

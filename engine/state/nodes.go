@@ -217,3 +217,13 @@ func (d *DB) LastNodeResult(ctx context.Context, address string) (n Node, found 
 	}
 	return n, true, nil
 }
+
+// CountNodes counts nodes by status: the one count of a run's failed (done, cached,
+// skipped) nodes that apply's summary and status both print.
+func CountNodes(nodes []Node) map[NodeStatus]int {
+	counts := map[NodeStatus]int{}
+	for _, n := range nodes {
+		counts[n.Status]++
+	}
+	return counts
+}
