@@ -188,7 +188,7 @@ product "foundry" {
     run     = ["go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-X main.version=self", "-o", "/out/foundry", "./cmd/foundry"]
     outputs = ["/out/foundry"]
     limits {
-      time   = "30m"
+      time   = "60m"
       memory = "2GiB"
     }
   }
@@ -201,7 +201,7 @@ product "foundry" {
     env     = { GOMODCACHE = "/mod", GOPROXY = "off", GOFLAGS = "-mod=readonly", GOCACHE = "/cache/go-build" }
     run     = ["go", "test", "-p", "1", "-count=1", "./digest", "./engine/shrink", "./engine/generate", "./store"]
     limits {
-      time   = "15m"
+      time   = "30m"
       memory = "2GiB"
     }
   }
