@@ -46,11 +46,19 @@ const (
 	AnnotationContract = "foundry_contract"
 	AnnotationTree     = "foundry_tree"
 	AnnotationImage    = "foundry_image"
+	// AnnotationEvidence and AnnotationDossier, on every subject, say what the sealed
+	// evaluation proved and against which reference dossier (Admission.Evidence, Dossier).
+	AnnotationEvidence = "foundry_evidence"
+	AnnotationDossier  = "foundry_reference_dossier"
 )
 
 // ConfigCandidateImage is the name of a test result's configuration descriptor that names
 // the image the candidate ran in: its files on its base image.
 const ConfigCandidateImage = "candidate-image"
+
+// ConfigReferenceDossier is the name of a test result's configuration descriptor that names
+// the reference dossier its differential cases took their expected outputs from.
+const ConfigReferenceDossier = "reference-dossier"
 
 // MediaTypeOCIManifest is the media type of the manifest subject of a summary.
 const MediaTypeOCIManifest = "application/vnd.oci.image.manifest.v1+json"
@@ -114,6 +122,13 @@ type Admission struct {
 	// VerifiedLevels are the levels to claim besides LevelSealedEvaluationPassed, which is
 	// always claimed. Each must pass CheckLevel and be backed by the inputs.
 	VerifiedLevels []string
+	// Evidence, when set, says what the sealed evaluation proved ("agreed with reference
+	// R on N generated sealed case(s) from seed S, 0 disagreements; M hand-written sealed
+	// case(s) passed"), and Dossier names the reference dossier it was proven against
+	// ("sha256:<hex>"): the subjects carry them as the foundry_evidence and
+	// foundry_reference_dossier annotations.
+	Evidence string
+	Dossier  string
 }
 
 // PolicyRef names a policy: its URI and digest ("sha256:<hex>").
@@ -236,6 +251,9 @@ func NewVerificationSummary(a *Admission) (*Statement, error) {
 				if sealedPass && img != image {
 					return nil, fmt.Errorf("verification summary: %s: the sealed suite passed on image %q, another sealed pass on %q: an admission binds one image", what, img, image)
 				}
+				if d := tr.Configuration[ConfigReferenceDossier]; a.Dossier != "" && d != a.Dossier {
+					return nil, fmt.Errorf("verification summary: %s: the sealed suite ran under reference dossier %q, not %s", what, d, a.Dossier)
+				}
 				sealedPass, image = true, img
 			}
 		case PredicateSLSAProvenance:
@@ -278,9 +296,18 @@ func NewVerificationSummary(a *Admission) (*Statement, error) {
 	if err != nil {
 		return nil, fmt.Errorf("verification summary: %w", err)
 	}
+	if a.Dossier != "" && !digestRE().MatchString(a.Dossier) {
+		return nil, fmt.Errorf("verification summary: reference dossier %q is not sha256:<64 hex>", a.Dossier)
+	}
 	annotations := func(m map[string]any) map[string]any {
 		if image != "" {
 			m[AnnotationImage] = image
+		}
+		if a.Evidence != "" {
+			m[AnnotationEvidence] = a.Evidence
+		}
+		if a.Dossier != "" {
+			m[AnnotationDossier] = a.Dossier
 		}
 		return m
 	}

@@ -116,10 +116,12 @@ type jobJSON struct {
 	Used       state.Usage     `json:"used"`
 	Rounds     int             `json:"rounds"`
 	Waiting    []string        `json:"waiting"`
-	Outcome    string          `json:"outcome,omitempty"`
-	Admitted   string          `json:"admitted,omitempty"`
-	Opened     time.Time       `json:"opened"`
-	Updated    time.Time       `json:"updated"`
+	// Dossier is the digest of the job's reference dossier (spec/capability.md §5b).
+	Dossier  digest.Digest `json:"dossier,omitempty"`
+	Outcome  string        `json:"outcome,omitempty"`
+	Admitted string        `json:"admitted,omitempty"`
+	Opened   time.Time     `json:"opened"`
+	Updated  time.Time     `json:"updated"`
 	// RoundList is set by show.
 	RoundList []roundJSON `json:"round_list,omitempty"`
 }
@@ -220,7 +222,7 @@ func jobView(ctx context.Context, db *state.DB, j state.Job, withRounds bool, di
 		return jobJSON{}, err
 	}
 	v := jobJSON{ID: j.ID, Capability: j.Capability, Contract: j.Contract, Target: j.Target, Policy: j.Policy, Status: j.Status,
-		Budget: j.Budget, Rounds: len(rounds), Waiting: j.Waiting, Outcome: j.Outcome, Admitted: j.Admitted, Opened: j.Opened, Updated: j.Updated}
+		Budget: j.Budget, Rounds: len(rounds), Waiting: j.Waiting, Dossier: j.Dossier, Outcome: j.Outcome, Admitted: j.Admitted, Opened: j.Opened, Updated: j.Updated}
 	if v.Waiting == nil {
 		v.Waiting = []string{}
 	}
@@ -450,6 +452,9 @@ func writeJob(w io.Writer, v jobJSON, lines int) {
 	fmt.Fprintf(w, "  %-10s %d round(s); %s; %s CPU\n", "spent", v.Rounds, usageLine(v.Used, v.Budget), v.Used.CPU.Round(time.Millisecond))
 	if len(v.Waiting) > 0 {
 		fmt.Fprintf(w, "  %-10s %s\n", "waiting", strings.Join(v.Waiting, ", "))
+	}
+	if v.Dossier != "" {
+		fmt.Fprintf(w, "  %-10s reference dossier %s\n", "dossier", v.Dossier)
 	}
 	fmt.Fprintf(w, "  %-10s opened %s, updated %s\n", "times", ts(v.Opened), ts(v.Updated))
 	for _, r := range v.RoundList {

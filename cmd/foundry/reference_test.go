@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/base64"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -32,6 +33,54 @@ func TestReferenceDifferentialAdmission(t *testing.T) {
 		"reconstruct round 1: failed the sealed suite",
 		"ADM capability.sorter: reconstruct round 2 admitted as",
 		"agreed with reference bbsort on ", " generated sealed case(s) from seed ", "0 disagreements; 1 hand-written sealed case(s) passed" /* dup.json was disclosed to round 2 */)
+
+	// The frozen dossier: in the job (jobs show, text and JSON), in each round's builder
+	// provenance, and in the signed admission summary with what was proven against it.
+	j := showJobJSON(t, dir, "sorter")
+	if !strings.HasPrefix(string(j.Dossier), "sha256:") {
+		t.Fatalf("jobs show -json: dossier %q", j.Dossier)
+	}
+	if code, out, errs := foundry(t, dir, "jobs", "show", "sorter"); code != 0 || !strings.Contains(out, "dossier    reference dossier "+string(j.Dossier)) {
+		t.Errorf("jobs show: exit %d, no dossier %s\n%s%s", code, j.Dossier, out, errs)
+	}
+	builders, summaries := 0, 0
+	for _, payload := range attestationPayloads(t, dir) {
+		switch {
+		case strings.Contains(payload, `"name":"/job"`):
+			if strings.Contains(payload, `"name":"reference-dossier"`) && strings.Contains(payload, j.Dossier.Hex()) {
+				builders++
+			}
+		case strings.Contains(payload, "https://slsa.dev/verification_summary/v1"):
+			summaries++
+			saysAll(t, "the admission summary", payload, `"foundry_reference_dossier":"`+string(j.Dossier)+`"`,
+				`"foundry_evidence":"agreed with reference bbsort on `, ` generated sealed case(s) from seed `, `0 disagreements; 1 hand-written sealed case(s) passed"`)
+		}
+	}
+	if builders != 2 || summaries != 1 {
+		t.Errorf("%d builder provenance(s) name the dossier (want 2, one per round); %d admission summaries (want 1)", builders, summaries)
+	}
+	if code, out, errs := foundry(t, dir, "verify", "-key", filepath.Join(dir, ".foundry", "keys", "signing.pub"), j.Admitted); code != 0 {
+		t.Errorf("verify %s: exit %d\n%s%s", j.Admitted, code, out, errs)
+	}
+}
+
+// attestationPayloads are the statements (JSON, unverified) of the project's attestations.
+func attestationPayloads(t *testing.T, dir string) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, ".foundry", "attestations", "*.intoto.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, f := range files {
+		env, _ := readStatement(t, f)
+		b, err := base64.StdEncoding.DecodeString(env["payload"].(string))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, string(b))
+	}
+	return out
 }
 
 // A reference that disagrees with a hand-written sealed case stops the job, naming the case.

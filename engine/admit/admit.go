@@ -75,6 +75,9 @@ type Candidate struct {
 	// Evidence says what its sealed evaluation proved (evaluate.Result.Evidence), shown
 	// with its admission; "" when not known.
 	Evidence string
+	// Dossier is the digest of the reference dossier its evaluation was judged under
+	// (evaluate.Result.Dossier); "" without one.
+	Dossier digest.Digest
 }
 
 // Admit publishes c, a candidate of capability n that passed evaluation, to the project
@@ -218,6 +221,8 @@ func (ad *Admitter) publish(ctx context.Context, n *graph.Node, c *Candidate, pr
 			Policy:         provenance.PolicyRef{URI: PolicyURI, Digest: string(policy)},
 			Inputs:         inputs,
 			Keys:           []*provenance.Verifier{pub},
+			Evidence:       c.Evidence,
+			Dossier:        string(c.Dossier),
 		}))
 		if err != nil {
 			return "", err

@@ -19,7 +19,7 @@ import (
 // DossierDependency is the name, in a signed test result's configuration, of the frozen
 // reference dossier its differential cases took their expected outputs from: its digest is
 // the dossier's (spec/capability.md §5b).
-const DossierDependency = "reference-dossier"
+const DossierDependency = provenance.ConfigReferenceDossier
 
 // A Disagreement is a reference and the contract disagreeing: the reference failed on an
 // input the contract calls valid (it crashed, or printed what the equivalence cannot

@@ -58,7 +58,8 @@ type Apply interface {
 
 // Input is what a round mounts in its builder or build besides the step's own mounts
 // (the job, the references it may inspect, the proposal), and how the run's provenance
-// names it.
+// names it. An Input with no Mount.Source is named in the provenance and mounted nowhere
+// (the reference dossier).
 type Input struct {
 	Mount executors.Mount
 	Dep   provenance.Dependency
@@ -135,11 +136,15 @@ type Reconstructor struct {
 // Admitted, Settle returns the rejections of the job's earlier rounds, for the apply's
 // report; a job that ends without an admission is an *Error.
 func (rc *Reconstructor) Settle(ctx context.Context, n *graph.Node) ([]evaluate.Rejection, error) {
-	jb, err := rc.openJob(ctx, n)
+	dossier, err := evaluate.DossierOf(n.Capability, rc.Apply.Image)
+	if err != nil {
+		return nil, fmt.Errorf("the reference dossier: %w", err)
+	}
+	jb, err := rc.openJob(ctx, n, dossier)
 	if err != nil {
 		return nil, fmt.Errorf("opening the reconstruction job: %w", err)
 	}
-	j := &job{rc: rc, n: n, block: n.Capability.Reconstruct, state: jb}
+	j := &job{rc: rc, n: n, block: n.Capability.Reconstruct, state: jb, dossier: dossier}
 	if j.block.Proposals != nil {
 		j.src = externalSource{j}
 	} else {
@@ -149,10 +154,11 @@ func (rc *Reconstructor) Settle(ctx context.Context, n *graph.Node) ([]evaluate.
 }
 
 // openJob opens capability n's job, or joins the one an earlier apply opened, with the
-// budget its reconstruct block says now and the nodes that wait for it. A job that ended
+// budget its reconstruct block says now, the nodes that wait for it and its reference
+// dossier as this apply froze it. A job that ended
 // (exhausted, unresolved, or admitted by an apply whose artifact the plan did not find) is
 // reopened: whether anything is left to do is the budget's to say, and what it spent stays.
-func (rc *Reconstructor) openJob(ctx context.Context, n *graph.Node) (state.Job, error) {
+func (rc *Reconstructor) openJob(ctx context.Context, n *graph.Node, dossier *evaluate.Dossier) (state.Job, error) {
 	id, target, policy, err := plan.RecordedJob(ctx, rc.Workspace.State, rc.Graph, n)
 	if err != nil {
 		return state.Job{}, err
@@ -167,7 +173,7 @@ func (rc *Reconstructor) openJob(ctx context.Context, n *graph.Node) (state.Job,
 	db := rc.Workspace.State
 	jb, _, err := db.OpenJob(ctx, state.Job{ID: id, Capability: n.Capability.Name, Contract: n.Digest, Target: target, Policy: policy,
 		Budget:  state.JobBudget{Candidates: b.Candidates, Probes: b.Probes, Wall: b.Wall, Scratch: b.Scratch, Spend: b.Spend},
-		Waiting: waiting})
+		Waiting: waiting, Dossier: dossierDigest(dossier)})
 	if err != nil {
 		return state.Job{}, err
 	}
@@ -231,6 +237,9 @@ type job struct {
 	block *lang.Reconstruct
 	state state.Job
 	src   ProposalSource
+	// dossier is the capability's reference dossier as this apply froze it (nil without
+	// one): the job records its digest, and every builder's provenance names it.
+	dossier *evaluate.Dossier
 	// rep is what the job has done so far: what it used, every failed round's failure.
 	rep *Error
 }
@@ -385,6 +394,14 @@ func (j *job) cannotPromote(ctx context.Context) string {
 		return fmt.Sprintf("the sealed set is used up: %d undisclosed sealed case(s) left, and promotion needs %d; add sealed cases", su.Undisclosed, need)
 	}
 	return ""
+}
+
+// dossierDigest is d's digest, "" without a dossier.
+func dossierDigest(d *evaluate.Dossier) digest.Digest {
+	if d == nil {
+		return ""
+	}
+	return d.Digest
 }
 
 // spendOf says what a job used, for its reports.

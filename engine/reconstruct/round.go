@@ -389,6 +389,7 @@ func (rd *round) evaluate(ctx context.Context) (done bool, err error) {
 		}
 		rd.evaluation = *res
 		c.Evidence = res.Evidence
+		c.Dossier = dossierDigest(res.Dossier)
 		u = state.Usage{Wall: time.Since(evStart), Probes: res.Probes, CasesWall: res.CasesWall}
 		if eres.At.Before(evStart) {
 			u = u.Add(eres.Spent(evStart)) // what the apply that died in it spent stays spent

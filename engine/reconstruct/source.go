@@ -85,6 +85,13 @@ func (b commandBuilder) Propose(ctx context.Context, br Brief) (*Proposal, error
 	for _, in := range ins {
 		extra[in.Mount.Target] = digest.Digest(in.Dep.Digest)
 	}
+	if b.dossier != nil {
+		// Named in the provenance, mounted nowhere: the dossier the round ran under, which
+		// is in the builder's key too, as what its provenance names must be.
+		dep := b.dossier.Dependency()
+		ins = append(ins, Input{Dep: dep})
+		extra[dep.Name] = b.dossier.Digest
+	}
 	bn, err := graph.ReconstructStep(b.n, st, img.Digest, extra, ap.Tree)
 	if err != nil {
 		return nil, err

@@ -200,9 +200,11 @@ func (r *runner) execute(ctx context.Context, n *graph.Node, exe executors.Execu
 		return nil, &StepError{Reason: err.Error()}
 	}
 	inputs = append(inputs, extra...)
-	mounts := make([]executors.Mount, len(inputs))
-	for i, in := range inputs {
-		mounts[i] = in.mount
+	var mounts []executors.Mount
+	for _, in := range inputs {
+		if in.mount.Source != "" { // else named in the provenance only (a reference dossier)
+			mounts = append(mounts, in.mount)
+		}
 	}
 	scratch := filepath.Join(r.scratch, shortAddr(n.Address)+"-"+workspace.NewID())
 	outDir := filepath.Join(scratch, "out")

@@ -80,6 +80,9 @@ type Job struct {
 	Admitted string
 	// Waiting are the addresses of the nodes that wait for its capability.
 	Waiting []string
+	// Dossier is the digest of the reference dossier its rounds ran under (the latest
+	// apply's, spec/capability.md §5b); "" when its reconstruct block names no reference.
+	Dossier digest.Digest
 	Opened  time.Time
 	Updated time.Time
 }
@@ -176,7 +179,7 @@ func (d *DB) AdoptJob(ctx context.Context, id string, contract digest.Digest, ta
 }
 
 // OpenJob opens j, or joins the job already recorded under its ID: that one keeps its
-// status, rounds and spend, and takes j's budget and waiting nodes. It returns the job as
+// status, rounds and spend, and takes j's budget, waiting nodes and dossier. It returns the job as
 // recorded and whether this call created it.
 func (d *DB) OpenJob(ctx context.Context, j Job) (Job, bool, error) {
 	if j.ID == "" || j.Capability == "" {
@@ -197,8 +200,8 @@ func (d *DB) OpenJob(ctx context.Context, j Job) (Job, bool, error) {
 			if err != nil {
 				return err
 			}
-			_, err = tx.ExecContext(ctx, `INSERT INTO jobs (id, capability, contract_digest, target, policy_digest, status, budget, waiting, opened, updated)
-VALUES (?, ?, ?, ?, ?, 'open', ?, ?, ?, ?)`, j.ID, j.Capability, string(j.Contract), j.Target, string(j.Policy), string(budget), string(waiting), now, now)
+			_, err = tx.ExecContext(ctx, `INSERT INTO jobs (id, capability, contract_digest, target, policy_digest, status, budget, waiting, dossier, opened, updated)
+VALUES (?, ?, ?, ?, ?, 'open', ?, ?, ?, ?, ?)`, j.ID, j.Capability, string(j.Contract), j.Target, string(j.Policy), string(budget), string(waiting), string(j.Dossier), now, now)
 			return err
 		case err != nil:
 			return err
@@ -207,7 +210,7 @@ VALUES (?, ?, ?, ?, ?, 'open', ?, ?, ?, ?)`, j.ID, j.Capability, string(j.Contra
 		if err != nil {
 			return err
 		}
-		_, err = tx.ExecContext(ctx, `UPDATE jobs SET budget = ?, waiting = ?, updated = ? WHERE id = ?`, string(budget), string(waiting), now, j.ID)
+		_, err = tx.ExecContext(ctx, `UPDATE jobs SET budget = ?, waiting = ?, dossier = ?, updated = ? WHERE id = ?`, string(budget), string(waiting), string(j.Dossier), now, j.ID)
 		return err
 	})
 	if err != nil {
@@ -260,16 +263,17 @@ func (d *DB) Jobs(ctx context.Context) ([]Job, error) {
 	return out, rows.Err()
 }
 
-const jobSelect = `SELECT id, capability, contract_digest, target, policy_digest, status, budget, outcome, admitted, waiting, opened, updated FROM jobs`
+const jobSelect = `SELECT id, capability, contract_digest, target, policy_digest, status, budget, outcome, admitted, waiting, dossier, opened, updated FROM jobs`
 
 func scanJob(row interface{ Scan(...any) error }) (Job, error) {
 	var (
 		j                        Job
 		contract, policy, status string
+		dossier                  string
 		budget, waiting          string
 		opened, updated          sql.NullInt64
 	)
-	if err := row.Scan(&j.ID, &j.Capability, &contract, &j.Target, &policy, &status, &budget, &j.Outcome, &j.Admitted, &waiting, &opened, &updated); err != nil {
+	if err := row.Scan(&j.ID, &j.Capability, &contract, &j.Target, &policy, &status, &budget, &j.Outcome, &j.Admitted, &waiting, &dossier, &opened, &updated); err != nil {
 		return Job{}, err
 	}
 	if err := json.Unmarshal([]byte(budget), &j.Budget); err != nil {
@@ -278,7 +282,7 @@ func scanJob(row interface{ Scan(...any) error }) (Job, error) {
 	if err := json.Unmarshal([]byte(waiting), &j.Waiting); err != nil {
 		return Job{}, fmt.Errorf("job %s: waiting: %w", j.ID, err)
 	}
-	j.Contract, j.Policy, j.Status = digest.Digest(contract), digest.Digest(policy), JobStatus(status)
+	j.Contract, j.Policy, j.Status, j.Dossier = digest.Digest(contract), digest.Digest(policy), JobStatus(status), digest.Digest(dossier)
 	j.Opened, j.Updated = fromNanos(opened), fromNanos(updated)
 	return j, nil
 }

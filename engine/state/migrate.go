@@ -246,6 +246,10 @@ ALTER TABLE job_rounds ADD COLUMN proposal_charged INTEGER NOT NULL DEFAULT 0 CH
 	`
 ALTER TABLE job_rounds ADD COLUMN logs TEXT NOT NULL DEFAULT '';
 `,
+	// 13: the digest of a job's reference dossier (spec/capability.md §5b), '' without one.
+	`
+ALTER TABLE jobs ADD COLUMN dossier TEXT NOT NULL DEFAULT '';
+`,
 }
 
 // Version is the schema version this binary writes.
