@@ -68,6 +68,11 @@ func TestExampleScores(t *testing.T) {
 		!strings.Contains(m.Restart, "./srv/start ../data") {
 		t.Errorf("release manifest: %s", b)
 	}
+	// The files are what was accepted laid over seed.bb's root: the release names that image.
+	if rt := m.Runtime; rt == nil || rt.Seed != "seed.bb" || !strings.HasPrefix(rt.Image, "sha256:") ||
+		!strings.Contains(m.Restart, "accepted running on the image "+rt.Image+" (seed.bb)") {
+		t.Errorf("the release does not say what runtime it needs: %s", b)
+	}
 	key := filepath.Join(dir, ".foundry", "keys", "signing.pub")
 	if code, out, errs := foundry(t, dir, "verify", "-key", key, rel); code != 0 || !strings.Contains(out, "VERIFIED") {
 		t.Fatalf("verify %s: exit %d\n%s\n%s", rel, code, out, errs)

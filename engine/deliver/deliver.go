@@ -78,8 +78,17 @@ type Manifest struct {
 	Artifact   string       `json:"artifact"` // the tree digest of the delivered files
 	Target     string       `json:"target"`   // the platform the files are for
 	Start      []string     `json:"start,omitempty"`
+	Runtime    *Runtime     `json:"runtime,omitempty"`
 	Acceptance []Acceptance `json:"acceptance"`
 	Restart    string       `json:"restart"`
+}
+
+// Runtime is what an accepted release runs on: the image its acceptance ran the service on,
+// by digest, with the release's files laid over that image's root. The files alone are
+// not what was accepted when they need the image's (a shell, a server, libraries).
+type Runtime struct {
+	Image string `json:"image"` // the image's digest
+	Seed  string `json:"seed"`  // the seed it was built from (the accept block's image)
 }
 
 // Acceptance is one check the release passed: its address, the cache key its passing
@@ -104,6 +113,7 @@ type Request struct {
 	Source   digest.Digest // the plan's digest
 	Target   string
 	Start    []string
+	Runtime  *Runtime // the image the acceptance ran on; nil for a product with no accept block
 	Dest     lang.Destination
 	// Root is the granted directory a dir: or oci-layout: Dest is under (the grant the plan
 	// found for it, lang.Grants.DeliveryGrant): Dest is reached from it following no
@@ -181,7 +191,7 @@ type destination interface {
 func makeRelease(project string, req *Request) (*release, error) {
 	m := Manifest{Type: ReleaseType, Project: project, Product: req.Product, Revision: string(req.Revision),
 		Source: string(req.Source), Artifact: string(req.Tree), Target: req.Target, Start: req.Start,
-		Acceptance: []Acceptance{}, Restart: restartInstructions(req.Start)}
+		Runtime: req.Runtime, Acceptance: []Acceptance{}, Restart: restartInstructions(req.Start, req.Runtime)}
 	rel := &release{Request: req}
 	checks := slices.Clone(req.Checks)
 	slices.SortFunc(checks, func(a, b Check) int { return strings.Compare(a.Address, b.Address) })
@@ -207,12 +217,16 @@ func makeRelease(project string, req *Request) (*release, error) {
 
 // restartInstructions say how a person starts the release, and starts it again after a
 // stop, from what it holds.
-func restartInstructions(start []string) string {
+func restartInstructions(start []string, rt *Runtime) string {
 	if len(start) == 0 {
 		return "This release declares no start command (deliver { start = [...] }). Its files are under " + FilesDir + "/ (in an OCI destination, the artifact's layer)."
 	}
-	return fmt.Sprintf("Start it from the release's files (%s/ in a dir: destination; the layer of the artifact in an OCI one), where the command's paths are relative to that root: %s. To restart, stop that process and run the same command again: the release's files never change, and the data the command is pointed at is kept.",
+	s := fmt.Sprintf("Start it from the release's files (%s/ in a dir: destination; the layer of the artifact in an OCI one), where the command's paths are relative to that root: %s. To restart, stop that process and run the same command again: the release's files never change, and the data the command is pointed at is kept.",
 		FilesDir, strings.Join(quoteArgs(start), " "))
+	if rt != nil {
+		s += fmt.Sprintf(" It was accepted running on the image %s (%s) with these files laid over its root: that image is the runtime it needs.", rt.Image, rt.Seed)
+	}
+	return s
 }
 
 func quoteArgs(argv []string) []string {

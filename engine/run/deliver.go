@@ -73,6 +73,11 @@ func (r *runner) deliverProduct(ctx context.Context, n *graph.Node) error {
 				n.Address, tree, accepted)
 		}
 		req.Checks = append(req.Checks, deliver.Check{Address: n.Address + ".accept", Result: d, Envelopes: [][]byte{env}})
+		base := r.result(n.Product.Accept.Image.Node)
+		if base == nil {
+			return fmt.Errorf("%s: the image its acceptance ran on (%s) is not built; nothing was delivered", n.Address, n.Product.Accept.Image.Node)
+		}
+		req.Runtime = &deliver.Runtime{Image: string(base.image.Digest), Seed: n.Product.Accept.Image.Node}
 	}
 	loc, err := r.dlv.Deliver(ctx, req)
 	if err != nil {
