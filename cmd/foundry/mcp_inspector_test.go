@@ -41,6 +41,14 @@ func inspect(t *testing.T, bin, dir string, args ...string) (int, map[string]any
 	// Its options first, then "--" and the server's command line, which it would otherwise
 	// read options from (-executor as -e xecutor).
 	full := append(append([]string{"--cli"}, args...), "--", foundryBin, "mcp", "-C", dir, "-executor", "runc")
+	return runInspector(t, bin, full, args)
+}
+
+// runInspector runs the Inspector's CLI bin with its full command line and returns its exit
+// code, the JSON it printed on stdout (nil when none) and its stderr; args, the method's
+// part of it, name it in a failure.
+func runInspector(t *testing.T, bin string, full, args []string) (int, map[string]any, string) {
+	t.Helper()
 	cmd := exec.Command(bin, full...)
 	// Its catalog and caches go to a home of the test's, never the user's.
 	cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
@@ -160,24 +168,7 @@ func inspectHTTP(t *testing.T, bin, url, token string, args ...string) (int, map
 	if token != "" {
 		full = append(full, "--header", "Authorization: Bearer "+token)
 	}
-	cmd := exec.Command(bin, full...)
-	cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
-	var out, errb strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	var v map[string]any
-	if s := strings.TrimSpace(out.String()); s != "" {
-		if err := json.Unmarshal([]byte(s), &v); err != nil {
-			t.Fatalf("inspector %v printed what is not JSON: %v\n%s\n%s", args, err, s, errb.String())
-		}
-	}
-	return code, v, errb.String()
+	return runInspector(t, bin, full, args)
 }
 
 // The Inspector as a remote host of foundry mcp -http with authorization: it lists the
