@@ -84,6 +84,30 @@ step "fails" {
 			t.Errorf("no %q phase span (%v)", ph, phases)
 		}
 	}
+	// step.slow waited on its inputs (seed.more, which waited on seed.host) until the last
+	// of them settled, beside the lanes; then for a slot, until it started on one.
+	node := map[string]tracetest.Span{}
+	for _, s := range c.Spans {
+		if s.Cat == "node" {
+			node[s.Name] = s
+		}
+	}
+	waits := map[string]tracetest.Span{}
+	for i, s := range c.Async {
+		waits[c.AsyncIDs[i]+": "+s.Name] = s
+	}
+	inputs, ok := waits["step.slow: waiting on inputs"]
+	more, slow := node["seed.more"], node["step.slow"]
+	if !ok || inputs.Cat != "waiting" || inputs.Ts+inputs.Dur < more.Ts+more.Dur || inputs.Ts+inputs.Dur > slow.Ts {
+		t.Errorf("step.slow waited on its inputs %+v; seed.more settled at %d, step.slow started at %d (waits %v)",
+			inputs, more.Ts+more.Dur, slow.Ts, waits)
+	}
+	if _, ok := waits["seed.host: waiting on inputs"]; ok {
+		t.Errorf("seed.host, which needs nothing, waited on inputs: %v", waits)
+	}
+	if s, ok := waits["step.slow: waiting for a slot"]; ok && s.Ts+s.Dur > slow.Ts {
+		t.Errorf("step.slow waited for a slot until %d, after it started at %d", s.Ts+s.Dur, slow.Ts)
+	}
 	var sum trace.Summary
 	if err := trace.Read(summary, &sum); err != nil {
 		t.Fatal(err)

@@ -150,6 +150,10 @@ type walker struct {
 	failed    map[string]string // node → the root failure it is blocked by
 	ready     []string
 	remaining int
+	// start is when the walk began, and readyAt when each node's last input settled (the
+	// walk's start for a node that needs none): what it waited for, in the trace.
+	start   time.Time
+	readyAt map[string]time.Time
 }
 
 // walk runs the active nodes with at most Parallelism steps at once. A node whose
@@ -157,7 +161,7 @@ type walker struct {
 // failure that blocked it.
 func (r *runner) walk(ctx context.Context, active []string, deps map[string][]string) *Result {
 	w := &walker{r: r, ctx: ctx, res: &Result{}, users: map[string][]string{}, deps: deps, waiting: map[string]int{},
-		failed: map[string]string{}, remaining: len(active)}
+		failed: map[string]string{}, remaining: len(active), start: time.Now(), readyAt: map[string]time.Time{}}
 	for _, a := range active {
 		w.waiting[a] = len(deps[a])
 		for _, d := range deps[a] {
@@ -167,6 +171,7 @@ func (r *runner) walk(ctx context.Context, active []string, deps map[string][]st
 	for _, a := range active {
 		if w.waiting[a] == 0 {
 			w.ready = append(w.ready, a)
+			w.readyAt[a] = w.start
 		}
 	}
 	// Buffered for every node, so that no goroutine is left blocked on a walk that stopped
@@ -280,6 +285,7 @@ func (w *walker) finish(d done) {
 		w.waiting[u]--
 		if w.waiting[u] == 0 {
 			w.ready = append(w.ready, u)
+			w.readyAt[u] = time.Now()
 		}
 	}
 }
@@ -300,6 +306,10 @@ func (w *walker) trace(d done, cause string) {
 		}
 	}
 	w.r.trace.Settled(tn, d.tid, d.start, d.end)
+	// A step or check the walk handed to a goroutine held a slot's lane (d.tid); one it
+	// settled itself (a cache hit found before the walk, a skip) waited for no slot.
+	slot := (n.Kind == graph.KindStep || n.Kind == graph.KindCheck) && d.tid != trace.TrackApply
+	w.r.trace.Waited(d.addr, w.start, w.readyAt[d.addr], d.start, slot)
 }
 
 // recordFailed records node a, which failed with se, in the run's node rows when it is not

@@ -24,8 +24,9 @@ import (
 )
 
 // Event is one event of the Chrome trace event format (its "JSON Object Format"): a
-// complete span ("X", with dur), an instant ("i", with scope s) or metadata ("M"). Times
-// are whole microseconds from the start of the apply.
+// complete span ("X", with dur), an instant ("i", with scope s), metadata ("M"), or the
+// beginning and end of a nestable async span ("b", "e", with id: a node's waits, which hold
+// no lane). Times are whole microseconds from the start of the apply.
 type Event struct {
 	Name string         `json:"name"`
 	Cat  string         `json:"cat,omitempty"`
@@ -35,6 +36,7 @@ type Event struct {
 	Pid  int            `json:"pid"`
 	Tid  int            `json:"tid"`
 	S    string         `json:"s,omitempty"`
+	ID   string         `json:"id,omitempty"`
 	Args map[string]any `json:"args,omitempty"`
 }
 
@@ -276,6 +278,32 @@ func (r *Recorder) Settled(n Node, tid int, start, end time.Time) {
 		n.EndUS = n.StartUS
 	}
 	r.nodes[n.Address] = &n
+}
+
+// Waited records what node a waited for before it settled, as nestable async spans of
+// category "waiting" whose id is its address (a wait holds no lane, so it is drawn beside
+// them): "waiting on inputs" from since (the walk's start) until ready (when the last node
+// it needs settled), and, for a node that then held an executor slot, "waiting for a slot"
+// from ready until start. A wait of no length is left out.
+func (r *Recorder) Waited(a string, since, ready, start time.Time, slot bool) {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	wait := func(name string, from, to time.Time) {
+		ts, te := r.us(from), r.us(to)
+		if te <= ts {
+			return
+		}
+		r.events = append(r.events,
+			Event{Name: name, Cat: "waiting", Ph: "b", ID: a, Ts: ts, Pid: pid, Tid: TrackApply},
+			Event{Name: name, Cat: "waiting", Ph: "e", ID: a, Ts: te, Pid: pid, Tid: TrackApply})
+	}
+	wait("waiting on inputs", since, ready)
+	if slot {
+		wait("waiting for a slot", ready, start)
+	}
 }
 
 // Summary is what a report shows of a run, and what `foundry serve` (GET /runs/RUN) and

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 )
 
@@ -24,6 +25,10 @@ type Span struct {
 type Checked struct {
 	Spans    []Span
 	Instants []Span // Dur 0
+	// Async are the nestable async spans ("b" and "e" events paired by cat and id; Tid is
+	// the track of their "b"), which lie on no track's stack.
+	Async    []Span
+	AsyncIDs []string // each Async span's id
 	Tracks   map[int64]string
 	Root     Span // the apply's span
 }
@@ -35,7 +40,7 @@ var (
 		"esf": true, "estack": true}
 	topFields = map[string]bool{"traceEvents": true, "displayTimeUnit": true, "otherData": true, "systemTraceEvents": true,
 		"stackFrames": true, "samples": true, "metadata": true}
-	phases = map[string]bool{"B": true, "E": true, "X": true, "i": true, "I": true, "M": true, "C": true}
+	phases = map[string]bool{"B": true, "E": true, "X": true, "i": true, "I": true, "M": true, "C": true, "b": true, "e": true}
 )
 
 // Check parses b strictly and checks that: every field is documented and of its type;
@@ -64,7 +69,8 @@ func Check(b []byte) (*Checked, error) {
 		return nil, fmt.Errorf("traceEvents: %w", err)
 	}
 	c := &Checked{Tracks: map[int64]string{}}
-	open := map[int64][]Span{} // B events not yet ended, by track
+	open := map[int64][]Span{}   // B events not yet ended, by track
+	async := map[string][]Span{} // b events not yet ended, by cat and id
 	used := map[int64]bool{}
 	roots := 0
 	for i, e := range raw {
@@ -138,6 +144,30 @@ func Check(b []byte) (*Checked, error) {
 			open[tid] = st[:len(st)-1]
 			b.Dur = ts - b.Ts
 			c.Spans = append(c.Spans, b)
+		case "b", "e":
+			// Nestable async events: the format requires a cat and an id, and pairs a b with
+			// the next e of the same cat and id, nesting within them.
+			id, ok := e["id"].(string)
+			if !ok || id == "" || cat == "" {
+				return nil, fmt.Errorf("event %d (%s): an async event needs a cat and a string id", i, name)
+			}
+			key := cat + "\x00" + id
+			if ph == "b" {
+				async[key] = append(async[key], s)
+				break
+			}
+			st := async[key]
+			if len(st) == 0 {
+				return nil, fmt.Errorf("event %d (%s): an async end with no begin (cat %q, id %q)", i, name, cat, id)
+			}
+			b := st[len(st)-1]
+			async[key] = st[:len(st)-1]
+			if b.Name != name || ts < b.Ts {
+				return nil, fmt.Errorf("event %d (%s): ends async %s begun at %d, at %d", i, name, b.Name, b.Ts, ts)
+			}
+			b.Dur = ts - b.Ts
+			c.Async = append(c.Async, b)
+			c.AsyncIDs = append(c.AsyncIDs, id)
 		case "i", "I":
 			if sc, ok := e["s"]; ok && sc != "g" && sc != "p" && sc != "t" {
 				return nil, fmt.Errorf("event %d (%s): instant scope %v", i, name, sc)
@@ -150,6 +180,11 @@ func Check(b []byte) (*Checked, error) {
 			return nil, fmt.Errorf("track %d: %d begun spans never end", tid, len(st))
 		}
 	}
+	for key, st := range async {
+		if len(st) > 0 {
+			return nil, fmt.Errorf("async %q: %d begun spans never end", key, len(st))
+		}
+	}
 	if roots != 1 || c.Root.Tid != 0 || c.Root.Ts != 0 {
 		return nil, fmt.Errorf("want one apply span on track 0 from ts 0, found %d (%+v)", roots, c.Root)
 	}
@@ -159,7 +194,7 @@ func Check(b []byte) (*Checked, error) {
 		}
 	}
 	end := c.Root.Ts + c.Root.Dur
-	for _, s := range append(append([]Span(nil), c.Spans...), c.Instants...) {
+	for _, s := range slices.Concat(c.Spans, c.Instants, c.Async) {
 		if s.Ts < 0 || s.Ts+s.Dur > end {
 			return nil, fmt.Errorf("%s on track %d [%d, %d] is outside the apply [0, %d]", s.Name, s.Tid, s.Ts, s.Ts+s.Dur, end)
 		}

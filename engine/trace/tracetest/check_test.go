@@ -13,7 +13,8 @@ func TestCheckRefusesWhatBreaksTheFormat(t *testing.T) {
 	wrap := func(evs string) string {
 		return `{"traceEvents":[` + meta + root + strings.TrimSuffix(evs, ",") + `],"displayTimeUnit":"ms"}`
 	}
-	good := wrap(`{"name":"a","cat":"node","ph":"X","ts":10,"dur":50,"pid":1,"tid":2},{"name":"run","ph":"X","ts":20,"dur":30,"pid":1,"tid":2},{"name":"b","ph":"X","ts":60,"dur":40,"pid":1,"tid":2},{"name":"hit","ph":"i","s":"t","ts":5,"pid":1,"tid":0},`)
+	good := wrap(`{"name":"a","cat":"node","ph":"X","ts":10,"dur":50,"pid":1,"tid":2},{"name":"run","ph":"X","ts":20,"dur":30,"pid":1,"tid":2},{"name":"b","ph":"X","ts":60,"dur":40,"pid":1,"tid":2},{"name":"hit","ph":"i","s":"t","ts":5,"pid":1,"tid":0},` +
+		`{"name":"w","cat":"waiting","ph":"b","id":"a","ts":0,"pid":1,"tid":0},{"name":"w","cat":"waiting","ph":"e","id":"a","ts":45,"pid":1,"tid":0},`)
 	if _, err := Check([]byte(good)); err != nil {
 		t.Fatalf("a good trace: %v", err)
 	}
@@ -26,6 +27,10 @@ func TestCheckRefusesWhatBreaksTheFormat(t *testing.T) {
 		"unnamed track":   {wrap(`{"name":"a","ph":"X","ts":10,"dur":5,"pid":1,"tid":7},`), "no thread_name"},
 		"fractional":      {wrap(`{"name":"a","ph":"X","ts":10.5,"dur":5,"pid":1,"tid":2},`), "whole microseconds"},
 		"unended B":       {wrap(`{"name":"a","ph":"B","ts":10,"pid":1,"tid":2},`), "never end"},
+		"async no id":     {wrap(`{"name":"w","cat":"waiting","ph":"b","ts":10,"pid":1,"tid":0},`), "needs a cat and a string id"},
+		"async unended":   {wrap(`{"name":"w","cat":"waiting","ph":"b","id":"a","ts":10,"pid":1,"tid":0},`), "never end"},
+		"async no begin":  {wrap(`{"name":"w","cat":"waiting","ph":"e","id":"a","ts":10,"pid":1,"tid":0},`), "no begin"},
+		"async outside":   {wrap(`{"name":"w","cat":"waiting","ph":"b","id":"a","ts":10,"pid":1,"tid":0},{"name":"w","cat":"waiting","ph":"e","id":"a","ts":200,"pid":1,"tid":0},`), "outside the apply"},
 		"bad scope":       {wrap(`{"name":"a","ph":"i","s":"x","ts":10,"pid":1,"tid":2},`), "scope"},
 		"top-level":       {`{"traceEvents":[` + meta + strings.TrimSuffix(root, ",") + `],"extra":1}`, "undocumented top-level"},
 		"no root":         {`{"traceEvents":[` + strings.TrimSuffix(meta, ",") + `]}`, "one apply span"},
