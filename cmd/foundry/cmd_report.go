@@ -20,13 +20,16 @@ import (
 // rows of the state database (cache keys, exit codes, why each failed) and the run's
 // capability and product events (suites evaluated, candidates rejected with their
 // counterexamples, admissions with the reference published, pins, acceptances, deliveries),
-// and each delivery's release verified by its receipt with the project's public key.
+// each delivery's release verified by its receipt and each admitted capability's published
+// version by its evidence chain, with the project's public key.
 type runReport struct {
 	trace.Summary
 	Args             []string                `json:"args"`
 	Steps            []state.Node            `json:"steps"`
 	CapabilityEvents []state.CapabilityEvent `json:"capability_events"`
 	Receipts         []deliveryReceipt       `json:"receipts"`
+	// Capabilities are the capabilities the run admitted, each with its evidence chain.
+	Capabilities []capabilityChain `json:"capabilities"`
 	// Evidence is each step's signed provenance, by address, verified with who signed it.
 	Evidence map[string][]reportEvidence `json:"evidence"`
 }
@@ -81,6 +84,7 @@ func runReportOf(ctx context.Context, ws *workspace.Workspace, runID string) (*r
 		return nil, fmt.Errorf("reading the project's public key to verify the run's evidence with: %w", err)
 	}
 	rep.Receipts = receiptsOf(ctx, keys, rep.CapabilityEvents)
+	rep.Capabilities = chainsOf(ctx, keys, rep.CapabilityEvents)
 	if rep.Evidence, err = stepEvidence(ctx, ws, keys, rep.Steps); err != nil {
 		return nil, err
 	}
@@ -175,8 +179,10 @@ fetched, failed or was skipped, with times), a timeline of the executor slots, t
 drawn as SVG with each node coloured by its outcome and linked to its details, the critical
 path, each capability's and product's evidence as the run recorded it (suites evaluated,
 candidates rejected with their counterexamples, the version admitted or pinned, acceptance),
-the delivery receipts, each release verified as 'foundry verify -key' verifies it with the
-project's public key and each envelope with the key that signed it, and the failures with
+the evidence chain of each capability admitted (admission summary, sealed test results,
+provenance) and the delivery receipts, each published version or release verified as
+'foundry verify -key' verifies it with the project's public key and each envelope with the
+key that signed it, and the failures with
 why. With -json it writes the run's summary as JSON instead (as GET /runs/RUN of
 'foundry serve -runs' and the MCP tool run_summary return it).
 

@@ -101,27 +101,55 @@ func reportKeys(ws *workspace.Workspace) ([]*provenance.Verifier, error) {
 func receiptsOf(ctx context.Context, keys []*provenance.Verifier, events []state.CapabilityEvent) []deliveryReceipt {
 	out := []deliveryReceipt{}
 	for _, e := range events {
-		if e.Type != "product_delivered" {
-			continue
+		if e.Type == "product_delivered" {
+			r := deliveryReceipt{Product: e.Capability, Location: e.Ref}
+			r.Verified, r.Why, r.Evidence = chainAt(ctx, keys, e.Ref)
+			out = append(out, r)
 		}
-		r := deliveryReceipt{Product: e.Capability, Location: e.Ref, Evidence: []reportEvidence{}}
-		rep, err := verifyRelease(ctx, e.Ref, keys)
-		switch {
-		case err != nil:
-			r.Why = err.Error()
-		default:
-			r.Verified, r.Evidence = rep.OK, chainOf(rep)
-			if !rep.OK {
-				r.Why = whyNot(rep)
-			}
-		}
-		out = append(out, r)
 	}
 	return out
 }
 
+// capabilityChain is a capability the run admitted, its published version verified as
+// `foundry verify -key PUB REF` verifies it: the admission summary, the sealed test
+// results it names and their provenance, each with the key that signed it.
+type capabilityChain struct {
+	Capability string           `json:"capability"`
+	Ref        string           `json:"ref"` // the version admitted, as capability_admitted says
+	Verified   bool             `json:"verified"`
+	Why        string           `json:"why,omitempty"` // why it does not verify
+	Evidence   []reportEvidence `json:"evidence"`
+}
+
+// chainsOf verifies the version each capability_admitted event among events published.
+func chainsOf(ctx context.Context, keys []*provenance.Verifier, events []state.CapabilityEvent) []capabilityChain {
+	out := []capabilityChain{}
+	for _, e := range events {
+		if e.Type == "capability_admitted" {
+			c := capabilityChain{Capability: e.Capability, Ref: e.Ref}
+			c.Verified, c.Why, c.Evidence = chainAt(ctx, keys, e.Ref)
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// chainAt is what verifying the release or published capability at loc with keys says:
+// whether it verified, why not, and every envelope the verification relied on (chainOf).
+func chainAt(ctx context.Context, keys []*provenance.Verifier, loc string) (bool, string, []reportEvidence) {
+	rep, err := verifyRelease(ctx, loc, keys)
+	if err != nil {
+		return false, err.Error(), []reportEvidence{}
+	}
+	if !rep.OK {
+		return false, whyNot(rep), chainOf(rep)
+	}
+	return true, "", chainOf(rep)
+}
+
 // verifyRelease verifies the release a delivery wrote at loc (dir:PATH, or a registry
-// reference as the delivery reported it) with keys.
+// reference as the delivery reported it), or the capability an admission published at loc
+// (a registry reference: its admission summary is then the type required), with keys.
 func verifyRelease(ctx context.Context, loc string, keys []*provenance.Verifier) (*provenance.Report, error) {
 	if len(keys) == 0 {
 		return nil, fmt.Errorf("the project has no signing key (.foundry/keys/signing.pub) to verify it with")

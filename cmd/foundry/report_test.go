@@ -37,8 +37,9 @@ type page struct {
 	requests []string // every request but the file itself
 	nodes    map[string]string
 	links    []string // fragment links whose target is missing
-	// items are the .receipt and .evidence elements: each one's data attributes, its
-	// class, and the address of the node whose row holds it (row).
+	// items are the .receipt, .capability and .evidence elements: each one's data
+	// attributes, its class, the address of the node whose row holds it (row) and the
+	// capability whose chain holds it (cap).
 	items []map[string]string
 	shot  []byte
 	took  time.Duration
@@ -98,7 +99,7 @@ func openInChromium(t *testing.T, file string) *page {
 	if p.links, err = chromedp.Run(ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll("a[href^='#']")).map(a => a.getAttribute("href")).filter(h => !document.getElementById(h.slice(1)))`)); err != nil {
 		t.Fatal(err)
 	}
-	if p.items, err = chromedp.Run(ctx, chromedp.Evaluate[[]map[string]string](`Array.from(document.querySelectorAll(".receipt, .evidence")).map(e => Object.assign({class: e.className, row: e.closest("tr.row") ? e.closest("tr.row").dataset.address : ""}, e.dataset))`)); err != nil {
+	if p.items, err = chromedp.Run(ctx, chromedp.Evaluate[[]map[string]string](`Array.from(document.querySelectorAll(".receipt, .capability, .evidence")).map(e => Object.assign({class: e.className, row: e.closest("tr.row") ? e.closest("tr.row").dataset.address : "", cap: e.closest("tr.capability") ? e.closest("tr.capability").dataset.capability : ""}, e.dataset))`)); err != nil {
 		t.Fatal(err)
 	}
 	if p.shot, err = chromedp.Run(ctx, chromedp.CaptureScreenshot()); err != nil {
@@ -237,6 +238,83 @@ func TestReportAndGraphInChromium(t *testing.T) {
 		}
 	}
 	notBlank(t, g.shot)
+}
+
+// The report of the int-sort run that admitted capability.int-sort lists the version it
+// published with its evidence chain, verified with the project's key as foundry verify
+// does: the admission summary, the sealed test result and provenance, each signed by the
+// project's key, in report -json and in the HTML Chromium opens.
+func TestReportCapabilityChain(t *testing.T) {
+	needSandbox(t)
+	if _, err := os.Stat("/usr/local/go/bin/go"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("needs the Go toolchain at /usr/local/go for the example's seed")
+		}
+		t.Skip("needs /usr/local/go")
+	}
+	dir := copyExample(t, "int-sort")
+	if r := apply(t, dir, nil); r.code != 0 {
+		t.Fatalf("apply: exit %d\n%s", r.code, r.stderr)
+	}
+	keys, err := provenance.LoadVerifiers(filepath.Join(dir, ".foundry", "keys", "signing.pub"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyID := keys[0].KeyID
+	code, out, errs := foundry(t, dir, "report", "-json")
+	var rep runReport
+	if code != 0 || json.Unmarshal([]byte(out), &rep) != nil {
+		t.Fatalf("report -json: exit %d: %s", code, errs)
+	}
+	admitted := ""
+	for _, e := range rep.CapabilityEvents {
+		if e.Type == "capability_admitted" {
+			admitted = e.Ref
+		}
+	}
+	if len(rep.Capabilities) != 1 || rep.Capabilities[0].Capability != "capability.int-sort" || rep.Capabilities[0].Ref != admitted ||
+		admitted == "" || !rep.Capabilities[0].Verified {
+		t.Fatalf("report -json capabilities: %+v, want capability.int-sort as admitted (%s), verified", rep.Capabilities, admitted)
+	}
+	want := []string{provenance.PredicateVSA, provenance.PredicateTestResult, provenance.PredicateSLSAProvenance}
+	signed := map[string]string{}
+	for _, e := range rep.Capabilities[0].Evidence {
+		if e.Verified && len(e.SignedBy) == 1 {
+			signed[e.What] = e.SignedBy[0].KeyID
+		}
+	}
+	for _, w := range want {
+		if signed[w] != keyID {
+			t.Errorf("report -json: capability.int-sort's %s signed by %q, want %s (all: %v)", w, signed[w], keyID, signed)
+		}
+	}
+
+	file := filepath.Join(t.TempDir(), "report.html")
+	if code, _, errs := foundry(t, dir, "report", "-o", file); code != 0 {
+		t.Fatalf("report exited %d: %s", code, errs)
+	}
+	p := openInChromium(t, file)
+	if len(p.console) > 0 || len(p.requests) > 0 || len(p.links) > 0 {
+		t.Errorf("console errors %v, requests %v, dangling links %v: want none", p.console, p.requests, p.links)
+	}
+	var caps []string
+	shown := map[string]string{}
+	for _, it := range p.items {
+		switch {
+		case it["class"] == "capability":
+			caps = append(caps, it["capability"]+" "+it["verified"])
+		case it["class"] == "evidence" && it["cap"] != "" && it["verified"] == "true":
+			shown[it["cap"]+" "+it["what"]] = it["signers"]
+		}
+	}
+	if !slices.Equal(caps, []string{"capability.int-sort true"}) {
+		t.Errorf("the report's capabilities: %v, want capability.int-sort verified", caps)
+	}
+	for _, w := range want {
+		if shown["capability.int-sort "+w] != keyID {
+			t.Errorf("the report shows capability.int-sort's %s signed by %q, want %s (all: %v)", w, shown["capability.int-sort "+w], keyID, shown)
+		}
+	}
 }
 
 // A report of 10,000 nodes stays small enough and opens quickly: measured, logged, and
