@@ -544,14 +544,7 @@ func deliveryReportShowsReceipt(t *testing.T, dir, rel, key string) {
 		t.Errorf("report -json: receipt and acceptance signed by %v, want both by %s", signed, keyID)
 	}
 
-	file := filepath.Join(t.TempDir(), "report.html")
-	if code, _, errs := foundry(t, dir, "report", "-o", file); code != 0 {
-		t.Fatalf("report exited %d: %s", code, errs)
-	}
-	p := openInChromium(t, file)
-	if len(p.console) > 0 || len(p.requests) > 0 || len(p.links) > 0 {
-		t.Errorf("console errors %v, requests %v, dangling links %v: want none", p.console, p.requests, p.links)
-	}
+	p := openReport(t, dir)
 	var receipts []string
 	shown := map[string]string{}
 	for _, it := range p.items {

@@ -45,6 +45,22 @@ type page struct {
 	took  time.Duration
 }
 
+// openReport writes the report of project dir's last run and opens it in Chromium
+// (openInChromium), failing the test on a console error, a network request or a link
+// that resolves to nothing.
+func openReport(t *testing.T, dir string) *page {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "report.html")
+	if code, _, errs := foundry(t, dir, "report", "-o", file); code != 0 {
+		t.Fatalf("report exited %d: %s", code, errs)
+	}
+	p := openInChromium(t, file)
+	if len(p.console) > 0 || len(p.requests) > 0 || len(p.links) > 0 {
+		t.Errorf("console errors %v, requests %v, dangling links %v: want none", p.console, p.requests, p.links)
+	}
+	return p
+}
+
 // openInChromium opens file in headless Chromium, recording console errors, exceptions and
 // network requests, the address → outcome of every a.node (data-address, data-outcome),
 // the fragment links that resolve to nothing, and a screenshot.
@@ -289,14 +305,7 @@ func TestReportCapabilityChain(t *testing.T) {
 		}
 	}
 
-	file := filepath.Join(t.TempDir(), "report.html")
-	if code, _, errs := foundry(t, dir, "report", "-o", file); code != 0 {
-		t.Fatalf("report exited %d: %s", code, errs)
-	}
-	p := openInChromium(t, file)
-	if len(p.console) > 0 || len(p.requests) > 0 || len(p.links) > 0 {
-		t.Errorf("console errors %v, requests %v, dangling links %v: want none", p.console, p.requests, p.links)
-	}
+	p := openReport(t, dir)
 	var caps []string
 	shown := map[string]string{}
 	for _, it := range p.items {
