@@ -26,14 +26,21 @@ type reportEvidence struct {
 	Why      string               `json:"why,omitempty"` // the first check it failed
 }
 
-// deliveryReceipt is a product's delivery in the run, its release verified by its receipt.
+// verifiedChain is what verifying a release or a published capability says (chainAt):
+// whether it verified, why not, and every envelope the verification relied on, each with
+// its signers.
+type verifiedChain struct {
+	Verified bool             `json:"verified"`
+	Why      string           `json:"why,omitempty"` // why it does not verify
+	Evidence []reportEvidence `json:"evidence"`
+}
+
+// deliveryReceipt is a product's delivery in the run, its release verified by its receipt
+// (its evidence: the receipt, then the acceptance envelopes it names).
 type deliveryReceipt struct {
 	Product  string `json:"product"`
 	Location string `json:"location"` // the release directory or registry reference
-	Verified bool   `json:"verified"`
-	Why      string `json:"why,omitempty"` // why it does not verify
-	// Evidence is the receipt, then the acceptance envelopes it names, each with its signers.
-	Evidence []reportEvidence `json:"evidence"`
+	verifiedChain
 }
 
 // evidenceOf is what a verification says of one envelope.
@@ -100,11 +107,18 @@ func reportKeys(ws *workspace.Workspace) ([]*provenance.Verifier, error) {
 // verifyReleaseDir, a release in a registry through verifySubject.
 func receiptsOf(ctx context.Context, keys []*provenance.Verifier, events []state.CapabilityEvent) []deliveryReceipt {
 	out := []deliveryReceipt{}
+	for _, e := range eventsOfType(events, "product_delivered") {
+		out = append(out, deliveryReceipt{Product: e.Capability, Location: e.Ref, verifiedChain: chainAt(ctx, keys, e.Ref)})
+	}
+	return out
+}
+
+// eventsOfType are the events among events of type typ.
+func eventsOfType(events []state.CapabilityEvent, typ string) []state.CapabilityEvent {
+	var out []state.CapabilityEvent
 	for _, e := range events {
-		if e.Type == "product_delivered" {
-			r := deliveryReceipt{Product: e.Capability, Location: e.Ref}
-			r.Verified, r.Why, r.Evidence = chainAt(ctx, keys, e.Ref)
-			out = append(out, r)
+		if e.Type == typ {
+			out = append(out, e)
 		}
 	}
 	return out
@@ -114,37 +128,31 @@ func receiptsOf(ctx context.Context, keys []*provenance.Verifier, events []state
 // `foundry verify -key PUB REF` verifies it: the admission summary, the sealed test
 // results it names and their provenance, each with the key that signed it.
 type capabilityChain struct {
-	Capability string           `json:"capability"`
-	Ref        string           `json:"ref"` // the version admitted, as capability_admitted says
-	Verified   bool             `json:"verified"`
-	Why        string           `json:"why,omitempty"` // why it does not verify
-	Evidence   []reportEvidence `json:"evidence"`
+	Capability string `json:"capability"`
+	Ref        string `json:"ref"` // the version admitted, as capability_admitted says
+	verifiedChain
 }
 
 // chainsOf verifies the version each capability_admitted event among events published.
 func chainsOf(ctx context.Context, keys []*provenance.Verifier, events []state.CapabilityEvent) []capabilityChain {
 	out := []capabilityChain{}
-	for _, e := range events {
-		if e.Type == "capability_admitted" {
-			c := capabilityChain{Capability: e.Capability, Ref: e.Ref}
-			c.Verified, c.Why, c.Evidence = chainAt(ctx, keys, e.Ref)
-			out = append(out, c)
-		}
+	for _, e := range eventsOfType(events, "capability_admitted") {
+		out = append(out, capabilityChain{Capability: e.Capability, Ref: e.Ref, verifiedChain: chainAt(ctx, keys, e.Ref)})
 	}
 	return out
 }
 
-// chainAt is what verifying the release or published capability at loc with keys says:
-// whether it verified, why not, and every envelope the verification relied on (chainOf).
-func chainAt(ctx context.Context, keys []*provenance.Verifier, loc string) (bool, string, []reportEvidence) {
+// chainAt is what verifying the release or published capability at loc with keys says
+// (the envelopes in the order chainOf follows them).
+func chainAt(ctx context.Context, keys []*provenance.Verifier, loc string) verifiedChain {
 	rep, err := verifyRelease(ctx, loc, keys)
 	if err != nil {
-		return false, err.Error(), []reportEvidence{}
+		return verifiedChain{Why: err.Error(), Evidence: []reportEvidence{}}
 	}
 	if !rep.OK {
-		return false, whyNot(rep), chainOf(rep)
+		return verifiedChain{Why: whyNot(rep), Evidence: chainOf(rep)}
 	}
-	return true, "", chainOf(rep)
+	return verifiedChain{Verified: true, Evidence: chainOf(rep)}
 }
 
 // verifyRelease verifies the release a delivery wrote at loc (dir:PATH, or a registry
