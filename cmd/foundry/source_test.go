@@ -459,3 +459,68 @@ func imageWith(t *testing.T, files map[string]string) v1.Image {
 	}
 	return img
 }
+
+// A source goes wherever a directory does, modules included: one passed to a module as an
+// input and one the module declares (module.m.source.inner) are each fetched once and
+// mounted by the module's step, whose provenance names both. The first comes from a mirror
+// (its url answers 404), unpacked from tar.xz with strip; the module's is a zip.
+func TestSourceThroughAModuleAndAMirror(t *testing.T) {
+	needSandbox(t)
+	xz := fetchtest.Xz(t, fetchtest.Tar(t,
+		fetchtest.Entry{Name: "pkg-2.0/", Type: tar.TypeDir},
+		fetchtest.Entry{Name: "pkg-2.0/a.txt", Body: "from the input\n"},
+	))
+	zip := fetchtest.Zip(t, fetchtest.Entry{Name: "b.txt", Body: "from the module\n"})
+	srv := serveArchives(t, map[string][]byte{"/mirror/pkg.tar.xz": xz, "/inner.zip": zip})
+	dir := writeProject(t, sourceSeed+`
+source "pkg" {
+  url     = "`+srv.url+`/gone/pkg.tar.xz"
+  mirrors = ["`+srv.url+`/mirror/pkg.tar.xz"]
+  sha256  = "`+sha256Hex(xz)+`"
+  strip   = 1
+}
+
+module "m" {
+  source = "./modules/m"
+  image  = seed.bb
+  src    = source.pkg
+}
+`)
+	if err := os.MkdirAll(filepath.Join(dir, "modules", "m"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "modules", "m", "main.hcl"), []byte(`
+variable "image" {}
+variable "src" {}
+
+source "inner" {
+  url    = "`+srv.url+`/inner.zip"
+  sha256 = "`+sha256Hex(zip)+`"
+}
+
+step "use" {
+  image   = var.image
+  mounts  = { "/src" = var.src, "/inner" = source.inner }
+  run     = ["sh", "-c", "cat /src/a.txt /inner/b.txt > /out/ab"]
+  outputs = ["/out/ab"]
+}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := apply(t, dir, nil, "-grants", networkGrants(t, srv.host))
+	if r.code != 0 || !sameSet(r.executed, "source.pkg", "module.m.source.inner", "module.m.step.use") || srv.hits.Load() != 3 {
+		t.Fatalf("apply: exit %d, executed %v, %d requests\n%s%s", r.code, r.executed, srv.hits.Load(), r.stdout, r.stderr)
+	}
+	if got := stepOutput(t, dir, "module.m.step.use", "/out/ab"); got != "from the input\nfrom the module\n" {
+		t.Errorf("module.m.step.use wrote %q", got)
+	}
+	for mount, want := range map[string]sourceDep{
+		"/src":   {URI: srv.url + "/mirror/pkg.tar.xz", Digest: map[string]string{"sha256": sha256Hex(xz)}, Annotations: map[string]any{"foundry_source": "source.pkg"}},
+		"/inner": {URI: srv.url + "/inner.zip", Digest: map[string]string{"sha256": sha256Hex(zip)}, Annotations: map[string]any{"foundry_source": "module.m.source.inner"}},
+	} {
+		deps := depsNamed(t, dir, mount)
+		if len(deps) != 1 || deps[0].URI != want.URI || deps[0].Digest["sha256"] != want.Digest["sha256"] || deps[0].Annotations["foundry_source"] != want.Annotations["foundry_source"] {
+			t.Errorf("the provenance of %s names %+v, want %+v", mount, deps, want)
+		}
+	}
+}
