@@ -25,7 +25,9 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/static"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/foundry-build/foundry/digest"
 	"github.com/foundry-build/foundry/engine/fetch/fetchtest"
@@ -522,5 +524,69 @@ step "use" {
 		if len(deps) != 1 || deps[0].URI != want.URI || deps[0].Digest["sha256"] != want.Digest["sha256"] || deps[0].Annotations["foundry_source"] != want.Annotations["foundry_source"] {
 			t.Errorf("the provenance of %s names %+v, want %+v", mount, deps, want)
 		}
+	}
+}
+
+// An OCI artifact (ORAS's shape: layers that are files, each named by its title
+// annotation) by digest is a tree of those files; a title that leaves the tree is refused
+// and nothing that mounts the source runs.
+func TestSourceOCIArtifact(t *testing.T) {
+	needSandbox(t)
+	reg := registrytest.StartDistribution(t)
+	push := func(repo, title, body string) string {
+		t.Helper()
+		art, err := mutate.Append(mutate.MediaType(empty.Image, types.OCIManifestSchema1), mutate.Addendum{
+			Layer:       static.NewLayer([]byte(body), "application/vnd.foundry.test.file"),
+			Annotations: map[string]string{"org.opencontainers.image.title": title},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref, err := name.ParseReference(reg + "/" + repo + ":v1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := remote.Write(ref, art); err != nil {
+			t.Fatal(err)
+		}
+		d, err := art.Digest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return reg + "/" + repo + "@" + d.String()
+	}
+	project := func(ref string) string {
+		return writeProject(t, sourceSeed+`
+source "tool" {
+  oci = "`+ref+`"
+}
+
+step "use" {
+  image   = seed.bb
+  mounts  = { "/tool" = source.tool }
+  run     = ["sh", "-c", "cat /tool/bin/tool.sh > /out/t"]
+  outputs = ["/out/t"]
+}
+`)
+	}
+	grants := networkGrants(t, reg)
+
+	ref := push("tools/script", "bin/tool.sh", "echo a tool\n")
+	dir := project(ref)
+	r := apply(t, dir, nil, "-grants", grants)
+	if r.code != 0 || !sameSet(r.executed, "source.tool", "step.use") {
+		t.Fatalf("apply: exit %d, executed %v\n%s", r.code, r.executed, r.stderr)
+	}
+	if got := stepOutput(t, dir, "step.use", "/out/t"); got != "echo a tool\n" {
+		t.Errorf("step.use read %q", got)
+	}
+	if deps := depsNamed(t, dir, "/tool"); len(deps) != 1 || deps[0].URI != "oci://"+ref {
+		t.Errorf("the provenance does not name the artifact: %+v", deps)
+	}
+
+	dir = project(push("tools/escape", "../../escape.sh", "echo out\n"))
+	r = apply(t, dir, nil, "-grants", grants)
+	if r.code != 1 || !sameSet(r.failed, "source.tool") || !sameSet(r.skipped, "step.use") || !strings.Contains(r.stderr, `layer title "../../escape.sh" is not a file name inside the tree`) {
+		t.Errorf("an artifact whose title leaves the tree: exit %d, failed %v, skipped %v\n%s", r.code, r.failed, r.skipped, r.stderr)
 	}
 }
