@@ -136,6 +136,11 @@ type Execution struct {
 	// carry a digest; they become buildDefinition.resolvedDependencies, image first.
 	Image  Dependency
 	Inputs []Dependency
+	// ImageSources are the sources laid into the image by a seed's layer.dir (its own seed's
+	// and, through layer.from, its bases'), named "image:AT" for the path they lie at:
+	// resolvedDependencies after the inputs, with foundry_role "layer", so that a source
+	// is named in the provenance of a step that runs on it as of one that mounts it.
+	ImageSources []Dependency
 	// Caches are the cache volumes the step mounted, writable (internalParameters.caches):
 	// non-hermetic inputs, whose content no digest names. Sorted by Path.
 	Caches []CacheMount
@@ -349,7 +354,7 @@ func NewProvenance(e *Execution) (*Statement, error) {
 	if e.Image.Digest == "" {
 		return nil, errors.New("provenance: no image digest")
 	}
-	deps := make([]*intoto.ResourceDescriptor, 0, 1+len(e.Inputs))
+	deps := make([]*intoto.ResourceDescriptor, 0, 1+len(e.Inputs)+len(e.ImageSources))
 	img, err := dependencyRD(e.Image, "image")
 	if err != nil {
 		return nil, fmt.Errorf("provenance: image: %w", err)
@@ -359,6 +364,13 @@ func NewProvenance(e *Execution) (*Statement, error) {
 		rd, err := dependencyRD(in, "input")
 		if err != nil {
 			return nil, fmt.Errorf("provenance: input %d (%s): %w", i, in.Name, err)
+		}
+		deps = append(deps, rd)
+	}
+	for i, in := range e.ImageSources {
+		rd, err := dependencyRD(in, "layer")
+		if err != nil {
+			return nil, fmt.Errorf("provenance: image source %d (%s): %w", i, in.Name, err)
 		}
 		deps = append(deps, rd)
 	}

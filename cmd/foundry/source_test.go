@@ -161,7 +161,8 @@ func depsNamed(t *testing.T, dir, name string) []sourceDep {
 
 // A source by sha256: planned needs-grant (and refused by apply, nothing fetched) until
 // the operator grants its host; then fetched once, verified, unpacked with strip, mounted
-// read-only and laid in a seed, and named in the provenance of the step that mounts it;
+// read-only and laid in a seed, and named in the provenance of the step that mounts it and
+// of the step that runs on that seed;
 // then cached, and applied again offline with the server gone and no grant.
 func TestSourceArchiveFetchedOnceThenOffline(t *testing.T) {
 	needSandbox(t)
@@ -238,6 +239,12 @@ step "greet" {
 	if len(deps) != 1 || deps[0].URI != u || deps[0].Digest["sha256"] != sha256Hex(archive) ||
 		deps[0].Annotations["foundry_source"] != "source.pkg" || !strings.HasPrefix(deps[0].Annotations["foundry_tree"].(string), "sha256:") {
 		t.Errorf("the provenance of step.use does not name the source: %+v", deps)
+	}
+	// step.greet does not mount it but runs on seed.tools, which lays it at /opt/pkg.
+	deps = depsNamed(t, dir, "image:/opt/pkg")
+	if len(deps) != 1 || deps[0].URI != u || deps[0].Digest["sha256"] != sha256Hex(archive) ||
+		deps[0].Annotations["foundry_source"] != "source.pkg" || deps[0].Annotations["foundry_role"] != "layer" {
+		t.Errorf("the provenance of step.greet does not name the source its image holds: %+v", deps)
 	}
 
 	// Stored: cached in the plan, with the tree; the steps are keyed and cached too.

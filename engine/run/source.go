@@ -77,8 +77,14 @@ func (r *runner) sourceInput(a *lang.Artifact, target string) (string, provenanc
 	if err != nil {
 		return "", provenance.Dependency{}, err
 	}
-	s := r.g.Nodes[a.Node].Source
-	dep := provenance.Dependency{Name: target, Source: a.Node, Tree: string(prod.tree)}
+	return src, r.sourceDependency(a.Node, prod, target), nil
+}
+
+// sourceDependency names the fetched source at addr, seen by a step as name, for its
+// provenance: where its pinned content came from, the pin, and its tree.
+func (r *runner) sourceDependency(addr string, prod *nodeResult, name string) provenance.Dependency {
+	s := r.g.Nodes[addr].Source
+	dep := provenance.Dependency{Name: name, Source: addr, Tree: string(prod.tree)}
 	switch s.Type {
 	case lang.SourceGit:
 		dep.URI, dep.GitCommit = "git+"+prod.source.Origin+"@"+s.Pin, s.Pin
@@ -87,7 +93,35 @@ func (r *runner) sourceInput(a *lang.Artifact, target string) (string, provenanc
 	default:
 		dep.URI, dep.Digest = prod.source.Origin, s.Pin
 	}
-	return src, dep, nil
+	return dep
+}
+
+// imageSources names the sources laid into the image of seed addr by a layer.dir, its
+// bases' (layer.from) first, each as "image:AT". A source is fetched before any seed that
+// lays it is built, so each has its result here.
+func (r *runner) imageSources(addr string) ([]provenance.Dependency, error) {
+	n := r.g.Nodes[addr]
+	if n == nil || n.Seed == nil {
+		return nil, nil
+	}
+	var deps []provenance.Dependency
+	for _, l := range n.Seed.Layers {
+		switch {
+		case l.From != nil:
+			base, err := r.imageSources(l.From.Node)
+			if err != nil {
+				return nil, err
+			}
+			deps = append(deps, base...)
+		case l.Dir != nil && l.Dir.Kind == lang.ArtifactSource:
+			prod := r.result(l.Dir.Node)
+			if prod == nil || prod.source == nil || prod.tree == "" {
+				return nil, fmt.Errorf("%s, laid into %s, was not fetched", l.Dir.Node, addr)
+			}
+			deps = append(deps, r.sourceDependency(l.Dir.Node, prod, "image:"+l.At))
+		}
+	}
+	return deps, nil
 }
 
 // sourceTree is the host directory holding source a's tree, for a seed's layer or a

@@ -540,6 +540,11 @@ func (r *runner) attest(n *graph.Node, attempt int, img executors.Image, inputs 
 	for _, in := range inputs {
 		e.Inputs = append(e.Inputs, in.dep)
 	}
+	if n.Step.Image != nil {
+		if e.ImageSources, err = r.imageSources(n.Step.Image.Node); err != nil {
+			return "", err
+		}
+	}
 	for _, c := range caches {
 		if c.lease == nil {
 			// A rebuild's: an empty directory no other step saw, hermetic.
