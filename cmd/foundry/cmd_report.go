@@ -201,7 +201,7 @@ Exit codes: 0 success, 1 no state, unknown run or no trace, 2 usage error.`,
 			dir := fs.String("C", ".", "the project `DIR`")
 			jsonOut := fs.Bool("json", false, "write the run's summary as JSON")
 			var trust stringList
-			fs.Var(&trust, "trust-key", "also trust this public key `PEM` for the evidence of capabilities pinned from the registry (repeatable; the project's own key is always trusted)")
+			fs.Var(&trust, "trust-key", "also trust this public key `PEM` when verifying the run's evidence, such as a capability pinned from another project's registry (repeatable; the project's own key is always trusted)")
 			return func(env *cliEnv, args []string) int {
 				if len(args) > 1 {
 					return usageError(env, "report", "want at most one RUN")
