@@ -20,22 +20,23 @@ import (
 // rows of the state database (cache keys, exit codes, why each failed) and the run's
 // capability and product events (suites evaluated, candidates rejected with their
 // counterexamples, admissions with the reference published, pins, acceptances, deliveries),
-// each delivery's release verified by its receipt and each admitted capability's published
-// version by its evidence chain, with the project's public key.
+// each delivery's release verified by its receipt and each capability version admitted or
+// pinned by its evidence chain, with the project's public key and the keys trusted.
 type runReport struct {
 	trace.Summary
 	Args             []string                `json:"args"`
 	Steps            []state.Node            `json:"steps"`
 	CapabilityEvents []state.CapabilityEvent `json:"capability_events"`
 	Receipts         []deliveryReceipt       `json:"receipts"`
-	// Capabilities are the capabilities the run admitted, each with its evidence chain.
+	// Capabilities are the capabilities the run admitted or pinned, each with its evidence chain.
 	Capabilities []capabilityChain `json:"capabilities"`
 	// Evidence is each step's signed provenance, by address, verified with who signed it.
 	Evidence map[string][]reportEvidence `json:"evidence"`
 }
 
-// runReportOf reads run runID of ws ("" for the latest) as a runReport.
-func runReportOf(ctx context.Context, ws *workspace.Workspace, runID string) (*runReport, error) {
+// runReportOf reads run runID of ws ("" for the latest) as a runReport, its evidence
+// verified with the project's public key and the -trust-key files trust.
+func runReportOf(ctx context.Context, ws *workspace.Workspace, runID string, trust []string) (*runReport, error) {
 	if runID == "" {
 		runs, err := ws.State.Runs(ctx, 1)
 		if err != nil {
@@ -79,9 +80,9 @@ func runReportOf(ctx context.Context, ws *workspace.Workspace, runID string) (*r
 	if ev != nil {
 		rep.CapabilityEvents = ev
 	}
-	keys, err := reportKeys(ws)
+	keys, err := reportKeys(ws, trust)
 	if err != nil {
-		return nil, fmt.Errorf("reading the project's public key to verify the run's evidence with: %w", err)
+		return nil, fmt.Errorf("reading the public keys to verify the run's evidence with: %w", err)
 	}
 	rep.Receipts = receiptsOf(ctx, keys, rep.CapabilityEvents)
 	rep.Capabilities = chainsOf(ctx, keys, rep.CapabilityEvents)
@@ -179,22 +180,28 @@ fetched, failed or was skipped, with times), a timeline of the executor slots, t
 drawn as SVG with each node coloured by its outcome and linked to its details, the critical
 path, each capability's and product's evidence as the run recorded it (suites evaluated,
 candidates rejected with their counterexamples, the version admitted or pinned, acceptance),
-the evidence chain of each capability admitted (admission summary, sealed test results,
-provenance) and the delivery receipts, each published version or release verified as
-'foundry verify -key' verifies it with the project's public key and each envelope with the
-key that signed it, and the failures with
-why. With -json it writes the run's summary as JSON instead (as GET /runs/RUN of
+the evidence chain of each capability version admitted or pinned (admission summary, sealed
+test results, provenance) and the delivery receipts, each version or release verified as
+'foundry verify -key' verifies it, with the project's public key and each -trust-key, and
+each envelope with the key that signed it, and the failures with why. A version pinned from
+a registry that another project admitted to verifies only with that project's key
+(-trust-key, as plan and apply were given it); without it, it is shown NOT VERIFIED with
+the reason, as is any version or release that no longer verifies, and the report is still
+written. With -json it writes the run's summary as JSON instead (as GET /runs/RUN of
 'foundry serve -runs' and the MCP tool run_summary return it).
 
 Examples:
   foundry report -o report.html
   foundry report -json 20261129T182501-3f2a
+  foundry report -trust-key ../team/.foundry/keys/signing.pub -o report.html
 
 Exit codes: 0 success, 1 no state, unknown run or no trace, 2 usage error.`,
 		setup: func(fs *flag.FlagSet) func(*cliEnv, []string) int {
 			out := fs.String("o", "-", "write to `FILE` (- for standard output)")
 			dir := fs.String("C", ".", "the project `DIR`")
 			jsonOut := fs.Bool("json", false, "write the run's summary as JSON")
+			var trust stringList
+			fs.Var(&trust, "trust-key", "also trust this public key `PEM` when verifying the run's evidence, such as a capability pinned from another project's registry (repeatable; the project's own key is always trusted)")
 			return func(env *cliEnv, args []string) int {
 				if len(args) > 1 {
 					return usageError(env, "report", "want at most one RUN")
@@ -204,7 +211,7 @@ Exit codes: 0 success, 1 no state, unknown run or no trace, 2 usage error.`,
 					return exitError
 				}
 				defer ws.Close()
-				rep, err := runReportOf(context.Background(), ws, firstArg(args))
+				rep, err := runReportOf(context.Background(), ws, firstArg(args), trust)
 				if err == nil {
 					err = writeOut(env, *out, func(w io.Writer) error {
 						if *jsonOut {

@@ -212,7 +212,7 @@ func serveProject(env *cliEnv, opt serveOptions) int {
 	if err != nil {
 		return failed("%v", err)
 	}
-	h.report = func(ctx context.Context, run string) (*runReport, error) { return runReportOf(ctx, ws, run) }
+	h.report = func(ctx context.Context, run string) (*runReport, error) { return runReportOf(ctx, ws, run, opt.Trust) }
 	ln, err := net.Listen("tcp", opt.Addr)
 	if err != nil {
 		return failed("%v", err)

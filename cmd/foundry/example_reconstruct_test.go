@@ -99,6 +99,10 @@ func TestExampleReconstruct(t *testing.T) {
 		t.Errorf("reuse step.sort made %q (exit %d)", out, code)
 	}
 
+	// Its report shows the chain of the version pinned, verified with the first project's
+	// key, and not verified without it.
+	t.Run("report", func(t *testing.T) { checkPinnedChain(t, reuse, "capability.sorter", adm[0].Ref, trust[1]) })
+
 	// Its plan pins what the first project admitted, and has nothing to run or build.
 	code, out, errs := foundry(t, reuse, append([]string{"plan", "-json"}, trust...)...)
 	if code != 0 {

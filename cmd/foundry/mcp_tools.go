@@ -231,7 +231,7 @@ func (s *mcpServer) runSummary(ctx context.Context, in runSummaryIn) (runReport,
 		return runReport{}, err
 	}
 	defer ws.Close()
-	rep, err := runReportOf(ctx, ws, in.Run)
+	rep, err := runReportOf(ctx, ws, in.Run, s.cfg.trust)
 	if err != nil {
 		return runReport{}, err
 	}

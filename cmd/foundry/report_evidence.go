@@ -13,7 +13,8 @@ import (
 )
 
 // The report's evidence is verified here exactly as `foundry verify -key PUB` verifies it
-// (verifySubject, verifySubjects, verifyReleaseDir), with the project's own public key:
+// (verifySubject, verifySubjects, verifyReleaseDir), with the project's own public key and
+// any -trust-key given (reportKeys):
 // who signed an envelope is the trusted key its signature verified with (SignedBy), never
 // a key id the envelope claims.
 
@@ -97,9 +98,10 @@ func whyNot(rep *provenance.Report) string {
 	return "it did not verify"
 }
 
-// reportKeys are the keys the report verifies evidence with: the project's own public key.
-func reportKeys(ws *workspace.Workspace) ([]*provenance.Verifier, error) {
-	return trustedKeys(filepath.Dir(ws.Dir), nil)
+// reportKeys are the keys the report verifies evidence with: the project's own public key
+// and the -trust-key files given (trust), as plan and apply trust what they pull.
+func reportKeys(ws *workspace.Workspace, trust []string) ([]*provenance.Verifier, error) {
+	return trustedKeys(filepath.Dir(ws.Dir), trust)
 }
 
 // receiptsOf verifies the release of every product_delivered event among events by its
@@ -124,20 +126,29 @@ func eventsOfType(events []state.CapabilityEvent, typ string) []state.Capability
 	return out
 }
 
-// capabilityChain is a capability the run admitted, its published version verified as
+// capabilityChain is a capability the run admitted or pinned, its version verified as
 // `foundry verify -key PUB REF` verifies it: the admission summary, the sealed test
 // results it names and their provenance, each with the key that signed it.
 type capabilityChain struct {
 	Capability string `json:"capability"`
-	Ref        string `json:"ref"` // the version admitted, as capability_admitted says
+	Ref        string `json:"ref"` // the version, as capability_admitted or capability_pinned says
+	// How is "admitted" (the run admitted and published it) or "pinned" (the run pulled a
+	// version admitted before, perhaps by another project: its key must be trusted).
+	How string `json:"how"`
 	verifiedChain
 }
 
-// chainsOf verifies the version each capability_admitted event among events published.
+// chainEvents are the capability events that name a version the run used, and how it got it.
+var chainEvents = map[string]string{"capability_admitted": "admitted", "capability_pinned": "pinned"}
+
+// chainsOf verifies the version each capability_admitted or capability_pinned event among
+// events names, in the order they came.
 func chainsOf(ctx context.Context, keys []*provenance.Verifier, events []state.CapabilityEvent) []capabilityChain {
 	out := []capabilityChain{}
-	for _, e := range eventsOfType(events, "capability_admitted") {
-		out = append(out, capabilityChain{Capability: e.Capability, Ref: e.Ref, verifiedChain: chainAt(ctx, keys, e.Ref)})
+	for _, e := range events {
+		if how, ok := chainEvents[e.Type]; ok {
+			out = append(out, capabilityChain{Capability: e.Capability, Ref: e.Ref, How: how, verifiedChain: chainAt(ctx, keys, e.Ref)})
+		}
 	}
 	return out
 }
@@ -160,7 +171,7 @@ func chainAt(ctx context.Context, keys []*provenance.Verifier, loc string) verif
 // (a registry reference: its admission summary is then the type required), with keys.
 func verifyRelease(ctx context.Context, loc string, keys []*provenance.Verifier) (*provenance.Report, error) {
 	if len(keys) == 0 {
-		return nil, fmt.Errorf("the project has no signing key (.foundry/keys/signing.pub) to verify it with")
+		return nil, fmt.Errorf("the project has no signing key (.foundry/keys/signing.pub) and no -trust-key was given to verify it with")
 	}
 	if dir, ok := strings.CutPrefix(loc, lang.SchemeDir+":"); ok {
 		if !isRelease(dir) {

@@ -39,19 +39,20 @@ type page struct {
 	links    []string // fragment links whose target is missing
 	// items are the .receipt, .capability and .evidence elements: each one's data
 	// attributes, its class, the address of the node whose row holds it (row) and the
-	// capability whose chain holds it (cap).
+	// capability whose chain holds it (cap), and for a receipt or capability the reason it
+	// shows for not verifying (why).
 	items []map[string]string
 	shot  []byte
 	took  time.Duration
 }
 
-// openReport writes the report of project dir's last run and opens it in Chromium
-// (openInChromium), failing the test on a console error, a network request or a link
-// that resolves to nothing.
-func openReport(t *testing.T, dir string) *page {
+// openReport writes the report of project dir's last run (with more report flags, such as
+// -trust-key) and opens it in Chromium (openInChromium), failing the test on a console
+// error, a network request or a link that resolves to nothing.
+func openReport(t *testing.T, dir string, flags ...string) *page {
 	t.Helper()
 	file := filepath.Join(t.TempDir(), "report.html")
-	if code, _, errs := foundry(t, dir, "report", "-o", file); code != 0 {
+	if code, _, errs := foundry(t, dir, append([]string{"report", "-o", file}, flags...)...); code != 0 {
 		t.Fatalf("report exited %d: %s", code, errs)
 	}
 	p := openInChromium(t, file)
@@ -115,7 +116,7 @@ func openInChromium(t *testing.T, file string) *page {
 	if p.links, err = chromedp.Run(ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll("a[href^='#']")).map(a => a.getAttribute("href")).filter(h => !document.getElementById(h.slice(1)))`)); err != nil {
 		t.Fatal(err)
 	}
-	if p.items, err = chromedp.Run(ctx, chromedp.Evaluate[[]map[string]string](`Array.from(document.querySelectorAll(".receipt, .capability, .evidence")).map(e => Object.assign({class: e.className, row: e.closest("tr.row") ? e.closest("tr.row").dataset.address : "", cap: e.closest("tr.capability") ? e.closest("tr.capability").dataset.capability : ""}, e.dataset))`)); err != nil {
+	if p.items, err = chromedp.Run(ctx, chromedp.Evaluate[[]map[string]string](`Array.from(document.querySelectorAll(".receipt, .capability, .evidence")).map(e => Object.assign({class: e.className, row: e.closest("tr.row") ? e.closest("tr.row").dataset.address : "", cap: e.closest("tr.capability") ? e.closest("tr.capability").dataset.capability : "", why: e.querySelector(":scope > td > pre.why") ? e.querySelector(":scope > td > pre.why").textContent : ""}, e.dataset))`)); err != nil {
 		t.Fatal(err)
 	}
 	if p.shot, err = chromedp.Run(ctx, chromedp.CaptureScreenshot()); err != nil {
@@ -288,7 +289,7 @@ func TestReportCapabilityChain(t *testing.T) {
 			admitted = e.Ref
 		}
 	}
-	if len(rep.Capabilities) != 1 || rep.Capabilities[0].Capability != "capability.int-sort" || rep.Capabilities[0].Ref != admitted ||
+	if len(rep.Capabilities) != 1 || rep.Capabilities[0].Capability != "capability.int-sort" || rep.Capabilities[0].Ref != admitted || rep.Capabilities[0].How != "admitted" ||
 		admitted == "" || !rep.Capabilities[0].Verified {
 		t.Fatalf("report -json capabilities: %+v, want capability.int-sort as admitted (%s), verified", rep.Capabilities, admitted)
 	}
@@ -480,6 +481,98 @@ func TestGraphSVGClusters(t *testing.T) {
 		slices.Sort(got)
 		if !slices.Equal(got, want) {
 			t.Errorf("%s: clusters %q, want %q", example, got, want)
+		}
+	}
+}
+
+// checkPinnedChain checks the report of project dir's last run, which pinned capability to
+// ref, a version another project admitted with the key parentPub (a path from dir), end to
+// end through the CLI. With -trust-key parentPub its chain verifies as an admitted one does:
+// the admission summary, the sealed test results and the provenance, each signed by that
+// key, in report -json and in the HTML. Without -trust-key, or with another key, the report
+// is still written and shows the version NOT VERIFIED, with the reason.
+func checkPinnedChain(t *testing.T, dir, capability, ref, parentPub string) {
+	t.Helper()
+	keys, err := provenance.LoadVerifiers(filepath.Join(dir, parentPub))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyID := keys[0].KeyID
+	reportJSON := func(flags ...string) runReport {
+		t.Helper()
+		code, out, errs := foundry(t, dir, append([]string{"report", "-json"}, flags...)...)
+		var rep runReport
+		if code != 0 || json.Unmarshal([]byte(out), &rep) != nil {
+			t.Fatalf("report -json %v: exit %d: %s", flags, code, errs)
+		}
+		if len(rep.Capabilities) != 1 || rep.Capabilities[0].Capability != capability || rep.Capabilities[0].How != "pinned" || rep.Capabilities[0].Ref != ref {
+			t.Fatalf("report -json %v capabilities: %+v, want %s pinned to %s", flags, rep.Capabilities, capability, ref)
+		}
+		return rep
+	}
+	want := []string{provenance.PredicateVSA, provenance.PredicateTestResult, provenance.PredicateSLSAProvenance}
+
+	trusted := reportJSON("-trust-key", parentPub).Capabilities[0]
+	signed := map[string]string{}
+	for _, e := range trusted.Evidence {
+		if e.Verified && len(e.SignedBy) == 1 {
+			signed[e.What] = e.SignedBy[0].KeyID
+		}
+	}
+	if !trusted.Verified || trusted.Why != "" {
+		t.Errorf("report -json -trust-key: %s not verified: %s", capability, trusted.Why)
+	}
+	for _, w := range want {
+		if signed[w] != keyID {
+			t.Errorf("report -json -trust-key: %s's %s signed by %q, want the admitting project's %s (all: %v)", capability, w, signed[w], keyID, signed)
+		}
+	}
+	p := openReport(t, dir, "-trust-key", parentPub)
+	var rows []string
+	shown := map[string]string{}
+	for _, it := range p.items {
+		switch {
+		case it["class"] == "capability":
+			rows = append(rows, it["capability"]+" "+it["how"]+" "+it["verified"])
+		case it["class"] == "evidence" && it["cap"] == capability && it["verified"] == "true":
+			shown[it["what"]] = it["signers"]
+		}
+	}
+	if !slices.Equal(rows, []string{capability + " pinned true"}) {
+		t.Errorf("the report's capabilities with -trust-key: %v, want %s pinned, verified", rows, capability)
+	}
+	for _, w := range want {
+		if shown[w] != keyID {
+			t.Errorf("the report shows %s's %s signed by %q, want %s (all: %v)", capability, w, shown[w], keyID, shown)
+		}
+	}
+
+	// Without the admitting project's key, and with a key of no one's, the version does not
+	// verify: the report says why, and nothing in its chain is shown as signed.
+	other := filepath.Join(t.TempDir(), "other")
+	if code, _, errs := foundry(t, dir, "keygen", "-out", other); code != 0 {
+		t.Fatalf("keygen: exit %d: %s", code, errs)
+	}
+	for _, flags := range [][]string{nil, {"-trust-key", other + ".pub"}} {
+		c := reportJSON(flags...).Capabilities[0]
+		if c.Verified || !strings.Contains(c.Why, "signature-invalid") {
+			t.Errorf("report -json %v: %s verified %v, why %q: want not verified, no signature verifying", flags, capability, c.Verified, c.Why)
+		}
+		for _, e := range c.Evidence {
+			if e.Verified || len(e.SignedBy) != 0 {
+				t.Errorf("report -json %v: %s's %s verified %v, signed by %v: want neither", flags, capability, e.What, e.Verified, e.SignedBy)
+			}
+		}
+		t.Logf("report %v: %s: %s", flags, capability, c.Why)
+		p := openReport(t, dir, flags...)
+		rows = nil
+		for _, it := range p.items {
+			if it["class"] == "capability" {
+				rows = append(rows, it["capability"]+" "+it["how"]+" "+it["verified"]+" "+it["why"])
+			}
+		}
+		if w := capability + " pinned false " + c.Why; !slices.Equal(rows, []string{w}) {
+			t.Errorf("the report's capabilities %v: %q, want %q", flags, rows, w)
 		}
 	}
 }
