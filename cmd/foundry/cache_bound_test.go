@@ -54,7 +54,7 @@ func executorArgs(t *testing.T) map[string][]string {
 func TestCacheBoundedWhileTheStepRuns(t *testing.T) {
 	for name, args := range executorArgs(t) {
 		t.Run(name, func(t *testing.T) {
-			dir := t.TempDir()
+			dir := boundedProjectDir(t)
 			if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(boundedCacheProject), 0o644); err != nil {
 				t.Fatal(err)
 			}
@@ -100,7 +100,7 @@ func TestCacheBoundedWhileTheStepRuns(t *testing.T) {
 func TestKilledHolderLeavesNoStaleMount(t *testing.T) {
 	for name, args := range executorArgs(t) {
 		t.Run(name, func(t *testing.T) {
-			dir := t.TempDir()
+			dir := boundedProjectDir(t)
 			if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(boundedCacheProject), 0o644); err != nil {
 				t.Fatal(err)
 			}
@@ -142,6 +142,18 @@ func TestKilledHolderLeavesNoStaleMount(t *testing.T) {
 			}
 		})
 	}
+}
+
+// boundedProjectDir is a temporary directory under which nothing is left mounted when the
+// test ends, whether it passed or not.
+func boundedProjectDir(t *testing.T) string {
+	dir := t.TempDir()
+	t.Cleanup(func() {
+		for _, m := range mountsUnder(t, dir) {
+			syscall.Unmount(m, syscall.MNT_DETACH)
+		}
+	})
+	return dir
 }
 
 // allocatedBytes is the bytes the files under dir take on the host's disk (allocated blocks).

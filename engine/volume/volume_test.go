@@ -22,6 +22,7 @@ func acquire(t *testing.T, st *Store, s Spec, sharing string) *Lease {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(l.Release) // a test that fails half way leaves nothing mounted; a no-op after Release
 	return l
 }
 
