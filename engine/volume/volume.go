@@ -228,7 +228,9 @@ func (l *Lease) mount(ctx context.Context, i int) error {
 	l.Path = instanceData(l.dir, i)
 	if !mounted(l.Path) {
 		img := l.Path + ".img"
+		fresh := false
 		if _, err := os.Stat(img); errors.Is(err, fs.ErrNotExist) {
+			fresh = true
 			if ents, _ := os.ReadDir(l.Path); len(ents) > 0 {
 				if err := removeAll(l.Path); err != nil {
 					return fmt.Errorf("replacing the unbounded directory volume %s: %w", l.Path, err)
@@ -255,6 +257,13 @@ func (l *Lease) mount(ctx context.Context, i int) error {
 		}
 		if err := m.Mount(l.Path); err != nil {
 			return fmt.Errorf("mounting %s at %s: %w", img, l.Path, err)
+		}
+		if fresh {
+			// A new cache is empty: mkfs's lost+found is for fsck, which makes it again
+			// when it needs it.
+			if err := os.Remove(filepath.Join(l.Path, "lost+found")); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
 		}
 	}
 	return os.Chmod(l.Path, 0o777)

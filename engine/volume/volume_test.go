@@ -198,6 +198,9 @@ func TestVolumeBoundedWhileMounted(t *testing.T) {
 	if l.Full() {
 		t.Fatal("an empty volume is full")
 	}
+	if ents, _ := os.ReadDir(l.Path); len(ents) != 0 {
+		t.Fatalf("a new volume holds %v", ents)
+	}
 	f, err := os.Create(filepath.Join(l.Path, "big"))
 	if err != nil {
 		t.Fatal(err)
