@@ -17,7 +17,17 @@ import (
 type Cache struct {
 	Name    string // [a-z0-9][a-z0-9._-]{0,63}
 	Sharing string // CacheShared (the default), CacheLocked or CachePrivate
+	// MaxSize bounds the volume while a step runs, in bytes (a write past it is ENOSPC in
+	// the step); 0 when not given: engine/volume's default (10 GiB).
+	MaxSize int64
 }
+
+// The bounds of a cache's max_size: below CacheMinSize ext4's own metadata and journal
+// take too much of it to be useful; CacheMaxSize is 16 TiB.
+const (
+	CacheMinSize = 16 << 20
+	CacheMaxSize = 16 << 40
+)
 
 // Sharing modes of a cache (engine/volume implements them).
 const (
@@ -29,7 +39,7 @@ const (
 var cacheNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`) })
 
 // decodeCaches decodes a step's caches attribute: a map of sandbox path to a cache name, or
-// to an object { name = "...", sharing = "locked" }.
+// to an object { name = "...", sharing = "locked", max_size = "2GiB" }.
 func (l *loader) decodeCaches(st *Step, a *hcl.Attribute, ctx *hcl.EvalContext, scope *stepScope) {
 	if a == nil {
 		return
@@ -53,8 +63,8 @@ func (l *loader) decodeCaches(st *Step, a *hcl.Attribute, ctx *hcl.EvalContext, 
 			c.Name, _ = l.str(ev, rng, "caches[\""+target+"\"]")
 		case ev.Type().IsObjectType():
 			for attr := range ev.Type().AttributeTypes() {
-				if attr != "name" && attr != "sharing" {
-					l.diags = append(l.diags, errorAt(rng, "Invalid cache", "caches[%q] has %q; a cache is a name, or { name = \"...\", sharing = \"shared\" | \"locked\" | \"private\" }.", target, attr))
+				if attr != "name" && attr != "sharing" && attr != "max_size" {
+					l.diags = append(l.diags, errorAt(rng, "Invalid cache", "caches[%q] has %q; a cache is a name, or { name = \"...\", sharing = \"shared\" | \"locked\" | \"private\", max_size = \"2GiB\" }.", target, attr))
 				}
 			}
 			if ev.Type().HasAttribute("name") {
@@ -62,6 +72,19 @@ func (l *loader) decodeCaches(st *Step, a *hcl.Attribute, ctx *hcl.EvalContext, 
 			}
 			if ev.Type().HasAttribute("sharing") {
 				c.Sharing, _ = l.str(ev.GetAttr("sharing"), rng, "caches[\""+target+"\"].sharing")
+			}
+			if ev.Type().HasAttribute("max_size") {
+				what := "caches[\"" + target + "\"].max_size"
+				if str, ok := l.str(ev.GetAttr("max_size"), rng, what); ok {
+					n, err := ParseSize(str)
+					switch {
+					case err != nil:
+						l.diags = append(l.diags, errorAt(rng, "Invalid size", "%s = %q: %v", what, str, err))
+					case n < CacheMinSize || n > CacheMaxSize:
+						l.diags = append(l.diags, errorAt(rng, "Invalid cache size", "%s = %q: a cache's bound is from %s to %s (the default is 10GiB).", what, str, FormatSize(CacheMinSize), FormatSize(CacheMaxSize)))
+					}
+					c.MaxSize = n
+				}
 			}
 		default:
 			l.typeErr(rng, "caches[\""+target+"\"]", "a cache name, or { name = \"...\", sharing = \"...\" }", ev)

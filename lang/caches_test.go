@@ -11,7 +11,7 @@ func TestStepCaches(t *testing.T) {
 	step := func(caches string) string {
 		return busyboxSeed + "step \"s\" {\n  image   = seed.bb\n  run     = [\"true\"]\n  outputs = [\"/out/y\"]\n  mounts  = { \"/src\" = \"text\" }\n  caches  = " + caches + "\n}\n"
 	}
-	cfg, diags := Load(writeProject(t, map[string]string{"main.hcl": step(`{ "/cache/go" = "go-build", "/cache/npm" = { name = "npm", sharing = "locked" } }`)}), Options{})
+	cfg, diags := Load(writeProject(t, map[string]string{"main.hcl": step(`{ "/cache/go" = "go-build", "/cache/npm" = { name = "npm", sharing = "locked", max_size = "2GiB" } }`)}), Options{})
 	if diags.HasErrors() {
 		t.Fatal(diags.Error())
 	}
@@ -19,7 +19,10 @@ func TestStepCaches(t *testing.T) {
 	if c := got["/cache/go"]; c == nil || c.Name != "go-build" || c.Sharing != CacheShared {
 		t.Errorf("/cache/go: %+v", c)
 	}
-	if c := got["/cache/npm"]; c == nil || c.Name != "npm" || c.Sharing != CacheLocked {
+	if c := got["/cache/go"]; c == nil || c.MaxSize != 0 {
+		t.Errorf("/cache/go has a bound though none was given: %+v", c)
+	}
+	if c := got["/cache/npm"]; c == nil || c.Name != "npm" || c.Sharing != CacheLocked || c.MaxSize != 2<<30 {
 		t.Errorf("/cache/npm: %+v", c)
 	}
 	for caches, want := range map[string]string{
@@ -29,7 +32,10 @@ func TestStepCaches(t *testing.T) {
 		`{ "/c" = "Bad Name" }`:                            "Invalid cache name",
 		`{ "/c" = { name = "x", sharing = "sometimes" } }`: "Invalid cache sharing",
 		`{ "/c" = { name = "x", size = 3 } }`:              "Invalid cache",
-		`["x"]`:                                            "Incorrect attribute value type",
+		`{ "/c" = { name = "x", max_size = "lots" } }`:     "main.hcl:10,13-57: Invalid size",
+		`{ "/c" = { name = "x", max_size = "1MiB" } }`:     "main.hcl:10,13-57: Invalid cache size; caches[\"/c\"].max_size = \"1MiB\": a cache's bound is from 16MiB to 16TiB",
+		`{ "/c" = { name = "x", max_size = "17TiB" } }`:    "Invalid cache size",
+		`["x"]`: "Incorrect attribute value type",
 	} {
 		_, diags := Load(writeProject(t, map[string]string{"main.hcl": step(caches)}), Options{})
 		if !diags.HasErrors() || !strings.Contains(diags.Error(), want) {

@@ -3,8 +3,9 @@
 # Idempotent: safe to run on every `make test` / `make example`.
 set -euo pipefail
 need=()
-# graphviz draws `foundry graph -format svg`; chromium opens the report and the SVG in tests.
-for p in containerd runc busybox-static docker-registry graphviz chromium; do
+# graphviz draws `foundry graph -format svg`; chromium opens the report and the SVG in tests;
+# e2fsprogs' mkfs.ext4 makes each cache volume's filesystem.
+for p in containerd runc busybox-static docker-registry graphviz chromium e2fsprogs; do
   dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
 done
 # npm: the MCP Inspector, the independent MCP client the tests drive. A machine whose Node

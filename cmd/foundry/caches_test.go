@@ -276,22 +276,8 @@ func TestLockedCacheOneStepAtATime(t *testing.T) {
 	if as < be && bs < ae {
 		t.Fatalf("the steps held the locked cache at once: a %.2f-%.2f, b %.2f-%.2f", as, ae, bs, be)
 	}
-	users, _ := filepathGlobOne(t, filepath.Join(dir, ".foundry", "caches", "*", "data", "users"))
+	users := volumeFile(t, dir, "users")
 	if got := strings.Fields(users); len(got) != 2 {
 		t.Fatalf("the volume's users file holds %q; want both steps' lines", users)
 	}
-}
-
-// filepathGlobOne reads the one file pattern matches.
-func filepathGlobOne(t *testing.T, pattern string) (string, string) {
-	t.Helper()
-	m, _ := filepath.Glob(pattern)
-	if len(m) != 1 {
-		t.Fatalf("%s matches %v; want one file", pattern, m)
-	}
-	b, err := os.ReadFile(m[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b), m[0]
 }

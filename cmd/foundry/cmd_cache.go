@@ -10,6 +10,7 @@ import (
 	"github.com/foundry-build/foundry/digest"
 	"github.com/foundry-build/foundry/engine/volume"
 	"github.com/foundry-build/foundry/engine/workspace"
+	"github.com/foundry-build/foundry/lang"
 )
 
 func init() {
@@ -19,12 +20,13 @@ func init() {
 		usage:   "foundry cache ls [-C DIR] [-json] | prune [-all | -name NAME | -older-than AGE | -max-size BYTES] [-dry-run] [-C DIR] [-json]",
 		help: `
 Cache shows and deletes the cache volumes of the project at -C (default: the current
-directory): the writable directories steps mount with caches = { PATH = NAME }
-(spec/language.md §9b), kept in .foundry/caches, one per cache name, trust domain, image
-and platform.
+directory): the writable filesystems steps mount with caches = { PATH = NAME }
+(spec/language.md §9b), kept in .foundry/caches, one per cache name, trust domain, image,
+platform and bound: each an ext4 image of its max_size, mounted while a step uses it.
 
-  ls      each volume: its name, trust domain, image, platform, size, private instances,
-          when it was last used, and whether a step is using it now
+  ls      each volume: its name, trust domain, image, platform, size (what its images take
+          on the host's disk), bound (max_size, per instance), private instances, when it
+          was last used, and whether a step is using it now
   prune   delete volumes: every one (-all), those of a cache name (-name), those not used
           for longer than -older-than, or the least recently used until the rest fit in
           -max-size bytes. A volume a step is using is never deleted: it is reported busy.
@@ -76,14 +78,14 @@ Exit codes: 0 done, 1 the volumes could not be read or deleted, 2 usage error.`,
 						return exitOK
 					}
 					tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
-					fmt.Fprintln(tw, "NAME\tDOMAIN\tIMAGE\tPLATFORM\tSIZE\tINSTANCES\tLAST USED\tIN USE")
+					fmt.Fprintln(tw, "NAME\tDOMAIN\tIMAGE\tPLATFORM\tSIZE\tMAX SIZE\tINSTANCES\tLAST USED\tIN USE")
 					for _, in := range list {
 						inUse := ""
 						if in.InUse {
 							inUse = "yes"
 						}
-						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", in.Name, in.Domain, digest.Digest(in.Image).Short(), in.Platform,
-							humanBytes(in.Size), in.Instances, in.Used.Local().Format(time.DateTime), inUse)
+						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", in.Name, in.Domain, digest.Digest(in.Image).Short(), in.Platform,
+							humanBytes(in.Size), lang.FormatSize(in.MaxSize), in.Instances, in.Used.Local().Format(time.DateTime), inUse)
 					}
 					tw.Flush()
 					return exitOK

@@ -134,6 +134,8 @@ func (p *progress) plain(e event.Event) {
 		}
 	case "cache_waiting":
 		fmt.Fprintf(p.w, "  wait %s: %s\n", e.Node, e.Message)
+	case "cache_replaced":
+		fmt.Fprintf(p.w, "  !   %s: %s\n", e.Node, e.Message)
 	case "record_not_shared":
 		fmt.Fprintf(p.w, "  !   %s: not shared: %s\n", e.Node, e.Message)
 	case "node_failed":

@@ -188,6 +188,8 @@ type StepView struct {
 type CacheView struct {
 	Name    string `json:"name"`
 	Sharing string `json:"sharing"` // shared, locked or private
+	// MaxSize is the bound given in bytes; omitted for the default (spec/language.md §9b).
+	MaxSize int64 `json:"max_size,omitempty"`
 }
 
 // Mounts are a step's mounts as a plan shows them: each sandbox path with a description of
@@ -752,7 +754,7 @@ func StepViewOf(n *graph.Node) *StepView {
 	if len(s.Caches) > 0 {
 		v.Caches = make(map[string]CacheView, len(s.Caches))
 		for target, c := range s.Caches {
-			v.Caches[target] = CacheView{Name: c.Name, Sharing: c.Sharing}
+			v.Caches[target] = CacheView{Name: c.Name, Sharing: c.Sharing, MaxSize: c.MaxSize}
 		}
 	}
 	return v

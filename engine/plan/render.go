@@ -51,6 +51,9 @@ func (p *Plan) WriteText(out io.Writer) {
 				if c.Sharing != lang.CacheShared {
 					extra += " (" + c.Sharing + ")"
 				}
+				if c.MaxSize != 0 {
+					extra += " max " + lang.FormatSize(c.MaxSize)
+				}
 			}
 		}
 		if e := n.Egress; e != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/foundry-build/foundry/engine/graph"
 	"github.com/foundry-build/foundry/engine/volume"
 	"github.com/foundry-build/foundry/executors"
+	"github.com/foundry-build/foundry/lang"
 )
 
 // cacheLease is one cache volume a step mounts while it runs (spec/language.md §9b).
@@ -49,7 +50,7 @@ func (r *runner) acquireCaches(ctx context.Context, n *graph.Node, img executors
 	var out []cacheLease
 	for _, target := range slices.Sorted(maps.Keys(n.Step.Caches)) {
 		c := n.Step.Caches[target]
-		spec := volume.Spec{Project: r.g.Config.Project.Name, Domain: cacheDomain(n), Name: c.Name, Image: img.Digest, Platform: n.Step.Platform}
+		spec := volume.Spec{Project: r.g.Config.Project.Name, Domain: cacheDomain(n), Name: c.Name, Image: img.Digest, Platform: n.Step.Platform, MaxSize: c.MaxSize}
 		waiting := func() {
 			r.emit(event.Event{Type: "cache_waiting", Node: n.Address, Action: n.Digest, Message: fmt.Sprintf("cache %q (%s) is in use by another step; waiting", c.Name, c.Sharing)})
 		}
@@ -58,9 +59,30 @@ func (r *runner) acquireCaches(ctx context.Context, n *graph.Node, img executors
 			releaseCaches(out)
 			return nil, err
 		}
+		if l.Note != "" {
+			r.emit(event.Event{Type: "cache_replaced", Node: n.Address, Action: n.Digest, Message: fmt.Sprintf("cache %q: %s", c.Name, l.Note)})
+		}
 		out = append(out, cacheLease{target: target, name: c.Name, lease: l})
 	}
 	return out, nil
+}
+
+// fullCache returns the first of the leases whose volume the step filled (it met ENOSPC
+// there), or nil. A rebuild's empty directories have no bound and are never full. Read once
+// the step has ended and before the leases are released.
+func fullCache(ls []cacheLease) *cacheLease {
+	for i := range ls {
+		if ls[i].lease.Full() { // nil-safe
+			return &ls[i]
+		}
+	}
+	return nil
+}
+
+// reason says which cache the step filled, as fullReason says it of limits.disk.
+func (c *cacheLease) fullReason() string {
+	return fmt.Sprintf("filled cache %q at %s (max_size = %s; a cache volume is bounded while the step runs: raise its max_size, or empty it with 'foundry cache prune -name %s')",
+		c.name, c.target, lang.FormatSize(c.lease.MaxSize), c.name)
 }
 
 // releaseCaches ends the leases: other steps may take the volumes.

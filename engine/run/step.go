@@ -267,6 +267,10 @@ func (r *runner) execute(ctx context.Context, n *graph.Node, exe executors.Execu
 	}
 	ran := time.Now()
 	xr, err := exe.Run(ctx, action)
+	var fullVolume *cacheLease
+	if err == nil {
+		fullVolume = fullCache(leases)
+	}
 	releaseCaches(leases)
 	if err == nil {
 		// The executor's times of the process: before it, the sandbox was being started.
@@ -323,7 +327,14 @@ func (r *runner) execute(ctx context.Context, n *graph.Node, exe executors.Execu
 		if xr.TimedOut {
 			outcome = state.OutcomeTimedOut
 		}
-		r.attemptFinished(bg, n, attempt, outcome, logDetail(outLog, errLog))
+		detail := logDetail(outLog, errLog)
+		// A step that failed with a cache volume full met ENOSPC there: the bound says why.
+		// One that succeeded all the same (a tool that copes with a full cache) succeeds.
+		if fullVolume != nil && !xr.TimedOut && !xr.OOMKilled {
+			se.Reason = fullVolume.fullReason()
+			detail = se.Reason + "; " + detail
+		}
+		r.attemptFinished(bg, n, attempt, outcome, detail)
 		return nil, se
 	}
 	err = fixed.check(outDir)
