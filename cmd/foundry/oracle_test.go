@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/foundry-build/foundry/engine/reconstruct"
 	"github.com/foundry-build/foundry/engine/state"
 )
 
@@ -153,5 +154,38 @@ func TestReferenceOracleNotObservable(t *testing.T) {
 	// Round 1 charged its one dev case, and nothing for the oracle.
 	if p := j.RoundList[0].Used.Probes; p != 1 {
 		t.Errorf("round 1 charged %d probe(s), want 1 (its dev case)", p)
+	}
+}
+
+// Killing apply while the oracle is asked, or once its answers are charged, then applying
+// again: the answers recorded with their charge are not asked again (round 1 charged its
+// dev case and its 2 answered requests: 3 probes, as without a kill); a reservation the
+// killed apply left open is spent (its 2 probes, and the 2 asked again: 5).
+func TestReferenceOracleResumesAfterKill(t *testing.T) {
+	edits := referenceEdits("-n", "observe = true")
+	edits = append([]string{edits[0], edits[1], edits[4], edits[5]}, oracleBuilder("1")...) // no differential suite: the probes are the dev case's and the oracle's
+	for _, c := range []struct {
+		fault  string
+		probes int
+	}{{reconstruct.FaultRoundAsked, 3}, {reconstruct.FaultOracleAsking, 5}} {
+		t.Run(c.fault, func(t *testing.T) {
+			dir := newReconstructFixture(t, "3", edits...)
+			if killed := apply(t, dir, []string{"FOUNDRY_TEST_FAULT=" + c.fault + ":capability.sorter"}); killed.code != -1 {
+				t.Fatalf("the faulted apply should die by SIGKILL: exit %d\n%s", killed.code, killed.stderr)
+			}
+			if r := apply(t, dir, nil, "-progress", "plain"); r.code != 0 {
+				t.Fatalf("resumed apply: exit %d\n%s", r.code, r.stderr)
+			}
+			j := showJobJSON(t, dir, "sorter")
+			if len(j.RoundList) != 2 || j.RoundList[0].Attempts != 2 || j.RoundList[1].Status != state.RoundAdmitted {
+				t.Fatalf("want round 1 dispatched twice, round 2 admitted: %+v", j.RoundList)
+			}
+			if o := roundOracle(t, j, 1); o.Asked != 4 || o.Answered != 2 || o.Refused != 2 {
+				t.Errorf("round 1's oracle: %+v, want 4 asked, 2 answered, 2 refused", o)
+			}
+			if p := j.RoundList[0].Used.Probes; p != c.probes {
+				t.Errorf("round 1 charged %d probe(s), want %d", p, c.probes)
+			}
+		})
 	}
 }

@@ -95,6 +95,7 @@ func (rd *round) oracle(ctx context.Context) (done bool, err error) {
 				stdout, exit := string(o.Stdout), o.ExitCode
 				a.Output, a.Exit, a.Stderr, a.TimedOut, a.OOMKilled = &stdout, &exit, string(o.Stderr), o.TimedOut, o.OOMKilled
 			}
+			rd.rc.fault(FaultOracleAsking, rd.n.Address)
 		}
 		u = state.Usage{Wall: time.Since(start), Probes: len(run)}
 		if eres.At.Before(start) {
@@ -119,6 +120,7 @@ func (rd *round) oracle(ctx context.Context) (done bool, err error) {
 	if err := rd.db().ChargeOracle(context.WithoutCancel(ctx), rd.state.ID, rd.num, u, o); err != nil {
 		return false, err
 	}
+	rd.rc.fault(FaultRoundAsked, rd.n.Address)
 	rd.rc.emit(event.Event{Type: "reconstruct_round", Node: rd.n.Address, Recipe: rd.label(), Job: rd.state.ID,
 		Message: fmt.Sprintf("round %d: the builder asked the oracle %d request(s): %d answered (charged as probes), %d refused; the next round reads the answers at %s/oracle/round-%d.jsonl",
 			rd.num, o.Asked, o.Answered, o.Refused, lang.JobDir, rd.num)})
