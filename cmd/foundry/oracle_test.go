@@ -38,9 +38,21 @@ func roundStderr(j jobJSON, n int) string {
 // charged as a probe, its two non-requests are refused; round 2's builder reads the answers
 // in /job/oracle/round-1.jsonl, learns from them alone that duplicates are kept, and its
 // candidate is admitted. jobs show reports what was asked, in text and JSON.
+// It runs under runc and under containerd: the reference's sandbox is the evaluator's.
 func TestReferenceOracle(t *testing.T) {
+	for _, exe := range []string{"runc", "containerd"} {
+		t.Run(exe, func(t *testing.T) { testReferenceOracle(t, exe) })
+	}
+}
+
+func testReferenceOracle(t *testing.T, exe string) {
 	dir := newReconstructFixture(t, "3", append(referenceEdits("-n", "observe = true"), oracleBuilder("1")...)...)
-	r := apply(t, dir, nil, "-progress", "plain")
+	args := []string{"-progress", "plain"}
+	if exe == "containerd" {
+		needContainerd(t)
+		args = append(args, "-executor", "containerd", "-containerd-address", containerdAddress())
+	}
+	r := apply(t, dir, nil, args...)
 	if r.code != 0 {
 		t.Fatalf("apply: exit %d\n%s", r.code, r.stderr)
 	}
