@@ -191,8 +191,9 @@ type Reconstruct struct {
 // from and under what licence, and the rights the operator grants over it, each a separate
 // decision: Inspect (a builder may read its bytes: its image is mounted read-only at
 // ReferenceDir/NAME in the builder's sandbox), Observe (its outputs may serve as expected
-// outputs of generated cases, expect = reference.NAME, and be shown to a builder; every
-// generated case a builder is shown with the reference's answer is charged as a probe), and
+// outputs of generated cases, expect = reference.NAME, and a builder may ask it as an
+// oracle: requests it writes under OracleDir/NAME are run on the reference between rounds,
+// each charged as a probe, and the answers are in the next round's /job), and
 // Distribute (its bytes may appear in a candidate; when false, a candidate holding a file
 // byte-identical to one of the reference's is refused).
 type Reference struct {
@@ -210,6 +211,12 @@ type Reference struct {
 // ReferenceDir is where a builder finds the references it may inspect, each at
 // ReferenceDir/NAME, read-only.
 const ReferenceDir = "/reference"
+
+// OracleDir is where a builder of a capability with a reference dossier writes the
+// requests it asks the references as an oracle: OracleDir/NAME/ID.json, each holding one
+// input (a JSON value) for reference NAME, which must allow observe. It is not part of the
+// proposal (spec/capability.md §5b).
+const OracleDir = "/out/oracle"
 
 // Proposals is a reconstruct block's proposals block: each round waits for a proposal sent
 // from outside, a file tree holding Outputs.
@@ -358,7 +365,10 @@ type Step struct {
 	// none. Not in its definition: what a cache holds never changes what a step means.
 	Caches  map[string]*Cache
 	Outputs []string // absolute paths under /out, sorted
-	Limits  Limits
+	// Optional are outputs collected only when the step makes them. The language never
+	// sets them: the engine does, for a reconstruct builder's oracle requests (OracleDir).
+	Optional []string
+	Limits   Limits
 	// Network is NetworkNone, or NetworkEgress for a fixed-output step (spec/language.md
 	// §9a): it reaches Egress, each endpoint granted by the operator, through the broker,
 	// and its outputs must have the tree digest OutputDigest.

@@ -138,10 +138,13 @@ type roundJSON struct {
 	Used      state.Usage         `json:"used"`
 	// Logs are what the round's runs (its builder's, its build's) wrote, the last lines
 	// of each stream: what the builder observed, and why a run failed.
-	Logs     []runLogJSON `json:"logs,omitempty"`
-	Attempts int          `json:"attempts"`
-	Started  time.Time    `json:"started"`
-	Finished *time.Time   `json:"finished,omitempty"`
+	Logs []runLogJSON `json:"logs,omitempty"`
+	// Oracle is what the round's builder asked the references as an oracle: requests
+	// asked, answered (each a probe) and refused, and the answers' digest.
+	Oracle   *state.Oracle `json:"oracle,omitempty"`
+	Attempts int           `json:"attempts"`
+	Started  time.Time     `json:"started"`
+	Finished *time.Time    `json:"finished,omitempty"`
 }
 
 // runLogJSON is one run of a round as `foundry jobs show -json` prints it: its logs by
@@ -232,7 +235,7 @@ func jobView(ctx context.Context, db *state.DB, j state.Job, withRounds bool, di
 			continue
 		}
 		rj := roundJSON{N: r.N, Source: r.Source, Run: r.RunID, Status: r.Status, Builder: r.Builder, Candidate: r.Candidate,
-			Used: r.Used, Attempts: r.Attempts, Started: r.Started}
+			Used: r.Used, Oracle: r.Oracle, Attempts: r.Attempts, Started: r.Started}
 		if !r.Finished.IsZero() {
 			rj.Finished = &r.Finished
 		}
@@ -474,6 +477,9 @@ func writeJob(w io.Writer, v jobJSON, lines int) {
 		fmt.Fprintf(w, "    %-10s %s wall (builder %s%s, cases %s), %s CPU, %s peak memory, %s written, %d probe(s), %d intervention(s), %g spend\n", "used",
 			u.Wall.Round(time.Millisecond), u.BuilderWall.Round(time.Millisecond), build, u.CasesWall.Round(time.Millisecond),
 			u.CPU.Round(time.Millisecond), humanBytes(u.PeakMemory), humanBytes(u.Written), u.Probes, u.Interventions, u.Spend)
+		if o := r.Oracle; o != nil {
+			fmt.Fprintf(w, "    %-10s %d request(s) asked, %d answered (charged as probes), %d refused; answers %s\n", "oracle", o.Asked, o.Answered, o.Refused, o.Answers.Short())
+		}
 		if f := r.Failure; f != nil {
 			fmt.Fprintf(w, "    %s\n", strings.TrimSpace(strings.ReplaceAll(f.String(), "\n", "\n  ")))
 		}

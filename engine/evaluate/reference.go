@@ -118,6 +118,18 @@ func (ev *Evaluator) runReference(ctx context.Context, capb *lang.Capability, d 
 	return o, err
 }
 
+// Observe runs reference name of dossier d once on in, a builder's oracle request (one
+// input, as a generated case's is given), exactly as a differential case's expected output
+// is taken: in a fresh evaluation sandbox of its own, never with a candidate. A reference
+// the dossier does not hold, or whose rights do not include observe, is not run. Charging
+// the run as a probe is the caller's (engine/reconstruct).
+func (ev *Evaluator) Observe(ctx context.Context, capb *lang.Capability, d *Dossier, name string, in []byte) (verdict.Observation, error) {
+	if d == nil || !slices.ContainsFunc(d.References, func(r DossierEntry) bool { return r.Name == name && r.Observe }) {
+		return verdict.Observation{}, fmt.Errorf("reference %s: the dossier does not allow observing it (observe = false, or no such reference)", name)
+	}
+	return ev.runReference(ctx, capb, d, name, in)
+}
+
 // referenceExpectation is what reference name expects of in: its output, or the declared
 // error it exits with; a run that can be neither is a Disagreement naming what (the case).
 func (ev *Evaluator) referenceExpectation(ctx context.Context, capb *lang.Capability, d *Dossier, name, what string, in []byte) (verdict.Expectation, error) {

@@ -413,6 +413,9 @@ type StepDefinition struct {
 	// definition is as it was before they existed.
 	Egress       []string `json:"egress,omitempty"`
 	OutputDigest string   `json:"output_digest,omitempty"`
+	// Optional are the outputs collected only when the step makes them (a reconstruct
+	// builder's oracle requests); absent for every other step.
+	Optional []string `json:"optional_outputs,omitempty"`
 }
 
 // LimitsDefinition is a step's effective limits, as its definition and its plan view hold them.
@@ -558,6 +561,7 @@ func StepFields(n *Node) StepDefinition {
 	def := StepDefinition{
 		Kind: string(n.Kind), V: DefinitionVersion, Argv: nonNil(s.Run), Env: s.Env, Workdir: s.Workdir,
 		User: s.User, Platform: s.Platform, Outputs: nonNil(s.Outputs), Network: s.Network, Limits: limitsOf(s.Limits),
+		Optional: s.Optional,
 	}
 	if s.Network == lang.NetworkEgress {
 		def.Limits.EgressBytes = EgressBytes(s)

@@ -13,6 +13,7 @@ import (
 	"github.com/foundry-build/foundry/digest"
 	"github.com/foundry-build/foundry/engine/evaluate"
 	"github.com/foundry-build/foundry/engine/workspace"
+	"github.com/foundry-build/foundry/lang"
 )
 
 // Brief is what a proposal source is given for a round: the job's files, read-only.
@@ -49,12 +50,14 @@ type counterexample struct {
 //	schemas/input.json, output.json
 //	cases/dev/*.json, cases/repair/*.json   the cases builders may see, as written
 //	counterexamples/N.json        round N's failure, for every earlier round
-//	round.json                    {"capability", "job", "round", "candidates"}
+//	oracle/round-N.jsonl          what round N's builder asked the references as an oracle, and their answers
+//	round.json                    {"capability", "job", "round", "candidates"}, and "oracle" (where to
+//	                              write requests, to which references) when a reference allows observe
 //
 // Never a sealed case: the dev and repair suites cannot match one (lang), disclosed sealed
 // cases reach the builder only as the counterexample that disclosed them, and the job is
 // refused, like any mount, if a file of it has a sealed case's content.
-func (j *job) writeBrief(round int) (Brief, error) {
+func (j *job) writeBrief(ctx context.Context, round int) (Brief, error) {
 	capb, ws := j.n.Capability, j.rc.Workspace
 	files := map[string][]byte{"contract.json": j.n.Definition}
 	if it := capb.Interface; it != nil && it.InputSchema != "" {
@@ -107,7 +110,33 @@ func (j *job) writeBrief(round int) (Brief, error) {
 		}
 		files[fmt.Sprintf("counterexamples/%d.json", i+1)] = append(b, '\n')
 	}
-	b, err := json.Marshal(map[string]any{"capability": capb.Name, "job": j.state.ID, "round": round, "candidates": j.block.Budget.Candidates})
+	rounds, err := ws.State.Rounds(ctx, j.state.ID)
+	if err != nil {
+		return Brief{}, err
+	}
+	for _, r := range rounds {
+		if r.N >= round || r.Oracle == nil {
+			continue
+		}
+		b, err := ws.Store.Get(r.Oracle.Answers)
+		if err != nil {
+			return Brief{}, fmt.Errorf("round %d's oracle answers: %w", r.N, err)
+		}
+		files[fmt.Sprintf("oracle/round-%d.jsonl", r.N)] = b
+	}
+	info := map[string]any{"capability": capb.Name, "job": j.state.ID, "round": round, "candidates": j.block.Budget.Candidates}
+	if j.dossier != nil {
+		var observable []string
+		for _, r := range j.dossier.References {
+			if r.Observe {
+				observable = append(observable, r.Name)
+			}
+		}
+		if len(observable) > 0 {
+			info["oracle"] = map[string]any{"requests": lang.OracleDir + "/REFERENCE/ID.json", "references": observable}
+		}
+	}
+	b, err := json.Marshal(info)
 	if err != nil {
 		return Brief{}, err
 	}

@@ -89,6 +89,8 @@ func (e *RunError) Unwrap() error { return e.Err }
 // evaluate.FaultBeforeSealed and FaultAfterSealed, its publish admit.FaultAfterDispatch).
 const (
 	FaultRoundProposed  = "round-proposed"  // the proposal is made and charged, not yet evaluated
+	FaultOracleAsking   = "oracle-asking"   // the oracle's probes are reserved and a request answered; nothing charged
+	FaultRoundAsked     = "round-asked"     // the oracle's answers are recorded and charged; the candidate not yet evaluated
 	FaultRoundEvaluated = "round-evaluated" // the evaluation is charged with its outcome: a rejected round has ended with it, a passing candidate is not yet admitted
 	FaultRoundAdmitted  = "round-admitted"  // the candidate is admitted and published, its round ended; the job's status not yet written
 	FaultRoundFinished  = "round-finished"  // a round ended without an admission; the next not yet dispatched

@@ -67,7 +67,7 @@ func (rd *round) run(ctx context.Context) (admitted bool, err error) {
 	phases := []struct {
 		name string
 		fn   func(context.Context) (bool, error)
-	}{{"propose", rd.propose}, {"pack", rd.pack}, {"evaluate", rd.evaluate}}
+	}{{"propose", rd.propose}, {"pack", rd.pack}, {"oracle", rd.oracle}, {"evaluate", rd.evaluate}}
 	for _, phase := range phases {
 		sp := trace.Start(ctx, phase.name, "reconstruction")
 		done, err := phase.fn(ctx)
@@ -98,7 +98,7 @@ func (rd *round) begin(ctx context.Context) error {
 		Message: fmt.Sprintf("round %d of %d: %s proposes a candidate from %d counterexample(s)", rd.num, rd.state.Budget.Candidates, rd.src.Who(), len(rd.rep.Rounds))})
 	rd.started = time.Now()
 	var err error
-	if rd.brief, err = rd.writeBrief(rd.num); err != nil {
+	if rd.brief, err = rd.writeBrief(ctx, rd.num); err != nil {
 		return fmt.Errorf("%s: writing the job: %w", rd.label(), err)
 	}
 	if err := rd.db().SetBrief(ctx, rd.state.ID, rd.num, rd.brief.Tree); err != nil {

@@ -69,6 +69,13 @@ func (b commandBuilder) Run() (string, time.Duration, bool) {
 
 func (b commandBuilder) Propose(ctx context.Context, br Brief) (*Proposal, error) {
 	ap, st := b.rc.Apply, b.block.Builder
+	if b.dossier != nil {
+		// The builder may ask the references as an oracle: what it writes at OracleDir is
+		// collected when it writes anything (the round answers it), never part of the proposal.
+		s := *st
+		s.Optional = []string{lang.OracleDir}
+		st = &s
+	}
 	img, ok := ap.Image(st.Image.Node)
 	if !ok {
 		return nil, fmt.Errorf("image %s is not built", st.Image.Node)

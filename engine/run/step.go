@@ -340,7 +340,7 @@ func (r *runner) execute(ctx context.Context, n *graph.Node, exe executors.Execu
 	err = fixed.check(outDir)
 	var outputs []cache.Output
 	if err == nil {
-		outputs, err = r.collectOutputs(outDir, st.Outputs)
+		outputs, err = r.collectOutputs(outDir, st.Outputs, st.Optional)
 	}
 	if err == nil && rb != nil {
 		if diff := rb.compare(r.ws.Store, outputs); diff != "" {
@@ -637,12 +637,15 @@ func (r *runner) inlineFile(b []byte) (string, digest.Digest, error) {
 }
 
 // collectOutputs stores each declared output: a file as a blob, a directory as a tree.
-// A declared output the step did not produce fails the step.
-func (r *runner) collectOutputs(outDir string, declared []string) ([]cache.Output, error) {
+// A declared output the step did not produce fails the step; an optional one is left out.
+func (r *runner) collectOutputs(outDir string, declared, optional []string) ([]cache.Output, error) {
 	var outs []cache.Output
-	for _, p := range declared {
+	for i, p := range slices.Concat(declared, optional) {
 		host := filepath.Join(outDir, filepath.FromSlash(strings.TrimPrefix(p, "/out/")))
 		fi, err := os.Lstat(host)
+		if err != nil && i >= len(declared) && errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
 		if err != nil {
 			return nil, fmt.Errorf("declared output %s was not produced", p)
 		}

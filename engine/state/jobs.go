@@ -120,7 +120,10 @@ type Round struct {
 	ProposalCharged bool
 	// Logs are the logs of the round's runs, in the order they ran: its builder's and, for
 	// a reconstruct block with a build, its build's; none for a proposal sent from outside.
-	Logs     []RunLog
+	Logs []RunLog
+	// Oracle is what its builder asked the references as an oracle, once answered and
+	// charged; nil when it asked nothing (or not yet).
+	Oracle   *Oracle
 	Attempts int // applies that dispatched it: more than 1 after a crash
 	Started  time.Time
 	Finished time.Time
@@ -133,6 +136,17 @@ type RunLog struct {
 	Stdout digest.Digest `json:"stdout,omitempty"`
 	Stderr digest.Digest `json:"stderr,omitempty"`
 	Error  string        `json:"error,omitempty"` // why it failed; "" when it succeeded
+}
+
+// Oracle is what one round's builder asked the references as an oracle: how many requests
+// it wrote, how many were answered (each a probe) and refused (not run: over the probe
+// budget, for a reference that does not allow observe, or not a request), and the
+// answers, one JSON line per request, in the content store (what the next round reads).
+type Oracle struct {
+	Asked    int           `json:"asked"`
+	Answered int           `json:"answered"`
+	Refused  int           `json:"refused"`
+	Answers  digest.Digest `json:"answers"`
 }
 
 // JobID is the ID of project's job for a contract, target and trust policy: the same in
@@ -319,6 +333,7 @@ type Part string
 const (
 	PartProposal   Part = "proposal"   // the proposal source: the builder's run, or the wait for a proposal
 	PartEvaluation Part = "evaluation" // the candidate's dev, repair and sealed case runs
+	PartOracle     Part = "oracle"     // the reference's runs on the builder's oracle requests
 )
 
 // Reservation is what one part of a round may take, recorded before the part is
@@ -401,54 +416,77 @@ func (d *DB) Charge(ctx context.Context, job string, n int, part Part, u Usage, 
 		return errors.New("state: charge: a round that ends is not running")
 	}
 	return d.tx(ctx, fmt.Sprintf("charge round %d of job %s", n, job), func(tx *sql.Tx) error {
-		var status, used, reserved string
-		var charged int
-		err := tx.QueryRowContext(ctx, `SELECT status, used, reserved, proposal_charged FROM job_rounds WHERE job_id = ? AND n = ?`, job, n).
-			Scan(&status, &used, &reserved, &charged)
-		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("no round %d", n)
-		}
-		if err != nil {
+		return charge(ctx, tx, job, n, part, u, end)
+	})
+}
+
+// ChargeOracle charges u, what answering the oracle requests of running round n of job
+// used, releasing the oracle part's reservation, and records o, what was asked and
+// answered, in the same transaction: a resumed round whose oracle part was charged has its
+// answers, and does not ask again.
+func (d *DB) ChargeOracle(ctx context.Context, job string, n int, u Usage, o Oracle) error {
+	b, err := json.Marshal(o)
+	if err != nil {
+		return err
+	}
+	return d.tx(ctx, fmt.Sprintf("charge the oracle of round %d of job %s", n, job), func(tx *sql.Tx) error {
+		if err := charge(ctx, tx, job, n, PartOracle, u, nil); err != nil {
 			return err
 		}
-		if RoundStatus(status) != RoundRunning {
-			return fmt.Errorf("round %d is not running", n)
-		}
-		var t Usage
-		if err := json.Unmarshal([]byte(used), &t); err != nil {
-			return fmt.Errorf("usage: %w", err)
-		}
-		t = t.Add(u)
-		if reserved != "" {
-			var r Reservation
-			if err := json.Unmarshal([]byte(reserved), &r); err != nil {
-				return fmt.Errorf("its reservation: %w", err)
-			}
-			switch {
-			case part != "" && r.Part == part:
-				reserved = "" // released: what the part used is u
-			case end != nil:
-				t, reserved = t.Add(r.Spent(time.Now())), "" // the round ends with it open: spent
-			}
-		}
-		if part == PartProposal {
-			charged = 1
-		}
-		b, err := json.Marshal(t)
-		if err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE job_rounds SET used = ?, reserved = ?, proposal_charged = ? WHERE job_id = ? AND n = ?`,
-			string(b), reserved, charged, job, n); err != nil {
-			return err
-		}
-		if end == nil {
-			return nil
-		}
-		_, err = tx.ExecContext(ctx, `UPDATE job_rounds SET status = ?, builder_action = ?, candidate = ?, failure = ?, finished = ?
-WHERE job_id = ? AND n = ?`, string(end.Status), string(end.Builder), string(end.Candidate), end.Failure, nanos(time.Now()), job, n)
+		_, err := tx.ExecContext(ctx, `UPDATE job_rounds SET oracle = ? WHERE job_id = ? AND n = ?`, string(b), job, n)
 		return err
 	})
+}
+
+// charge is Charge within tx.
+func charge(ctx context.Context, tx *sql.Tx, job string, n int, part Part, u Usage, end *RoundEnd) error {
+	var status, used, reserved string
+	var charged int
+	err := tx.QueryRowContext(ctx, `SELECT status, used, reserved, proposal_charged FROM job_rounds WHERE job_id = ? AND n = ?`, job, n).
+		Scan(&status, &used, &reserved, &charged)
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("no round %d", n)
+	}
+	if err != nil {
+		return err
+	}
+	if RoundStatus(status) != RoundRunning {
+		return fmt.Errorf("round %d is not running", n)
+	}
+	var t Usage
+	if err := json.Unmarshal([]byte(used), &t); err != nil {
+		return fmt.Errorf("usage: %w", err)
+	}
+	t = t.Add(u)
+	if reserved != "" {
+		var r Reservation
+		if err := json.Unmarshal([]byte(reserved), &r); err != nil {
+			return fmt.Errorf("its reservation: %w", err)
+		}
+		switch {
+		case part != "" && r.Part == part:
+			reserved = "" // released: what the part used is u
+		case end != nil:
+			t, reserved = t.Add(r.Spent(time.Now())), "" // the round ends with it open: spent
+		}
+	}
+	if part == PartProposal {
+		charged = 1
+	}
+	b, err := json.Marshal(t)
+	if err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE job_rounds SET used = ?, reserved = ?, proposal_charged = ? WHERE job_id = ? AND n = ?`,
+		string(b), reserved, charged, job, n); err != nil {
+		return err
+	}
+	if end == nil {
+		return nil
+	}
+	_, err = tx.ExecContext(ctx, `UPDATE job_rounds SET status = ?, builder_action = ?, candidate = ?, failure = ?, finished = ?
+WHERE job_id = ? AND n = ?`, string(end.Status), string(end.Builder), string(end.Candidate), end.Failure, nanos(time.Now()), job, n)
+	return err
 }
 
 // FinishRound records how round n ended (RoundEnd), charging nothing more: a reservation
@@ -462,7 +500,7 @@ func (d *DB) FinishRound(ctx context.Context, job string, n int, status RoundSta
 
 // Rounds returns job's rounds in order.
 func (d *DB) Rounds(ctx context.Context, job string) ([]Round, error) {
-	rows, err := d.db.QueryContext(ctx, `SELECT n, source, run_id, status, builder_action, candidate, failure, brief, used, reserved, proposal_charged, logs, attempts, started, finished
+	rows, err := d.db.QueryContext(ctx, `SELECT n, source, run_id, status, builder_action, candidate, failure, brief, used, reserved, proposal_charged, logs, oracle, attempts, started, finished
 FROM job_rounds WHERE job_id = ? ORDER BY n`, job)
 	if err != nil {
 		return nil, fmt.Errorf("state: rounds of job %s: %w", job, err)
@@ -474,9 +512,10 @@ FROM job_rounds WHERE job_id = ? ORDER BY n`, job)
 			r                           Round
 			status, builder, cand, used string
 			brief, reserved, logs       string
+			oracle                      string
 			started, finished           sql.NullInt64
 		)
-		if err := rows.Scan(&r.N, &r.Source, &r.RunID, &status, &builder, &cand, &r.Failure, &brief, &used, &reserved, &r.ProposalCharged, &logs, &r.Attempts, &started, &finished); err != nil {
+		if err := rows.Scan(&r.N, &r.Source, &r.RunID, &status, &builder, &cand, &r.Failure, &brief, &used, &reserved, &r.ProposalCharged, &logs, &oracle, &r.Attempts, &started, &finished); err != nil {
 			return nil, fmt.Errorf("state: rounds of job %s: %w", job, err)
 		}
 		if err := json.Unmarshal([]byte(used), &r.Used); err != nil {
@@ -485,6 +524,12 @@ FROM job_rounds WHERE job_id = ? ORDER BY n`, job)
 		if logs != "" {
 			if err := json.Unmarshal([]byte(logs), &r.Logs); err != nil {
 				return nil, fmt.Errorf("state: round %d of job %s: logs: %w", r.N, job, err)
+			}
+		}
+		if oracle != "" {
+			r.Oracle = new(Oracle)
+			if err := json.Unmarshal([]byte(oracle), r.Oracle); err != nil {
+				return nil, fmt.Errorf("state: round %d of job %s: oracle: %w", r.N, job, err)
 			}
 		}
 		if reserved != "" {

@@ -152,3 +152,35 @@ func TestAdoptJob(t *testing.T) {
 		t.Fatalf("the adopted job's rounds: %+v %v", rs, err)
 	}
 }
+
+// The oracle part is reserved like the others, and its charge records what was asked with
+// it, in one transaction: the round then holds both, and the reservation is released.
+func TestChargeOracle(t *testing.T) {
+	ctx := context.Background()
+	db := openTest(t)
+	c, pol := digest.FromBytes([]byte("contract")), digest.FromBytes([]byte("policy"))
+	id, err := JobID("p", c, "linux/amd64", pol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := db.OpenJob(ctx, Job{ID: id, Capability: "sorter", Contract: c, Target: "linux/amd64", Policy: pol, Budget: JobBudget{Candidates: 1, Probes: 3}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.StartRound(ctx, id, 1, "builder", "run-1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Reserve(ctx, id, 1, Reservation{Part: PartOracle, Wall: time.Minute, Probes: 2, At: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	o := Oracle{Asked: 3, Answered: 2, Refused: 1, Answers: digest.FromBytes([]byte("answers"))}
+	if err := db.ChargeOracle(ctx, id, 1, Usage{Wall: time.Second, Probes: 2}, o); err != nil {
+		t.Fatal(err)
+	}
+	rs, err := db.Rounds(ctx, id)
+	if err != nil || len(rs) != 1 {
+		t.Fatalf("rounds: %+v %v", rs, err)
+	}
+	if r := rs[0]; r.Oracle == nil || *r.Oracle != o || r.Reserved != nil || r.Used.Probes != 2 || r.ProposalCharged {
+		t.Errorf("round after the oracle's charge: %+v (oracle %+v); want %+v recorded, 2 probes, no reservation", r, r.Oracle, o)
+	}
+}

@@ -250,6 +250,11 @@ ALTER TABLE job_rounds ADD COLUMN logs TEXT NOT NULL DEFAULT '';
 	`
 ALTER TABLE jobs ADD COLUMN dossier TEXT NOT NULL DEFAULT '';
 `,
+	// 14: what a round's builder asked the references as an oracle, and where the answers
+	// are (a JSON Oracle, '' when it asked nothing; spec/capability.md §5b).
+	`
+ALTER TABLE job_rounds ADD COLUMN oracle TEXT NOT NULL DEFAULT '';
+`,
 }
 
 // Version is the schema version this binary writes.
