@@ -154,10 +154,8 @@ func (ev *Evaluator) differential(ctx context.Context, capb *lang.Capability, d 
 			what = "a generated sealed case " + digest.Digest(what).Short()
 		}
 		if len(sc.c.Requests) > 0 {
-			// A service case: the candidate's trace of effects must be the reference's.
-			if f := sc.name; !strings.HasPrefix(f, "sha256:") {
-				what = f
-			}
+			// A service case (a file: what names it): the candidate's trace of effects
+			// must be the reference's.
 			c, err := ev.referenceTrace(ctx, capb, d, sc.ref, what, sc.c)
 			if err != nil {
 				return nil, err
