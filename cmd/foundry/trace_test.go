@@ -43,3 +43,16 @@ func TestServiceTraceDifferential(t *testing.T) {
 		"ADM capability.counter: reconstruct round 2 admitted as",
 		"agreed with reference refcounter's trace of effects on 1 sealed case(s), 0 disagreements")
 }
+
+// A reference that cannot answer a trace case's requests disagrees with the contract: the
+// job stops with the reason and the case, and nothing is admitted.
+func TestServiceTraceReferenceDisagrees(t *testing.T) {
+	dir := newTraceFixture(t, "\"/bin/counter\"]\n      licence", "\"sh\", \"-c\", \"echo no port for me >&2; exit 7\"]\n      licence")
+	r := failedApply(t, dir)
+	saysAll(t, "apply", r.stderr,
+		"reference and contract disagree: reference refcounter on case sealed/",
+		`the reference exited before it was ready (exit 7); output "no port for me"`)
+	if strings.Contains(r.stderr, "admitted as") {
+		t.Errorf("a candidate was admitted against a reference that never answered:\n%s", r.stderr)
+	}
+}
