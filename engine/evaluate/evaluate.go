@@ -712,6 +712,9 @@ type rejection struct {
 	// or one of a differential case (ref), whose reference says what a smaller input expects.
 	intrinsic string
 	ref       string
+	// trace, for a failing case of a service suite that expects reference ref's trace, is
+	// the case: its request sequence is what is shrunk.
+	trace *verdict.Case
 }
 
 // runSuite runs every case of a suite, each in a fresh sandbox, judges it, and mints the
@@ -755,6 +758,8 @@ func (ev *Evaluator) runSuite(ctx context.Context, n *graph.Node, recipe string,
 			Input: abbreviate(shown, 160), Expected: v.Expected, Got: v.Got}, caseDigest: sc.digest, inputLen: caseSize(sc.c)}
 		if capb.Interface.Kind == "cli" {
 			rej.input, rej.intrinsic, rej.ref = sc.c.Input, verdict.Intrinsic(capb, o), sc.ref
+		} else if sc.ref != "" {
+			rej.trace, rej.ref = sc.c, sc.ref
 		}
 		if worst == nil || rej.inputLen < worst.inputLen {
 			worst, worstName = rej, sc.name

@@ -2,11 +2,13 @@ package evaluate
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
 
+	"github.com/foundry-build/foundry/engine/shrink"
 	"github.com/foundry-build/foundry/engine/verdict"
 	"github.com/foundry-build/foundry/executors"
 	"github.com/foundry-build/foundry/internal/capped"
@@ -79,4 +81,55 @@ func (ev *Evaluator) referenceTrace(ctx context.Context, capb *lang.Capability, 
 // when it passed: count cases, each a sequence of requests from a fresh instance.
 func traceEvidence(ref string, count int) string {
 	return fmt.Sprintf("agreed with reference %s's trace of effects on %d sealed case(s), 0 disagreements", ref, count)
+}
+
+// traceRequest is a request of a trace case as its case file writes it: what the shrinker
+// reduces (spec/capability.md §5b).
+type traceRequest struct {
+	Method string          `json:"method"`
+	Path   string          `json:"path"`
+	Input  json.RawMessage `json:"input,omitempty"`
+}
+
+// shrinkTrace reduces the requests of rej's failing trace case (rej.trace) with
+// engine/shrink, in at most budget tries, while the candidate's trace on the smaller
+// sequence still diverges from the reference's: requests are dropped (and their paths and
+// inputs reduced), each smaller sequence that is a valid trace case sent first to the
+// reference, then to the candidate, each in a fresh sandbox of its own. A sequence the
+// reference cannot answer is not tried on the candidate. The reference's runs are the
+// evaluator's; each candidate run is counted in rej.ShrinkRuns.
+func (ev *Evaluator) shrinkTrace(ctx context.Context, capb *lang.Capability, img executors.Image, d *Dossier, rej *rejection, budget int) error {
+	var reqs []traceRequest
+	for _, r := range rej.trace.Requests {
+		reqs = append(reqs, traceRequest{Method: r.Method, Path: r.Path, Input: r.Input})
+	}
+	value, err := json.Marshal(reqs)
+	if err != nil {
+		return err
+	}
+	runs := 0
+	res, err := shrink.Shrink(value, func(in []byte) (bool, error) {
+		c, err := verdict.ParseTraceCase(rej.Case, append(append([]byte(`{"requests":`), in...), '}'), capb)
+		if err != nil {
+			return false, nil // not a trace case: never run
+		}
+		traced, err := ev.referenceTrace(ctx, capb, d, rej.ref, rej.Case, c)
+		var dis *Disagreement
+		if errors.As(err, &dis) {
+			return false, nil
+		} else if err != nil {
+			return false, err
+		}
+		runs++
+		v, _, err := ev.runServiceCase(ctx, capb, img, traced, nil)
+		return err == nil && !v.Pass, err
+	}, budget)
+	rej.ShrinkRuns = runs
+	if err != nil {
+		return fmt.Errorf("shrinking case %s: %w", rej.Case, err)
+	}
+	if res.Shrunk() {
+		rej.Shrunk, rej.ShrunkFailure, rej.Original = abbreviate(string(res.Value), 160), "its trace diverges from the reference "+rej.ref+"'s", rej.caseDigest
+	}
+	return nil
 }
