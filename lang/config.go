@@ -298,7 +298,24 @@ type Suite struct {
 	Sealed  bool
 	// Generate, when set, adds generated cases to the suite (spec/capability.md §6b).
 	Generate *Generate
-	Range    hcl.Range
+	// Expect, for a service capability's suite, names the reference whose trace of effects
+	// on each case's requests the candidate's must match (spec/capability.md §5b): a
+	// differential service suite, whose requests name no expectation.
+	Expect      string
+	ExpectRange hcl.Range
+	Range       hcl.Range
+}
+
+// Reference names the reference whose outputs (a generated cli suite) or trace of effects
+// (a service suite) the suite expects; "" when none.
+func (s *Suite) Reference() string {
+	if s.Expect != "" {
+		return s.Expect
+	}
+	if s.Generate != nil {
+		return s.Generate.Expect
+	}
+	return ""
 }
 
 // Generate is a suite's generate block: Count inputs made from the contract's input

@@ -244,21 +244,29 @@ func (l *loader) decodeCapability(b *hcl.Block) {
 	}
 	for _, name := range []string{"dev", "repair", "sealed"} {
 		s := c.Suites[name]
-		if s == nil || s.Generate == nil || s.Generate.Expect == "" {
+		if s == nil || s.Reference() == "" {
 			continue
 		}
-		g := s.Generate
+		ref, rng := s.Reference(), s.ExpectRange
+		if s.Expect == "" {
+			rng = s.Generate.ExpectRange
+		}
 		var r *Reference
 		if c.Reconstruct != nil {
-			r = c.Reconstruct.References[g.Expect]
+			r = c.Reconstruct.References[ref]
 		}
 		switch {
 		case r == nil:
-			l.diags = append(l.diags, errorf(g.ExpectRange.Ptr(), "Unknown reference", "expect = reference.%s: the capability's reconstruct block declares no reference %q.", g.Expect, g.Expect))
+			l.diags = append(l.diags, errorf(rng.Ptr(), "Unknown reference", "expect = reference.%s: the capability's reconstruct block declares no reference %q.", ref, ref))
 		case !r.Observe:
-			l.diags = append(l.diags, errorf(g.ExpectRange.Ptr(), "Reference not observable", "expect = reference.%s takes expected outputs from running the reference, which its dossier (at %s) does not allow: it says observe = false.", g.Expect, r.Range))
-		case c.Interface != nil && c.Interface.Kind != "cli":
-			l.diags = append(l.diags, errorf(g.ExpectRange.Ptr(), "Differential suite of a service", "expect = reference.%s compares a cli's outputs; a service capability cannot take its expected outputs from a reference yet.", g.Expect))
+			l.diags = append(l.diags, errorf(rng.Ptr(), "Reference not observable", "expect = reference.%s takes expected outputs from running the reference, which its dossier (at %s) does not allow: it says observe = false.", ref, r.Range))
+		case c.Interface == nil:
+		case s.Expect == "" && c.Interface.Kind != "cli":
+			l.diags = append(l.diags, errorf(rng.Ptr(), "Differential suite of a service", "generate { expect = reference.%s } compares a cli's outputs on generated inputs; a service suite expects a reference's trace of effects on its case files' requests with expect = reference.%s beside cases.", ref, ref))
+		case s.Expect != "" && c.Interface.Kind != "service":
+			l.diags = append(l.diags, errorf(rng.Ptr(), "Trace suite of a cli", "A suite's expect = reference.%s compares a service's trace of effects; a cli suite takes its expected outputs from a reference with generate { expect = reference.%s }.", ref, ref))
+		case s.Expect != "" && s.Generate != nil:
+			l.diags = append(l.diags, errorf(s.Generate.Range.Ptr(), "Generated service suite", "A service suite's cases are the case files' request sequences; it has no generate block."))
 		}
 	}
 	if c.Interface == nil {
@@ -426,8 +434,14 @@ func (l *loader) decodeSuite(b *hcl.Block, ctx *hcl.EvalContext, capName string)
 		l.diags = append(l.diags, errorf(b.LabelRanges[0].Ptr(), "Invalid suite name", "%q is not a suite; use \"dev\", \"repair\" or \"sealed\".%s", s.Name, didYouMean(s.Name, suiteNames)))
 	}
 	s.Sealed = s.Name == "sealed"
-	content, diags := l.content(b.Body, &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "cases"}}, Blocks: []hcl.BlockHeaderSchema{{Type: "generate"}}})
+	content, diags := l.content(b.Body, &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "cases"}, {Name: "expect"}}, Blocks: []hcl.BlockHeaderSchema{{Type: "generate"}}})
 	l.diags = append(l.diags, diags...)
+	if a := content.Attributes["expect"]; a != nil {
+		s.Expect, s.ExpectRange = l.referenceExpect(a)
+		if content.Attributes["cases"] == nil {
+			l.diags = append(l.diags, errorf(a.Range.Ptr(), "Missing cases", "expect = reference.NAME compares traces on the requests of case files: give cases = \"GLOB\"."))
+		}
+	}
 	for _, blk := range content.Blocks {
 		if s.Generate != nil {
 			l.diags = append(l.diags, errorf(blk.DefRange.Ptr(), "Duplicate generate block", "A suite has one generate block."))
@@ -453,6 +467,21 @@ func (l *loader) decodeSuite(b *hcl.Block, ctx *hcl.EvalContext, capName string)
 	return s
 }
 
+// referenceExpect reads expect = reference.NAME: a reference of the reconstruct block,
+// checked once the capability is decoded. It returns the name ("" when a is not one) and
+// where it was written.
+func (l *loader) referenceExpect(a *hcl.Attribute) (string, hcl.Range) {
+	tr, d := hcl.AbsTraversalForExpr(a.Expr)
+	if d.HasErrors() || len(tr) != 2 || tr.RootName() != "reference" {
+		l.diags = append(l.diags, errorf(a.Expr.Range().Ptr(), "Invalid expect", "expect names the reference whose outputs are expected, as reference.NAME (a reference block of the capability's reconstruct block)."))
+		return "", a.Expr.Range()
+	}
+	if at, ok := tr[1].(hcl.TraverseAttr); ok {
+		return at.Name, a.Expr.Range()
+	}
+	return "", a.Expr.Range()
+}
+
 // decodeGenerate reads a suite's generate block: count (1 to MaxGenerated) and, for a dev
 // or repair suite only, the seed builders know.
 func (l *loader) decodeGenerate(b *hcl.Block, ctx *hcl.EvalContext, s *Suite) *Generate {
@@ -460,14 +489,7 @@ func (l *loader) decodeGenerate(b *hcl.Block, ctx *hcl.EvalContext, s *Suite) *G
 	content, diags := l.content(b.Body, &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "count", Required: true}, {Name: "seed"}, {Name: "expect"}}})
 	l.diags = append(l.diags, diags...)
 	if a := content.Attributes["expect"]; a != nil {
-		// expect = reference.NAME: a reference of the reconstruct block, checked once the
-		// capability is decoded.
-		tr, d := hcl.AbsTraversalForExpr(a.Expr)
-		if d.HasErrors() || len(tr) != 2 || tr.RootName() != "reference" {
-			l.diags = append(l.diags, errorf(a.Expr.Range().Ptr(), "Invalid expect", "expect names the reference whose outputs are expected, as reference.NAME (a reference block of the capability's reconstruct block)."))
-		} else if at, ok := tr[1].(hcl.TraverseAttr); ok {
-			g.Expect, g.ExpectRange = at.Name, a.Expr.Range()
-		}
+		g.Expect, g.ExpectRange = l.referenceExpect(a)
 	}
 	if a := content.Attributes["count"]; a != nil {
 		if v, d := l.eval(a.Expr, ctx, nil); !d.HasErrors() {

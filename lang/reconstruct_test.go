@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/hcl/v2"
 )
 
 // reconstructCap is a capability with a sealed suite and the given reconstruct body.
@@ -171,6 +173,60 @@ func TestReconstructBuildDiagnostics(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			dir := writeProject(t, map[string]string{"main.hcl": reconstructCap(c.body), "sealed/1.json": "{}", "builder/propose.sh": "true\n"})
 			_, diags := Load(dir, Options{})
+			for _, d := range diags {
+				if d.Summary != c.summary {
+					continue
+				}
+				if d.Subject == nil || d.Subject.Filename != "main.hcl" || d.Subject.Start.Line != c.line {
+					t.Errorf("want main.hcl:%d, got %v", c.line, d.Subject)
+				}
+				if !strings.Contains(d.Detail, c.detail) {
+					t.Errorf("detail %q does not contain %q", d.Detail, c.detail)
+				}
+				return
+			}
+			t.Fatalf("want %q, got: %v", c.summary, diags)
+		})
+	}
+}
+
+// A service suite's expect = reference.R (a trace of effects) decodes onto the suite; each
+// misuse gets one diagnostic at its line.
+func TestTraceSuiteDecodes(t *testing.T) {
+	capb := func(kind, sealed string) string {
+		it := "interface \"cli\" { entrypoint = [\"/bin/x\"] }"
+		if kind == "service" {
+			it = "interface \"service\" {\n    entrypoint = [\"/bin/x\"]\n    port = 8080\n  }"
+		}
+		return busyboxSeed + "capability \"c\" {\n  " + it + "\n" + sealed + "  reconstruct {\n    reference \"r\" {\n      image = seed.bb\n      entrypoint = [\"/bin/x\"]\n      licence = \"MIT\"\n      origin = \"here\"\n      observe = OBS\n    }\n" + goodBuilder + "    package {\n      files = { \"/bin/x\" = \"/out/x\" }\n    }\n  }\n}\n"
+	}
+	load := func(src, obs string) (*Config, hcl.Diagnostics) {
+		dir := writeProject(t, map[string]string{"main.hcl": strings.ReplaceAll(src, "OBS", obs), "sealed/1.json": "{}", "builder/propose.sh": "true\n"})
+		return Load(dir, Options{})
+	}
+	good := "  suite \"sealed\" {\n    cases  = \"sealed/*.json\"\n    expect = reference.r\n  }\n"
+	cfg, diags := load(capb("service", good), "true")
+	if diags.HasErrors() {
+		t.Fatal(diags.Error())
+	}
+	if s := cfg.Capabilities["c"].Suites["sealed"]; s.Expect != "r" || s.Reference() != "r" || s.Generate != nil {
+		t.Fatalf("suite %+v", s)
+	}
+	for _, c := range []struct {
+		name, kind, sealed, obs, summary string
+		line                             int
+		detail                           string
+	}{
+		{"cli", "cli", good, "true", "Trace suite of a cli", 9, "generate { expect = reference.r }"},
+		{"not observable", "service", good, "false", "Reference not observable", 12, "observe = false"},
+		{"unknown", "service", strings.Replace(good, "reference.r", "reference.q", 1), "true", "Unknown reference", 12, `no reference "q"`},
+		{"not a reference", "service", strings.Replace(good, "reference.r", "seed.bb", 1), "true", "Invalid expect", 12, "reference.NAME"},
+		{"no cases", "service", "  suite \"sealed\" {\n    expect = reference.r\n    generate { count = 3 }\n  }\n", "true", "Missing cases", 11, "case files"},
+		{"generated", "service", "  suite \"sealed\" {\n    cases  = \"sealed/*.json\"\n    expect = reference.r\n    generate { count = 3 }\n  }\n", "true", "Generated service suite", 13, "no generate block"},
+		{"generate expect of a service", "service", "  suite \"sealed\" {\n    cases  = \"sealed/*.json\"\n    generate {\n      count = 3\n      expect = reference.r\n    }\n  }\n", "true", "Differential suite of a service", 14, "trace of effects"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, diags := load(capb(c.kind, c.sealed), c.obs)
 			for _, d := range diags {
 				if d.Summary != c.summary {
 					continue

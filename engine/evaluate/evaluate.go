@@ -182,11 +182,15 @@ func readSuites(dir string, capb *lang.Capability, disclosed map[digest.Digest]b
 				return nil, err
 			}
 			d := digest.FromBytes(b)
-			c, err := verdict.ParseCase(f, b, capb)
+			parse := verdict.ParseCase
+			if s.Expect != "" {
+				parse = verdict.ParseTraceCase // the reference's trace is expected
+			}
+			c, err := parse(f, b, capb)
 			if err != nil {
 				return nil, err
 			}
-			sc := suiteCase{c: c, digest: d, name: f}
+			sc := suiteCase{c: c, digest: d, name: f, ref: s.Expect}
 			switch {
 			case name == "dev":
 				su.dev = append(su.dev, sc)
@@ -204,6 +208,10 @@ func readSuites(dir string, capb *lang.Capability, disclosed map[digest.Digest]b
 		}
 	}
 	su.sealedDigest = suiteDigest(su.sealed)
+	if s := capb.Suites["sealed"]; s != nil && s.Expect != "" {
+		// What its cases expect is part of the suite: the reference's traces.
+		su.sealedDigest = digest.FromBytes(fmt.Appendf(nil, "%s\nexpect reference.%s", su.sealedDigest, s.Expect))
+	}
 	if su.sealedGen != nil {
 		// The generated part is named by how many cases it draws, not by their seed: the
 		// suite (what verdicts are keyed by and admissions bind) is the same for every
@@ -478,6 +486,11 @@ func (ev *Evaluator) EvaluateShrinking(ctx context.Context, n *graph.Node, recip
 	ev.fault(FaultBeforeSealed, n.Address)
 	started := time.Now()
 	sealed, seedDep := su.sealed, []provenance.Dependency(nil)
+	// Hand-written cases of a sealed suite that expects a reference's traces take them now,
+	// when the suite runs.
+	if sealed, err = ev.differential(ctx, capb, dossier, sealed); err != nil {
+		return nil, err
+	}
 	if g := su.sealedGen; g != nil {
 		seed, err := freshSeed()
 		if err != nil {
@@ -493,9 +506,12 @@ func (ev *Evaluator) EvaluateShrinking(ctx context.Context, n *graph.Node, recip
 		sealed = append(slices.Clone(sealed), gen...)
 		seedDep = []provenance.Dependency{seedDependency(seed, g.Count)}
 		out.Evidence = evidence(g, seed, len(gen), len(su.sealed))
+	} else if ref := capb.Suites["sealed"].Expect; ref != "" {
+		out.Evidence = traceEvidence(ref, len(su.sealed))
 	} else {
 		out.Evidence = fmt.Sprintf("%d hand-written sealed case(s) passed", len(su.sealed))
 	}
+
 	rej, env, err := ev.runSuite(ctx, n, recipe, img, tree, provenance.SuiteSealed, sealed, su.sealedDigest, append(seedDep, config...), true)
 	if err != nil {
 		return nil, err
@@ -696,6 +712,9 @@ type rejection struct {
 	// or one of a differential case (ref), whose reference says what a smaller input expects.
 	intrinsic string
 	ref       string
+	// trace, for a failing case of a service suite that expects reference ref's trace, is
+	// the case: its request sequence is what is shrunk.
+	trace *verdict.Case
 }
 
 // runSuite runs every case of a suite, each in a fresh sandbox, judges it, and mints the
@@ -739,6 +758,8 @@ func (ev *Evaluator) runSuite(ctx context.Context, n *graph.Node, recipe string,
 			Input: abbreviate(shown, 160), Expected: v.Expected, Got: v.Got}, caseDigest: sc.digest, inputLen: caseSize(sc.c)}
 		if capb.Interface.Kind == "cli" {
 			rej.input, rej.intrinsic, rej.ref = sc.c.Input, verdict.Intrinsic(capb, o), sc.ref
+		} else if sc.ref != "" {
+			rej.trace, rej.ref = sc.c, sc.ref
 		}
 		if worst == nil || rej.inputLen < worst.inputLen {
 			worst, worstName = rej, sc.name

@@ -103,7 +103,7 @@ func evidence(g *lang.Generate, seed string, count, handWritten int) string {
 // referenced reports whether a suite of capb expects a reference's outputs.
 func referenced(capb *lang.Capability) bool {
 	for _, s := range capb.Suites {
-		if s.Generate != nil && s.Generate.Expect != "" {
+		if s.Reference() != "" {
 			return true
 		}
 	}

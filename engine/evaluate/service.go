@@ -25,6 +25,9 @@ type serviceRun struct {
 	next    int             // index of the request being sent or judged
 	verdict verdict.Verdict // the failing judgment, or a pass once every request passed
 	judged  bool            // verdict is set
+	// record, when set, makes the run a reference's: each response is appended to it
+	// instead of being judged (a trace of effects, spec/capability-cases.md §8).
+	record *[]verdict.Response
 }
 
 // volume is a data volume: a host directory mounted read-write in every instance of one
@@ -153,7 +156,14 @@ func drive(ctx context.Context, capb *lang.Capability, requests []verdict.Reques
 			run.judged = true
 			return
 		}
+		if run.record != nil {
+			*run.record = append(*run.record, resp)
+			continue
+		}
 		if v := verdict.JudgeResponse(capb, req, resp); !v.Pass {
+			if req.Want != nil {
+				v.Reason = fmt.Sprintf("the trace diverges from the reference's at request %d of %d: %s", i+1, len(requests), v.Reason)
+			}
 			run.verdict, run.judged = v, true
 			return
 		}
@@ -211,7 +221,7 @@ func send(ctx context.Context, client *http.Client, addr string, r *verdict.Requ
 	if err != nil {
 		return verdict.Response{}, fmt.Errorf("reading the response body: %w", err)
 	}
-	out := verdict.Response{Status: resp.StatusCode, Body: b}
+	out := verdict.Response{Status: resp.StatusCode, ContentType: resp.Header.Get("Content-Type"), Body: b}
 	if len(b) > evalOutputBytes {
 		out.Body, out.Truncated = b[:evalOutputBytes], true
 	}

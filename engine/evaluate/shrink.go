@@ -30,6 +30,9 @@ const DefaultShrinkRuns = 24
 // is (the reference run first, in a sandbox of its own, and not charged: an input it fails
 // on is not tried).
 func (ev *Evaluator) shrink(ctx context.Context, capb *lang.Capability, img executors.Image, d *Dossier, rej *rejection, budget int) error {
+	if rej.trace != nil && rej.ref != "" && d != nil && budget > 0 {
+		return ev.shrinkTrace(ctx, capb, img, d, rej, budget) // a service's trace case
+	}
 	differential := rej.ref != "" && d != nil
 	if budget <= 0 || rej.input == nil || rej.intrinsic == "timed out" || (rej.intrinsic == "" && !differential) {
 		return nil

@@ -73,7 +73,7 @@ func ParseCase(name string, data []byte, c *lang.Capability) (*Case, error) {
 		return nil, err
 	}
 	if c.Interface.Kind == "service" {
-		return parseServiceCase(name, m, c, false)
+		return parseServiceCase(name, m, c, false, false)
 	}
 	if u := unknownMembers(m, caseFields); u != "" {
 		return fail("unknown member %s; a case has input, one of output, stdout or error, and an optional description", u)

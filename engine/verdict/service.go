@@ -23,6 +23,10 @@ type Request struct {
 	// Restart, in an acceptance case only, is no exchange: the service is stopped and a
 	// fresh instance started against the same data volume before the next request.
 	Restart bool
+	// Want, in a case of a suite that expects a reference's trace (ParseTraceCase), is the
+	// reference's response to this request: the effect the candidate's must have
+	// (JudgeEffect). Expect is then empty.
+	Want *Response
 }
 
 // Describe renders the request for a counterexample: method, path and body.
@@ -53,13 +57,14 @@ func ParseAcceptanceCase(name string, data []byte, c *lang.Capability) (*Case, e
 	if err != nil {
 		return nil, err
 	}
-	return parseServiceCase(name, m, c, true)
+	return parseServiceCase(name, m, c, true, false)
 }
 
 // parseServiceCase parses the members of a service case file (already checked to be one
 // strict JSON object): a description and a non-empty list of requests, with restarts
-// among them when restarts is set.
-func parseServiceCase(name string, m map[string]json.RawMessage, c *lang.Capability, restarts bool) (*Case, error) {
+// among them when restarts is set; with trace set, requests name no expectation
+// (ParseTraceCase).
+func parseServiceCase(name string, m map[string]json.RawMessage, c *lang.Capability, restarts, trace bool) (*Case, error) {
 	fail := func(format string, args ...any) (*Case, error) {
 		return nil, fmt.Errorf("case %s: %s", name, fmt.Sprintf(format, args...))
 	}
@@ -96,7 +101,7 @@ func parseServiceCase(name string, m map[string]json.RawMessage, c *lang.Capabil
 			k.Requests = append(k.Requests, Request{Restart: true})
 			continue
 		}
-		req, err := parseRequest(r, c)
+		req, err := parseRequest(r, c, trace)
 		if err != nil {
 			return fail("requests[%d]: %v", i, err)
 		}
@@ -116,7 +121,7 @@ func isRestart(raw json.RawMessage) bool {
 	return ok
 }
 
-func parseRequest(raw json.RawMessage, c *lang.Capability) (*Request, error) {
+func parseRequest(raw json.RawMessage, c *lang.Capability, trace bool) (*Request, error) {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
 		return nil, fmt.Errorf("a request is a JSON object")
@@ -143,6 +148,14 @@ func parseRequest(raw json.RawMessage, c *lang.Capability) (*Request, error) {
 	if r.Method == "GET" && r.Input != nil {
 		return nil, fmt.Errorf("a GET request carries no input; use POST, PUT or PATCH")
 	}
+	if trace {
+		for _, f := range []string{"output", "body", "error"} {
+			if _, ok := m[f]; ok {
+				return nil, fmt.Errorf("%s: the suite expects the reference's response to each request, so a request names no output, body or error", f)
+			}
+		}
+		return r, nil
+	}
 
 	expect, err := parseExpectation(m, "body", "a request", c)
 	if err != nil {
@@ -168,9 +181,10 @@ func unknownMembers(m map[string]json.RawMessage, known map[string]bool) string 
 
 // Response is what the evaluator received for one request.
 type Response struct {
-	Status    int
-	Body      []byte // up to the evaluator's output limit
-	Truncated bool   // the body exceeded the output limit; Body holds a prefix
+	Status      int
+	ContentType string // the Content-Type header, as sent
+	Body        []byte // up to the evaluator's output limit
+	Truncated   bool   // the body exceeded the output limit; Body holds a prefix
 }
 
 // JudgeResponse judges one response of a service candidate against request r of a case of
@@ -180,6 +194,9 @@ type Response struct {
 func JudgeResponse(c *lang.Capability, r *Request, resp Response) Verdict {
 	if c == nil || c.Interface == nil || c.Interface.Kind != "service" || r == nil {
 		return Verdict{Reason: "cannot judge: not a request of a service capability"}
+	}
+	if r.Want != nil {
+		return JudgeEffect(c, *r.Want, resp)
 	}
 	want := r.Expect.Text()
 	if resp.Truncated {
