@@ -178,12 +178,14 @@ func measure(c condition) (measurement, error) {
 	case m.admitted > 0 && m.waiterRan > 0:
 		m.outcome = fmt.Sprintf("%s admitted (%d rejected); %s ran", admittedAs, m.rejected, waiter)
 	case m.exitCode != 0:
-		m.outcome = fmt.Sprintf("failed (exit %d): %s", m.exitCode, lastLine(stderr.String()))
-		if why, err := missingReason(dir); err != nil {
+		why, err := missingReason(dir)
+		if err != nil {
 			return m, fmt.Errorf("%s: %w", c.name, err)
-		} else if why != "" {
-			m.outcome += "; " + why
 		}
+		if why == "" { // failed otherwise: what the apply said last
+			why = strings.TrimSuffix(lastLine(stderr.String()), ".")
+		}
+		m.outcome = fmt.Sprintf("apply failed (exit %d), %s ran %d time(s): %s", m.exitCode, waiter, m.waiterRan, why)
 	default:
 		m.outcome = fmt.Sprintf("exit %d, %d admitted, %s ran %d time(s)", m.exitCode, m.admitted, waiter, m.waiterRan)
 	}
@@ -246,7 +248,8 @@ func lastLine(stderr string) string {
 	return lines[len(lines)-1]
 }
 
-// missingReason is why the plan of dir says the capability is missing ("" when it is not).
+// missingReason is why the plan of dir says the capability is missing ("" when it is not):
+// the apply itself only counts the nodes it could not produce.
 func missingReason(dir string) (string, error) {
 	cmd := exec.Command(*bin, "plan", "-json")
 	cmd.Dir = dir
@@ -262,13 +265,14 @@ func missingReason(dir string) (string, error) {
 	}
 	for _, c := range p.Capabilities {
 		if c.Address == capability && c.Status == "missing" {
-			return fmt.Sprintf("the plan: %s is missing: %s", capability, c.Reason), nil
+			return fmt.Sprintf("%s is missing (%s)", capability, c.Reason), nil
 		}
 	}
 	return "", nil
 }
 
-// report prints one row per condition: the median wall time and its range, and the counts
+// report prints one row per condition: the median wall time (the upper one of an even
+// count) and its range, and the counts
 // of the last apply (they are the same in every apply of a condition but for the sealed
 // batch's size, which repeated generated inputs make vary).
 func report(byCond map[string][]measurement) {
