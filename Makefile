@@ -60,6 +60,10 @@ bench: deps build test-tools
 	# cases' own, with each sandboxed executor (examples/reconstruct, fresh state per apply).
 	$(GO) run ./bench/reconstruct -foundry $(BIN) -executor containerd
 	$(GO) run ./bench/reconstruct -foundry $(BIN) -executor runc
+	# Issue 33: the blueprint's comparison on examples/laboratory, from clean, identical seeds:
+	# the tool preinstalled, missing and reconstructed, missing with reconstruction disabled
+	# (wall time, probes, candidates, outcome; 2 applies of each, interleaved, ~15 min).
+	$(GO) run ./bench/laboratory -foundry $(BIN) -executor runc
 	# Issue 20: a call of int-sort as an MCP tools/call and as an HTTP POST, each against a
 	# direct sandboxed run of its entrypoint by the same executor, interleaved in one run
 	# (examples/int-sort applied once in a fresh copy; goal: each <= 1.2x the direct run);
@@ -76,7 +80,7 @@ bench: deps build test-tools
 	# engine, and the Temporal path's per-step overhead (a Temporal server in process).
 	cd devtemporal && $(GO) run ./cmd/bench-temporal -foundry ../$(BIN)
 
-# example runs examples/hello, greeter, int-sort, matrix, reconstruct, scores, fetch and self end to end.
+# example runs examples/hello, greeter, int-sort, matrix, reconstruct, laboratory, scores, fetch and self end to end.
 example: deps build
 	cd examples/hello && ../../$(BIN) validate && ../../$(BIN) plan && \
 	  ../../$(BIN) apply -auto-approve -progress plain && \
@@ -95,6 +99,11 @@ example: deps build
 	  ../../../$(BIN) apply -auto-approve -progress plain -trust-key ../.foundry/keys/signing.pub && \
 	  ../../../$(BIN) output step.sort /out/sorted.json && \
 	  ../../../$(BIN) plan -detailed-exitcode -trust-key ../.foundry/keys/signing.pub
+	# laboratory: capability.counts reconstructed from a reference (busybox uniq -c, run in
+	# sandboxes of its own): round 1 rejected on a generated sealed batch with a shrunk
+	# counterexample, round 2 admitted on a fresh one; then step.tally runs.
+	cd examples/laboratory && ../../$(BIN) apply -auto-approve -progress plain && \
+	  ../../$(BIN) output step.tally /out/tally.json && ../../$(BIN) jobs show counts
 	# scores: int-sort admitted, the service accepted across a restart, then delivered to
 	# the directory the operator's grants file (operator/grants.hcl) allows; the release
 	# apply names is verified (receipt, manifest, files, acceptance evidence).
