@@ -58,6 +58,18 @@ func fuzzOnly() bool {
 }
 
 // needSandbox skips (or, in CI, fails) when this machine cannot run sandboxes.
+// needGoToolchain skips (or, under CI=true, fails) a test whose example seeds its image
+// with the Go toolchain at /usr/local/go.
+func needGoToolchain(t *testing.T) {
+	t.Helper()
+	if _, err := os.Stat("/usr/local/go/bin/go"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("needs the Go toolchain at /usr/local/go for the example's seed")
+		}
+		t.Skip("needs /usr/local/go")
+	}
+}
+
 func needSandbox(t *testing.T) {
 	t.Helper()
 	var missing string

@@ -30,12 +30,7 @@ func copyExample(t *testing.T, name string) string {
 // nothing without a verified admission is ever pinned.
 func TestIntSortCapabilityAdmission(t *testing.T) {
 	needSandbox(t)
-	if _, err := os.Stat("/usr/local/go/bin/go"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("needs the Go toolchain at /usr/local/go for the example's seed")
-		}
-		t.Skip("needs /usr/local/go")
-	}
+	needGoToolchain(t)
 	dir := copyExample(t, "int-sort")
 
 	code, out, errs := foundry(t, dir, "plan")

@@ -25,12 +25,7 @@ import (
 // a release with a known defect, observed and rolled back.
 func TestExampleScores(t *testing.T) {
 	needSandbox(t)
-	if _, err := os.Stat("/usr/local/go/bin/go"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("needs the Go toolchain at /usr/local/go for the example's seed")
-		}
-		t.Skip("needs /usr/local/go")
-	}
+	needGoToolchain(t)
 	dir := copyExample(t, "scores")
 	dest := filepath.Join(t.TempDir(), "releases")
 	grants := filepath.Join(t.TempDir(), "grants.hcl")

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"maps"
-	"os"
 	"reflect"
 	"slices"
 	"strings"
@@ -25,12 +24,7 @@ import (
 // client gets.
 func TestMCPIntSort(t *testing.T) {
 	needSandbox(t)
-	if _, err := os.Stat("/usr/local/go/bin/go"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("needs the Go toolchain at /usr/local/go for the example's seed")
-		}
-		t.Skip("needs /usr/local/go")
-	}
+	needGoToolchain(t)
 	bin := inspectorBin(t)
 	dir := copyExample(t, "int-sort")
 	if r := apply(t, dir, nil); r.code != 0 {

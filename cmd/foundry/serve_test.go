@@ -169,12 +169,7 @@ func compactJSON(t *testing.T, b []byte) string {
 // for byte, and a quarantine is honoured at the next call.
 func TestServeIntSort(t *testing.T) {
 	needSandbox(t)
-	if _, err := os.Stat("/usr/local/go/bin/go"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("needs the Go toolchain at /usr/local/go for the example's seed")
-		}
-		t.Skip("needs /usr/local/go")
-	}
+	needGoToolchain(t)
 	dir := copyExample(t, "int-sort")
 	if r := apply(t, dir, nil); r.code != 0 {
 		t.Fatalf("apply: exit %d\n%s", r.code, r.stderr)
