@@ -96,26 +96,43 @@ func (ev *Evaluator) runInstance(ctx context.Context, capb *lang.Capability, img
 	if run.ready {
 		stage, want = "while answering "+failing, "an answer to "+failing
 	}
-	v := verdict.Verdict{Expected: want}
+	how, tail := ended(xr, stdout, stderr)
+	v := verdict.Verdict{Expected: want, Got: how}
 	switch {
 	case xr.TimedOut:
-		v.Reason, v.Got = fmt.Sprintf("timed out %s", stage), fmt.Sprintf("killed at the %v deadline", evalTimeout)
+		v.Reason = "timed out " + stage
 	case xr.OOMKilled:
-		v.Reason, v.Got = fmt.Sprintf("killed for exceeding its memory limit %s", stage), "killed: out of memory"
+		v.Reason = "killed for exceeding its memory limit " + stage
 	default:
-		v.Reason = fmt.Sprintf("exited %s", stage)
-		v.Got = fmt.Sprintf("exit %d", xr.ExitCode)
-		if xr.Signal != "" {
-			v.Got = "killed by " + xr.Signal
-		}
-		if tail := strings.TrimSpace(strings.Join(capped.TailLines(append(stdout.B.Bytes(), stderr.B.Bytes()...), 3), "\n")); tail != "" {
-			v.Got += "; output " + abbreviate(fmt.Sprintf("%q", tail), 200)
+		v.Reason = "exited " + stage
+		if tail != "" {
+			v.Got += "; output " + tail
 		}
 	}
 	if failing == "" {
 		failing = "(startup)"
 	}
 	return v, failing, nil
+}
+
+// ended says how a service's sandbox run ended before it had answered: killed at the
+// deadline, out of memory or by a signal, or its exit code; and the last lines of its
+// output, quoted and abbreviated ("" when it wrote none).
+func ended(xr *executors.Result, stdout, stderr *capped.Buffer) (how, tail string) {
+	switch {
+	case xr.TimedOut:
+		how = fmt.Sprintf("killed at the %v deadline", evalTimeout)
+	case xr.OOMKilled:
+		how = "killed: out of memory"
+	case xr.Signal != "":
+		how = "killed by " + xr.Signal
+	default:
+		how = fmt.Sprintf("exit %d", xr.ExitCode)
+	}
+	if t := strings.TrimSpace(strings.Join(capped.TailLines(append(stdout.B.Bytes(), stderr.B.Bytes()...), 3), "\n")); t != "" {
+		tail = abbreviate(fmt.Sprintf("%q", t), 200)
+	}
+	return how, tail
 }
 
 // drive waits for the service to be ready and sends requests[from:] (none of them a

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/foundry-build/foundry/engine/shrink"
 	"github.com/foundry-build/foundry/engine/verdict"
@@ -53,16 +52,10 @@ func (ev *Evaluator) referenceTrace(ctx context.Context, capb *lang.Capability, 
 		if run.ready {
 			stage = fmt.Sprintf("exited while answering request %d of %d", len(trace)+1, n)
 		}
-		switch {
-		case xr.TimedOut:
-			stage += fmt.Sprintf(" (killed at the %v deadline)", evalTimeout)
-		case xr.OOMKilled:
-			stage += " (killed: out of memory)"
-		default:
-			stage += fmt.Sprintf(" (exit %d)", xr.ExitCode)
-		}
-		if tail := strings.TrimSpace(strings.Join(capped.TailLines(append(stdout.B.Bytes(), stderr.B.Bytes()...), 3), "\n")); tail != "" {
-			stage += "; output " + abbreviate(fmt.Sprintf("%q", tail), 200)
+		how, tail := ended(xr, stdout, stderr)
+		stage += " (" + how + ")"
+		if tail != "" {
+			stage += "; output " + tail
 		}
 		return nil, disagree("the reference %s", stage)
 	}
