@@ -109,18 +109,9 @@ func reportKeys(ws *workspace.Workspace, trust []string) ([]*provenance.Verifier
 // verifyReleaseDir, a release in a registry through verifySubject.
 func receiptsOf(ctx context.Context, keys []*provenance.Verifier, events []state.CapabilityEvent) []deliveryReceipt {
 	out := []deliveryReceipt{}
-	for _, e := range eventsOfType(events, "product_delivered") {
-		out = append(out, deliveryReceipt{Product: e.Capability, Location: e.Ref, verifiedChain: chainAt(ctx, keys, e.Ref)})
-	}
-	return out
-}
-
-// eventsOfType are the events among events of type typ.
-func eventsOfType(events []state.CapabilityEvent, typ string) []state.CapabilityEvent {
-	var out []state.CapabilityEvent
 	for _, e := range events {
-		if e.Type == typ {
-			out = append(out, e)
+		if e.Type == "product_delivered" {
+			out = append(out, deliveryReceipt{Product: e.Capability, Location: e.Ref, verifiedChain: chainAt(ctx, keys, e.Ref)})
 		}
 	}
 	return out
